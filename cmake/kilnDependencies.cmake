@@ -1,0 +1,10 @@
+# kiln's dependencies, found the same way when building kiln and when a consumer loads kilnConfig.
+include(CMakeFindDependencyMacro)
+find_dependency(xsimd)
+# Debian's xsimd export names "xtl" as a link dependency without finding it; kiln does not use
+# xtl, so an empty target stands in when libxtl-dev is absent.
+if(NOT TARGET xtl)
+  add_library(xtl INTERFACE IMPORTED)
+endif()
+find_dependency(OpenMP COMPONENTS CXX)
+find_dependency(range-v3)

@@ -1,0 +1,213 @@
+// Per-op SIMD primitives on packs: one function per op, the same semantics as the compiler's
+// constant folding (NaN-propagating min/max, integer x / 0 == 0, saturating float-to-int casts).
+#pragma once
+
+#include "kiln/codegen/cpu/pack.hpp"
+#include "kiln/ir/op.hpp"
+
+namespace kiln::cpu {
+
+namespace detail {
+
+template <class T, class Fn>
+pack<T> map(const pack<T>& a, Fn fn) {
+  pack<T> r;
+  for (std::size_t i = 0; i < pack<T>::parts; ++i) r.p[i] = fn(a.p[i]);
+  return r;
+}
+template <class T, class Fn>
+pack<T> map(const pack<T>& a, const pack<T>& b, Fn fn) {
+  pack<T> r;
+  for (std::size_t i = 0; i < pack<T>::parts; ++i) r.p[i] = fn(a.p[i], b.p[i]);
+  return r;
+}
+
+// Combines per-part batch_bools into one float-width mask (through memory when part widths differ).
+template <class T, class Fn>
+mask compare(const pack<T>& a, const pack<T>& b, Fn fn) {
+  if constexpr (pack<T>::parts == 1 && std::is_same_v<T, float>) {
+    return {fn(a.p[0], b.p[0])};
+  } else {
+    alignas(64) std::array<bool, lanes> bits;
+    for (std::size_t i = 0; i < pack<T>::parts; ++i)
+      fn(a.p[i], b.p[i]).store_unaligned(bits.data() + i * pack<T>::width);
+    return mask::load(bits.data());
+  }
+}
+
+// The mask as per-part batch_bools of element type T (for select on non-float values).
+template <class T>
+std::array<xsimd::batch_bool<T>, pack<T>::parts> split(const mask& c) {
+  std::array<xsimd::batch_bool<T>, pack<T>::parts> r;
+  if constexpr (std::is_same_v<T, float>) {
+    r[0] = c.m;
+  } else {
+    alignas(64) std::array<bool, lanes> bits;
+    c.store(bits.data());
+    for (std::size_t i = 0; i < pack<T>::parts; ++i)
+      r[i] = xsimd::batch_bool<T>::load_unaligned(bits.data() + i * pack<T>::width);
+  }
+  return r;
+}
+
+template <class B>
+B nan_aware(const B& x, const B& y, const B& r) {
+  if constexpr (std::is_floating_point_v<typename B::value_type>)
+    return xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, r);
+  else
+    return r;
+}
+
+}  // namespace detail
+
+// Narrow integers live in 32-bit lanes; after each op the value is wrapped into its own type.
+template <dtype D, class T>
+pack<T> wrap(const pack<T>& v) {
+  if constexpr (D == dtype::i8 || D == dtype::i16) {
+    constexpr int shift = D == dtype::i8 ? 24 : 16;
+    return detail::map(v, [](auto x) { return (x << shift) >> shift; });
+  } else if constexpr (D == dtype::u8) {
+    return detail::map(v, [](auto x) { return x & decltype(x)(0xFF); });
+  } else {
+    return v;
+  }
+}
+
+template <ir::op O, dtype D, class T>
+pack<T> unary(const pack<T>& a) {
+  using ir::op;
+  using B = xsimd::batch<T>;
+  if constexpr (O == op::neg) return wrap<D>(detail::map(a, [](B x) { return -x; }));
+  else if constexpr (O == op::abs) {
+    if constexpr (std::is_unsigned_v<T>) return a;
+    else return wrap<D>(detail::map(a, [](B x) { return xsimd::abs(x); }));
+  } else if constexpr (O == op::relu) return detail::map(a, [](B x) { return xsimd::select(x < B(0), B(0), x); });
+  else if constexpr (O == op::exp) return detail::map(a, [](B x) { return xsimd::exp(x); });
+  else if constexpr (O == op::log) return detail::map(a, [](B x) { return xsimd::log(x); });
+  else if constexpr (O == op::sqrt) return detail::map(a, [](B x) { return xsimd::sqrt(x); });
+  else if constexpr (O == op::rsqrt) return detail::map(a, [](B x) { return B(1) / xsimd::sqrt(x); });
+  else if constexpr (O == op::tanh) return detail::map(a, [](B x) { return xsimd::tanh(x); });
+  else if constexpr (O == op::sigmoid) return detail::map(a, [](B x) { return B(1) / (B(1) + xsimd::exp(-x)); });
+  else if constexpr (O == op::erf) return detail::map(a, [](B x) { return xsimd::erf(x); });
+  else if constexpr (O == op::sin) return detail::map(a, [](B x) { return xsimd::sin(x); });
+  else if constexpr (O == op::cos) return detail::map(a, [](B x) { return xsimd::cos(x); });
+  else if constexpr (O == op::floor) return detail::map(a, [](B x) { return xsimd::floor(x); });
+  else if constexpr (O == op::ceil) return detail::map(a, [](B x) { return xsimd::ceil(x); });
+  else if constexpr (O == op::round) return detail::map(a, [](B x) { return xsimd::nearbyint(x); });
+  else static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
+}
+
+template <ir::op O, dtype D, class T>
+pack<T> binary(const pack<T>& a, const pack<T>& b) {
+  using ir::op;
+  using B = xsimd::batch<T>;
+  if constexpr (O == op::add) return wrap<D>(detail::map(a, b, [](B x, B y) { return x + y; }));
+  else if constexpr (O == op::sub) return wrap<D>(detail::map(a, b, [](B x, B y) { return x - y; }));
+  else if constexpr (O == op::mul) return wrap<D>(detail::map(a, b, [](B x, B y) { return x * y; }));
+  else if constexpr (O == op::div) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return detail::map(a, b, [](B x, B y) { return x / y; });
+    } else {
+      // No integer division instruction; lanes one by one, with x / 0 == 0 and MIN / -1 wrapping.
+      auto x = to_array(a), y = to_array(b);
+      for (std::size_t i = 0; i < lanes; ++i) {
+        if (y[i] == 0) x[i] = 0;
+        else if constexpr (std::is_signed_v<T>) x[i] = y[i] == -1 ? T(0 - std::make_unsigned_t<T>(x[i])) : T(x[i] / y[i]);
+        else x[i] = x[i] / y[i];
+      }
+      return wrap<D>(from_array(x));
+    }
+  } else if constexpr (O == op::min) return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::min(x, y)); });
+  else if constexpr (O == op::max) return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::max(x, y)); });
+  else if constexpr (O == op::pow) return detail::map(a, b, [](B x, B y) { return xsimd::pow(x, y); });
+  else static_assert(O == op::add, "kiln: no CPU primitive for this binary op");
+}
+
+template <ir::op O, class T>
+mask compare(const pack<T>& a, const pack<T>& b) {
+  using ir::op;
+  using B = xsimd::batch<T>;
+  if constexpr (O == op::eq) return detail::compare(a, b, [](B x, B y) { return x == y; });
+  else if constexpr (O == op::ne) return detail::compare(a, b, [](B x, B y) { return x != y; });
+  else if constexpr (O == op::lt) return detail::compare(a, b, [](B x, B y) { return x < y; });
+  else if constexpr (O == op::le) return detail::compare(a, b, [](B x, B y) { return x <= y; });
+  else if constexpr (O == op::gt) return detail::compare(a, b, [](B x, B y) { return x > y; });
+  else return detail::compare(a, b, [](B x, B y) { return x >= y; });
+}
+
+template <ir::op O>
+mask compare(const mask& a, const mask& b) {
+  if constexpr (O == ir::op::eq) return {a.m == b.m};
+  else return {a.m != b.m};
+}
+
+template <ir::op O>
+mask logical(const mask& a, const mask& b) {
+  if constexpr (O == ir::op::logical_and) return {a.m && b.m};
+  else return {a.m || b.m};
+}
+inline mask logical_not(const mask& a) { return {!a.m}; }
+
+template <class T>
+pack<T> select(const mask& c, const pack<T>& a, const pack<T>& b) {
+  auto parts = detail::split<T>(c);
+  pack<T> r;
+  for (std::size_t i = 0; i < pack<T>::parts; ++i) r.p[i] = xsimd::select(parts[i], a.p[i], b.p[i]);
+  return r;
+}
+inline mask select(const mask& c, const mask& a, const mask& b) {
+  return {(c.m && a.m) || (!c.m && b.m)};
+}
+
+// The lane value of a scalar (kiln::scalar) in the compute type of its dtype.
+template <dtype D>
+lane_t<D> lane_value(const scalar& s) {
+  if constexpr (is_floating(D)) return static_cast<lane_t<D>>(s.f);
+  else return static_cast<lane_t<D>>(s.i);
+}
+
+// Cast with kiln's scalar semantics, lane by lane (rounding to narrow floats included).
+template <dtype From, dtype To, class In>
+compute_t<To> cast(const In& v) {
+  auto in = to_array(v);
+  std::array<lane_t<To>, lanes> out;
+  for (std::size_t i = 0; i < lanes; ++i) {
+    scalar s = is_floating(From) ? scalar{From, static_cast<double>(in[i]), 0}
+                                 : scalar{From, 0, static_cast<std::int64_t>(in[i])};
+    out[i] = lane_value<To>(s.to(To));
+  }
+  return from_array(out);
+}
+
+// Loads and stores between a buffer's storage type and the compute type.
+template <dtype D>
+compute_t<D> load(const storage_t<D>* p) {
+  using S = storage_t<D>;
+  using L = lane_t<D>;
+  if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
+    return compute_t<D>::load(p);
+  } else {
+    alignas(64) std::array<L, lanes> a;
+    for (std::size_t i = 0; i < lanes; ++i) a[i] = static_cast<L>(p[i]);
+    return from_array(a);
+  }
+}
+
+template <dtype D>
+compute_t<D> splat(const storage_t<D>* p) {
+  return compute_t<D>::splat(static_cast<lane_t<D>>(*p));
+}
+
+template <dtype D>
+void store(const compute_t<D>& v, storage_t<D>* p) {
+  using S = storage_t<D>;
+  using L = lane_t<D>;
+  if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
+    v.store(p);
+  } else {
+    auto a = to_array(v);
+    for (std::size_t i = 0; i < lanes; ++i) p[i] = static_cast<S>(a[i]);
+  }
+}
+
+}  // namespace kiln::cpu

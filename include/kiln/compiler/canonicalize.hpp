@@ -1,0 +1,108 @@
+// Canonicalization: dead-code removal, constant folding, algebraic identities and CSE, in one
+// rebuild of the graph through ir::builder (whose deduplication is the CSE).
+#pragma once
+
+#include "kiln/compiler/fold.hpp"
+#include "kiln/ir/builder.hpp"
+
+namespace kiln::compiler {
+
+namespace detail {
+
+constexpr bool is_constant(const ir::node& n, double v) {
+  return n.kind == ir::op::constant &&
+         (is_floating(n.type) ? n.value.f == v : static_cast<double>(n.value.i) == v);
+}
+
+// x*1, x/1, x-0 (and x+0 for integers, where it is exact) give x when x already has the result's
+// shape; neg(neg x) and not(not x) give x.
+constexpr std::int32_t identity_of(const ir::graph& g, const ir::node& n) {
+  using ir::op;
+  auto [a, b, c] = n.operands;
+  if (n.arity() == 1) {
+    const ir::node& x = g.nodes[a];
+    if ((n.kind == op::neg && x.kind == op::neg) ||
+        (n.kind == op::logical_not && x.kind == op::logical_not))
+      return x.operands[0];
+    return -1;
+  }
+  if (n.arity() != 2) return -1;
+  const ir::node& x = g.nodes[a];
+  const ir::node& y = g.nodes[b];
+  auto keeps_shape = [&](const ir::node& v) { return v.dims == n.dims && v.type == n.type; };
+  bool integer = is_integer(n.type);
+  switch (n.kind) {
+    case op::mul:
+      if (is_constant(y, 1) && keeps_shape(x)) return a;
+      if (is_constant(x, 1) && keeps_shape(y)) return b;
+      return -1;
+    case op::div: return is_constant(y, 1) && keeps_shape(x) ? a : -1;
+    case op::sub: return is_constant(y, 0) && keeps_shape(x) ? a : -1;
+    case op::add:
+      if (!integer) return -1;
+      if (is_constant(y, 0) && keeps_shape(x)) return a;
+      if (is_constant(x, 0) && keeps_shape(y)) return b;
+      return -1;
+    default: return -1;
+  }
+}
+
+// One rebuild: drops dead nodes; with `simplify`, also folds and applies identities. Those can
+// leave nodes dead, which the next rebuild drops.
+constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
+  auto n = g.nodes.size();
+  // Liveness: the outputs and everything they read. Inputs stay: they are the signature.
+  std::vector<bool> live(n, false);
+  for (auto id : g.outputs) live[id] = true;
+  for (std::size_t i = n; i-- > 0;) {
+    if (!live[i]) continue;
+    for (int k = 0; k < g.nodes[i].arity(); ++k) live[g.nodes[i].operands[k]] = true;
+  }
+  ir::builder b;
+  std::vector<std::int32_t> map(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ir::node& old = g.nodes[i];
+    if (old.kind == ir::op::input) {
+      map[i] = b.input(g.inputs[old.arg].type, g.inputs[old.arg].dims);
+      continue;
+    }
+    if (!live[i]) continue;
+    if (old.kind == ir::op::constant) {
+      map[i] = b.constant(old.value);
+      continue;
+    }
+    std::int32_t ops[3] = {-1, -1, -1};
+    bool all_constant = true;
+    scalar values[3];
+    for (int k = 0; k < old.arity(); ++k) {
+      ops[k] = map[old.operands[k]];
+      const ir::node& x = b.get().nodes[ops[k]];
+      all_constant = all_constant && x.kind == ir::op::constant;
+      values[k] = x.value;
+    }
+    if (simplify && all_constant) {
+      if (auto folded = fold(old.kind, old.type, values)) {
+        map[i] = b.constant(*folded);
+        continue;
+      }
+    }
+    std::int32_t id = -1;
+    switch (ir::info(old.kind).cls) {
+      case ir::op_class::cast: id = b.cast(ops[0], old.type); break;
+      case ir::op_class::select: id = b.select(ops[0], ops[1], ops[2]); break;
+      default: id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
+    }
+    std::int32_t same = simplify ? identity_of(b.get(), b.get().nodes[id]) : -1;
+    map[i] = same >= 0 ? same : id;
+  }
+  for (auto id : g.outputs) b.output(map[id]);
+  return b.take();
+}
+
+}  // namespace detail
+
+constexpr ir::graph canonicalize(const ir::graph& g) {
+  return detail::rebuild(detail::rebuild(g, true), false);
+}
+
+}  // namespace kiln::compiler

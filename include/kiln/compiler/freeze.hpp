@@ -1,0 +1,97 @@
+// The frozen plan: the same plan in fixed-size arrays, a structural type, so it can be a constant
+// expression and a template argument (the compile-time CPU kernels instantiate from it).
+#pragma once
+
+#include <array>
+
+#include "kiln/compiler/plan.hpp"
+
+namespace kiln::compiler {
+
+struct plan_sizes {
+  int inputs = 0, nodes = 0, symbols = 0, constraints = 0, outputs = 0;
+  int regions = 0, region_nodes = 0, region_args = 0, region_results = 0;
+};
+
+constexpr plan_sizes sizes_of(const plan& p) {
+  plan_sizes s{static_cast<int>(p.graph.inputs.size()), static_cast<int>(p.graph.nodes.size()),
+               static_cast<int>(p.graph.symbols.size()),
+               static_cast<int>(p.graph.constraints.size()),
+               static_cast<int>(p.graph.outputs.size()), p.dispatch_count()};
+  for (const auto& r : p.regions) {
+    s.region_nodes += static_cast<int>(r.nodes.size());
+    s.region_args += static_cast<int>(r.args.size());
+    s.region_results += static_cast<int>(r.results.size());
+  }
+  return s;
+}
+
+// A region as index ranges into the frozen plan's flat arrays.
+struct frozen_region {
+  shape space;
+  int node_begin = 0, node_count = 0;
+  int arg_begin = 0, arg_count = 0;
+  int result_begin = 0, result_count = 0;
+};
+
+template <plan_sizes S>
+struct frozen_plan {
+  static constexpr plan_sizes sizes = S;
+  std::array<ir::input_decl, S.inputs> inputs;
+  std::array<ir::node, S.nodes> nodes;
+  std::array<ir::symbol, S.symbols> symbols;
+  std::array<ir::constraint, S.constraints> constraints;
+  std::array<std::int32_t, S.outputs> outputs;
+  std::array<frozen_region, S.regions> regions;
+  std::array<std::int32_t, S.region_nodes> region_nodes;
+  std::array<std::int32_t, S.region_args> region_args;
+  std::array<std::int32_t, S.region_results> region_results;
+
+  constexpr int dispatch_count() const { return S.regions; }
+
+  // Back to the vector form (for printing, comparison, and anything written against `plan`).
+  constexpr plan thaw() const {
+    plan p;
+    p.graph.inputs.assign(inputs.begin(), inputs.end());
+    p.graph.nodes.assign(nodes.begin(), nodes.end());
+    p.graph.symbols.assign(symbols.begin(), symbols.end());
+    p.graph.constraints.assign(constraints.begin(), constraints.end());
+    p.graph.outputs.assign(outputs.begin(), outputs.end());
+    for (const frozen_region& f : regions) {
+      region r;
+      r.space = f.space;
+      r.nodes.assign(region_nodes.begin() + f.node_begin,
+                     region_nodes.begin() + f.node_begin + f.node_count);
+      r.args.assign(region_args.begin() + f.arg_begin, region_args.begin() + f.arg_begin + f.arg_count);
+      r.results.assign(region_results.begin() + f.result_begin,
+                       region_results.begin() + f.result_begin + f.result_count);
+      p.regions.push_back(r);
+    }
+    return p;
+  }
+};
+
+template <plan_sizes S>
+constexpr frozen_plan<S> freeze(const plan& p) {
+  frozen_plan<S> f{};
+  auto copy = [](const auto& from, auto& to) {
+    for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i];
+  };
+  copy(p.graph.inputs, f.inputs);
+  copy(p.graph.nodes, f.nodes);
+  copy(p.graph.symbols, f.symbols);
+  copy(p.graph.constraints, f.constraints);
+  copy(p.graph.outputs, f.outputs);
+  int nodes = 0, args = 0, results = 0;
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    const region& r = p.regions[i];
+    f.regions[i] = {r.space, nodes, static_cast<int>(r.nodes.size()), args,
+                    static_cast<int>(r.args.size()), results, static_cast<int>(r.results.size())};
+    for (auto v : r.nodes) f.region_nodes[nodes++] = v;
+    for (auto v : r.args) f.region_args[args++] = v;
+    for (auto v : r.results) f.region_results[results++] = v;
+  }
+  return f;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,102 @@
+// Scalar conversions between dtypes, with kiln's defined semantics for every pair.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "kiln/core/dtype.hpp"
+
+namespace kiln {
+
+// Wraps an integer into dtype t modulo 2^bits (two's complement), as C++ does since C++20.
+constexpr std::int64_t wrap_integer(dtype t, std::int64_t v) {
+  switch (t) {
+    case dtype::i8: return static_cast<std::int8_t>(v);
+    case dtype::i16: return static_cast<std::int16_t>(v);
+    case dtype::i32: return static_cast<std::int32_t>(v);
+    case dtype::u8: return static_cast<std::uint8_t>(v);
+    case dtype::u32: return static_cast<std::uint32_t>(v);
+    case dtype::boolean: return v != 0;
+    default: return v;
+  }
+}
+
+constexpr std::int64_t integer_min(dtype t) {
+  switch (t) {
+    case dtype::i8: return -128;
+    case dtype::i16: return -32768;
+    case dtype::i32: return std::numeric_limits<std::int32_t>::min();
+    case dtype::i64: return std::numeric_limits<std::int64_t>::min();
+    default: return 0;
+  }
+}
+
+constexpr std::int64_t integer_max(dtype t) {
+  switch (t) {
+    case dtype::i8: return 127;
+    case dtype::i16: return 32767;
+    case dtype::i32: return std::numeric_limits<std::int32_t>::max();
+    case dtype::i64: return std::numeric_limits<std::int64_t>::max();
+    case dtype::u8: return 255;
+    case dtype::u32: return std::numeric_limits<std::uint32_t>::max();
+    default: return 1;
+  }
+}
+
+// Float to integer: truncates toward zero, saturates at the type's range, NaN becomes 0.
+// (C++ leaves out-of-range conversions undefined; kiln defines them so every back end agrees.)
+constexpr std::int64_t float_to_integer(dtype t, double v) {
+  if (v != v) return 0;
+  if (t == dtype::boolean) return v != 0;
+  // The bounds as doubles: 2^63 is exact, so compare with >=; smaller types' bounds are exact.
+  double lo = static_cast<double>(integer_min(t));
+  double hi = t == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(t)) + 1.0;
+  if (v <= lo) return integer_min(t);
+  if (v >= hi) return integer_max(t);
+  return static_cast<std::int64_t>(v);
+}
+
+// Rounds a double to the values representable in floating dtype t (f32 or narrower via f32).
+constexpr double round_to_float(dtype t, double v) {
+  float f = static_cast<float>(v);
+  switch (t) {
+    case dtype::f64: return v;
+    case dtype::f32: return f;
+    case dtype::f16: return static_cast<float>(float16(f));
+    case dtype::bf16: return static_cast<float>(bfloat16(f));
+    case dtype::f8e4m3: return static_cast<float>(float8_e4m3(f));
+    case dtype::f8e5m2: return static_cast<float>(float8_e5m2(f));
+    default: return v;
+  }
+}
+
+// A scalar of any dtype: floats keep a double, integers and bool an int64 (u32 fits).
+struct scalar {
+  dtype type = dtype::f32;
+  double f = 0;
+  std::int64_t i = 0;
+
+  static constexpr scalar of_float(dtype t, double v) {
+    if (!is_floating(t)) return {t, 0, float_to_integer(t, v)};
+    return {t, round_to_float(t, v), 0};
+  }
+  static constexpr scalar of_integer(dtype t, std::int64_t v) {
+    if (is_floating(t)) return {t, round_to_float(t, static_cast<double>(v)), 0};
+    return {t, 0, wrap_integer(t, v)};
+  }
+  constexpr double as_double() const { return is_floating(type) ? f : static_cast<double>(i); }
+  // Converts to dtype t with kiln's cast semantics.
+  constexpr scalar to(dtype t) const {
+    if (type == dtype::boolean) return of_integer(t, i);
+    if (t == dtype::boolean) return {t, 0, is_floating(type) ? (f != 0 || f != f) : i != 0};
+    return is_floating(type) ? of_float(t, f) : of_integer(t, i);
+  }
+  // Identity of the stored value, bit for bit (so -0.0 and 0.0 differ, NaN equals itself).
+  friend constexpr bool same_bits(const scalar& a, const scalar& b) {
+    return a.type == b.type && std::bit_cast<std::uint64_t>(a.f) == std::bit_cast<std::uint64_t>(b.f) &&
+           a.i == b.i;
+  }
+};
+
+}  // namespace kiln

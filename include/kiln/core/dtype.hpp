@@ -1,0 +1,102 @@
+// Element types: the dtype enum, the C++ type of each, and the facts the IR and back ends ask of them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "kiln/core/minifloat.hpp"
+
+namespace kiln {
+
+enum class dtype : std::uint8_t {
+  f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, u8, u32, boolean,
+};
+inline constexpr int dtype_count = 13;
+
+// The element types a user writes in tensor<...> and passes as data.
+using f32 = float;
+using f64 = double;
+using f16 = float16;
+using bf16 = bfloat16;
+using f8e4m3 = float8_e4m3;
+using f8e5m2 = float8_e5m2;
+using i8 = std::int8_t;
+using i16 = std::int16_t;
+using i32 = std::int32_t;
+using i64 = std::int64_t;
+using u8 = std::uint8_t;
+using u32 = std::uint32_t;
+
+namespace detail {
+template <class T> struct dtype_of_impl;
+#define KILN_DTYPE_OF(T, D) \
+  template <> struct dtype_of_impl<T> { static constexpr dtype value = dtype::D; };
+KILN_DTYPE_OF(float, f32)
+KILN_DTYPE_OF(double, f64)
+KILN_DTYPE_OF(float16, f16)
+KILN_DTYPE_OF(bfloat16, bf16)
+KILN_DTYPE_OF(float8_e4m3, f8e4m3)
+KILN_DTYPE_OF(float8_e5m2, f8e5m2)
+KILN_DTYPE_OF(std::int8_t, i8)
+KILN_DTYPE_OF(std::int16_t, i16)
+KILN_DTYPE_OF(std::int32_t, i32)
+KILN_DTYPE_OF(std::int64_t, i64)
+KILN_DTYPE_OF(std::uint8_t, u8)
+KILN_DTYPE_OF(std::uint32_t, u32)
+KILN_DTYPE_OF(bool, boolean)
+#undef KILN_DTYPE_OF
+}  // namespace detail
+
+// An element type kiln knows: one of the aliases above.
+template <class T>
+concept element_type = requires { detail::dtype_of_impl<std::remove_cv_t<T>>::value; };
+
+template <element_type T>
+inline constexpr dtype dtype_of = detail::dtype_of_impl<std::remove_cv_t<T>>::value;
+
+namespace detail {
+template <dtype D> struct type_of_impl;
+template <> struct type_of_impl<dtype::f32> { using type = float; };
+template <> struct type_of_impl<dtype::f64> { using type = double; };
+template <> struct type_of_impl<dtype::f16> { using type = float16; };
+template <> struct type_of_impl<dtype::bf16> { using type = bfloat16; };
+template <> struct type_of_impl<dtype::f8e4m3> { using type = float8_e4m3; };
+template <> struct type_of_impl<dtype::f8e5m2> { using type = float8_e5m2; };
+template <> struct type_of_impl<dtype::i8> { using type = std::int8_t; };
+template <> struct type_of_impl<dtype::i16> { using type = std::int16_t; };
+template <> struct type_of_impl<dtype::i32> { using type = std::int32_t; };
+template <> struct type_of_impl<dtype::i64> { using type = std::int64_t; };
+template <> struct type_of_impl<dtype::u8> { using type = std::uint8_t; };
+template <> struct type_of_impl<dtype::u32> { using type = std::uint32_t; };
+template <> struct type_of_impl<dtype::boolean> { using type = bool; };
+}  // namespace detail
+
+// The storage type of a dtype (what one element of a buffer is).
+template <dtype D>
+using storage_t = typename detail::type_of_impl<D>::type;
+
+constexpr std::string_view name(dtype t) {
+  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2", "i8",
+                                        "i16", "i32", "i64", "u8",  "u32",  "bool"};
+  return names[static_cast<int>(t)];
+}
+
+constexpr int size_in_bytes(dtype t) {
+  constexpr int sizes[] = {4, 8, 2, 2, 1, 1, 1, 2, 4, 8, 1, 4, 1};
+  return sizes[static_cast<int>(t)];
+}
+
+constexpr bool is_floating(dtype t) { return t <= dtype::f8e5m2; }
+constexpr bool is_integer(dtype t) { return t >= dtype::i8 && t <= dtype::u32; }
+constexpr bool is_signed_integer(dtype t) { return t >= dtype::i8 && t <= dtype::i64; }
+constexpr bool is_unsigned_integer(dtype t) { return t == dtype::u8 || t == dtype::u32; }
+
+// Floats narrower than f32 are storage types: values are computed in f32 and rounded when stored.
+constexpr bool is_storage_only(dtype t) { return t >= dtype::f16 && t <= dtype::f8e5m2; }
+
+// The dtype arithmetic happens in: f32 for the storage-only floats, the dtype itself otherwise.
+// Integer types narrower than 32 bits keep their own width: results wrap as in that type.
+constexpr dtype compute_dtype(dtype t) { return is_storage_only(t) ? dtype::f32 : t; }
+
+}  // namespace kiln

@@ -1,0 +1,98 @@
+// Storage-only floating types (f16, bf16, fp8 e4m3fn, fp8 e5m2) with exact, round-to-nearest-even
+// conversions to and from float. Arithmetic on them happens in f32.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace kiln {
+
+namespace detail {
+
+// A binary floating format with one sign bit, Exp exponent bits and Man mantissa bits.
+// HasInf: an all-ones exponent with zero mantissa is infinity (IEEE-like); otherwise the format is
+// "fn" (finite + NaN only): only the all-ones pattern is NaN. Saturate: finite values beyond the
+// largest finite number become that number (ONNX's saturate=1 for fp8), else infinity.
+template <int Exp, int Man, bool HasInf, bool Saturate, class Bits>
+struct minifloat_format {
+  static constexpr int bias = (1 << (Exp - 1)) - 1;
+  static constexpr std::uint32_t exp_mask = (1u << Exp) - 1;
+  static constexpr std::uint32_t sign_bit = 1u << (Exp + Man);
+  static constexpr std::uint32_t inf_bits = exp_mask << Man;
+  static constexpr std::uint32_t nan_bits =
+      HasInf ? inf_bits | (1u << (Man - 1)) : (exp_mask << Man) | ((1u << Man) - 1);
+  static constexpr std::uint32_t max_finite_bits = HasInf ? inf_bits - 1 : nan_bits - 1;
+
+  static constexpr float decode(Bits b) {
+    std::uint32_t bits = b;
+    std::uint32_t sign = (bits & sign_bit) ? 0x80000000u : 0u;
+    std::uint32_t e = (bits >> Man) & exp_mask;
+    std::uint32_t m = bits & ((1u << Man) - 1);
+    if (HasInf && e == exp_mask) return std::bit_cast<float>(sign | (m ? 0x7FC00000u : 0x7F800000u));
+    if (!HasInf && (bits & ~sign_bit) == nan_bits) return std::bit_cast<float>(sign | 0x7FC00000u);
+    if (e == 0) {
+      if (m == 0) return std::bit_cast<float>(sign);
+      if (bias == 127) return std::bit_cast<float>(sign | (m << (23 - Man)));  // float subnormal
+      int exponent = 1 - bias;  // normalize the subnormal into a float normal
+      while ((m & (1u << Man)) == 0) {
+        m <<= 1;
+        --exponent;
+      }
+      m &= (1u << Man) - 1;
+      return std::bit_cast<float>(sign | std::uint32_t(exponent + 127) << 23 | m << (23 - Man));
+    }
+    return std::bit_cast<float>(sign | std::uint32_t(int(e) - bias + 127) << 23 | m << (23 - Man));
+  }
+
+  static constexpr Bits encode(float f) {
+    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    std::uint32_t sign = (u & 0x80000000u) ? sign_bit : 0u;
+    u &= 0x7FFFFFFFu;
+    if (u > 0x7F800000u) return Bits(sign | nan_bits);
+    if (u == 0x7F800000u) return Bits(sign | (HasInf ? inf_bits : (Saturate ? max_finite_bits : nan_bits)));
+    std::uint32_t fe = u >> 23;
+    std::uint64_t mant = (u & 0x7FFFFFu) | (fe ? 0x800000u : 0u);  // value = mant * 2^(e - 23)
+    int e = fe ? int(fe) - 127 : -126;
+    constexpr int emin = 1 - bias;
+    int shift = (23 - Man) + (e < emin ? emin - e : 0);
+    std::uint64_t q = 0;
+    if (shift < 40) {
+      q = mant >> shift;
+      std::uint64_t rem = mant & ((std::uint64_t(1) << shift) - 1);
+      std::uint64_t half = std::uint64_t(1) << (shift - 1);
+      if (rem > half || (rem == half && (q & 1))) ++q;
+    }
+    // Subnormal results are q itself; normal ones put the implicit bit into the exponent field,
+    // so a carry out of the mantissa moves to the next binade by plain addition.
+    std::uint64_t enc = (e < emin ? 0 : std::uint64_t(e + bias - 1) << Man) + q;
+    if (enc > max_finite_bits) enc = Saturate ? max_finite_bits : (HasInf ? inf_bits : nan_bits);
+    return Bits(sign | std::uint32_t(enc));
+  }
+};
+
+}  // namespace detail
+
+// Declares a storage type: a wrapper over its bits with explicit conversions from and to float.
+#define KILN_DEFINE_MINIFLOAT(NAME, BITS, EXP, MAN, HAS_INF, SATURATE)                              \
+  struct NAME {                                                                                     \
+    using format = detail::minifloat_format<EXP, MAN, HAS_INF, SATURATE, BITS>;                     \
+    BITS bits = 0;                                                                                  \
+    NAME() = default;                                                                               \
+    constexpr explicit NAME(float f) : bits(format::encode(f)) {}                                   \
+    static constexpr NAME from_bits(BITS b) {                                                       \
+      NAME r;                                                                                       \
+      r.bits = b;                                                                                   \
+      return r;                                                                                     \
+    }                                                                                               \
+    constexpr explicit operator float() const { return format::decode(bits); }                      \
+    friend constexpr bool operator==(NAME a, NAME b) { return a.bits == b.bits; }                   \
+  };
+
+KILN_DEFINE_MINIFLOAT(float16, std::uint16_t, 5, 10, true, false)
+KILN_DEFINE_MINIFLOAT(bfloat16, std::uint16_t, 8, 7, true, false)
+KILN_DEFINE_MINIFLOAT(float8_e4m3, std::uint8_t, 4, 3, false, true)
+KILN_DEFINE_MINIFLOAT(float8_e5m2, std::uint8_t, 5, 2, true, true)
+
+#undef KILN_DEFINE_MINIFLOAT
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+// Tracing: runs the user's lambda during constant evaluation on placeholder values and compiles
+// the graph it builds; the frozen plan is the result.
+#pragma once
+
+#include <array>
+#include <tuple>
+
+#include "kiln/compiler/freeze.hpp"
+#include "kiln/dsl/ops.hpp"
+#include "kiln/dsl/tensor.hpp"
+
+namespace kiln {
+
+template <tensor_parameter P>
+using parameter_value_t = value<typename P::element, typename P::extents_type>;
+
+namespace detail {
+template <class R> struct is_value_tuple : std::false_type {};
+template <class... V> struct is_value_tuple<std::tuple<V...>> : std::bool_constant<(tensor_value<V> && ...)> {};
+}  // namespace detail
+
+// What a kiln::fn lambda returns: one tensor expression, or a std::tuple of them.
+template <class R>
+concept function_result = tensor_value<R> || detail::is_value_tuple<R>::value;
+
+// A lambda kiln::fn can trace: no captures, one argument per declared parameter.
+template <class F, class... P>
+concept traceable = std::is_empty_v<F> && std::is_default_constructible_v<F> &&
+                    std::is_invocable_v<const F&, parameter_value_t<P>...>;
+
+namespace detail {
+
+template <class F, class... P>
+constexpr compiler::plan trace() {
+  ir::builder b;
+  std::array<std::int32_t, sizeof...(P)> ids{};
+  std::size_t k = 0;
+  ((ids[k++] = b.input(dtype_of<typename P::element>, P::extents_type::value())), ...);
+  auto result = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return F{}(parameter_value_t<P>{&b, ids[I]}...);
+  }(std::index_sequence_for<P...>{});
+  if constexpr (tensor_value<decltype(result)>)
+    b.output(result.id);
+  else
+    std::apply([&](const auto&... r) { (b.output(r.id), ...); }, result);
+  return compiler::compile(b.take());
+}
+
+template <class F, class... P>
+inline constexpr compiler::plan_sizes plan_sizes_v = compiler::sizes_of(trace<F, P...>());
+
+template <class F, class... P>
+inline constexpr auto frozen_plan_v = compiler::freeze<plan_sizes_v<F, P...>>(trace<F, P...>());
+
+}  // namespace detail
+}  // namespace kiln

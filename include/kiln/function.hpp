@@ -1,0 +1,220 @@
+// kiln::fn, the DSL's door: a lambda over tensor parameters becomes a compiled function whose
+// plan is a constant expression and whose kernels are instantiated per device.
+#pragma once
+
+#include <tuple>
+#include <vector>
+
+#include "kiln/dsl/trace.hpp"
+#include "kiln/interop/arguments.hpp"
+#include "kiln/runtime/cpu/executor.hpp"
+#include "kiln/runtime/device.hpp"
+
+namespace kiln {
+
+template <class F, class... P>
+class function;
+
+namespace detail {
+
+template <class R> struct result_list { using type = std::tuple<R>; };
+template <class... V> struct result_list<std::tuple<V...>> { using type = std::tuple<V...>; };
+
+// Runs a traced function's plan on the CPU: checks the arguments, resolves sizes, runs regions.
+template <const auto& Plan>
+void run_cpu(std::span<const runtime::buffer_ref> args, std::span<const runtime::buffer_ref> results) {
+  constexpr auto S = Plan.sizes;
+  std::array<std::int64_t, S.symbols + 1> sym{};
+  runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args, sym.data(), "fn");
+  std::array<cpu::operand_layout, S.inputs + 1> ins{};
+  std::array<shape, S.outputs> result_dims;
+  for (int r = 0; r < S.outputs; ++r) {
+    const ir::node& n = Plan.nodes[Plan.outputs[r]];
+    result_dims[r] = runtime::concrete(n.dims, sym.data());
+    runtime::check_result(results[r], n.type, result_dims[r], r, "fn");
+  }
+  // In place is safe only where every element is read before it is written: one region, and the
+  // result and the argument identical in address, type and extents.
+  for (int r = 0; r < S.outputs; ++r) {
+    const ir::node& n = Plan.nodes[Plan.outputs[r]];
+    auto* lo = static_cast<const unsigned char*>(results[r].data);
+    auto* hi = lo + result_dims[r].element_count() * size_in_bytes(n.type);
+    for (int a = 0; a < S.inputs; ++a) {
+      auto* alo = static_cast<const unsigned char*>(args[a].data);
+      auto* ahi = alo + args[a].dims.element_count() * size_in_bytes(Plan.inputs[a].type);
+      if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
+      bool same = lo == alo && hi == ahi && n.type == Plan.inputs[a].type && S.regions == 1 &&
+                  runtime::concrete(Plan.inputs[a].dims, sym.data()).element_count() ==
+                      result_dims[r].element_count() &&
+                  args[a].dims.element_count() == result_dims[r].element_count();
+      if (!same)
+        throw error(errc::invalid_argument, "fn",
+                    "result " + std::to_string(r + 1) + " overlaps argument " + std::to_string(a + 1) +
+                        "; writing in place needs identical buffers (same address, type and extents) "
+                        "in a single-region function");
+    }
+  }
+  std::array<cpu::operand_layout, S.outputs> outs{};
+  for (int i = 0; i < S.regions; ++i) {
+    const compiler::frozen_region& reg = Plan.regions[i];
+    shape space = runtime::concrete(reg.space, sym.data());
+    for (int k = 0; k < reg.arg_count; ++k) {
+      int a = Plan.region_args[reg.arg_begin + k];
+      shape dims = args[a].dims.rank == Plan.inputs[a].dims.rank ? args[a].dims : Plan.inputs[a].dims;
+      ins[a] = cpu::layout_over(args[a].data, size_in_bytes(Plan.inputs[a].type), dims, space);
+    }
+    for (int k = 0; k < reg.result_count; ++k) {
+      int r = Plan.region_results[reg.result_begin + k];
+      outs[r] = cpu::layout_over(results[r].data, size_in_bytes(Plan.nodes[Plan.outputs[r]].type),
+                                 space, space);
+    }
+    cpu::run_region(cpu::region_rows<Plan>[i], space,
+                    std::span(Plan.region_args.data() + reg.arg_begin, reg.arg_count),
+                    std::span(ins.data(), S.inputs),
+                    std::span(Plan.region_results.data() + reg.result_begin, reg.result_count),
+                    std::span(outs.data(), S.outputs));
+  }
+}
+
+}  // namespace detail
+
+// A compiled function bound to a device: call it like the function itself.
+template <class Function>
+class bound_function {
+ public:
+  explicit bound_function(device d) : device_(d) {}
+  template <class... Args>
+  auto operator()(Args&&... args) const {
+    return Function::call(device_, std::forward<Args>(args)...);
+  }
+  const kiln::device& target() const { return device_; }
+
+ private:
+  kiln::device device_;
+};
+
+template <class F, class... P>
+class function {
+ public:
+  // The frozen plan: a constant expression (static_assert(f.plan.dispatch_count() == 1)).
+  static constexpr const auto& plan = detail::frozen_plan_v<F, P...>;
+  static constexpr int parameter_count = sizeof...(P);
+  static constexpr int result_count = plan.sizes.outputs;
+  // value<T, extents> of each result, as traced.
+  using result_values = typename detail::result_list<
+      std::invoke_result_t<const F&, parameter_value_t<P>...>>::type;
+
+  // f(args..., into(outs...)) writes the results in place; f(args...) returns them (a
+  // std::vector, or a std::tuple of them for several results). Runs on the default device.
+  template <class... Args>
+  auto operator()(Args&&... args) const {
+    return call(device::default_device(), std::forward<Args>(args)...);
+  }
+
+  bound_function<function> on(device d) const { return bound_function<function>(d); }
+
+  template <class... Args>
+  static auto call(const device& d, Args&&... args) {
+    constexpr std::size_t n = sizeof...(Args);
+    if constexpr (n > 0 && output_set<std::tuple_element_t<n - 1, std::tuple<Args...>>>) {
+      auto all = std::forward_as_tuple(std::forward<Args>(args)...);
+      auto& outs = std::get<n - 1>(all);
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        run(d, outs, std::get<I>(all)...);
+      }(std::make_index_sequence<n - 1>{});
+    } else {
+      return call_returning(d, std::forward<Args>(args)...);
+    }
+  }
+
+ private:
+  template <class... Args>
+  static auto call_returning(const device& d, Args&&... args) {
+    std::array<runtime::buffer_ref, parameter_count + 1> refs{};
+    check_arguments<Args...>();
+    std::size_t k = 0;
+    ((refs[k++] = ref_of(args)), ...);
+    std::array<std::int64_t, plan.sizes.symbols + 1> sym{};
+    runtime::resolve_symbols(plan.inputs, plan.nodes, plan.symbols, plan.constraints,
+                             std::span(refs.data(), parameter_count), sym.data(), "fn");
+    auto results = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{std::vector<typename std::tuple_element_t<I, result_values>::element>(
+          runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
+    }(std::make_index_sequence<result_count>{});
+    std::apply([&](auto&... r) { run(d, into(r...), args...); }, results);
+    if constexpr (result_count == 1) return std::move(std::get<0>(results));
+    else return results;
+  }
+
+  template <class... Args>
+  static constexpr void check_arguments() {
+    static_assert(sizeof...(Args) == parameter_count,
+                  "kiln::fn call: pass one argument per declared tensor parameter (and optionally "
+                  "into(...) last)");
+    static_assert((tensor_argument<Args> && ...),
+                  "kiln::fn call: an argument is not tensor data (std::vector, std::span, a "
+                  "contiguous range, kiln::view(ptr, {sizes...}), or a number for a scalar)");
+    static_assert((std::is_same_v<argument_element_t<Args>, typename P::element> && ...),
+                  "kiln::fn call: an argument's element type differs from its declared "
+                  "tensor<T, ...> (kiln never converts implicitly)");
+  }
+
+  template <class A>
+  static runtime::buffer_ref ref_of(const A& a) {
+    auto v = as_view(const_cast<A&>(a));
+    return {v.data, v.dims, v.flat};
+  }
+
+  template <class Outs, class... Args>
+  static void run(const device& d, Outs& outs, Args&... args) {
+    check_arguments<Args...>();
+    using out_views = decltype(outs.views);
+    static_assert(std::tuple_size_v<out_views> == result_count,
+                  "kiln::fn call: into(...) takes one buffer per result of the function");
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      static_assert((std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(
+                                        std::get<I>(outs.views).data)>>,
+                                    typename std::tuple_element_t<I, result_values>::element> &&
+                     ...),
+                    "kiln::fn call: an into(...) buffer's element type differs from the result's");
+      static_assert((!std::is_const_v<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>> && ...),
+                    "kiln::fn call: into(...) needs writable buffers");
+    }(std::make_index_sequence<result_count>{});
+    std::array<runtime::buffer_ref, parameter_count + 1> in_refs{};
+    std::size_t k = 0;
+    ((in_refs[k++] = ref_of(args)), ...);
+    std::array<runtime::buffer_ref, result_count> out_refs{};
+    std::apply([&](const auto&... v) {
+      std::size_t r = 0;
+      ((out_refs[r++] = {v.data, v.dims, v.flat}), ...);
+    }, outs.views);
+    switch (d.type()) {
+      case device::kind::cpu:
+        detail::run_cpu<plan>(std::span(in_refs.data(), parameter_count), out_refs);
+        break;
+    }
+  }
+};
+
+// Declares a compiled function: the parameters as tensor<element, sizes...>, the body as a
+// captureless lambda taking one value per parameter. Traced and compiled at compile time.
+template <class... P, class F>
+consteval auto fn(F) {
+  static_assert((tensor_parameter<P> && ...),
+                "kiln::fn: declare each parameter as kiln::tensor<element, sizes...>");
+  static_assert(std::is_empty_v<F> && std::is_default_constructible_v<F>,
+                "kiln::fn: the lambda must not capture anything; pass run-time values as scalar "
+                "parameters (kiln::tensor<T>)");
+  static_assert(std::is_invocable_v<const F&, parameter_value_t<P>...>,
+                "kiln::fn: the lambda must take exactly one argument per declared tensor parameter");
+  static_assert(sizeof...(P) <= cpu::max_parameters, "kiln::fn: at most 64 parameters");
+  if constexpr (traceable<F, P...>) {
+    static_assert(function_result<std::invoke_result_t<const F&, parameter_value_t<P>...>>,
+                  "kiln::fn: the lambda must return a tensor expression or a std::tuple of them");
+    return function<F, P...>{};
+  } else {
+    return 0;
+  }
+}
+
+}  // namespace kiln

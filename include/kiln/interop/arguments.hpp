@@ -1,0 +1,68 @@
+// Turns what a caller passes (std::vector, std::span, contiguous ranges, kiln::view, plain numbers
+// for scalar parameters) into tensor views, and into(...) into the set of outputs.
+#pragma once
+
+#include <ranges>
+#include <tuple>
+#include <type_traits>
+
+#include "kiln/core/view.hpp"
+
+namespace kiln {
+
+namespace detail {
+template <class V> struct is_view : std::false_type {};
+template <class T> struct is_view<tensor_view<T>> : std::true_type {};
+}  // namespace detail
+
+// Something a call accepts as tensor data.
+template <class A>
+concept tensor_argument =
+    detail::is_view<std::remove_cvref_t<A>>::value ||
+    (std::ranges::contiguous_range<A> && std::ranges::sized_range<A> &&
+     element_type<std::ranges::range_value_t<A>>) ||
+    (std::is_arithmetic_v<std::remove_cvref_t<A>>);
+
+template <class A>
+using argument_element_t = std::remove_cv_t<typename decltype([] {
+  using D = std::remove_cvref_t<A>;
+  if constexpr (detail::is_view<D>::value) return std::type_identity<std::remove_pointer_t<decltype(D{}.data)>>{};
+  else if constexpr (std::is_arithmetic_v<D>) return std::type_identity<D>{};
+  else return std::type_identity<std::ranges::range_value_t<A>>{};
+}())::type>;
+
+template <class A>
+auto as_view(A& a) {
+  using D = std::remove_cvref_t<A>;
+  if constexpr (detail::is_view<D>::value) {
+    return a;
+  } else if constexpr (std::is_arithmetic_v<D>) {
+    return tensor_view<std::remove_reference_t<A>>{&a, shape{}, false};
+  } else {
+    auto* p = std::ranges::data(a);
+    return tensor_view<std::remove_pointer_t<decltype(p)>>{
+        p, shape{static_cast<std::int64_t>(std::ranges::size(a))}, true};
+  }
+}
+
+// The outputs of a call, written in place: f(x, y, into(out)).
+template <class... Views>
+struct outputs {
+  std::tuple<Views...> views;
+};
+
+template <class... Outs>
+  requires(tensor_argument<Outs> && ...)
+auto into(Outs&&... outs) {
+  return outputs<decltype(as_view(outs))...>{{as_view(outs)...}};
+}
+
+namespace detail {
+template <class O> struct is_outputs : std::false_type {};
+template <class... V> struct is_outputs<outputs<V...>> : std::true_type {};
+}  // namespace detail
+
+template <class O>
+concept output_set = detail::is_outputs<std::remove_cvref_t<O>>::value;
+
+}  // namespace kiln

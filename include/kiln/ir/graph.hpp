@@ -1,0 +1,71 @@
+// The one graph IR: nodes in topological order, symbolic run-time sizes, inputs and outputs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kiln/core/convert.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/ir/op.hpp"
+
+namespace kiln::ir {
+
+// Inside the IR a size is either static (>= 0) or a symbol: -1 - symbol id. Two values have the
+// same iteration space exactly when their sizes are equal, symbols included.
+constexpr bool is_symbol(std::int64_t d) { return d < 0; }
+constexpr std::int32_t symbol_of(std::int64_t d) { return static_cast<std::int32_t>(-1 - d); }
+constexpr std::int64_t dim_of_symbol(std::int32_t s) { return -1 - static_cast<std::int64_t>(s); }
+
+enum class symbol_kind : std::uint8_t {
+  input,      // size of input `a`, axis `b`
+  broadcast,  // broadcast of symbols `a` and `b` (equal, or one is 1), made by node `node`
+};
+
+struct symbol {
+  symbol_kind kind = symbol_kind::input;
+  std::int32_t a = 0, b = 0;
+  std::int32_t node = -1;
+  friend constexpr bool operator==(const symbol&, const symbol&) = default;
+};
+
+// A symbol broadcast against a static size > 1: at the call the symbol must be 1 or `size`.
+struct constraint {
+  std::int32_t sym = 0;
+  std::int64_t size = 0;
+  std::int32_t node = -1;
+  friend constexpr bool operator==(const constraint&, const constraint&) = default;
+};
+
+struct node {
+  op kind = op::constant;
+  dtype type = dtype::f32;
+  shape dims;                                    // static sizes and symbols
+  std::array<std::int32_t, 3> operands{-1, -1, -1};
+  scalar value;                                  // constant: its value
+  std::int32_t arg = -1;                         // input: the function parameter it reads
+  constexpr int arity() const { return info(kind).arity; }
+};
+
+// A function parameter: element type and declared extents (static or dyn).
+struct input_decl {
+  dtype type = dtype::f32;
+  shape dims;
+  friend constexpr bool operator==(const input_decl&, const input_decl&) = default;
+};
+
+struct graph {
+  std::vector<input_decl> inputs;
+  std::vector<node> nodes;  // operands always precede their users
+  std::vector<symbol> symbols;
+  std::vector<constraint> constraints;
+  std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
+};
+
+// Same op, type, operands and payload: the test CSE and the builder's deduplication use.
+constexpr bool same_node(const node& x, const node& y) {
+  return x.kind == y.kind && x.type == y.type && x.operands == y.operands && x.arg == y.arg &&
+         x.dims == y.dims && (x.kind != op::constant || same_bits(x.value, y.value));
+}
+
+}  // namespace kiln::ir

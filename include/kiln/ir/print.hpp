@@ -1,0 +1,66 @@
+// The stable textual form of an ir::graph: one op per line with its type, used by tests and dumps.
+#pragma once
+
+#include <charconv>
+#include <string>
+
+#include "kiln/ir/graph.hpp"
+
+namespace kiln::ir {
+
+// "[4, s0]": static sizes as numbers, symbols as s<id>.
+inline std::string dims_text(const shape& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.rank; ++i) {
+    if (i) out += ", ";
+    out += is_symbol(s.dims[i]) ? "s" + std::to_string(symbol_of(s.dims[i]))
+                                : std::to_string(s.dims[i]);
+  }
+  return out + "]";
+}
+
+// "f32[4, s0]"
+inline std::string type_text(dtype t, const shape& s) { return std::string(name(t)) + dims_text(s); }
+
+// Shortest text that reads back to the same value.
+inline std::string scalar_text(const scalar& v) {
+  if (!is_floating(v.type)) return v.type == dtype::boolean ? (v.i ? "true" : "false") : std::to_string(v.i);
+  char buf[64];
+  // Shortest for the dtype's own precision: an f32 constant prints as 0.1, not 0.100000001490116.
+  auto r = v.type == dtype::f64 ? std::to_chars(buf, buf + sizeof buf, v.f)
+                                : std::to_chars(buf, buf + sizeof buf, static_cast<float>(v.f));
+  return std::string(buf, r.ptr);
+}
+
+inline std::string print(const graph& g) {
+  std::string out = "graph(";
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+    if (i) out += ", ";
+    out += std::string(name(g.inputs[i].type)) + to_string(g.inputs[i].dims);
+  }
+  out += ")\n";
+  for (std::size_t i = 0; i < g.symbols.size(); ++i) {
+    const symbol& s = g.symbols[i];
+    out += "  s" + std::to_string(i) + " = ";
+    out += s.kind == symbol_kind::input
+               ? "size of input " + std::to_string(s.a) + " axis " + std::to_string(s.b)
+               : "broadcast s" + std::to_string(s.a) + ", s" + std::to_string(s.b);
+    out += "\n";
+  }
+  for (const constraint& c : g.constraints)
+    out += "  require s" + std::to_string(c.sym) + " in {1, " + std::to_string(c.size) + "}\n";
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const node& n = g.nodes[i];
+    out += "  %" + std::to_string(i) + " = " + std::string(name(n.kind));
+    if (n.kind == op::input) out += " " + std::to_string(n.arg);
+    if (n.kind == op::constant) out += " " + scalar_text(n.value);
+    for (int k = 0; k < n.arity(); ++k) out += (k ? ", %" : " %") + std::to_string(n.operands[k]);
+    out += " : " + type_text(n.type, n.dims) + "\n";
+  }
+  out += "  return";
+  for (std::size_t i = 0; i < g.outputs.size(); ++i)
+    out += (i ? ", %" : " %") + std::to_string(g.outputs[i]);
+  return out + "\n";
+}
+
+}  // namespace kiln::ir

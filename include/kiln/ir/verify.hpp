@@ -1,0 +1,109 @@
+// The IR verifier: checks every rule of ir::graph and reports each violation in one clear line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/core/error.hpp"
+#include "kiln/ir/graph.hpp"
+
+namespace kiln::ir {
+
+// All violations, one message each ("%3 (add): ..."); empty when the graph is well formed.
+constexpr std::vector<std::string> verify(const graph& g) {
+  std::vector<std::string> problems;
+  auto n_nodes = static_cast<std::int32_t>(g.nodes.size());
+  auto report = [&](std::int32_t id, const std::string& what) {
+    std::string where = id >= 0 ? "%" + detail::to_text(id) + " (" +
+                                      std::string(name(g.nodes[id].kind)) + "): "
+                                : std::string();
+    problems.push_back(where + what);
+  };
+  auto check_dims = [&](std::int32_t id, const shape& s) {
+    if (s.rank < 0 || s.rank > max_rank) return report(id, "rank out of range");
+    for (int i = 0; i < s.rank; ++i)
+      if (is_symbol(s.dims[i]) && symbol_of(s.dims[i]) >= static_cast<std::int32_t>(g.symbols.size()))
+        report(id, "size " + detail::to_text(i) + " names an unknown symbol");
+  };
+  for (std::int32_t id = 0; id < n_nodes; ++id) {
+    const node& n = g.nodes[id];
+    if (static_cast<int>(n.kind) >= op_count) {
+      problems.push_back("%" + detail::to_text(id) + ": unknown op");
+      continue;
+    }
+    const op_info& oi = info(n.kind);
+    check_dims(id, n.dims);
+    for (int k = 0; k < 3; ++k) {
+      std::int32_t o = n.operands[k];
+      if (k < oi.arity && (o < 0 || o >= id))
+        report(id, "operand " + detail::to_text(k) + " (%" + detail::to_text(o) +
+                       ") must name an earlier node");
+      if (k >= oi.arity && o != -1) report(id, "has more operands than its arity");
+    }
+    bool operands_ok = true;
+    for (int k = 0; k < oi.arity; ++k) operands_ok = operands_ok && n.operands[k] >= 0 && n.operands[k] < id;
+    if (n.kind == op::input) {
+      if (n.arg < 0 || n.arg >= static_cast<std::int32_t>(g.inputs.size()))
+        report(id, "reads parameter " + detail::to_text(n.arg) + " which is not declared");
+      else if (g.inputs[n.arg].type != n.type)
+        report(id, "type differs from its parameter's declaration");
+    }
+    if (n.kind == op::constant && (n.dims.rank != 0 || n.value.type != n.type))
+      report(id, "a constant is a rank-0 scalar of its node's type");
+    if (!operands_ok || oi.arity == 0) continue;
+    const node& x = g.nodes[n.operands[0]];
+    int rank = 0;
+    for (int k = 0; k < oi.arity; ++k) rank = std::max(rank, g.nodes[n.operands[k]].dims.rank);
+    if (n.dims.rank != rank)
+      report(id, "rank " + detail::to_text(n.dims.rank) + " differs from the broadcast rank " +
+                     detail::to_text(rank) + " of its operands");
+    dtype value_type = oi.cls == op_class::select ? g.nodes[n.operands[1]].type : x.type;
+    if (!accepts(oi.types, value_type))
+      report(id, "does not accept element type " + std::string(name(value_type)));
+    switch (oi.cls) {
+      case op_class::binary:
+      case op_class::compare:
+      case op_class::logical:
+        if (oi.arity == 2 && g.nodes[n.operands[1]].type != x.type)
+          report(id, "operand types differ");
+        if (n.type != result_dtype(n.kind, x.type))
+          report(id, "result type " + std::string(name(n.type)) + " breaks the op's type rule");
+        break;
+      case op_class::unary:
+        if (n.type != x.type) report(id, "result type differs from the operand's");
+        break;
+      case op_class::select:
+        if (x.type != dtype::boolean) report(id, "condition is not bool");
+        if (g.nodes[n.operands[1]].type != g.nodes[n.operands[2]].type || n.type != value_type)
+          report(id, "branch and result types differ");
+        break;
+      default: break;
+    }
+  }
+  for (std::size_t i = 0; i < g.outputs.size(); ++i)
+    if (g.outputs[i] < 0 || g.outputs[i] >= n_nodes)
+      problems.push_back("output " + detail::to_text(static_cast<std::int64_t>(i)) +
+                         " names no node");
+  for (std::size_t i = 0; i < g.symbols.size(); ++i) {
+    const symbol& s = g.symbols[i];
+    bool ok = s.kind == symbol_kind::input
+                  ? s.a >= 0 && s.a < static_cast<std::int32_t>(g.inputs.size()) && s.b >= 0 &&
+                        s.b < g.inputs[s.a].dims.rank
+                  : s.a >= 0 && s.b >= 0 && s.a < static_cast<std::int32_t>(i) &&
+                        s.b < static_cast<std::int32_t>(i);
+    if (!ok) problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) + " is malformed");
+  }
+  return problems;
+}
+
+// Throws kiln::error(invalid_graph) listing every violation.
+constexpr void verify_or_throw(const graph& g) {
+  auto problems = verify(g);
+  if (problems.empty()) return;
+  std::string all;
+  for (const auto& p : problems) all += "\n  " + p;
+  throw error(errc::invalid_graph, "verify", detail::to_text(static_cast<std::int64_t>(problems.size())) +
+                                                 " problem(s):" + all);
+}
+
+}  // namespace kiln::ir

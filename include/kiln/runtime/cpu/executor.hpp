@@ -1,0 +1,141 @@
+// Runs one region's row function over its iteration space: broadcast strides, collapsed
+// dimensions, and OpenMP threads (KILN_NUM_THREADS) for large spaces.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kiln/codegen/cpu/kernel.hpp"
+#include "kiln/runtime/signature.hpp"
+
+namespace kiln::cpu {
+
+// Threads for large regions: KILN_NUM_THREADS when set (>= 1), else OpenMP's default.
+inline int thread_count() {
+  static const int n = [] {
+    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+      int v = std::atoi(env);
+      if (v >= 1) return v;
+    }
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+  }();
+  return n;
+}
+
+// Parameters (and results) one function may have on the CPU path.
+inline constexpr int max_parameters = 64;
+
+// Below this many elements a region runs on the calling thread: waking threads costs more.
+inline constexpr std::int64_t parallel_threshold = 1 << 16;
+
+// One operand of a region: where its data starts, its element size, and its stride (in elements)
+// along each dimension of the iteration space (0 where it is broadcast).
+struct operand_layout {
+  const unsigned char* data = nullptr;
+  int bytes = 0;
+  std::array<std::int64_t, max_rank> stride{};
+};
+
+// Strides of a row-major tensor of extents `actual` read over iteration space `space` (numpy
+// broadcasting: right-aligned, size-1 dimensions repeat).
+inline operand_layout layout_over(const void* data, int bytes, const shape& actual,
+                                  const shape& space) {
+  operand_layout l{static_cast<const unsigned char*>(data), bytes, {}};
+  std::int64_t s = 1;
+  for (int i = actual.rank - 1; i >= 0; --i) {
+    int si = space.rank - actual.rank + i;
+    l.stride[si] = actual.dims[i] == 1 ? 0 : s;
+    s *= actual.dims[i];
+  }
+  return l;
+}
+
+// Runs `row` over `space`. ins/outs are indexed by parameter / result, only those of the region
+// set.
+inline void run_region(row_fn row, const shape& space, std::span<const std::int32_t> args,
+                       std::span<const operand_layout> ins, std::span<const std::int32_t> results,
+                       std::span<const operand_layout> outs) {
+  std::int64_t total = space.element_count();
+  if (total == 0) return;
+  // Collapse: drop size-1 dimensions, merge neighbours that every operand walks contiguously.
+  std::vector<operand_layout> ops;
+  for (auto a : args) ops.push_back(ins[a]);
+  for (auto r : results) ops.push_back(outs[r]);
+  std::array<std::int64_t, max_rank> dims{};
+  std::vector<std::array<std::int64_t, max_rank>> strides(ops.size());
+  int rank = 0;
+  for (int i = 0; i < space.rank; ++i) {
+    if (space.dims[i] == 1) continue;
+    bool merge = rank > 0;
+    for (std::size_t k = 0; merge && k < ops.size(); ++k)
+      merge = strides[k][rank - 1] == ops[k].stride[i] * space.dims[i];
+    if (merge) {
+      dims[rank - 1] *= space.dims[i];
+      for (std::size_t k = 0; k < ops.size(); ++k) strides[k][rank - 1] = ops[k].stride[i];
+    } else {
+      dims[rank] = space.dims[i];
+      for (std::size_t k = 0; k < ops.size(); ++k) strides[k][rank] = ops[k].stride[i];
+      ++rank;
+    }
+  }
+  if (rank == 0) {  // a single element
+    dims[0] = 1;
+    for (auto& s : strides) s[0] = 1;
+    rank = 1;
+  }
+  std::int64_t inner = dims[rank - 1];
+  std::int64_t rows = total / inner;
+  int threads = total >= parallel_threshold ? thread_count() : 1;
+  // Pieces of a row: enough tasks to keep every thread busy, each a whole number of steps.
+  std::int64_t piece = inner;
+  if (threads > 1 && rows < threads * 4) {
+    piece = std::max<std::int64_t>(inner / (threads * 4 / rows + 1), 4096);
+    piece = (piece + lanes - 1) / lanes * lanes;
+  }
+  std::int64_t pieces = (inner + piece - 1) / piece;
+  std::int64_t tasks = rows * pieces;
+  std::size_t n_args = args.size();
+
+  auto run_task = [&](std::int64_t t) {
+    std::int64_t r = t / pieces, p = t % pieces;
+    std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
+    std::array<const void*, max_parameters> in_ptr{};
+    std::array<std::int64_t, max_parameters> step{};
+    std::array<void*, max_parameters> out_ptr{};
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      // Offset of row r: its multi-index over the outer dimensions, times the strides.
+      std::int64_t offset = 0, rest = r;
+      for (int i = rank - 2; i >= 0; --i) {
+        offset += (rest % dims[i]) * strides[k][i];
+        rest /= dims[i];
+      }
+      offset += begin * strides[k][rank - 1];
+      const unsigned char* base = ops[k].data + offset * ops[k].bytes;
+      if (k < n_args) {
+        in_ptr[args[k]] = base;
+        step[args[k]] = strides[k][rank - 1] ? 1 : 0;
+      } else {
+        out_ptr[results[k - n_args]] = const_cast<unsigned char*>(base);
+      }
+    }
+    row(in_ptr.data(), step.data(), out_ptr.data(), count);
+  };
+  if (tasks == 1 || threads == 1) {
+    for (std::int64_t t = 0; t < tasks; ++t) run_task(t);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (std::int64_t t = 0; t < tasks; ++t) run_task(t);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,96 @@
+// The call signature at run time: checks actual arguments against the declared parameters,
+// resolves every symbolic size, and gives each result its concrete extents.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "kiln/core/error.hpp"
+#include "kiln/ir/graph.hpp"
+#include "kiln/ir/print.hpp"
+
+namespace kiln::runtime {
+
+// A type-erased argument or result: data, extents, and whether it came from a flat range.
+struct buffer_ref {
+  const void* data = nullptr;
+  shape dims;
+  bool flat = false;
+};
+
+inline std::string declared_text(const ir::input_decl& d) {
+  return std::string(name(d.type)) + to_string(d.dims);
+}
+
+// Fills sym[i] with the run-time size of symbol i. `who` names the function in messages.
+inline void resolve_symbols(std::span<const ir::input_decl> inputs,
+                            std::span<const ir::node> nodes, std::span<const ir::symbol> symbols,
+                            std::span<const ir::constraint> constraints,
+                            std::span<const buffer_ref> args, std::int64_t* sym,
+                            const std::string& who) {
+  for (std::size_t a = 0; a < inputs.size(); ++a) {
+    const ir::input_decl& d = inputs[a];
+    const buffer_ref& b = args[a];
+    std::string arg = "argument " + std::to_string(a + 1);
+    std::int64_t count = b.dims.element_count();
+    if (b.data == nullptr && count != 0)
+      throw error(errc::invalid_argument, who, arg + " has null data for " + std::to_string(count) + " elements");
+    bool rank_ok = b.dims.rank == d.dims.rank;
+    // A flat range (std::vector, std::span) may stand for any shape whose sizes are all static.
+    if (!rank_ok && b.flat && d.dims.is_static() && count == d.dims.element_count()) continue;
+    if (!rank_ok)
+      throw error(errc::shape_mismatch, who,
+                  arg + " has rank " + std::to_string(b.dims.rank) + " (extents " + to_string(b.dims) +
+                      ") but the function declares " + declared_text(d));
+    for (int i = 0; i < d.dims.rank; ++i)
+      if (d.dims[i] >= 0 && d.dims[i] != b.dims[i])
+        throw error(errc::shape_mismatch, who,
+                    arg + " has extents " + to_string(b.dims) + " but the function declares " +
+                        declared_text(d) + " (size " + std::to_string(i) + " must be " +
+                        std::to_string(d.dims[i]) + ")");
+  }
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    const ir::symbol& s = symbols[i];
+    if (s.kind == ir::symbol_kind::input) {
+      sym[i] = args[s.a].dims[s.b];
+      continue;
+    }
+    std::int64_t x = sym[s.a], y = sym[s.b];
+    if (x != y && x != 1 && y != 1)
+      throw error(errc::shape_mismatch, std::string(ir::name(nodes[s.node].kind)),
+                  "run-time sizes " + std::to_string(x) + " and " + std::to_string(y) +
+                      " do not broadcast (in %" + std::to_string(s.node) + " of " + who + ")");
+    sym[i] = x == 1 ? y : x;
+  }
+  for (const ir::constraint& c : constraints)
+    if (sym[c.sym] != 1 && sym[c.sym] != c.size)
+      throw error(errc::shape_mismatch, std::string(ir::name(nodes[c.node].kind)),
+                  "run-time size " + std::to_string(sym[c.sym]) + " does not broadcast with " +
+                      std::to_string(c.size) + " (in %" + std::to_string(c.node) + " of " + who + ")");
+}
+
+// Concrete extents of a symbolic shape.
+inline shape concrete(const shape& s, const std::int64_t* sym) {
+  shape r = s;
+  for (int i = 0; i < s.rank; ++i)
+    if (ir::is_symbol(s.dims[i])) r.dims[i] = sym[ir::symbol_of(s.dims[i])];
+  return r;
+}
+
+// The caller's buffer for a result must have exactly the result's extents (a flat range: the same
+// element count).
+inline void check_result(const buffer_ref& b, dtype t, const shape& expected, std::size_t index,
+                         const std::string& who) {
+  std::string res = "result " + std::to_string(index + 1);
+  std::int64_t count = expected.element_count();
+  bool ok = b.flat ? b.dims.element_count() == count : b.dims == expected;
+  if (!ok)
+    throw error(errc::shape_mismatch, who,
+                res + " is " + std::string(name(t)) + to_string(expected) + " but its buffer has " +
+                    (b.flat ? std::to_string(b.dims.element_count()) + " elements"
+                            : "extents " + to_string(b.dims)));
+  if (b.data == nullptr && count != 0)
+    throw error(errc::invalid_argument, who, res + " has null data for " + std::to_string(count) + " elements");
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,18 @@
+// A program built against an installed kiln: computes relu(x * y + z) and checks it by hand.
+#include <cstdio>
+#include <vector>
+
+#include <kiln/kiln.hpp>
+
+int main() {
+  using namespace kiln;
+  constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+      [](auto x, auto y, auto z) { return relu(x * y + z); });
+  std::vector<float> x = {1, 2, 3, 4}, y = {2, -2, 0.5f, 1}, z = {1, 1, 1, -5}, out(4);
+  f(x, y, z, into(out));
+  const float expected[] = {3, 0, 2.5f, 0};  // 1*2+1, max(-4+1,0), 1.5+1, max(4-5,0)
+  int matches = 0;
+  for (int i = 0; i < 4; ++i) matches += out[i] == expected[i];
+  std::printf("consumer: %d elements match\n", matches);
+  return matches == 4 ? 0 : 1;
+}
