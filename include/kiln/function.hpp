@@ -2,6 +2,7 @@
 // plan is a constant expression and whose kernels are instantiated per device.
 #pragma once
 
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -76,6 +77,24 @@ void run_cpu(std::span<const runtime::buffer_ref> args, std::span<const runtime:
   }
 }
 
+// A result returned by value: a std::vector<T> (for bool, filled from a bool array after the
+// call, since std::vector<bool> stores bits).
+template <class T>
+struct result_storage {
+  std::vector<T> data;
+  explicit result_storage(std::int64_t n) : data(static_cast<std::size_t>(n)) {}
+  tensor_view<T> view() { return {data.data(), shape{static_cast<std::int64_t>(data.size())}, true}; }
+  std::vector<T> take() { return std::move(data); }
+};
+template <>
+struct result_storage<bool> {
+  std::unique_ptr<bool[]> data;
+  std::int64_t n;
+  explicit result_storage(std::int64_t count) : data(new bool[count > 0 ? count : 1]()), n(count) {}
+  tensor_view<bool> view() { return {data.get(), shape{n}, true}; }
+  std::vector<bool> take() { return std::vector<bool>(data.get(), data.get() + n); }
+};
+
 }  // namespace detail
 
 // A compiled function bound to a device: call it like the function itself.
@@ -137,11 +156,12 @@ class function {
     std::array<std::int64_t, plan.sizes.symbols + 1> sym{};
     runtime::resolve_symbols(plan.inputs, plan.nodes, plan.symbols, plan.constraints,
                              std::span(refs.data(), parameter_count), sym.data(), "fn");
-    auto results = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple{std::vector<typename std::tuple_element_t<I, result_values>::element>(
+    auto storage = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{detail::result_storage<typename std::tuple_element_t<I, result_values>::element>(
           runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
     }(std::make_index_sequence<result_count>{});
-    std::apply([&](auto&... r) { run(d, into(r...), args...); }, results);
+    std::apply([&](auto&... r) { run(d, outputs{std::tuple{r.view()...}}, args...); }, storage);
+    auto results = std::apply([](auto&... r) { return std::tuple{r.take()...}; }, storage);
     if constexpr (result_count == 1) return std::move(std::get<0>(results));
     else return results;
   }
@@ -166,7 +186,7 @@ class function {
   }
 
   template <class Outs, class... Args>
-  static void run(const device& d, Outs& outs, Args&... args) {
+  static void run(const device& d, const Outs& outs, Args&... args) {
     check_arguments<Args...>();
     using out_views = decltype(outs.views);
     static_assert(std::tuple_size_v<out_views> == result_count,

@@ -143,20 +143,34 @@ class builder {
     return static_cast<std::int32_t>(g_.nodes.size() - 1);
   }
 
+  // The input sizes a symbol joins, sorted.
+  constexpr std::vector<std::int32_t> leaves(std::int32_t sym) const {
+    const symbol& s = g_.symbols[sym];
+    if (s.kind == symbol_kind::input) return {sym};
+    auto l = leaves(s.a);
+    for (auto x : leaves(s.b)) l.push_back(x);
+    std::sort(l.begin(), l.end());
+    l.erase(std::unique(l.begin(), l.end()), l.end());
+    return l;
+  }
+
   constexpr std::int64_t broadcast_dim(op o, std::int64_t a, std::int64_t b) {
     if (a == b) return a;
     if (a == 1) return b;
     if (b == 1) return a;
     auto next = static_cast<std::int32_t>(g_.nodes.size());
     if (is_symbol(a) && is_symbol(b)) {
-      symbol s{symbol_kind::broadcast, std::min(symbol_of(a), symbol_of(b)),
-               std::max(symbol_of(a), symbol_of(b)), next};
-      for (std::size_t i = 0; i < g_.symbols.size(); ++i) {
-        const symbol& t = g_.symbols[i];
-        if (t.kind == s.kind && t.a == s.a && t.b == s.b)
+      // A broadcast symbol stands for the set of input sizes it joins: broadcasting x = bcast(a, b)
+      // with b again is x, and bcast(bcast(a, b), c) is bcast(a, bcast(b, c)).
+      auto joined = leaves(symbol_of(a));
+      for (auto l : leaves(symbol_of(b))) joined.push_back(l);
+      std::sort(joined.begin(), joined.end());
+      joined.erase(std::unique(joined.begin(), joined.end()), joined.end());
+      for (std::size_t i = 0; i < g_.symbols.size(); ++i)
+        if (leaves(static_cast<std::int32_t>(i)) == joined)
           return dim_of_symbol(static_cast<std::int32_t>(i));
-      }
-      g_.symbols.push_back(s);
+      g_.symbols.push_back({symbol_kind::broadcast, std::min(symbol_of(a), symbol_of(b)),
+                            std::max(symbol_of(a), symbol_of(b)), next});
       return dim_of_symbol(static_cast<std::int32_t>(g_.symbols.size() - 1));
     }
     if (is_symbol(a) || is_symbol(b)) {
