@@ -1,0 +1,9 @@
+// expect: kiln::fn call: pass one argument per declared tensor parameter
+#include <vector>
+#include <kiln/kiln.hpp>
+using namespace kiln;
+constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return x + y; });
+int main() {
+  std::vector<float> x(4), out(4);
+  f(x, into(out));
+}
