@@ -23,13 +23,26 @@ concept tensor_argument =
      element_type<std::ranges::range_value_t<A>>) ||
     (std::is_arithmetic_v<std::remove_cvref_t<A>>);
 
+namespace detail {
+template <class D, class A>
+struct argument_element {
+  using type = std::ranges::range_value_t<A>;
+};
+template <class T, class A>
+struct argument_element<tensor_view<T>, A> {
+  using type = std::remove_cv_t<T>;
+};
+template <class D, class A>
+  requires std::is_arithmetic_v<D>
+struct argument_element<D, A> {
+  using type = D;
+};
+}  // namespace detail
+
+// The element type of a call argument.
 template <class A>
-using argument_element_t = std::remove_cv_t<typename decltype([] {
-  using D = std::remove_cvref_t<A>;
-  if constexpr (detail::is_view<D>::value) return std::type_identity<std::remove_pointer_t<decltype(D{}.data)>>{};
-  else if constexpr (std::is_arithmetic_v<D>) return std::type_identity<D>{};
-  else return std::type_identity<std::ranges::range_value_t<A>>{};
-}())::type>;
+using argument_element_t =
+    typename detail::argument_element<std::remove_cvref_t<A>, std::remove_reference_t<A>>::type;
 
 template <class A>
 auto as_view(A& a) {

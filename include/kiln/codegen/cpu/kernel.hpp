@@ -29,9 +29,9 @@ struct region_kernel {
   }
   template <int K>
   using value_t = compute_t<Plan.nodes[node_at(K)].type>;
-  using values = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
-    return std::tuple<value_t<K>...>{};
-  }(std::make_index_sequence<size>{}));
+  template <std::size_t... K>
+  static auto values_for(std::index_sequence<K...>) -> std::tuple<value_t<K>...>;
+  using values = decltype(values_for(std::make_index_sequence<size>{}));
 
   template <int K, int I>
   static const auto& operand(const values& v) {
