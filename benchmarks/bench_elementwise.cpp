@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <benchmark/benchmark.h>
+#include <Eigen/Dense>
 
 #include <kiln/kiln.hpp>
 
@@ -24,8 +24,8 @@ constexpr auto gelu_bias = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, aut
   return 0.5f * y * (1.f + tanh(0.7978845608f * (y + 0.044715f * y * y * y)));
 });
 
-constexpr auto three_ops = fn<tensor<f32, dyn>, tensor<f32, dyn>>(
-    [](auto x, auto y) { return exp(x) * y + 1.f; });
+constexpr auto three_ops =
+    fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return exp(x) * y + 1.f; });
 
 std::vector<float> data(std::size_t n, float scale) {
   std::vector<float> v(n);
@@ -73,9 +73,17 @@ void BM_relu_fma(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 16);
   int calls = n > 100000 ? 10 : 20000;
   double k = seconds_per_call(run_kiln, calls);
-  state.counters["x_vs_eigen"] = seconds_per_call([&] { relu_fma_eigen(x.data(), y.data(), z.data(), o.data(), n); }, calls) / k;
-  state.counters["x_vs_unfused"] = seconds_per_call([&] { relu_fma_unfused(x.data(), y.data(), z.data(), o.data(), t.data(), n); }, calls) / k;
-  state.counters["x_vs_handfused_omp"] = seconds_per_call([&] { relu_fma_handfused(x.data(), y.data(), z.data(), o.data(), n); }, calls) / k;
+  state.counters["x_vs_eigen"] =
+      seconds_per_call([&] { relu_fma_eigen(x.data(), y.data(), z.data(), o.data(), n); }, calls) /
+      k;
+  state.counters["x_vs_unfused"] =
+      seconds_per_call(
+          [&] { relu_fma_unfused(x.data(), y.data(), z.data(), o.data(), t.data(), n); }, calls) /
+      k;
+  state.counters["x_vs_handfused_omp"] =
+      seconds_per_call([&] { relu_fma_handfused(x.data(), y.data(), z.data(), o.data(), n); },
+                       calls) /
+      k;
 }
 
 float gelu_scalar(float y) {
@@ -112,9 +120,14 @@ void BM_gelu_bias(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n * 12);
   double k = seconds_per_call(run_kiln, 5);
-  state.counters["x_vs_eigen"] = seconds_per_call([&] { gelu_eigen(x.data(), b.data(), o.data(), n); }, 5) / k;
-  state.counters["x_vs_unfused"] = seconds_per_call([&] { gelu_unfused(x.data(), b.data(), o.data(), y.data(), t.data(), n); }, 5) / k;
-  state.counters["x_vs_handfused_omp"] = seconds_per_call([&] { gelu_handfused(x.data(), b.data(), o.data(), n); }, 5) / k;
+  state.counters["x_vs_eigen"] =
+      seconds_per_call([&] { gelu_eigen(x.data(), b.data(), o.data(), n); }, 5) / k;
+  state.counters["x_vs_unfused"] =
+      seconds_per_call([&] { gelu_unfused(x.data(), b.data(), o.data(), y.data(), t.data(), n); },
+                       5) /
+      k;
+  state.counters["x_vs_handfused_omp"] =
+      seconds_per_call([&] { gelu_handfused(x.data(), b.data(), o.data(), n); }, 5) / k;
 }
 
 // Call overhead: a 3-op chain on 1024 elements (argument checks, size resolution, one region).
@@ -127,10 +140,14 @@ void BM_three_ops_call(benchmark::State& state) {
     benchmark::DoNotOptimize(o.data());
   }
   double k = seconds_per_call([&] { three_ops(x, y, into(o)); }, 20000);
-  state.counters["x_vs_plain_loop"] = seconds_per_call([&] {
-    for (std::size_t i = 0; i < n; ++i) o[i] = std::exp(x[i]) * y[i] + 1.f;
-    benchmark::DoNotOptimize(o.data());
-  }, 20000) / k;
+  state.counters["x_vs_plain_loop"] = seconds_per_call(
+                                          [&] {
+                                            for (std::size_t i = 0; i < n; ++i)
+                                              o[i] = std::exp(x[i]) * y[i] + 1.f;
+                                            benchmark::DoNotOptimize(o.data());
+                                          },
+                                          20000) /
+                                      k;
 }
 
 }  // namespace

@@ -29,8 +29,9 @@ int main() {
     float want = 0.5f * y * (1.f + std::tanh(0.7978845608f * (y + 0.044715f * y * y * y)));
     max_error = std::fmax(max_error, std::fabs(out[i] - want));
   }
-  std::printf("gelu(x + b) on [%d, %d]: out[0..3] = %.6f %.6f %.6f %.6f\n", rows, cols, out[0], out[1],
-              out[2], out[3]);
-  std::printf("max error vs scalar loop: %.3g (%s)\n", max_error, max_error < 1e-5 ? "ok" : "WRONG");
+  std::printf("gelu(x + b) on [%d, %d]: out[0..3] = %.6f %.6f %.6f %.6f\n", rows, cols, out[0],
+              out[1], out[2], out[3]);
+  std::printf("max error vs scalar loop: %.3g (%s)\n", max_error,
+              max_error < 1e-5 ? "ok" : "WRONG");
   return max_error < 1e-5 ? 0 : 1;
 }

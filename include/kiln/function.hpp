@@ -18,15 +18,23 @@ class function;
 
 namespace detail {
 
-template <class R> struct result_list { using type = std::tuple<R>; };
-template <class... V> struct result_list<std::tuple<V...>> { using type = std::tuple<V...>; };
+template <class R>
+struct result_list {
+  using type = std::tuple<R>;
+};
+template <class... V>
+struct result_list<std::tuple<V...>> {
+  using type = std::tuple<V...>;
+};
 
 // Runs a traced function's plan on the CPU: checks the arguments, resolves sizes, runs regions.
 template <const auto& Plan>
-void run_cpu(std::span<const runtime::buffer_ref> args, std::span<const runtime::buffer_ref> results) {
+void run_cpu(std::span<const runtime::buffer_ref> args,
+             std::span<const runtime::buffer_ref> results) {
   constexpr auto S = Plan.sizes;
   std::array<std::int64_t, S.symbols + 1> sym{};
-  runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args, sym.data(), "fn");
+  runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args,
+                           sym.data(), "fn");
   std::array<cpu::operand_layout, S.inputs + 1> ins{};
   std::array<shape, S.outputs> result_dims;
   for (int r = 0; r < S.outputs; ++r) {
@@ -49,10 +57,11 @@ void run_cpu(std::span<const runtime::buffer_ref> args, std::span<const runtime:
                       result_dims[r].element_count() &&
                   args[a].dims.element_count() == result_dims[r].element_count();
       if (!same)
-        throw error(errc::invalid_argument, "fn",
-                    "result " + std::to_string(r + 1) + " overlaps argument " + std::to_string(a + 1) +
-                        "; writing in place needs identical buffers (same address, type and extents) "
-                        "in a single-region function");
+        throw error(
+            errc::invalid_argument, "fn",
+            "result " + std::to_string(r + 1) + " overlaps argument " + std::to_string(a + 1) +
+                "; writing in place needs identical buffers (same address, type and extents) "
+                "in a single-region function");
     }
   }
   std::array<cpu::operand_layout, S.outputs> outs{};
@@ -61,7 +70,8 @@ void run_cpu(std::span<const runtime::buffer_ref> args, std::span<const runtime:
     shape space = runtime::concrete(reg.space, sym.data());
     for (int k = 0; k < reg.arg_count; ++k) {
       int a = Plan.region_args[reg.arg_begin + k];
-      shape dims = args[a].dims.rank == Plan.inputs[a].dims.rank ? args[a].dims : Plan.inputs[a].dims;
+      shape dims =
+          args[a].dims.rank == Plan.inputs[a].dims.rank ? args[a].dims : Plan.inputs[a].dims;
       ins[a] = cpu::layout_over(args[a].data, size_in_bytes(Plan.inputs[a].type), dims, space);
     }
     for (int k = 0; k < reg.result_count; ++k) {
@@ -83,7 +93,9 @@ template <class T>
 struct result_storage {
   std::vector<T> data;
   explicit result_storage(std::int64_t n) : data(static_cast<std::size_t>(n)) {}
-  tensor_view<T> view() { return {data.data(), shape{static_cast<std::int64_t>(data.size())}, true}; }
+  tensor_view<T> view() {
+    return {data.data(), shape{static_cast<std::int64_t>(data.size())}, true};
+  }
   std::vector<T> take() { return std::move(data); }
 };
 template <>
@@ -120,8 +132,8 @@ class function {
   static constexpr int parameter_count = sizeof...(P);
   static constexpr int result_count = plan.sizes.outputs;
   // value<T, extents> of each result, as traced.
-  using result_values = typename detail::result_list<
-      std::invoke_result_t<const F&, parameter_value_t<P>...>>::type;
+  using result_values =
+      typename detail::result_list<std::invoke_result_t<const F&, parameter_value_t<P>...>>::type;
 
   // f(args..., into(outs...)) writes the results in place; f(args...) returns them (a
   // std::vector, or a std::tuple of them for several results). Runs on the default device.
@@ -138,9 +150,8 @@ class function {
     if constexpr (n > 0 && output_set<std::tuple_element_t<n - 1, std::tuple<Args...>>>) {
       auto all = std::forward_as_tuple(std::forward<Args>(args)...);
       auto& outs = std::get<n - 1>(all);
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        run(d, outs, std::get<I>(all)...);
-      }(std::make_index_sequence<n - 1>{});
+      [&]<std::size_t... I>(std::index_sequence<I...>) { run(d, outs, std::get<I>(all)...); }
+      (std::make_index_sequence<n - 1>{});
     } else {
       return call_returning(d, std::forward<Args>(args)...);
     }
@@ -157,13 +168,17 @@ class function {
     runtime::resolve_symbols(plan.inputs, plan.nodes, plan.symbols, plan.constraints,
                              std::span(refs.data(), parameter_count), sym.data(), "fn");
     auto storage = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple{detail::result_storage<typename std::tuple_element_t<I, result_values>::element>(
-          runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
-    }(std::make_index_sequence<result_count>{});
+      return std::tuple{
+          detail::result_storage<typename std::tuple_element_t<I, result_values>::element>(
+              runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
+    }
+    (std::make_index_sequence<result_count>{});
     std::apply([&](auto&... r) { run(d, outputs{std::tuple{r.view()...}}, args...); }, storage);
     auto results = std::apply([](auto&... r) { return std::tuple{r.take()...}; }, storage);
-    if constexpr (result_count == 1) return std::move(std::get<0>(results));
-    else return results;
+    if constexpr (result_count == 1)
+      return std::move(std::get<0>(results));
+    else
+      return results;
   }
 
   template <class... Args>
@@ -192,22 +207,27 @@ class function {
     static_assert(std::tuple_size_v<out_views> == result_count,
                   "kiln::fn call: into(...) takes one buffer per result of the function");
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      static_assert((std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(
-                                        std::get<I>(outs.views).data)>>,
-                                    typename std::tuple_element_t<I, result_values>::element> &&
-                     ...),
-                    "kiln::fn call: an into(...) buffer's element type differs from the result's");
-      static_assert((!std::is_const_v<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>> && ...),
-                    "kiln::fn call: into(...) needs writable buffers");
-    }(std::make_index_sequence<result_count>{});
+      static_assert(
+          (std::is_same_v<
+               std::remove_const_t<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>>,
+               typename std::tuple_element_t<I, result_values>::element> &&
+           ...),
+          "kiln::fn call: an into(...) buffer's element type differs from the result's");
+      static_assert(
+          (!std::is_const_v<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>> && ...),
+          "kiln::fn call: into(...) needs writable buffers");
+    }
+    (std::make_index_sequence<result_count>{});
     std::array<runtime::buffer_ref, parameter_count + 1> in_refs{};
     std::size_t k = 0;
     ((in_refs[k++] = ref_of(args)), ...);
     std::array<runtime::buffer_ref, result_count> out_refs{};
-    std::apply([&](const auto&... v) {
-      std::size_t r = 0;
-      ((out_refs[r++] = {v.data, v.dims, v.flat}), ...);
-    }, outs.views);
+    std::apply(
+        [&](const auto&... v) {
+          std::size_t r = 0;
+          ((out_refs[r++] = {v.data, v.dims, v.flat}), ...);
+        },
+        outs.views);
     switch (d.type()) {
       case device::kind::cpu:
         detail::run_cpu<plan>(std::span(in_refs.data(), parameter_count), out_refs);
@@ -225,8 +245,9 @@ consteval auto fn(F) {
   static_assert(std::is_empty_v<F> && std::is_default_constructible_v<F>,
                 "kiln::fn: the lambda must not capture anything; pass run-time values as scalar "
                 "parameters (kiln::tensor<T>)");
-  static_assert(std::is_invocable_v<const F&, parameter_value_t<P>...>,
-                "kiln::fn: the lambda must take exactly one argument per declared tensor parameter");
+  static_assert(
+      std::is_invocable_v<const F&, parameter_value_t<P>...>,
+      "kiln::fn: the lambda must take exactly one argument per declared tensor parameter");
   static_assert(sizeof...(P) <= cpu::max_parameters, "kiln::fn: at most 64 parameters");
   if constexpr (traceable<F, P...>) {
     static_assert(function_result<std::invoke_result_t<const F&, parameter_value_t<P>...>>,

@@ -1,6 +1,6 @@
 // expect: kiln::fn call: an argument's element type differs from its declared tensor
-#include <vector>
 #include <kiln/kiln.hpp>
+#include <vector>
 using namespace kiln;
 constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return x + 1.f; });
 int main() {

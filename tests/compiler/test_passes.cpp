@@ -20,8 +20,8 @@ TEST(Canonicalize, FoldsConstantsAndDropsDeadNodes) {
   auto x = b.input(dtype::f32, {dyn});
   auto two = b.constant(scalar::of_float(dtype::f32, 2));
   auto three = b.constant(scalar::of_float(dtype::f32, 3));
-  auto six = b.binary(op::mul, two, three);           // folds to 6
-  b.unary(op::exp, x);                                // dead
+  auto six = b.binary(op::mul, two, three);  // folds to 6
+  b.unary(op::exp, x);                       // dead
   b.output(b.binary(op::add, x, six));
   auto p = compiler::compile(b.get());
   EXPECT_EQ(count_ops(p.graph, op::exp), 0);
@@ -35,7 +35,7 @@ TEST(Canonicalize, IntegerFoldingWrapsAndDividesByZeroAsZero) {
   ir::builder b;
   auto big = b.constant(scalar::of_integer(dtype::i8, 100));
   auto zero = b.constant(scalar::of_integer(dtype::i8, 0));
-  auto sum = b.binary(op::add, big, big);             // 200 wraps to -56 in i8
+  auto sum = b.binary(op::add, big, big);  // 200 wraps to -56 in i8
   b.output(sum);
   b.output(b.binary(op::div, big, zero));
   auto p = compiler::compile(b.get());
@@ -45,9 +45,9 @@ TEST(Canonicalize, IntegerFoldingWrapsAndDividesByZeroAsZero) {
 
 TEST(Canonicalize, IdentitiesAndCse) {
   constexpr auto f = fn<tensor<f32, dyn>, tensor<i32, dyn>>([](auto x, auto k) {
-    auto a = exp(x) * 1.f;       // -> exp(x)
-    auto b = exp(x) - 0.f;       // -> exp(x), the same node
-    auto c = -(-(a + b));        // -> a + b
+    auto a = exp(x) * 1.f;  // -> exp(x)
+    auto b = exp(x) - 0.f;  // -> exp(x), the same node
+    auto c = -(-(a + b));   // -> a + b
     return std::tuple{c, k + 0};
   });
   auto p = f.plan.thaw();
@@ -92,8 +92,8 @@ TEST(Regions, RespectTheBindingLimit) {
 }
 
 // The DSL traces at compile time; the graph API builds at run time; the plans must be the same.
-constexpr auto traced = fn<tensor<f32, dyn, 768>, tensor<f32, 768>, tensor<f32>>(
-    [](auto x, auto bias, auto scale) {
+constexpr auto traced =
+    fn<tensor<f32, dyn, 768>, tensor<f32, 768>, tensor<f32>>([](auto x, auto bias, auto scale) {
       auto y = (x + bias) * scale;
       return std::tuple{relu(y), y > 0.f};
     });

@@ -53,15 +53,15 @@ TEST(Minifloat, SpecialValuesByHand) {
   using namespace kiln;
   EXPECT_EQ(float16(1.0f).bits, 0x3C00);
   EXPECT_EQ(float16(65504.f).bits, 0x7BFF);
-  EXPECT_EQ(float16(65520.f).bits, 0x7C00);  // halfway past the top rounds to infinity
+  EXPECT_EQ(float16(65520.f).bits, 0x7C00);        // halfway past the top rounds to infinity
   EXPECT_EQ(float16(5.9604645e-8f).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(bfloat16(1.0f).bits, 0x3F80);
   EXPECT_EQ(float8_e4m3(448.f).bits, 0x7E);
-  EXPECT_EQ(float8_e4m3(1e6f).bits, 0x7E);            // saturates
-  EXPECT_EQ(float8_e4m3(INFINITY).bits, 0x7E);        // no infinity in e4m3fn: saturates
+  EXPECT_EQ(float8_e4m3(1e6f).bits, 0x7E);      // saturates
+  EXPECT_EQ(float8_e4m3(INFINITY).bits, 0x7E);  // no infinity in e4m3fn: saturates
   EXPECT_EQ(float8_e4m3(NAN).bits & 0x7F, 0x7F);
   EXPECT_EQ(float8_e5m2(57344.f).bits, 0x7B);
-  EXPECT_EQ(float8_e5m2(1e6f).bits, 0x7B);            // saturates
-  EXPECT_EQ(float8_e5m2(-INFINITY).bits, 0xFC);       // keeps infinity
+  EXPECT_EQ(float8_e5m2(1e6f).bits, 0x7B);       // saturates
+  EXPECT_EQ(float8_e5m2(-INFINITY).bits, 0xFC);  // keeps infinity
   static_assert(static_cast<float>(float16(0.5f)) == 0.5f, "conversions are constexpr");
 }

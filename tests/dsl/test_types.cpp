@@ -5,8 +5,10 @@
 
 using namespace kiln;
 
-constexpr auto f = fn<tensor<f32, dyn, 768>, tensor<f32, 768>, tensor<i32, 4, 1>>(
-    [](auto x, auto b, auto k) { return std::tuple{x + b, x > 0.f, cast<f32>(k) * 2.f, k * 3}; });
+constexpr auto f =
+    fn<tensor<f32, dyn, 768>, tensor<f32, 768>, tensor<i32, 4, 1>>([](auto x, auto b, auto k) {
+      return std::tuple{x + b, x > 0.f, cast<f32>(k) * 2.f, k * 3};
+    });
 using results = decltype(f)::result_values;
 static_assert(std::is_same_v<std::tuple_element_t<0, results>, value<f32, extents<dyn, 768>>>);
 static_assert(std::is_same_v<std::tuple_element_t<1, results>, value<bool, extents<dyn, 768>>>);

@@ -9,34 +9,40 @@ TEST(Broadcast, RowAndColumnDynamic) {
       [](auto m, auto row, auto col) { return m * row + col; });
   static_assert(f.plan.dispatch_count() == 1);
   for (ref::dims_t d : {ref::dims_t{3, 5}, {1, 1}, {7, 1000}, {0, 4}, {130, 9}})
-    ref::check<float>(f, [](float m, float r, float c) { return m * r + c; }, ref::arith,
-                      ref::make_arg<float>(d, -2, 2, 1), ref::make_arg<float>({d[1]}, -2, 2, 2),
-                      ref::make_arg<float>({d[0], 1}, -2, 2, 3));
+    ref::check<float>(
+        f, [](float m, float r, float c) { return m * r + c; }, ref::arith,
+        ref::make_arg<float>(d, -2, 2, 1), ref::make_arg<float>({d[1]}, -2, 2, 2),
+        ref::make_arg<float>({d[0], 1}, -2, 2, 3));
 }
 
 TEST(Broadcast, StaticExtents) {
-  constexpr auto f = fn<tensor<f32, 4, 1, 3>, tensor<f32, 5, 1>>([](auto a, auto b) { return a - b; });
+  constexpr auto f =
+      fn<tensor<f32, 4, 1, 3>, tensor<f32, 5, 1>>([](auto a, auto b) { return a - b; });
   using result = std::tuple_element_t<0, decltype(f)::result_values>;
   static_assert(std::is_same_v<result::extents_type, extents<4, 5, 3>>);
-  ref::check<float>(f, [](float a, float b) { return a - b; }, ref::exact, ref::make_arg<float>({4, 1, 3}, -2, 2, 4),
-                    ref::make_arg<float>({5, 1}, -2, 2, 5));
+  ref::check<float>(
+      f, [](float a, float b) { return a - b; }, ref::exact,
+      ref::make_arg<float>({4, 1, 3}, -2, 2, 4), ref::make_arg<float>({5, 1}, -2, 2, 5));
 }
 
 TEST(Broadcast, MixedStaticAndDynamicRank4) {
   constexpr auto f = fn<tensor<f32, dyn, 1, dyn, 8>, tensor<f32, 1, dyn, 1, 8>>(
       [](auto a, auto b) { return max(a, b) * 2.f; });
   for (auto [n, m, k] : {std::tuple{2, 3, 5}, std::tuple{1, 1, 1}, std::tuple{3, 7, 33}})
-    ref::check<float>(f, [](float a, float b) { return std::max(a, b) * 2.f; }, ref::exact,
-                      ref::make_arg<float>({n, 1, k, 8}, -2, 2, 6), ref::make_arg<float>({1, m, 1, 8}, -2, 2, 7));
+    ref::check<float>(
+        f, [](float a, float b) { return std::max(a, b) * 2.f; }, ref::exact,
+        ref::make_arg<float>({n, 1, k, 8}, -2, 2, 6), ref::make_arg<float>({1, m, 1, 8}, -2, 2, 7));
 }
 
 // A dynamic size that is 1 at run time broadcasts like a static 1.
 TEST(Broadcast, DynamicSizeOneAtRunTime) {
   constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return x + y; });
-  ref::check<float>(f, [](float x, float y) { return x + y; }, ref::exact, ref::make_arg<float>({1}, -2, 2, 8),
-                    ref::make_arg<float>({1000}, -2, 2, 9));
-  ref::check<float>(f, [](float x, float y) { return x + y; }, ref::exact, ref::make_arg<float>({77}, -2, 2, 8),
-                    ref::make_arg<float>({1}, -2, 2, 9));
+  ref::check<float>(
+      f, [](float x, float y) { return x + y; }, ref::exact, ref::make_arg<float>({1}, -2, 2, 8),
+      ref::make_arg<float>({1000}, -2, 2, 9));
+  ref::check<float>(
+      f, [](float x, float y) { return x + y; }, ref::exact, ref::make_arg<float>({77}, -2, 2, 8),
+      ref::make_arg<float>({1}, -2, 2, 9));
 }
 
 // A run-time scalar (learning rate) passed as a plain number.
@@ -79,8 +85,9 @@ TEST(Broadcast, ThreeOutputsOneRegionSharedSubexpression) {
 
 // Results over different iteration spaces become separate regions.
 TEST(Broadcast, ResultsOverDifferentSpacesMakeTwoRegions) {
-  constexpr auto f = fn<tensor<f32, dyn, 1>, tensor<f32, dyn>>(
-      [](auto col, auto row) { return std::tuple{exp(col), exp(col) * row}; });
+  constexpr auto f = fn<tensor<f32, dyn, 1>, tensor<f32, dyn>>([](auto col, auto row) {
+    return std::tuple{exp(col), exp(col) * row};
+  });
   static_assert(f.plan.dispatch_count() == 2);
   auto col = ref::random_data<float>(6, -1, 1, 14), row = ref::random_data<float>(9, -1, 1, 15);
   std::vector<float> a(6), b(54);
@@ -88,7 +95,8 @@ TEST(Broadcast, ResultsOverDifferentSpacesMakeTwoRegions) {
   for (int i = 0; i < 6; ++i) {
     ASSERT_NEAR(a[i], std::exp(col[i]), 2e-6 * std::exp(col[i]));
     for (int j = 0; j < 9; ++j)
-      ASSERT_NEAR(b[i * 9 + j], std::exp(col[i]) * row[j], 2e-6 * std::fabs(std::exp(col[i]) * row[j]) + 1e-7);
+      ASSERT_NEAR(b[i * 9 + j], std::exp(col[i]) * row[j],
+                  2e-6 * std::fabs(std::exp(col[i]) * row[j]) + 1e-7);
   }
 }
 
@@ -107,7 +115,9 @@ TEST(Broadcast, ReturnByValue) {
 
 // Outputs that are inputs unchanged, and constant folding down to a constant result.
 TEST(Broadcast, IdentityAndConstantResults) {
-  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return std::tuple{x * 1.f, x - x + 0.f * x}; });
+  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) {
+    return std::tuple{x * 1.f, x - x + 0.f * x};
+  });
   std::vector<float> x = {1, 2, 3}, a(3), b(3);
   f(x, into(a, b));
   EXPECT_EQ(a, x);

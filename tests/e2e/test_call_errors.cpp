@@ -16,7 +16,8 @@ std::string error_of(Call call) {
   return "no error";
 }
 
-constexpr auto add2 = fn<tensor<f32, dyn, 3>, tensor<f32, dyn, 3>>([](auto x, auto y) { return x + y; });
+constexpr auto add2 =
+    fn<tensor<f32, dyn, 3>, tensor<f32, dyn, 3>>([](auto x, auto y) { return x + y; });
 
 TEST(CallErrors, WrongStaticExtent) {
   std::vector<float> x(8), y(6), out(6);
@@ -42,15 +43,21 @@ TEST(CallErrors, OutputOfWrongSize) {
   auto msg = error_of([&] { add2(view(x.data(), {2, 3}), view(y.data(), {2, 3}), into(out)); });
   EXPECT_THAT(msg, HasSubstr("result 1 is f32[2, 3] but its buffer has 5 elements"));
   std::vector<float> wide(6);
-  msg = error_of([&] { add2(view(x.data(), {2, 3}), view(y.data(), {2, 3}), into(view(wide.data(), {3, 2}))); });
+  msg = error_of([&] {
+    add2(view(x.data(), {2, 3}), view(y.data(), {2, 3}), into(view(wide.data(), {3, 2})));
+  });
   EXPECT_THAT(msg, HasSubstr("but its buffer has extents [3, 2]"));
 }
 
 TEST(CallErrors, NullData) {
   std::vector<float> y(6), out(6);
-  auto msg = error_of([&] { add2(view<float>(nullptr, {2, 3}), view(y.data(), {2, 3}), into(out)); });
+  auto msg = error_of([&] {
+    add2(view<float>(nullptr, {2, 3}), view(y.data(), {2, 3}), into(out));
+  });
   EXPECT_THAT(msg, HasSubstr("argument 1 has null data for 6 elements"));
-  msg = error_of([&] { add2(view(y.data(), {2, 3}), view(y.data(), {2, 3}), into(view<float>(nullptr, {2, 3}))); });
+  msg = error_of([&] {
+    add2(view(y.data(), {2, 3}), view(y.data(), {2, 3}), into(view<float>(nullptr, {2, 3})));
+  });
   EXPECT_THAT(msg, HasSubstr("result 1 has null data"));
 }
 

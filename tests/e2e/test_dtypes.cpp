@@ -7,12 +7,16 @@ using namespace kiln;
 // x * y + x - y in type T, wrapped modulo 2^bits exactly as the type does.
 template <class T>
 void check_integer_arith(double lo, double hi) {
-  constexpr auto f = fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return x * y + x - y; });
+  constexpr auto f =
+      fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return x * y + x - y; });
   for (auto n : ref::sizes)
-    ref::check<T>(f, [](T x, T y) {
-      using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < 4, std::int32_t, T>>;
-      return static_cast<T>(U(U(x) * U(y)) + U(x) - U(y));
-    }, ref::exact, ref::make_arg<T>({n}, lo, hi, 3), ref::make_arg<T>({n}, lo, hi, 4));
+    ref::check<T>(
+        f,
+        [](T x, T y) {
+          using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < 4, std::int32_t, T>>;
+          return static_cast<T>(U(U(x) * U(y)) + U(x) - U(y));
+        },
+        ref::exact, ref::make_arg<T>({n}, lo, hi, 3), ref::make_arg<T>({n}, lo, hi, 4));
 }
 
 TEST(Dtypes, I8Wraps) { check_integer_arith<i8>(-128, 128); }
@@ -26,15 +30,20 @@ TEST(Dtypes, U32Wraps) { check_integer_arith<u32>(0, 4294967295.0); }
 template <class T>
 void check_integer_div() {
   constexpr auto f = fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return x / y; });
-  std::vector<T> x = {7, static_cast<T>(-7), 0, 5, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), 9, 100};
+  std::vector<T> x = {
+      7,  static_cast<T>(-7), 0, 5, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), 9,
+      100};
   std::vector<T> y = {2, 2, 3, 0, static_cast<T>(-1), static_cast<T>(-1), static_cast<T>(-4), 7};
   std::vector<T> out(x.size());
   f(x, y, into(out));
   for (std::size_t i = 0; i < x.size(); ++i) {
     T want;
-    if (y[i] == 0) want = 0;
-    else if (std::is_signed_v<T> && y[i] == static_cast<T>(-1)) want = static_cast<T>(0 - std::make_unsigned_t<T>(x[i]));
-    else want = static_cast<T>(x[i] / y[i]);
+    if (y[i] == 0)
+      want = 0;
+    else if (std::is_signed_v<T> && y[i] == static_cast<T>(-1))
+      want = static_cast<T>(0 - std::make_unsigned_t<T>(x[i]));
+    else
+      want = static_cast<T>(x[i] / y[i]);
     EXPECT_EQ(out[i], want) << i;
   }
 }
@@ -46,8 +55,10 @@ TEST(Dtypes, IntegerMinMaxAbsNegRelu) {
   constexpr auto f = fn<tensor<i32, dyn>, tensor<i32, dyn>>(
       [](auto x, auto y) { return min(x, y) + max(abs(x), -y) - relu(x); });
   for (auto n : ref::sizes)
-    ref::check<i32>(f, [](i32 x, i32 y) { return std::min(x, y) + std::max(std::abs(x), -y) - std::max(x, 0); },
-                    ref::exact, ref::make_arg<i32>({n}, -1000, 1000, 5), ref::make_arg<i32>({n}, -1000, 1000, 6));
+    ref::check<i32>(
+        f, [](i32 x, i32 y) { return std::min(x, y) + std::max(std::abs(x), -y) - std::max(x, 0); },
+        ref::exact, ref::make_arg<i32>({n}, -1000, 1000, 5),
+        ref::make_arg<i32>({n}, -1000, 1000, 6));
 }
 
 TEST(Dtypes, F64) {
@@ -55,22 +66,29 @@ TEST(Dtypes, F64) {
       [](auto x, auto y) { return exp(x) * y + sqrt(abs(y)) / (1.0 + x * x); });
   for (auto n : ref::sizes)
     // Positive terms only (y > 0), so no cancellation: a relative bound of a few ulps holds.
-    ref::check<f64>(f, [](double x, double y) { return std::exp(x) * y + std::sqrt(std::fabs(y)) / (1.0 + x * x); },
-                    ref::tolerance{1e-14, 1e-300}, ref::make_arg<f64>({n}, -5, 5, 7), ref::make_arg<f64>({n}, 0.1, 5, 8));
+    ref::check<f64>(
+        f,
+        [](double x, double y) {
+          return std::exp(x) * y + std::sqrt(std::fabs(y)) / (1.0 + x * x);
+        },
+        ref::tolerance{1e-14, 1e-300}, ref::make_arg<f64>({n}, -5, 5, 7),
+        ref::make_arg<f64>({n}, 0.1, 5, 8));
 }
 
 // Narrow floats: the reference computes in float from the decoded inputs and rounds the result
 // with its own brute-force rounding; the result must be that exact value.
 template <class T>
 void check_narrow(double lo, double hi) {
-  constexpr auto f = fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return x * y + 0.5f * x; });
+  constexpr auto f =
+      fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return x * y + 0.5f * x; });
   for (auto n : ref::sizes) {
     auto x = ref::make_arg<T>({n}, lo, hi, 9), y = ref::make_arg<T>({n}, lo, hi, 10);
     ref::buffer<T> out(static_cast<std::size_t>(n));
     f(ref::view_of(x.data, x.dims), ref::view_of(y.data, y.dims), into(ref::view_of(out, x.dims)));
     std::vector<double> want(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
-      float a = static_cast<float>(ref::to_double(x.data[i])), b = static_cast<float>(ref::to_double(y.data[i]));
+      float a = static_cast<float>(ref::to_double(x.data[i])),
+            b = static_cast<float>(ref::to_double(y.data[i]));
       want[i] = ref::round_to<T>(a * b + 0.5f * a);
     }
     ref::expect_near(out.to_vector(), want, ref::exact, "narrow float, n=" + std::to_string(n));
@@ -85,26 +103,43 @@ TEST(Dtypes, BoolLogic) {
   constexpr auto f = fn<tensor<bool, dyn>, tensor<bool, dyn>>(
       [](auto a, auto b) { return (a && !b) || (a == b); });
   for (auto n : ref::sizes)
-    ref::check<bool>(f, [](bool a, bool b) { return (a && !b) || (a == b); }, ref::exact,
-                     ref::make_arg<bool>({n}, 0, 1, 11), ref::make_arg<bool>({n}, 0, 1, 12));
+    ref::check<bool>(
+        f, [](bool a, bool b) { return (a && !b) || (a == b); }, ref::exact,
+        ref::make_arg<bool>({n}, 0, 1, 11), ref::make_arg<bool>({n}, 0, 1, 12));
 }
 
 // Casts: float to integer truncates and saturates (NaN -> 0), integer to narrower integer wraps,
 // anything to bool is "!= 0", bool to number is 0 or 1.
 TEST(Dtypes, CastFloatToIntegers) {
   constexpr auto f = fn<tensor<f32, dyn>>([](auto x) {
-    return std::tuple{cast<i32>(x), cast<i8>(x), cast<u8>(x), cast<u32>(x), cast<i64>(x), cast<bool>(x)};
+    return std::tuple{cast<i32>(x), cast<i8>(x),  cast<u8>(x),
+                      cast<u32>(x), cast<i64>(x), cast<bool>(x)};
   });
-  std::vector<float> x = {1.9f, -1.9f, 300.f, -300.f, NAN, 3e9f, -3e9f, 0.f, 1e20f, -0.5f, INFINITY};
+  std::vector<float> x = {1.9f,  -1.9f, 300.f, -300.f, NAN,     3e9f,
+                          -3e9f, 0.f,   1e20f, -0.5f,  INFINITY};
   std::size_t n = x.size();
-  std::vector<i32> a(n); std::vector<i8> b(n); std::vector<u8> c(n); std::vector<u32> d(n); std::vector<i64> e(n);
+  std::vector<i32> a(n);
+  std::vector<i8> b(n);
+  std::vector<u8> c(n);
+  std::vector<u32> d(n);
+  std::vector<i64> e(n);
   ref::buffer<bool> g(n);
   f(x, into(a, b, c, d, e, ref::view_of(g, {std::int64_t(n)})));
   const i32 wa[] = {1, -1, 300, -300, 0, 2147483647, -2147483647 - 1, 0, 2147483647, 0, 2147483647};
   const i8 wb[] = {1, -1, 127, -128, 0, 127, -128, 0, 127, 0, 127};
   const u8 wc[] = {1, 0, 255, 0, 0, 255, 0, 0, 255, 0, 255};
   const u32 wd[] = {1, 0, 300, 0, 0, 3000000000u, 0, 0, 4294967295u, 0, 4294967295u};
-  const i64 we[] = {1, -1, 300, -300, 0, 3000000000LL, -3000000000LL, 0, 9223372036854775807LL, 0, 9223372036854775807LL};
+  const i64 we[] = {1,
+                    -1,
+                    300,
+                    -300,
+                    0,
+                    3000000000LL,
+                    -3000000000LL,
+                    0,
+                    9223372036854775807LL,
+                    0,
+                    9223372036854775807LL};
   const bool wg[] = {true, true, true, true, true, true, true, false, true, true, true};
   for (std::size_t i = 0; i < n; ++i) {
     EXPECT_EQ(a[i], wa[i]) << i;
@@ -124,7 +159,10 @@ TEST(Dtypes, CastIntegersAndBool) {
   ref::buffer<bool> m(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) m[i] = i % 2;
   std::size_t n = x.size();
-  std::vector<i8> a(n); std::vector<f32> b(n); std::vector<i32> c(n); std::vector<f16> d(n);
+  std::vector<i8> a(n);
+  std::vector<f32> b(n);
+  std::vector<i32> c(n);
+  std::vector<f16> d(n);
   f(x, ref::view_of(m, {std::int64_t(n)}), into(a, b, c, d));
   for (std::size_t i = 0; i < n; ++i) {
     EXPECT_EQ(a[i], static_cast<i8>(x[i])) << i;
@@ -140,7 +178,10 @@ TEST(Dtypes, CastBetweenFloatWidths) {
   });
   auto x = ref::random_data<double>(1001, -500, 500, 13);
   std::size_t n = x.size();
-  std::vector<f32> a(n); std::vector<bf16> b(n); std::vector<f8e4m3> c(n); std::vector<f8e5m2> d(n);
+  std::vector<f32> a(n);
+  std::vector<bf16> b(n);
+  std::vector<f8e4m3> c(n);
+  std::vector<f8e5m2> d(n);
   f(x, into(a, b, c, d));
   for (std::size_t i = 0; i < n; ++i) {
     EXPECT_EQ(a[i], static_cast<float>(x[i])) << i;

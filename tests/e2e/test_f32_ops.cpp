@@ -3,27 +3,30 @@
 
 using namespace kiln;
 
-#define KILN_UNARY_CASE(NAME, LO, HI, TOL, KILN_EXPR, REF_EXPR)                              \
-  TEST(F32Ops, NAME) {                                                                       \
-    constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return KILN_EXPR; });               \
-    static_assert(f.plan.dispatch_count() == 1);                                             \
-    for (auto n : ref::sizes)                                                                \
-      ref::check<float>(f, [](float x) -> float { return REF_EXPR; }, TOL,                   \
-                        ref::make_arg<float>({n}, LO, HI, 11));                              \
+#define KILN_UNARY_CASE(NAME, LO, HI, TOL, KILN_EXPR, REF_EXPR)                \
+  TEST(F32Ops, NAME) {                                                         \
+    constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return KILN_EXPR; }); \
+    static_assert(f.plan.dispatch_count() == 1);                               \
+    for (auto n : ref::sizes)                                                  \
+      ref::check<float>(                                                       \
+          f, [](float x) -> float { return REF_EXPR; }, TOL,                   \
+          ref::make_arg<float>({n}, LO, HI, 11));                              \
   }
 
-#define KILN_BINARY_CASE(NAME, LO, HI, TOL, KILN_EXPR, REF_EXPR)                                     \
-  TEST(F32Ops, NAME) {                                                                               \
-    constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return KILN_EXPR; }); \
-    static_assert(f.plan.dispatch_count() == 1);                                                     \
-    for (auto n : ref::sizes)                                                                        \
-      ref::check<float>(f, [](float x, float y) -> float { return REF_EXPR; }, TOL,                  \
-                        ref::make_arg<float>({n}, LO, HI, 21), ref::make_arg<float>({n}, LO, HI, 22)); \
+#define KILN_BINARY_CASE(NAME, LO, HI, TOL, KILN_EXPR, REF_EXPR)                          \
+  TEST(F32Ops, NAME) {                                                                    \
+    constexpr auto f =                                                                    \
+        fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return KILN_EXPR; }); \
+    static_assert(f.plan.dispatch_count() == 1);                                          \
+    for (auto n : ref::sizes)                                                             \
+      ref::check<float>(                                                                  \
+          f, [](float x, float y) -> float { return REF_EXPR; }, TOL,                     \
+          ref::make_arg<float>({n}, LO, HI, 21), ref::make_arg<float>({n}, LO, HI, 22));  \
   }
 
 KILN_BINARY_CASE(Add, -100, 100, ref::arith, x + y, x + y)
 KILN_BINARY_CASE(Sub, -100, 100, ref::arith, x - y, x - y)
-KILN_BINARY_CASE(Mul, -100, 100, ref::arith, x * y, x * y)
+KILN_BINARY_CASE(Mul, -100, 100, ref::arith, x* y, x* y)
 KILN_BINARY_CASE(Div, 0.5, 100, ref::arith, x / y, x / y)
 KILN_BINARY_CASE(Min, -100, 100, ref::exact, min(x, y), std::fmin(x, y))
 KILN_BINARY_CASE(Max, -100, 100, ref::exact, max(x, y), std::fmax(x, y))
@@ -52,19 +55,20 @@ KILN_UNARY_CASE(Gelu, -6, 6, ref::approx,
                 0.5f * x * (1.f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x))))
 KILN_UNARY_CASE(ErfGelu, -6, 6, ref::cancelling, x * 0.5f * (1.f + erf(x * 0.70710678f)),
                 x * 0.5f * (1.f + std::erf(x * 0.70710678f)))
-KILN_UNARY_CASE(Swish, -20, 20, ref::approx, x * sigmoid(x), x * (1.f / (1.f + std::exp(-x))))
+KILN_UNARY_CASE(Swish, -20, 20, ref::approx, x* sigmoid(x), x*(1.f / (1.f + std::exp(-x))))
 KILN_UNARY_CASE(Softplus, -20, 20, ref::cancelling, log(1.f + exp(x)), std::log(1.f + std::exp(x)))
 KILN_BINARY_CASE(LiteralLeftDivide, 0.5, 10, ref::arith, 2.f / x - y, 2.f / x - y)
-KILN_BINARY_CASE(Hypot, -10, 10, ref::arith, sqrt(x * x + y * y), std::sqrt(x * x + y * y))
+KILN_BINARY_CASE(Hypot, -10, 10, ref::arith, sqrt(x* x + y * y), std::sqrt(x* x + y * y))
 
 TEST(F32Ops, ReluOfMulAdd) {
   constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
       [](auto x, auto y, auto z) { return relu(x * y + z); });
   static_assert(f.plan.dispatch_count() == 1);
   for (auto n : ref::sizes)
-    ref::check<float>(f, [](float x, float y, float z) { return std::max(x * y + z, 0.f); }, ref::arith,
-                      ref::make_arg<float>({n}, -3, 3, 1), ref::make_arg<float>({n}, -3, 3, 2),
-                      ref::make_arg<float>({n}, -3, 3, 3));
+    ref::check<float>(
+        f, [](float x, float y, float z) { return std::max(x * y + z, 0.f); }, ref::arith,
+        ref::make_arg<float>({n}, -3, 3, 1), ref::make_arg<float>({n}, -3, 3, 2),
+        ref::make_arg<float>({n}, -3, 3, 3));
 }
 
 // A loop in the lambda and v = f(v): 30 ops traced into one region.
@@ -76,17 +80,21 @@ TEST(F32Ops, LoopBuiltChain) {
   });
   static_assert(f.plan.dispatch_count() == 1);
   for (auto n : ref::sizes)
-    ref::check<float>(f, [](float x) {
-      float v = x;
-      for (int i = 0; i < 10; ++i) v = std::tanh(v * 1.5f + 0.25f);
-      return v;
-    }, ref::chained, ref::make_arg<float>({n}, -3, 3, 5));
+    ref::check<float>(
+        f,
+        [](float x) {
+          float v = x;
+          for (int i = 0; i < 10; ++i) v = std::tanh(v * 1.5f + 0.25f);
+          return v;
+        },
+        ref::chained, ref::make_arg<float>({n}, -3, 3, 5));
 }
 
 // Special values: NaN propagates through min/max/relu, infinities through exp/log.
 TEST(F32Ops, SpecialValues) {
-  constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>>(
-      [](auto x, auto y) { return std::tuple{min(x, y), max(x, y), relu(x), exp(x), log(x)}; });
+  constexpr auto f = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) {
+    return std::tuple{min(x, y), max(x, y), relu(x), exp(x), log(x)};
+  });
   std::vector<float> x = {NAN, 1.f, -INFINITY, INFINITY, 0.f, -0.f, -1.f};
   std::vector<float> y = {1.f, NAN, 2.f, 3.f, -0.f, 0.f, NAN};
   std::vector<float> mn(7), mx(7), rl(7), ex(7), lg(7);

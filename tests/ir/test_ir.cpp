@@ -19,8 +19,10 @@ TEST(Builder, DeduplicatesAndOrdersCommutativeOperands) {
   auto d1 = b.binary(op::sub, x, y);
   auto d2 = b.binary(op::sub, y, x);
   EXPECT_NE(d1, d2);
-  EXPECT_EQ(b.constant(scalar::of_float(dtype::f32, 0.5)), b.constant(scalar::of_float(dtype::f32, 0.5)));
-  EXPECT_NE(b.constant(scalar::of_float(dtype::f32, 0.0)), b.constant(scalar::of_float(dtype::f32, -0.0)));
+  EXPECT_EQ(b.constant(scalar::of_float(dtype::f32, 0.5)),
+            b.constant(scalar::of_float(dtype::f32, 0.5)));
+  EXPECT_NE(b.constant(scalar::of_float(dtype::f32, 0.0)),
+            b.constant(scalar::of_float(dtype::f32, -0.0)));
 }
 
 TEST(Builder, TypeRules) {
@@ -72,9 +74,9 @@ TEST(Verifier, ReportsEachViolation) {
   b.output(e);
   ir::graph g = b.take();
   EXPECT_TRUE(ir::verify(g).empty());
-  g.nodes[1].operands[0] = 5;          // operand after its user
-  g.nodes[0].type = dtype::i32;        // input disagrees with its declaration
-  g.outputs.push_back(9);              // result names no node
+  g.nodes[1].operands[0] = 5;    // operand after its user
+  g.nodes[0].type = dtype::i32;  // input disagrees with its declaration
+  g.outputs.push_back(9);        // result names no node
   auto problems = ir::verify(g);
   ASSERT_EQ(problems.size(), 3u);
   EXPECT_THAT(problems[0], HasSubstr("%0 (input): type differs from its parameter's declaration"));

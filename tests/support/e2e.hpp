@@ -16,7 +16,9 @@ struct buffer {
   std::unique_ptr<T[]> ptr;
   std::size_t n = 0;
   explicit buffer(std::size_t count = 0) : ptr(new T[count > 0 ? count : 1]()), n(count) {}
-  explicit buffer(const std::vector<T>& v) : buffer(v.size()) { std::copy(v.begin(), v.end(), ptr.get()); }
+  explicit buffer(const std::vector<T>& v) : buffer(v.size()) {
+    std::copy(v.begin(), v.end(), ptr.get());
+  }
   T* data() const { return ptr.get(); }
   std::size_t size() const { return n; }
   T& operator[](std::size_t i) const { return ptr[i]; }
@@ -89,8 +91,8 @@ void check(const F& f, Fn scalar_fn, tolerance tol, const arg<T>&... args) {
 inline const std::vector<std::int64_t> sizes = {0, 1, 7, 16, 1000, 1027, 70001};
 
 inline constexpr tolerance exact{0, 0};
-inline constexpr tolerance arith{1e-6, 1e-30};   // contraction into FMA may differ in the last bit
-inline constexpr tolerance approx{2e-6, 1e-7};   // vectorized transcendental functions
+inline constexpr tolerance arith{1e-6, 1e-30};  // contraction into FMA may differ in the last bit
+inline constexpr tolerance approx{2e-6, 1e-7};  // vectorized transcendental functions
 // Formulas that cancel (1 + erf(x) near -1, log(1 + e) near 0): one ulp of the operand becomes a
 // large relative error of a result near zero, so the bound is absolute there.
 inline constexpr tolerance cancelling{2e-6, 1e-6};

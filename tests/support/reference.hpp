@@ -54,12 +54,14 @@ inline std::int64_t source_index(const dims_t& d, const dims_t& idx) {
 
 template <class T>
 struct format_bits {
-  static constexpr int exp = std::is_same_v<T, kiln::float16> ? 5 : std::is_same_v<T, kiln::bfloat16> ? 8
-                           : std::is_same_v<T, kiln::float8_e4m3>                                       ? 4
-                                                                                                          : 5;
-  static constexpr int man = std::is_same_v<T, kiln::float16> ? 10 : std::is_same_v<T, kiln::bfloat16> ? 7
-                           : std::is_same_v<T, kiln::float8_e4m3>                                       ? 3
-                                                                                                          : 2;
+  static constexpr int exp = std::is_same_v<T, kiln::float16>       ? 5
+                             : std::is_same_v<T, kiln::bfloat16>    ? 8
+                             : std::is_same_v<T, kiln::float8_e4m3> ? 4
+                                                                    : 5;
+  static constexpr int man = std::is_same_v<T, kiln::float16>       ? 10
+                             : std::is_same_v<T, kiln::bfloat16>    ? 7
+                             : std::is_same_v<T, kiln::float8_e4m3> ? 3
+                                                                    : 2;
   static constexpr bool fn = std::is_same_v<T, kiln::float8_e4m3>;  // no infinities
   static constexpr int total = 1 + exp + man;
 };
@@ -122,14 +124,18 @@ double round_to(double x) {
 
 template <class T>
 T from_double(double v) {
-  if constexpr (std::is_class_v<T>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (std::is_class_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 template <class T>
 double to_double(T v) {
-  if constexpr (std::is_class_v<T>) return static_cast<double>(static_cast<float>(v));
-  else return static_cast<double>(v);
+  if constexpr (std::is_class_v<T>)
+    return static_cast<double>(static_cast<float>(v));
+  else
+    return static_cast<double>(v);
 }
 
 // Deterministic data in [lo, hi): integers for integer types, spread values for floats.
@@ -141,7 +147,8 @@ std::vector<T> random_data(std::int64_t n, double lo, double hi, unsigned seed) 
     std::bernoulli_distribution d(0.5);
     for (auto&& x : v) x = d(gen);
   } else if constexpr (std::is_integral_v<T>) {
-    std::uniform_int_distribution<std::int64_t> d(static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi) - 1);
+    std::uniform_int_distribution<std::int64_t> d(static_cast<std::int64_t>(lo),
+                                                  static_cast<std::int64_t>(hi) - 1);
     for (auto& x : v) x = static_cast<T>(d(gen));
   } else {
     std::uniform_real_distribution<double> d(lo, hi);
@@ -163,7 +170,7 @@ void expect_near(const std::vector<T>& got, const std::vector<double>& want, tol
   int reported = 0;
   for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
     double g = to_double(got[i]), w = want[i];
-    bool ok = std::isnan(w) ? std::isnan(g)
+    bool ok = std::isnan(w)   ? std::isnan(g)
               : std::isinf(w) ? g == w
                               : std::fabs(g - w) <= tol.abs + tol.rel * std::fabs(w);
     if (!ok) {

@@ -36,14 +36,17 @@ constexpr std::int32_t identity_of(const ir::graph& g, const ir::node& n) {
       if (is_constant(y, 1) && keeps_shape(x)) return a;
       if (is_constant(x, 1) && keeps_shape(y)) return b;
       return -1;
-    case op::div: return is_constant(y, 1) && keeps_shape(x) ? a : -1;
-    case op::sub: return is_constant(y, 0) && keeps_shape(x) ? a : -1;
+    case op::div:
+      return is_constant(y, 1) && keeps_shape(x) ? a : -1;
+    case op::sub:
+      return is_constant(y, 0) && keeps_shape(x) ? a : -1;
     case op::add:
       if (!integer) return -1;
       if (is_constant(y, 0) && keeps_shape(x)) return a;
       if (is_constant(x, 0) && keeps_shape(y)) return b;
       return -1;
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
@@ -88,9 +91,14 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
     }
     std::int32_t id = -1;
     switch (ir::info(old.kind).cls) {
-      case ir::op_class::cast: id = b.cast(ops[0], old.type); break;
-      case ir::op_class::select: id = b.select(ops[0], ops[1], ops[2]); break;
-      default: id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
+      case ir::op_class::cast:
+        id = b.cast(ops[0], old.type);
+        break;
+      case ir::op_class::select:
+        id = b.select(ops[0], ops[1], ops[2]);
+        break;
+      default:
+        id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
     }
     std::int32_t same = simplify ? identity_of(b.get(), b.get().nodes[id]) : -1;
     map[i] = same >= 0 ? same : id;

@@ -11,10 +11,10 @@
 namespace kiln::compiler {
 
 struct region {
-  shape space;                         // iteration space: the dims (static or symbols) it writes
-  std::vector<std::int32_t> nodes;     // node ids it evaluates, in topological order
-  std::vector<std::int32_t> args;      // function parameters it reads
-  std::vector<std::int32_t> results;   // function results it writes
+  shape space;                        // iteration space: the dims (static or symbols) it writes
+  std::vector<std::int32_t> nodes;    // node ids it evaluates, in topological order
+  std::vector<std::int32_t> args;     // function parameters it reads
+  std::vector<std::int32_t> results;  // function results it writes
   constexpr int binding_count() const { return static_cast<int>(args.size() + results.size()); }
 };
 

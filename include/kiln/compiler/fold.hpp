@@ -16,23 +16,30 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
   bool fl = is_floating(t);
   auto num = [&](double x) { return scalar::of_float(result, x); };
   // Integers: compute in 64-bit two's complement, then wrap into the type.
-  auto integer = [&](std::uint64_t x) { return scalar::of_integer(result, static_cast<std::int64_t>(x)); };
+  auto integer = [&](std::uint64_t x) {
+    return scalar::of_integer(result, static_cast<std::int64_t>(x));
+  };
   auto ua = static_cast<std::uint64_t>(a.i);
   auto ub = ir::info(o).arity > 1 ? static_cast<std::uint64_t>(v[1].i) : 0;
   double fa = a.f, fb = ir::info(o).arity > 1 ? v[1].f : 0;
   auto boolean = [](bool x) { return scalar{dtype::boolean, 0, x}; };
   switch (o) {
-    case op::add: return fl ? num(fa + fb) : integer(ua + ub);
-    case op::sub: return fl ? num(fa - fb) : integer(ua - ub);
-    case op::mul: return fl ? num(fa * fb) : integer(ua * ub);
+    case op::add:
+      return fl ? num(fa + fb) : integer(ua + ub);
+    case op::sub:
+      return fl ? num(fa - fb) : integer(ua - ub);
+    case op::mul:
+      return fl ? num(fa * fb) : integer(ua * ub);
     case op::div:
       if (fl) return num(fa / fb);
       if (v[1].i == 0) return integer(0);  // kiln defines x / 0 == 0 for integers
       if (is_unsigned_integer(t)) return integer(ua / ub);
       if (v[1].i == -1) return integer(0 - ua);  // avoids INT64_MIN / -1 overflow
       return integer(static_cast<std::uint64_t>(a.i / v[1].i));
-    case op::neg: return fl ? num(-fa) : integer(0 - ua);
-    case op::abs: return fl ? num(fa < 0 ? -fa : fa) : integer(a.i < 0 ? 0 - ua : ua);
+    case op::neg:
+      return fl ? num(-fa) : integer(0 - ua);
+    case op::abs:
+      return fl ? num(fa < 0 ? -fa : fa) : integer(a.i < 0 ? 0 - ua : ua);
     case op::min:
       if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb < fa ? fb : fa));
       return a.i <= v[1].i ? a : v[1];
@@ -42,18 +49,30 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::relu:
       if (fl) return num(fa > 0 ? fa : (fa != fa ? fa : 0.0));
       return a.i > 0 ? a : scalar::of_integer(t, 0);
-    case op::eq: return boolean(fl ? fa == fb : a.i == v[1].i);
-    case op::ne: return boolean(fl ? fa != fb : a.i != v[1].i);
-    case op::lt: return boolean(fl ? fa < fb : a.i < v[1].i);
-    case op::le: return boolean(fl ? fa <= fb : a.i <= v[1].i);
-    case op::gt: return boolean(fl ? fa > fb : a.i > v[1].i);
-    case op::ge: return boolean(fl ? fa >= fb : a.i >= v[1].i);
-    case op::logical_and: return boolean(a.i && v[1].i);
-    case op::logical_or: return boolean(a.i || v[1].i);
-    case op::logical_not: return boolean(!a.i);
-    case op::select: return a.i ? v[1] : v[2];
-    case op::cast: return a.to(result);
-    default: return std::nullopt;
+    case op::eq:
+      return boolean(fl ? fa == fb : a.i == v[1].i);
+    case op::ne:
+      return boolean(fl ? fa != fb : a.i != v[1].i);
+    case op::lt:
+      return boolean(fl ? fa < fb : a.i < v[1].i);
+    case op::le:
+      return boolean(fl ? fa <= fb : a.i <= v[1].i);
+    case op::gt:
+      return boolean(fl ? fa > fb : a.i > v[1].i);
+    case op::ge:
+      return boolean(fl ? fa >= fb : a.i >= v[1].i);
+    case op::logical_and:
+      return boolean(a.i && v[1].i);
+    case op::logical_or:
+      return boolean(a.i || v[1].i);
+    case op::logical_not:
+      return boolean(!a.i);
+    case op::select:
+      return a.i ? v[1] : v[2];
+    case op::cast:
+      return a.to(result);
+    default:
+      return std::nullopt;
   }
 }
 

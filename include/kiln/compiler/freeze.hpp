@@ -14,10 +14,10 @@ struct plan_sizes {
 };
 
 constexpr plan_sizes sizes_of(const plan& p) {
-  plan_sizes s{static_cast<int>(p.graph.inputs.size()), static_cast<int>(p.graph.nodes.size()),
-               static_cast<int>(p.graph.symbols.size()),
-               static_cast<int>(p.graph.constraints.size()),
-               static_cast<int>(p.graph.outputs.size()), p.dispatch_count()};
+  plan_sizes s{
+      static_cast<int>(p.graph.inputs.size()),  static_cast<int>(p.graph.nodes.size()),
+      static_cast<int>(p.graph.symbols.size()), static_cast<int>(p.graph.constraints.size()),
+      static_cast<int>(p.graph.outputs.size()), p.dispatch_count()};
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
     s.region_args += static_cast<int>(r.args.size());
@@ -62,7 +62,8 @@ struct frozen_plan {
       r.space = f.space;
       r.nodes.assign(region_nodes.begin() + f.node_begin,
                      region_nodes.begin() + f.node_begin + f.node_count);
-      r.args.assign(region_args.begin() + f.arg_begin, region_args.begin() + f.arg_begin + f.arg_count);
+      r.args.assign(region_args.begin() + f.arg_begin,
+                    region_args.begin() + f.arg_begin + f.arg_count);
       r.results.assign(region_results.begin() + f.result_begin,
                        region_results.begin() + f.result_begin + f.result_count);
       p.regions.push_back(r);
@@ -85,8 +86,13 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   int nodes = 0, args = 0, results = 0;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const region& r = p.regions[i];
-    f.regions[i] = {r.space, nodes, static_cast<int>(r.nodes.size()), args,
-                    static_cast<int>(r.args.size()), results, static_cast<int>(r.results.size())};
+    f.regions[i] = {r.space,
+                    nodes,
+                    static_cast<int>(r.nodes.size()),
+                    args,
+                    static_cast<int>(r.args.size()),
+                    results,
+                    static_cast<int>(r.results.size())};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;

@@ -29,14 +29,12 @@ constexpr plan compile(const ir::graph& g, options opt = {}) {
   return p;
 }
 
-
 // The region part of the textual form (the graph part is ir::print).
 inline std::string print_regions(const plan& p) {
   std::string out;
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     const region& reg = p.regions[r];
-    out += "region " + std::to_string(r) + " over " + ir::dims_text(reg.space) +
-           ": nodes";
+    out += "region " + std::to_string(r) + " over " + ir::dims_text(reg.space) + ": nodes";
     for (auto n : reg.nodes) out += " %" + std::to_string(n);
     out += "; reads";
     for (auto a : reg.args) out += " arg" + std::to_string(a);

@@ -12,35 +12,54 @@ namespace kiln {
 // Wraps an integer into dtype t modulo 2^bits (two's complement), as C++ does since C++20.
 constexpr std::int64_t wrap_integer(dtype t, std::int64_t v) {
   switch (t) {
-    case dtype::i8: return static_cast<std::int8_t>(v);
-    case dtype::i16: return static_cast<std::int16_t>(v);
-    case dtype::i32: return static_cast<std::int32_t>(v);
-    case dtype::u8: return static_cast<std::uint8_t>(v);
-    case dtype::u32: return static_cast<std::uint32_t>(v);
-    case dtype::boolean: return v != 0;
-    default: return v;
+    case dtype::i8:
+      return static_cast<std::int8_t>(v);
+    case dtype::i16:
+      return static_cast<std::int16_t>(v);
+    case dtype::i32:
+      return static_cast<std::int32_t>(v);
+    case dtype::u8:
+      return static_cast<std::uint8_t>(v);
+    case dtype::u32:
+      return static_cast<std::uint32_t>(v);
+    case dtype::boolean:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
 constexpr std::int64_t integer_min(dtype t) {
   switch (t) {
-    case dtype::i8: return -128;
-    case dtype::i16: return -32768;
-    case dtype::i32: return std::numeric_limits<std::int32_t>::min();
-    case dtype::i64: return std::numeric_limits<std::int64_t>::min();
-    default: return 0;
+    case dtype::i8:
+      return -128;
+    case dtype::i16:
+      return -32768;
+    case dtype::i32:
+      return std::numeric_limits<std::int32_t>::min();
+    case dtype::i64:
+      return std::numeric_limits<std::int64_t>::min();
+    default:
+      return 0;
   }
 }
 
 constexpr std::int64_t integer_max(dtype t) {
   switch (t) {
-    case dtype::i8: return 127;
-    case dtype::i16: return 32767;
-    case dtype::i32: return std::numeric_limits<std::int32_t>::max();
-    case dtype::i64: return std::numeric_limits<std::int64_t>::max();
-    case dtype::u8: return 255;
-    case dtype::u32: return std::numeric_limits<std::uint32_t>::max();
-    default: return 1;
+    case dtype::i8:
+      return 127;
+    case dtype::i16:
+      return 32767;
+    case dtype::i32:
+      return std::numeric_limits<std::int32_t>::max();
+    case dtype::i64:
+      return std::numeric_limits<std::int64_t>::max();
+    case dtype::u8:
+      return 255;
+    case dtype::u32:
+      return std::numeric_limits<std::uint32_t>::max();
+    default:
+      return 1;
   }
 }
 
@@ -61,13 +80,20 @@ constexpr std::int64_t float_to_integer(dtype t, double v) {
 constexpr double round_to_float(dtype t, double v) {
   float f = static_cast<float>(v);
   switch (t) {
-    case dtype::f64: return v;
-    case dtype::f32: return f;
-    case dtype::f16: return static_cast<float>(float16(f));
-    case dtype::bf16: return static_cast<float>(bfloat16(f));
-    case dtype::f8e4m3: return static_cast<float>(float8_e4m3(f));
-    case dtype::f8e5m2: return static_cast<float>(float8_e5m2(f));
-    default: return v;
+    case dtype::f64:
+      return v;
+    case dtype::f32:
+      return f;
+    case dtype::f16:
+      return static_cast<float>(float16(f));
+    case dtype::bf16:
+      return static_cast<float>(bfloat16(f));
+    case dtype::f8e4m3:
+      return static_cast<float>(float8_e4m3(f));
+    case dtype::f8e5m2:
+      return static_cast<float>(float8_e5m2(f));
+    default:
+      return v;
   }
 }
 
@@ -94,8 +120,8 @@ struct scalar {
   }
   // Identity of the stored value, bit for bit (so -0.0 and 0.0 differ, NaN equals itself).
   friend constexpr bool same_bits(const scalar& a, const scalar& b) {
-    return a.type == b.type && std::bit_cast<std::uint64_t>(a.f) == std::bit_cast<std::uint64_t>(b.f) &&
-           a.i == b.i;
+    return a.type == b.type &&
+           std::bit_cast<std::uint64_t>(a.f) == std::bit_cast<std::uint64_t>(b.f) && a.i == b.i;
   }
 };
 

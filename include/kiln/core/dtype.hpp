@@ -1,4 +1,5 @@
-// Element types: the dtype enum, the C++ type of each, and the facts the IR and back ends ask of them.
+// Element types: the dtype enum, the C++ type of each, and the facts the IR and back ends ask of
+// them.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,19 @@
 namespace kiln {
 
 enum class dtype : std::uint8_t {
-  f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, u8, u32, boolean,
+  f32,
+  f64,
+  f16,
+  bf16,
+  f8e4m3,
+  f8e5m2,
+  i8,
+  i16,
+  i32,
+  i64,
+  u8,
+  u32,
+  boolean,
 };
 inline constexpr int dtype_count = 13;
 
@@ -29,9 +42,13 @@ using u8 = std::uint8_t;
 using u32 = std::uint32_t;
 
 namespace detail {
-template <class T> struct dtype_of_impl;
-#define KILN_DTYPE_OF(T, D) \
-  template <> struct dtype_of_impl<T> { static constexpr dtype value = dtype::D; };
+template <class T>
+struct dtype_of_impl;
+#define KILN_DTYPE_OF(T, D)                  \
+  template <>                                \
+  struct dtype_of_impl<T> {                  \
+    static constexpr dtype value = dtype::D; \
+  };
 KILN_DTYPE_OF(float, f32)
 KILN_DTYPE_OF(double, f64)
 KILN_DTYPE_OF(float16, f16)
@@ -50,26 +67,68 @@ KILN_DTYPE_OF(bool, boolean)
 
 // An element type kiln knows: one of the aliases above.
 template <class T>
-concept element_type = requires { detail::dtype_of_impl<std::remove_cv_t<T>>::value; };
+concept element_type = requires {
+  detail::dtype_of_impl<std::remove_cv_t<T>>::value;
+};
 
 template <element_type T>
 inline constexpr dtype dtype_of = detail::dtype_of_impl<std::remove_cv_t<T>>::value;
 
 namespace detail {
-template <dtype D> struct type_of_impl;
-template <> struct type_of_impl<dtype::f32> { using type = float; };
-template <> struct type_of_impl<dtype::f64> { using type = double; };
-template <> struct type_of_impl<dtype::f16> { using type = float16; };
-template <> struct type_of_impl<dtype::bf16> { using type = bfloat16; };
-template <> struct type_of_impl<dtype::f8e4m3> { using type = float8_e4m3; };
-template <> struct type_of_impl<dtype::f8e5m2> { using type = float8_e5m2; };
-template <> struct type_of_impl<dtype::i8> { using type = std::int8_t; };
-template <> struct type_of_impl<dtype::i16> { using type = std::int16_t; };
-template <> struct type_of_impl<dtype::i32> { using type = std::int32_t; };
-template <> struct type_of_impl<dtype::i64> { using type = std::int64_t; };
-template <> struct type_of_impl<dtype::u8> { using type = std::uint8_t; };
-template <> struct type_of_impl<dtype::u32> { using type = std::uint32_t; };
-template <> struct type_of_impl<dtype::boolean> { using type = bool; };
+template <dtype D>
+struct type_of_impl;
+template <>
+struct type_of_impl<dtype::f32> {
+  using type = float;
+};
+template <>
+struct type_of_impl<dtype::f64> {
+  using type = double;
+};
+template <>
+struct type_of_impl<dtype::f16> {
+  using type = float16;
+};
+template <>
+struct type_of_impl<dtype::bf16> {
+  using type = bfloat16;
+};
+template <>
+struct type_of_impl<dtype::f8e4m3> {
+  using type = float8_e4m3;
+};
+template <>
+struct type_of_impl<dtype::f8e5m2> {
+  using type = float8_e5m2;
+};
+template <>
+struct type_of_impl<dtype::i8> {
+  using type = std::int8_t;
+};
+template <>
+struct type_of_impl<dtype::i16> {
+  using type = std::int16_t;
+};
+template <>
+struct type_of_impl<dtype::i32> {
+  using type = std::int32_t;
+};
+template <>
+struct type_of_impl<dtype::i64> {
+  using type = std::int64_t;
+};
+template <>
+struct type_of_impl<dtype::u8> {
+  using type = std::uint8_t;
+};
+template <>
+struct type_of_impl<dtype::u32> {
+  using type = std::uint32_t;
+};
+template <>
+struct type_of_impl<dtype::boolean> {
+  using type = bool;
+};
 }  // namespace detail
 
 // The storage type of a dtype (what one element of a buffer is).
@@ -78,7 +137,7 @@ using storage_t = typename detail::type_of_impl<D>::type;
 
 constexpr std::string_view name(dtype t) {
   constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2", "i8",
-                                        "i16", "i32", "i64", "u8",  "u32",  "bool"};
+                                        "i16", "i32", "i64", "u8",   "u32",    "bool"};
   return names[static_cast<int>(t)];
 }
 

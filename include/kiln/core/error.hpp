@@ -1,4 +1,5 @@
-// kiln::error: the one exception type of the public API, naming the op, the argument and what was expected.
+// kiln::error: the one exception type of the public API, naming the op, the argument and what was
+// expected.
 #pragma once
 
 #include <stdexcept>
@@ -18,12 +19,18 @@ enum class errc {
 
 constexpr std::string_view to_string(errc c) {
   switch (c) {
-    case errc::invalid_argument: return "invalid argument";
-    case errc::shape_mismatch: return "shape mismatch";
-    case errc::dtype_mismatch: return "dtype mismatch";
-    case errc::invalid_graph: return "invalid graph";
-    case errc::unsupported: return "unsupported";
-    case errc::device_error: return "device error";
+    case errc::invalid_argument:
+      return "invalid argument";
+    case errc::shape_mismatch:
+      return "shape mismatch";
+    case errc::dtype_mismatch:
+      return "dtype mismatch";
+    case errc::invalid_graph:
+      return "invalid graph";
+    case errc::unsupported:
+      return "unsupported";
+    case errc::device_error:
+      return "device error";
   }
   return "error";
 }

@@ -28,7 +28,8 @@ struct minifloat_format {
     std::uint32_t sign = (bits & sign_bit) ? 0x80000000u : 0u;
     std::uint32_t e = (bits >> Man) & exp_mask;
     std::uint32_t m = bits & ((1u << Man) - 1);
-    if (HasInf && e == exp_mask) return std::bit_cast<float>(sign | (m ? 0x7FC00000u : 0x7F800000u));
+    if (HasInf && e == exp_mask)
+      return std::bit_cast<float>(sign | (m ? 0x7FC00000u : 0x7F800000u));
     if (!HasInf && (bits & ~sign_bit) == nan_bits) return std::bit_cast<float>(sign | 0x7FC00000u);
     if (e == 0) {
       if (m == 0) return std::bit_cast<float>(sign);
@@ -49,7 +50,8 @@ struct minifloat_format {
     std::uint32_t sign = (u & 0x80000000u) ? sign_bit : 0u;
     u &= 0x7FFFFFFFu;
     if (u > 0x7F800000u) return Bits(sign | nan_bits);
-    if (u == 0x7F800000u) return Bits(sign | (HasInf ? inf_bits : (Saturate ? max_finite_bits : nan_bits)));
+    if (u == 0x7F800000u)
+      return Bits(sign | (HasInf ? inf_bits : (Saturate ? max_finite_bits : nan_bits)));
     std::uint32_t fe = u >> 23;
     std::uint64_t mant = (u & 0x7FFFFFu) | (fe ? 0x800000u : 0u);  // value = mant * 2^(e - 23)
     int e = fe ? int(fe) - 127 : -126;
@@ -73,19 +75,19 @@ struct minifloat_format {
 }  // namespace detail
 
 // Declares a storage type: a wrapper over its bits with explicit conversions from and to float.
-#define KILN_DEFINE_MINIFLOAT(NAME, BITS, EXP, MAN, HAS_INF, SATURATE)                              \
-  struct NAME {                                                                                     \
-    using format = detail::minifloat_format<EXP, MAN, HAS_INF, SATURATE, BITS>;                     \
-    BITS bits = 0;                                                                                  \
-    NAME() = default;                                                                               \
-    constexpr explicit NAME(float f) : bits(format::encode(f)) {}                                   \
-    static constexpr NAME from_bits(BITS b) {                                                       \
-      NAME r;                                                                                       \
-      r.bits = b;                                                                                   \
-      return r;                                                                                     \
-    }                                                                                               \
-    constexpr explicit operator float() const { return format::decode(bits); }                      \
-    friend constexpr bool operator==(NAME a, NAME b) { return a.bits == b.bits; }                   \
+#define KILN_DEFINE_MINIFLOAT(NAME, BITS, EXP, MAN, HAS_INF, SATURATE)            \
+  struct NAME {                                                                   \
+    using format = detail::minifloat_format<EXP, MAN, HAS_INF, SATURATE, BITS>;   \
+    BITS bits = 0;                                                                \
+    NAME() = default;                                                             \
+    constexpr explicit NAME(float f) : bits(format::encode(f)) {}                 \
+    static constexpr NAME from_bits(BITS b) {                                     \
+      NAME r;                                                                     \
+      r.bits = b;                                                                 \
+      return r;                                                                   \
+    }                                                                             \
+    constexpr explicit operator float() const { return format::decode(bits); }    \
+    friend constexpr bool operator==(NAME a, NAME b) { return a.bits == b.bits; } \
   };
 
 KILN_DEFINE_MINIFLOAT(float16, std::uint16_t, 5, 10, true, false)

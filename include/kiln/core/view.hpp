@@ -23,20 +23,22 @@ struct tensor_view {
 template <element_type T>
 tensor_view<T> view(T* data, std::initializer_list<std::int64_t> dims) {
   if (dims.size() > static_cast<std::size_t>(max_rank))
-    throw error(errc::invalid_argument, "view", "rank " + std::to_string(dims.size()) +
-                                                    " is above kiln::max_rank (8)");
+    throw error(errc::invalid_argument, "view",
+                "rank " + std::to_string(dims.size()) + " is above kiln::max_rank (8)");
   shape s;
   s.rank = static_cast<int>(dims.size());
   int i = 0;
   for (auto d : dims) {
-    if (d < 0) throw error(errc::invalid_argument, "view", "extents must be >= 0, got " + to_string(shape(dims)));
+    if (d < 0)
+      throw error(errc::invalid_argument, "view",
+                  "extents must be >= 0, got " + to_string(shape(dims)));
     s.dims[i++] = d;
   }
   return {data, s, false};
 }
 
 template <class R>
-  requires requires(R& r) { view(std::data(r), {}); }
+requires requires(R& r) { view(std::data(r), {}); }
 auto view(R& range, std::initializer_list<std::int64_t> dims) {
   auto v = view(std::data(range), dims);
   if (v.size() != static_cast<std::int64_t>(std::size(range)))

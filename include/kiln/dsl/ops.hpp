@@ -11,8 +11,10 @@ namespace detail {
 template <ir::op O, class T, class A, class B>
 constexpr auto make_binary(const A& a, const B& b) {
   ir::builder* bld;
-  if constexpr (tensor_value<A>) bld = a.builder;
-  else bld = b.builder;
+  if constexpr (tensor_value<A>)
+    bld = a.builder;
+  else
+    bld = b.builder;
   std::int32_t id = bld->binary(O, node_of<T>(bld, a), node_of<T>(bld, b));
   using R = std::conditional_t<ir::result_dtype(O, dtype_of<T>) == dtype::boolean, bool, T>;
   return value<R, broadcast_t<extents_of<A>, extents_of<B>>>{bld, id};
@@ -30,19 +32,19 @@ constexpr auto make_unary(const V& a) {
 // A binary op: tensor with tensor, or tensor with a literal (either side).
 #define KILN_DSL_BINARY(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                                         \
   template <dsl_operand A, dsl_operand B>                                                          \
-    requires(tensor_value<A> || tensor_value<B>)                                                   \
-  constexpr auto NAME(const A& a, const B& b) {                                                    \
+  requires(tensor_value<A> || tensor_value<B>) constexpr auto NAME(const A& a, const B& b) {       \
     using T = typename detail::tensor_of<A, B>::element;                                           \
     constexpr bool types_agree = !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>; \
     static_assert(types_agree, "kiln::" #NAME                                                      \
                                ": the operands have different element types; convert one with "    \
                                "kiln::cast<T>(x)");                                                \
-    constexpr bool literal_ok = (tensor_value<A> || literal_fits<A, T>) &&                         \
-                                (tensor_value<B> || literal_fits<B, T>);                           \
+    constexpr bool literal_ok =                                                                    \
+        (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);          \
     static_assert(literal_ok, "kiln::" #NAME                                                       \
                               ": the literal does not fit the tensor's element type (a "           \
                               "floating-point literal beside an integer tensor?)");                \
-    constexpr bool shapes_ok = broadcastable_extents<detail::extents_of<A>, detail::extents_of<B>>; \
+    constexpr bool shapes_ok =                                                                     \
+        broadcastable_extents<detail::extents_of<A>, detail::extents_of<B>>;                       \
     static_assert(shapes_ok, "kiln::" #NAME                                                        \
                              ": the static extents of the operands do not broadcast (each size "   \
                              "must be equal or 1)");                                               \
@@ -102,10 +104,12 @@ KILN_DSL_UNARY(logical_not, logical_not, bool_element, "bool")
 #undef KILN_DSL_UNARY
 
 // Operators: the same ops as the named functions above.
-#define KILN_DSL_OPERATOR(SYMBOL, NAME)             \
-  template <dsl_operand A, dsl_operand B>           \
-    requires(tensor_value<A> || tensor_value<B>)    \
-  constexpr auto operator SYMBOL(const A& a, const B& b) { return NAME(a, b); }
+#define KILN_DSL_OPERATOR(SYMBOL, NAME)                                                     \
+  template <dsl_operand A, dsl_operand B>                                                   \
+  requires(tensor_value<A> || tensor_value<B>) constexpr auto operator SYMBOL(const A& a,   \
+                                                                              const B& b) { \
+    return NAME(a, b);                                                                      \
+  }
 KILN_DSL_OPERATOR(+, add)
 KILN_DSL_OPERATOR(-, sub)
 KILN_DSL_OPERATOR(*, mul)
@@ -121,9 +125,13 @@ KILN_DSL_OPERATOR(||, logical_or)
 #undef KILN_DSL_OPERATOR
 
 template <tensor_value A>
-constexpr auto operator-(const A& a) { return neg(a); }
+constexpr auto operator-(const A& a) {
+  return neg(a);
+}
 template <tensor_value A>
-constexpr auto operator!(const A& a) { return logical_not(a); }
+constexpr auto operator!(const A& a) {
+  return logical_not(a);
+}
 
 // cast<U>(x): converts elements to U (floats to integers truncate and saturate, NaN gives 0).
 template <element_type U, tensor_value A>
@@ -133,23 +141,23 @@ constexpr auto cast(const A& a) {
 
 // select(cond, a, b): a where cond is true, else b; a or b may be a literal.
 template <tensor_value C, dsl_operand A, dsl_operand B>
-  requires(tensor_value<A> || tensor_value<B>)
-constexpr auto select(const C& cond, const A& a, const B& b) {
+requires(tensor_value<A> || tensor_value<B>) constexpr auto select(const C& cond, const A& a,
+                                                                   const B& b) {
   using T = typename detail::tensor_of<A, B>::element;
   constexpr bool cond_ok = bool_element<typename C::element>;
   static_assert(cond_ok, "kiln::select: the condition must be a bool tensor (a comparison)");
   constexpr bool types_agree = !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>;
   static_assert(types_agree, "kiln::select: the two branches have different element types");
   constexpr bool literal_ok =
-      (tensor_value<A> || literal_fits<A, T>) && (tensor_value<B> || literal_fits<B, T>);
+      (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);
   static_assert(literal_ok, "kiln::select: the literal does not fit the tensor's element type");
   using EAB = broadcast_t<detail::extents_of<A>, detail::extents_of<B>>;
   constexpr bool shapes_ok = broadcastable_extents<typename C::extents_type, EAB>;
-  static_assert(shapes_ok, "kiln::select: the static extents of condition and branches do not broadcast");
+  static_assert(shapes_ok,
+                "kiln::select: the static extents of condition and branches do not broadcast");
   if constexpr (cond_ok && types_agree && literal_ok && shapes_ok) {
     ir::builder* bld = cond.builder;
-    std::int32_t id =
-        bld->select(cond.id, detail::node_of<T>(bld, a), detail::node_of<T>(bld, b));
+    std::int32_t id = bld->select(cond.id, detail::node_of<T>(bld, a), detail::node_of<T>(bld, b));
     return value<T, broadcast_t<typename C::extents_type, EAB>>{bld, id};
   } else {
     return value<T, extents<>>{};
@@ -158,7 +166,9 @@ constexpr auto select(const C& cond, const A& a, const B& b) {
 
 // where(cond, a, b): numpy's name for select.
 template <tensor_value C, dsl_operand A, dsl_operand B>
-  requires(tensor_value<A> || tensor_value<B>)
-constexpr auto where(const C& cond, const A& a, const B& b) { return select(cond, a, b); }
+requires(tensor_value<A> || tensor_value<B>) constexpr auto where(const C& cond, const A& a,
+                                                                  const B& b) {
+  return select(cond, a, b);
+}
 
 }  // namespace kiln

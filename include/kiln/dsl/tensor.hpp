@@ -17,8 +17,10 @@ struct tensor {
 };
 
 namespace detail {
-template <class P> struct is_tensor_param : std::false_type {};
-template <class T, std::int64_t... S> struct is_tensor_param<tensor<T, S...>> : std::true_type {};
+template <class P>
+struct is_tensor_param : std::false_type {};
+template <class T, std::int64_t... S>
+struct is_tensor_param<tensor<T, S...>> : std::true_type {};
 }  // namespace detail
 
 template <class P>

@@ -15,8 +15,10 @@ template <tensor_parameter P>
 using parameter_value_t = value<typename P::element, typename P::extents_type>;
 
 namespace detail {
-template <class R> struct is_value_tuple : std::false_type {};
-template <class... V> struct is_value_tuple<std::tuple<V...>> : std::bool_constant<(tensor_value<V> && ...)> {};
+template <class R>
+struct is_value_tuple : std::false_type {};
+template <class... V>
+struct is_value_tuple<std::tuple<V...>> : std::bool_constant<(tensor_value<V> && ...)> {};
 }  // namespace detail
 
 // What a kiln::fn lambda returns: one tensor expression, or a std::tuple of them.
@@ -26,7 +28,7 @@ concept function_result = tensor_value<R> || detail::is_value_tuple<R>::value;
 // A lambda kiln::fn can trace: no captures, one argument per declared parameter.
 template <class F, class... P>
 concept traceable = std::is_empty_v<F> && std::is_default_constructible_v<F> &&
-                    std::is_invocable_v<const F&, parameter_value_t<P>...>;
+    std::is_invocable_v<const F&, parameter_value_t<P>...>;
 
 namespace detail {
 
@@ -38,7 +40,8 @@ constexpr compiler::plan trace() {
   ((ids[k++] = b.input(dtype_of<typename P::element>, P::extents_type::value())), ...);
   auto result = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return F{}(parameter_value_t<P>{&b, ids[I]}...);
-  }(std::index_sequence_for<P...>{});
+  }
+  (std::index_sequence_for<P...>{});
   if constexpr (tensor_value<decltype(result)>)
     b.output(result.id);
   else

@@ -20,14 +20,15 @@ struct value {
 };
 
 namespace detail {
-template <class V> struct is_value : std::false_type {};
-template <class T, class E> struct is_value<value<T, E>> : std::true_type {};
+template <class V>
+struct is_value : std::false_type {};
+template <class T, class E>
+struct is_value<value<T, E>> : std::true_type {};
 
 template <shape S>
 constexpr auto extents_from() {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return extents<S.dims[I]...>{};
-  }(std::make_index_sequence<S.rank>{});
+  return []<std::size_t... I>(std::index_sequence<I...>) { return extents<S.dims[I]...>{}; }
+  (std::make_index_sequence<S.rank>{});
 }
 }  // namespace detail
 
@@ -43,40 +44,44 @@ concept dsl_operand = tensor_value<X> || scalar_literal<X>;
 
 // Two tensors whose element types are the same (kiln never converts implicitly: use cast<T>).
 template <class A, class B>
-concept same_element_type =
-    std::is_same_v<typename std::remove_cvref_t<A>::element, typename std::remove_cvref_t<B>::element>;
+concept same_element_type = std::is_same_v < typename std::remove_cvref_t<A>::element,
+typename std::remove_cvref_t<B>::element > ;
 
 // Two extents that broadcast under numpy's rules (static sizes equal, or one of them 1).
 template <class EA, class EB>
 concept broadcastable_extents = broadcastable(EA::value(), EB::value());
 
 template <class EA, class EB>
-  requires broadcastable_extents<EA, EB>
+requires broadcastable_extents<EA, EB>
 using broadcast_t = decltype(detail::extents_from<*broadcast_shapes(EA::value(), EB::value())>());
 
 // A literal that can stand beside a tensor of element type T without losing meaning: any number
 // beside a floating tensor, an integer beside an integer tensor, a bool beside a bool tensor.
 template <class S, class T>
-concept literal_fits =
-    (is_floating(dtype_of<T>) && !std::is_same_v<std::remove_cvref_t<S>, bool>) ||
-    (is_integer(dtype_of<T>) && std::is_integral_v<std::remove_cvref_t<S>> &&
-     !std::is_same_v<std::remove_cvref_t<S>, bool>) ||
-    (dtype_of<T> == dtype::boolean && std::is_same_v<std::remove_cvref_t<S>, bool>);
+concept literal_fits = (is_floating(dtype_of<T>) &&
+                        !std::is_same_v<std::remove_cvref_t<S>, bool>) ||
+                       (is_integer(dtype_of<T>) && std::is_integral_v<std::remove_cvref_t<S>> &&
+                        !std::is_same_v<std::remove_cvref_t<S>, bool>) ||
+                       (dtype_of<T> == dtype::boolean &&
+                        std::is_same_v<std::remove_cvref_t<S>, bool>);
 
 template <class T>
 concept floating_element = is_floating(dtype_of<T>);
 
 template <class T>
-concept numeric_element = dtype_of<T> != dtype::boolean;
+concept numeric_element = dtype_of<T>
+!= dtype::boolean;
 
 template <class T>
-concept bool_element = dtype_of<T> == dtype::boolean;
+concept bool_element = dtype_of<T>
+== dtype::boolean;
 
 namespace detail {
 
 // The tensor among two operands (at least one is); its element type types the literal.
 template <class A, class B>
-using tensor_of = std::conditional_t<tensor_value<A>, std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
+using tensor_of =
+    std::conditional_t<tensor_value<A>, std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
 
 template <class T, class S>
 constexpr std::int32_t literal_node(ir::builder* b, S s) {

@@ -11,17 +11,18 @@
 namespace kiln {
 
 namespace detail {
-template <class V> struct is_view : std::false_type {};
-template <class T> struct is_view<tensor_view<T>> : std::true_type {};
+template <class V>
+struct is_view : std::false_type {};
+template <class T>
+struct is_view<tensor_view<T>> : std::true_type {};
 }  // namespace detail
 
 // Something a call accepts as tensor data.
 template <class A>
-concept tensor_argument =
-    detail::is_view<std::remove_cvref_t<A>>::value ||
-    (std::ranges::contiguous_range<A> && std::ranges::sized_range<A> &&
-     element_type<std::ranges::range_value_t<A>>) ||
-    (std::is_arithmetic_v<std::remove_cvref_t<A>>);
+concept tensor_argument = detail::is_view<std::remove_cvref_t<A>>::value ||
+                          (std::ranges::contiguous_range<A>&& std::ranges::sized_range<A>&&
+                               element_type<std::ranges::range_value_t<A>>) ||
+                          (std::is_arithmetic_v<std::remove_cvref_t<A>>);
 
 namespace detail {
 template <class D, class A>
@@ -33,7 +34,7 @@ struct argument_element<tensor_view<T>, A> {
   using type = std::remove_cv_t<T>;
 };
 template <class D, class A>
-  requires std::is_arithmetic_v<D>
+requires std::is_arithmetic_v<D>
 struct argument_element<D, A> {
   using type = D;
 };
@@ -65,14 +66,15 @@ struct outputs {
 };
 
 template <class... Outs>
-  requires(tensor_argument<Outs> && ...)
-auto into(Outs&&... outs) {
+requires(tensor_argument<Outs>&&...) auto into(Outs&&... outs) {
   return outputs<decltype(as_view(outs))...>{{as_view(outs)...}};
 }
 
 namespace detail {
-template <class O> struct is_outputs : std::false_type {};
-template <class... V> struct is_outputs<outputs<V...>> : std::true_type {};
+template <class O>
+struct is_outputs : std::false_type {};
+template <class... V>
+struct is_outputs<outputs<V...>> : std::true_type {};
 }  // namespace detail
 
 template <class O>

@@ -40,10 +40,10 @@ struct constraint {
 struct node {
   op kind = op::constant;
   dtype type = dtype::f32;
-  shape dims;                                    // static sizes and symbols
+  shape dims;  // static sizes and symbols
   std::array<std::int32_t, 3> operands{-1, -1, -1};
-  scalar value;                                  // constant: its value
-  std::int32_t arg = -1;                         // input: the function parameter it reads
+  scalar value;           // constant: its value
+  std::int32_t arg = -1;  // input: the function parameter it reads
   constexpr int arity() const { return info(kind).arity; }
 };
 

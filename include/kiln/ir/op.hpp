@@ -10,17 +10,46 @@ namespace kiln::ir {
 
 enum class op : std::uint8_t {
   // leaves
-  input, constant,
+  input,
+  constant,
   // elementwise arithmetic
-  add, sub, mul, div, neg, abs, min, max, pow,
+  add,
+  sub,
+  mul,
+  div,
+  neg,
+  abs,
+  min,
+  max,
+  pow,
   // elementwise float functions
-  exp, log, sqrt, rsqrt, tanh, sigmoid, relu, erf, sin, cos, floor, ceil, round,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  relu,
+  erf,
+  sin,
+  cos,
+  floor,
+  ceil,
+  round,
   // comparisons (-> bool)
-  eq, ne, lt, le, gt, ge,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
   // logic on bool
-  logical_and, logical_or, logical_not,
+  logical_and,
+  logical_or,
+  logical_not,
   // select(cond, a, b) and cast to the node's dtype
-  select, cast,
+  select,
+  cast,
 };
 
 // How an op's operand and result types relate.
@@ -36,10 +65,10 @@ enum class op_class : std::uint8_t {
 
 // Which element types an arithmetic op accepts.
 enum class operand_types : std::uint8_t {
-  any,           // every dtype (for leaves, select, cast, compare eq/ne)
-  numeric,       // every dtype but bool
-  floating,      // floating dtypes only
-  bool_only,     // bool only
+  any,        // every dtype (for leaves, select, cast, compare eq/ne)
+  numeric,    // every dtype but bool
+  floating,   // floating dtypes only
+  bool_only,  // bool only
 };
 
 struct op_info {
@@ -96,10 +125,14 @@ constexpr std::string_view name(op o) { return info(o).name; }
 
 constexpr bool accepts(operand_types rule, dtype t) {
   switch (rule) {
-    case operand_types::any: return true;
-    case operand_types::numeric: return t != dtype::boolean;
-    case operand_types::floating: return is_floating(t);
-    case operand_types::bool_only: return t == dtype::boolean;
+    case operand_types::any:
+      return true;
+    case operand_types::numeric:
+      return t != dtype::boolean;
+    case operand_types::floating:
+      return is_floating(t);
+    case operand_types::bool_only:
+      return t == dtype::boolean;
   }
   return false;
 }
@@ -108,8 +141,10 @@ constexpr bool accepts(operand_types rule, dtype t) {
 constexpr dtype result_dtype(op o, dtype t) {
   switch (info(o).cls) {
     case op_class::compare:
-    case op_class::logical: return dtype::boolean;
-    default: return t;
+    case op_class::logical:
+      return dtype::boolean;
+    default:
+      return t;
   }
 }
 

@@ -20,11 +20,14 @@ inline std::string dims_text(const shape& s) {
 }
 
 // "f32[4, s0]"
-inline std::string type_text(dtype t, const shape& s) { return std::string(name(t)) + dims_text(s); }
+inline std::string type_text(dtype t, const shape& s) {
+  return std::string(name(t)) + dims_text(s);
+}
 
 // Shortest text that reads back to the same value.
 inline std::string scalar_text(const scalar& v) {
-  if (!is_floating(v.type)) return v.type == dtype::boolean ? (v.i ? "true" : "false") : std::to_string(v.i);
+  if (!is_floating(v.type))
+    return v.type == dtype::boolean ? (v.i ? "true" : "false") : std::to_string(v.i);
   char buf[64];
   // Shortest for the dtype's own precision: an f32 constant prints as 0.1, not 0.100000001490116.
   auto r = v.type == dtype::f64 ? std::to_chars(buf, buf + sizeof buf, v.f)

@@ -14,15 +14,16 @@ constexpr std::vector<std::string> verify(const graph& g) {
   std::vector<std::string> problems;
   auto n_nodes = static_cast<std::int32_t>(g.nodes.size());
   auto report = [&](std::int32_t id, const std::string& what) {
-    std::string where = id >= 0 ? "%" + detail::to_text(id) + " (" +
-                                      std::string(name(g.nodes[id].kind)) + "): "
-                                : std::string();
+    std::string where =
+        id >= 0 ? "%" + detail::to_text(id) + " (" + std::string(name(g.nodes[id].kind)) + "): "
+                : std::string();
     problems.push_back(where + what);
   };
   auto check_dims = [&](std::int32_t id, const shape& s) {
     if (s.rank < 0 || s.rank > max_rank) return report(id, "rank out of range");
     for (int i = 0; i < s.rank; ++i)
-      if (is_symbol(s.dims[i]) && symbol_of(s.dims[i]) >= static_cast<std::int32_t>(g.symbols.size()))
+      if (is_symbol(s.dims[i]) &&
+          symbol_of(s.dims[i]) >= static_cast<std::int32_t>(g.symbols.size()))
         report(id, "size " + detail::to_text(i) + " names an unknown symbol");
   };
   for (std::int32_t id = 0; id < n_nodes; ++id) {
@@ -41,7 +42,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
       if (k >= oi.arity && o != -1) report(id, "has more operands than its arity");
     }
     bool operands_ok = true;
-    for (int k = 0; k < oi.arity; ++k) operands_ok = operands_ok && n.operands[k] >= 0 && n.operands[k] < id;
+    for (int k = 0; k < oi.arity; ++k)
+      operands_ok = operands_ok && n.operands[k] >= 0 && n.operands[k] < id;
     if (n.kind == op::input) {
       if (n.arg < 0 || n.arg >= static_cast<std::int32_t>(g.inputs.size()))
         report(id, "reads parameter " + detail::to_text(n.arg) + " which is not declared");
@@ -77,7 +79,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
         if (g.nodes[n.operands[1]].type != g.nodes[n.operands[2]].type || n.type != value_type)
           report(id, "branch and result types differ");
         break;
-      default: break;
+      default:
+        break;
     }
   }
   for (std::size_t i = 0; i < g.outputs.size(); ++i)
@@ -91,7 +94,9 @@ constexpr std::vector<std::string> verify(const graph& g) {
                         s.b < g.inputs[s.a].dims.rank
                   : s.a >= 0 && s.b >= 0 && s.a < static_cast<std::int32_t>(i) &&
                         s.b < static_cast<std::int32_t>(i);
-    if (!ok) problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) + " is malformed");
+    if (!ok)
+      problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +
+                         " is malformed");
   }
   return problems;
 }
@@ -102,8 +107,8 @@ constexpr void verify_or_throw(const graph& g) {
   if (problems.empty()) return;
   std::string all;
   for (const auto& p : problems) all += "\n  " + p;
-  throw error(errc::invalid_graph, "verify", detail::to_text(static_cast<std::int64_t>(problems.size())) +
-                                                 " problem(s):" + all);
+  throw error(errc::invalid_graph, "verify",
+              detail::to_text(static_cast<std::int64_t>(problems.size())) + " problem(s):" + all);
 }
 
 }  // namespace kiln::ir

@@ -23,8 +23,8 @@ inline std::string declared_text(const ir::input_decl& d) {
 }
 
 // Fills sym[i] with the run-time size of symbol i. `who` names the function in messages.
-inline void resolve_symbols(std::span<const ir::input_decl> inputs,
-                            std::span<const ir::node> nodes, std::span<const ir::symbol> symbols,
+inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
+                            std::span<const ir::symbol> symbols,
                             std::span<const ir::constraint> constraints,
                             std::span<const buffer_ref> args, std::int64_t* sym,
                             const std::string& who) {
@@ -34,14 +34,15 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs,
     std::string arg = "argument " + std::to_string(a + 1);
     std::int64_t count = b.dims.element_count();
     if (b.data == nullptr && count != 0)
-      throw error(errc::invalid_argument, who, arg + " has null data for " + std::to_string(count) + " elements");
+      throw error(errc::invalid_argument, who,
+                  arg + " has null data for " + std::to_string(count) + " elements");
     bool rank_ok = b.dims.rank == d.dims.rank;
     // A flat range (std::vector, std::span) may stand for any shape whose sizes are all static.
     if (!rank_ok && b.flat && d.dims.is_static() && count == d.dims.element_count()) continue;
     if (!rank_ok)
       throw error(errc::shape_mismatch, who,
-                  arg + " has rank " + std::to_string(b.dims.rank) + " (extents " + to_string(b.dims) +
-                      ") but the function declares " + declared_text(d));
+                  arg + " has rank " + std::to_string(b.dims.rank) + " (extents " +
+                      to_string(b.dims) + ") but the function declares " + declared_text(d));
     for (int i = 0; i < d.dims.rank; ++i)
       if (d.dims[i] >= 0 && d.dims[i] != b.dims[i])
         throw error(errc::shape_mismatch, who,
@@ -66,7 +67,8 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs,
     if (sym[c.sym] != 1 && sym[c.sym] != c.size)
       throw error(errc::shape_mismatch, std::string(ir::name(nodes[c.node].kind)),
                   "run-time size " + std::to_string(sym[c.sym]) + " does not broadcast with " +
-                      std::to_string(c.size) + " (in %" + std::to_string(c.node) + " of " + who + ")");
+                      std::to_string(c.size) + " (in %" + std::to_string(c.node) + " of " + who +
+                      ")");
 }
 
 // Concrete extents of a symbolic shape.
@@ -90,7 +92,8 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
                     (b.flat ? std::to_string(b.dims.element_count()) + " elements"
                             : "extents " + to_string(b.dims)));
   if (b.data == nullptr && count != 0)
-    throw error(errc::invalid_argument, who, res + " has null data for " + std::to_string(count) + " elements");
+    throw error(errc::invalid_argument, who,
+                res + " has null data for " + std::to_string(count) + " elements");
 }
 
 }  // namespace kiln::runtime

@@ -45,15 +45,16 @@ struct region_kernel {
     using ir::op;
     if constexpr (n.kind == op::input) {
       auto* p = static_cast<const storage_t<n.type>*>(in[n.arg]);
-      if constexpr (Contiguous) return load<n.type>(p + j);
-      else return step[n.arg] ? load<n.type>(p + j) : splat<n.type>(p);
+      if constexpr (Contiguous)
+        return load<n.type>(p + j);
+      else
+        return step[n.arg] ? load<n.type>(p + j) : splat<n.type>(p);
     } else if constexpr (n.kind == op::constant) {
       return value_t<K>::splat(lane_value<n.type>(n.value));
     } else if constexpr (n.kind == op::cast) {
       return cast<Plan.nodes[n.operands[0]].type, n.type>(operand<K, 0>(v));
     } else if constexpr (n.kind == op::select) {
-      return select(operand<K, 0>(v), operand<K, 1>(v),
-                    operand<K, 2>(v));
+      return select(operand<K, 0>(v), operand<K, 1>(v), operand<K, 2>(v));
     } else if constexpr (n.kind == op::logical_not) {
       return logical_not(operand<K, 0>(v));
     } else if constexpr (ir::info(n.kind).cls == ir::op_class::logical) {
@@ -74,10 +75,12 @@ struct region_kernel {
     values v;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       ((std::get<K>(v) = compute<K, Contiguous>(v, in, step, j)), ...);
-    }(std::make_index_sequence<size>{});
+    }
+    (std::make_index_sequence<size>{});
     [&]<int... I>(std::integer_sequence<int, I...>) {
       (store_result<Plan.region_results[reg.result_begin + I]>(v, out, j), ...);
-    }(std::make_integer_sequence<int, reg.result_count>{});
+    }
+    (std::make_integer_sequence<int, reg.result_count>{});
   }
 
   template <std::int32_t Result>
@@ -126,6 +129,7 @@ struct region_kernel {
 template <const auto& Plan>
 inline constexpr auto region_rows = []<int... R>(std::integer_sequence<int, R...>) {
   return std::array<row_fn, sizeof...(R)>{&region_kernel<Plan, R>::row...};
-}(std::make_integer_sequence<int, Plan.sizes.regions>{});
+}
+(std::make_integer_sequence<int, Plan.sizes.regions>{});
 
 }  // namespace kiln::cpu

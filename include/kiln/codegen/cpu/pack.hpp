@@ -53,10 +53,10 @@ using lane_t = std::conditional_t<
     is_storage_only(D) || D == dtype::f32, float,
     std::conditional_t<
         D == dtype::f64, double,
-        std::conditional_t<D == dtype::i64, std::int64_t,
-                           std::conditional_t<D == dtype::u8 || D == dtype::u32, std::uint32_t,
-                                              std::conditional_t<D == dtype::boolean, bool,
-                                                                 std::int32_t>>>>>;
+        std::conditional_t<
+            D == dtype::i64, std::int64_t,
+            std::conditional_t<D == dtype::u8 || D == dtype::u32, std::uint32_t,
+                               std::conditional_t<D == dtype::boolean, bool, std::int32_t>>>>>;
 
 template <dtype D>
 using compute_t = std::conditional_t<D == dtype::boolean, mask, pack<lane_t<D>>>;

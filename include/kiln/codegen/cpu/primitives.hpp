@@ -77,33 +77,53 @@ template <ir::op O, dtype D, class T>
 pack<T> unary(const pack<T>& a) {
   using ir::op;
   using B = xsimd::batch<T>;
-  if constexpr (O == op::neg) return wrap<D>(detail::map(a, [](B x) { return -x; }));
+  if constexpr (O == op::neg)
+    return wrap<D>(detail::map(a, [](B x) { return -x; }));
   else if constexpr (O == op::abs) {
-    if constexpr (std::is_unsigned_v<T>) return a;
-    else return wrap<D>(detail::map(a, [](B x) { return xsimd::abs(x); }));
-  } else if constexpr (O == op::relu) return detail::map(a, [](B x) { return xsimd::select(x < B(0), B(0), x); });
-  else if constexpr (O == op::exp) return detail::map(a, [](B x) { return xsimd::exp(x); });
-  else if constexpr (O == op::log) return detail::map(a, [](B x) { return xsimd::log(x); });
-  else if constexpr (O == op::sqrt) return detail::map(a, [](B x) { return xsimd::sqrt(x); });
-  else if constexpr (O == op::rsqrt) return detail::map(a, [](B x) { return B(1) / xsimd::sqrt(x); });
-  else if constexpr (O == op::tanh) return detail::map(a, [](B x) { return xsimd::tanh(x); });
-  else if constexpr (O == op::sigmoid) return detail::map(a, [](B x) { return B(1) / (B(1) + xsimd::exp(-x)); });
-  else if constexpr (O == op::erf) return detail::map(a, [](B x) { return xsimd::erf(x); });
-  else if constexpr (O == op::sin) return detail::map(a, [](B x) { return xsimd::sin(x); });
-  else if constexpr (O == op::cos) return detail::map(a, [](B x) { return xsimd::cos(x); });
-  else if constexpr (O == op::floor) return detail::map(a, [](B x) { return xsimd::floor(x); });
-  else if constexpr (O == op::ceil) return detail::map(a, [](B x) { return xsimd::ceil(x); });
-  else if constexpr (O == op::round) return detail::map(a, [](B x) { return xsimd::nearbyint(x); });
-  else static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
+    if constexpr (std::is_unsigned_v<T>)
+      return a;
+    else
+      return wrap<D>(detail::map(a, [](B x) { return xsimd::abs(x); }));
+  } else if constexpr (O == op::relu)
+    return detail::map(a, [](B x) { return xsimd::select(x < B(0), B(0), x); });
+  else if constexpr (O == op::exp)
+    return detail::map(a, [](B x) { return xsimd::exp(x); });
+  else if constexpr (O == op::log)
+    return detail::map(a, [](B x) { return xsimd::log(x); });
+  else if constexpr (O == op::sqrt)
+    return detail::map(a, [](B x) { return xsimd::sqrt(x); });
+  else if constexpr (O == op::rsqrt)
+    return detail::map(a, [](B x) { return B(1) / xsimd::sqrt(x); });
+  else if constexpr (O == op::tanh)
+    return detail::map(a, [](B x) { return xsimd::tanh(x); });
+  else if constexpr (O == op::sigmoid)
+    return detail::map(a, [](B x) { return B(1) / (B(1) + xsimd::exp(-x)); });
+  else if constexpr (O == op::erf)
+    return detail::map(a, [](B x) { return xsimd::erf(x); });
+  else if constexpr (O == op::sin)
+    return detail::map(a, [](B x) { return xsimd::sin(x); });
+  else if constexpr (O == op::cos)
+    return detail::map(a, [](B x) { return xsimd::cos(x); });
+  else if constexpr (O == op::floor)
+    return detail::map(a, [](B x) { return xsimd::floor(x); });
+  else if constexpr (O == op::ceil)
+    return detail::map(a, [](B x) { return xsimd::ceil(x); });
+  else if constexpr (O == op::round)
+    return detail::map(a, [](B x) { return xsimd::nearbyint(x); });
+  else
+    static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
 }
 
 template <ir::op O, dtype D, class T>
 pack<T> binary(const pack<T>& a, const pack<T>& b) {
   using ir::op;
   using B = xsimd::batch<T>;
-  if constexpr (O == op::add) return wrap<D>(detail::map(a, b, [](B x, B y) { return x + y; }));
-  else if constexpr (O == op::sub) return wrap<D>(detail::map(a, b, [](B x, B y) { return x - y; }));
-  else if constexpr (O == op::mul) return wrap<D>(detail::map(a, b, [](B x, B y) { return x * y; }));
+  if constexpr (O == op::add)
+    return wrap<D>(detail::map(a, b, [](B x, B y) { return x + y; }));
+  else if constexpr (O == op::sub)
+    return wrap<D>(detail::map(a, b, [](B x, B y) { return x - y; }));
+  else if constexpr (O == op::mul)
+    return wrap<D>(detail::map(a, b, [](B x, B y) { return x * y; }));
   else if constexpr (O == op::div) {
     if constexpr (std::is_floating_point_v<T>) {
       return detail::map(a, b, [](B x, B y) { return x / y; });
@@ -111,40 +131,57 @@ pack<T> binary(const pack<T>& a, const pack<T>& b) {
       // No integer division instruction; lanes one by one, with x / 0 == 0 and MIN / -1 wrapping.
       auto x = to_array(a), y = to_array(b);
       for (std::size_t i = 0; i < lanes; ++i) {
-        if (y[i] == 0) x[i] = 0;
-        else if constexpr (std::is_signed_v<T>) x[i] = y[i] == -1 ? T(0 - std::make_unsigned_t<T>(x[i])) : T(x[i] / y[i]);
-        else x[i] = x[i] / y[i];
+        if (y[i] == 0)
+          x[i] = 0;
+        else if constexpr (std::is_signed_v<T>)
+          x[i] = y[i] == -1 ? T(0 - std::make_unsigned_t<T>(x[i])) : T(x[i] / y[i]);
+        else
+          x[i] = x[i] / y[i];
       }
       return wrap<D>(from_array(x));
     }
-  } else if constexpr (O == op::min) return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::min(x, y)); });
-  else if constexpr (O == op::max) return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::max(x, y)); });
-  else if constexpr (O == op::pow) return detail::map(a, b, [](B x, B y) { return xsimd::pow(x, y); });
-  else static_assert(O == op::add, "kiln: no CPU primitive for this binary op");
+  } else if constexpr (O == op::min)
+    return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::min(x, y)); });
+  else if constexpr (O == op::max)
+    return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::max(x, y)); });
+  else if constexpr (O == op::pow)
+    return detail::map(a, b, [](B x, B y) { return xsimd::pow(x, y); });
+  else
+    static_assert(O == op::add, "kiln: no CPU primitive for this binary op");
 }
 
 template <ir::op O, class T>
 mask compare(const pack<T>& a, const pack<T>& b) {
   using ir::op;
   using B = xsimd::batch<T>;
-  if constexpr (O == op::eq) return detail::compare(a, b, [](B x, B y) { return x == y; });
-  else if constexpr (O == op::ne) return detail::compare(a, b, [](B x, B y) { return x != y; });
-  else if constexpr (O == op::lt) return detail::compare(a, b, [](B x, B y) { return x < y; });
-  else if constexpr (O == op::le) return detail::compare(a, b, [](B x, B y) { return x <= y; });
-  else if constexpr (O == op::gt) return detail::compare(a, b, [](B x, B y) { return x > y; });
-  else return detail::compare(a, b, [](B x, B y) { return x >= y; });
+  if constexpr (O == op::eq)
+    return detail::compare(a, b, [](B x, B y) { return x == y; });
+  else if constexpr (O == op::ne)
+    return detail::compare(a, b, [](B x, B y) { return x != y; });
+  else if constexpr (O == op::lt)
+    return detail::compare(a, b, [](B x, B y) { return x < y; });
+  else if constexpr (O == op::le)
+    return detail::compare(a, b, [](B x, B y) { return x <= y; });
+  else if constexpr (O == op::gt)
+    return detail::compare(a, b, [](B x, B y) { return x > y; });
+  else
+    return detail::compare(a, b, [](B x, B y) { return x >= y; });
 }
 
 template <ir::op O>
 mask compare(const mask& a, const mask& b) {
-  if constexpr (O == ir::op::eq) return {a.m == b.m};
-  else return {a.m != b.m};
+  if constexpr (O == ir::op::eq)
+    return {a.m == b.m};
+  else
+    return {a.m != b.m};
 }
 
 template <ir::op O>
 mask logical(const mask& a, const mask& b) {
-  if constexpr (O == ir::op::logical_and) return {a.m && b.m};
-  else return {a.m || b.m};
+  if constexpr (O == ir::op::logical_and)
+    return {a.m && b.m};
+  else
+    return {a.m || b.m};
 }
 inline mask logical_not(const mask& a) { return {!a.m}; }
 
@@ -162,8 +199,10 @@ inline mask select(const mask& c, const mask& a, const mask& b) {
 // The lane value of a scalar (kiln::scalar) in the compute type of its dtype.
 template <dtype D>
 lane_t<D> lane_value(const scalar& s) {
-  if constexpr (is_floating(D)) return static_cast<lane_t<D>>(s.f);
-  else return static_cast<lane_t<D>>(s.i);
+  if constexpr (is_floating(D))
+    return static_cast<lane_t<D>>(s.f);
+  else
+    return static_cast<lane_t<D>>(s.i);
 }
 
 // Cast with kiln's scalar semantics, lane by lane (rounding to narrow floats included).
