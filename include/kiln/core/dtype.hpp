@@ -44,25 +44,32 @@ using u32 = std::uint32_t;
 namespace detail {
 template <class T>
 struct dtype_of_impl;
-#define KILN_DTYPE_OF(T, D)                  \
+template <dtype D>
+struct type_of_impl;
+// Each (C++ type, dtype) pair once; both directions of the mapping come from it.
+#define KILN_DTYPE_PAIR(T, D)                \
   template <>                                \
   struct dtype_of_impl<T> {                  \
     static constexpr dtype value = dtype::D; \
+  };                                         \
+  template <>                                \
+  struct type_of_impl<dtype::D> {            \
+    using type = T;                          \
   };
-KILN_DTYPE_OF(float, f32)
-KILN_DTYPE_OF(double, f64)
-KILN_DTYPE_OF(float16, f16)
-KILN_DTYPE_OF(bfloat16, bf16)
-KILN_DTYPE_OF(float8_e4m3, f8e4m3)
-KILN_DTYPE_OF(float8_e5m2, f8e5m2)
-KILN_DTYPE_OF(std::int8_t, i8)
-KILN_DTYPE_OF(std::int16_t, i16)
-KILN_DTYPE_OF(std::int32_t, i32)
-KILN_DTYPE_OF(std::int64_t, i64)
-KILN_DTYPE_OF(std::uint8_t, u8)
-KILN_DTYPE_OF(std::uint32_t, u32)
-KILN_DTYPE_OF(bool, boolean)
-#undef KILN_DTYPE_OF
+KILN_DTYPE_PAIR(float, f32)
+KILN_DTYPE_PAIR(double, f64)
+KILN_DTYPE_PAIR(float16, f16)
+KILN_DTYPE_PAIR(bfloat16, bf16)
+KILN_DTYPE_PAIR(float8_e4m3, f8e4m3)
+KILN_DTYPE_PAIR(float8_e5m2, f8e5m2)
+KILN_DTYPE_PAIR(std::int8_t, i8)
+KILN_DTYPE_PAIR(std::int16_t, i16)
+KILN_DTYPE_PAIR(std::int32_t, i32)
+KILN_DTYPE_PAIR(std::int64_t, i64)
+KILN_DTYPE_PAIR(std::uint8_t, u8)
+KILN_DTYPE_PAIR(std::uint32_t, u32)
+KILN_DTYPE_PAIR(bool, boolean)
+#undef KILN_DTYPE_PAIR
 }  // namespace detail
 
 // An element type kiln knows: one of the aliases above.
@@ -73,63 +80,6 @@ concept element_type = requires {
 
 template <element_type T>
 inline constexpr dtype dtype_of = detail::dtype_of_impl<std::remove_cv_t<T>>::value;
-
-namespace detail {
-template <dtype D>
-struct type_of_impl;
-template <>
-struct type_of_impl<dtype::f32> {
-  using type = float;
-};
-template <>
-struct type_of_impl<dtype::f64> {
-  using type = double;
-};
-template <>
-struct type_of_impl<dtype::f16> {
-  using type = float16;
-};
-template <>
-struct type_of_impl<dtype::bf16> {
-  using type = bfloat16;
-};
-template <>
-struct type_of_impl<dtype::f8e4m3> {
-  using type = float8_e4m3;
-};
-template <>
-struct type_of_impl<dtype::f8e5m2> {
-  using type = float8_e5m2;
-};
-template <>
-struct type_of_impl<dtype::i8> {
-  using type = std::int8_t;
-};
-template <>
-struct type_of_impl<dtype::i16> {
-  using type = std::int16_t;
-};
-template <>
-struct type_of_impl<dtype::i32> {
-  using type = std::int32_t;
-};
-template <>
-struct type_of_impl<dtype::i64> {
-  using type = std::int64_t;
-};
-template <>
-struct type_of_impl<dtype::u8> {
-  using type = std::uint8_t;
-};
-template <>
-struct type_of_impl<dtype::u32> {
-  using type = std::uint32_t;
-};
-template <>
-struct type_of_impl<dtype::boolean> {
-  using type = bool;
-};
-}  // namespace detail
 
 // The storage type of a dtype (what one element of a buffer is).
 template <dtype D>
