@@ -8,3 +8,6 @@ if(NOT TARGET xtl)
 endif()
 find_dependency(OpenMP COMPONENTS CXX)
 find_dependency(range-v3)
+# Vulkan: the loader and headers (libvulkan-dev). Drivers are found at run time; with none, kiln
+# runs on the CPU.
+find_dependency(Vulkan)

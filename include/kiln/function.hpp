@@ -10,6 +10,7 @@
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/device.hpp"
+#include "kiln/runtime/vulkan/executor.hpp"
 
 namespace kiln {
 
@@ -27,15 +28,14 @@ struct result_list<std::tuple<V...>> {
   using type = std::tuple<V...>;
 };
 
-// Runs a traced function's plan on the CPU: checks the arguments, resolves sizes, runs regions.
+// Checks a call's arguments and results against the plan and resolves its symbolic sizes.
 template <const auto& Plan>
-void run_cpu(std::span<const runtime::buffer_ref> args,
-             std::span<const runtime::buffer_ref> results) {
+std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
+    std::span<const runtime::buffer_ref> args, std::span<const runtime::buffer_ref> results) {
   constexpr auto S = Plan.sizes;
   std::array<std::int64_t, S.symbols + 1> sym{};
   runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args,
                            sym.data(), "fn");
-  std::array<cpu::operand_layout, S.inputs + 1> ins{};
   std::array<shape, S.outputs> result_dims;
   for (int r = 0; r < S.outputs; ++r) {
     const ir::node& n = Plan.nodes[Plan.outputs[r]];
@@ -46,26 +46,42 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
   // result and the argument identical in address, type and extents.
   for (int r = 0; r < S.outputs; ++r) {
     const ir::node& n = Plan.nodes[Plan.outputs[r]];
-    auto* lo = static_cast<const unsigned char*>(results[r].data);
-    auto* hi = lo + result_dims[r].element_count() * size_in_bytes(n.type);
     for (int a = 0; a < S.inputs; ++a) {
-      auto* alo = static_cast<const unsigned char*>(args[a].data);
-      auto* ahi = alo + args[a].dims.element_count() * size_in_bytes(Plan.inputs[a].type);
-      if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
-      // Same address, same end and same type imply the same element count.
-      bool same = lo == alo && hi == ahi && n.type == Plan.inputs[a].type && S.regions == 1;
-      if (!same)
-        throw error(
-            errc::invalid_argument, "fn",
-            "result " + std::to_string(r + 1) + " overlaps argument " + std::to_string(a + 1) +
-                "; writing in place needs identical buffers (same address, type and extents) "
-                "in a single-region function");
+      bool same_type = n.type == Plan.inputs[a].type && S.regions == 1;
+      if (results[r].memory || args[a].memory) {
+        if (results[r].memory != args[a].memory) continue;
+        if (same_type && results[r].dims.element_count() == args[a].dims.element_count()) continue;
+      } else {
+        auto* lo = static_cast<const unsigned char*>(results[r].data);
+        auto* hi = lo + result_dims[r].element_count() * size_in_bytes(n.type);
+        auto* alo = static_cast<const unsigned char*>(args[a].data);
+        auto* ahi = alo + args[a].dims.element_count() * size_in_bytes(Plan.inputs[a].type);
+        if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
+        // Same address, same end and same type imply the same element count.
+        if (lo == alo && hi == ahi && same_type) continue;
+      }
+      throw error(errc::invalid_argument, "fn",
+                  "result " + std::to_string(r + 1) + " overlaps argument " +
+                      std::to_string(a + 1) +
+                      "; writing in place needs identical buffers (same address, type and "
+                      "extents) in a single-region function");
     }
   }
+  return sym;
+}
+
+// Runs the plan's regions on the CPU (those marked in `only`, or all), on host data.
+template <const auto& Plan>
+void run_cpu(std::span<const runtime::buffer_ref> args,
+             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+             const std::vector<bool>* only = nullptr) {
+  constexpr auto S = Plan.sizes;
+  std::array<cpu::operand_layout, S.inputs + 1> ins{};
   std::array<cpu::operand_layout, S.outputs> outs{};
   for (int i = 0; i < S.regions; ++i) {
+    if (only && !(*only)[i]) continue;
     const compiler::frozen_region& reg = Plan.regions[i];
-    shape space = runtime::concrete(reg.space, sym.data());
+    shape space = runtime::concrete(reg.space, sym);
     for (int k = 0; k < reg.arg_count; ++k) {
       int a = Plan.region_args[reg.arg_begin + k];
       shape dims =
@@ -83,6 +99,31 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
                     std::span(Plan.region_results.data() + reg.result_begin, reg.result_count),
                     std::span(outs.data(), S.outputs));
   }
+}
+
+// A function's Vulkan program: its plan in vector form, named by a hash of its text; with
+// KILN_DUMP_DIR set, the IR after each pass, the regions and the plan are written at creation.
+template <class F, class... P>
+vulkan::program& vulkan_program() {
+  static vulkan::program prog = [] {
+    constexpr const auto& frozen = frozen_plan_v<F, P...>;
+    compiler::plan p = frozen.thaw();
+    std::string text = compiler::print(p);
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    char name[32];
+    std::snprintf(name, sizeof name, "fn-%016llx", static_cast<unsigned long long>(h));
+    if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {
+      ir::graph traced = trace_graph<F, P...>();
+      std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
+                                {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
+                                {"2-regions.txt", compiler::print_regions(p)},
+                                {"3-plan.txt", text}};
+      for (auto& [file, body] : files) vulkan::write_file(dir / name / file, body.data(), body.size());
+    }
+    return vulkan::program(std::move(p), name);
+  }();
+  return prog;
 }
 
 // A result returned by value: a std::vector<T> (for bool, filled from a bool array after the
@@ -194,8 +235,12 @@ class function {
 
   template <class A>
   static runtime::buffer_ref ref_of(const A& a) {
-    auto v = as_view(const_cast<A&>(a));
-    return {v.data, v.dims, v.flat};
+    if constexpr (device_buffer<A>) {
+      return {nullptr, a.dims(), a.flat(), a.memory()};
+    } else {
+      auto v = as_view(const_cast<A&>(a));
+      return {v.data, v.dims, v.flat, nullptr};
+    }
   }
 
   template <class Outs, class... Args>
@@ -206,13 +251,12 @@ class function {
                   "kiln::fn call: into(...) takes one buffer per result of the function");
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       static_assert(
-          (std::is_same_v<
-               std::remove_const_t<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>>,
-               typename std::tuple_element_t<I, result_values>::element> &&
+          (std::is_same_v<typename output_traits<std::tuple_element_t<I, out_views>>::element,
+                          typename std::tuple_element_t<I, result_values>::element> &&
            ...),
           "kiln::fn call: an into(...) buffer's element type differs from the result's");
       static_assert(
-          (!std::is_const_v<std::remove_pointer_t<decltype(std::get<I>(outs.views).data)>> && ...),
+          (output_traits<std::tuple_element_t<I, out_views>>::writable && ...),
           "kiln::fn call: into(...) needs writable buffers");
     }
     (std::make_index_sequence<result_count>{});
@@ -223,12 +267,30 @@ class function {
     std::apply(
         [&](const auto&... v) {
           std::size_t r = 0;
-          ((out_refs[r++] = {v.data, v.dims, v.flat}), ...);
+          ((out_refs[r++] = ref_of(v)), ...);
         },
         outs.views);
+    auto in = std::span<const runtime::buffer_ref>(in_refs.data(), parameter_count);
+    auto sym = detail::bind_call<plan>(in, out_refs);
     switch (d.type()) {
       case device::kind::cpu:
-        detail::run_cpu<plan>(std::span(in_refs.data(), parameter_count), out_refs);
+        for (int a = 0; a < parameter_count; ++a)
+          if (in[a].memory)
+            throw error(errc::invalid_argument, "fn",
+                        "argument " + std::to_string(a + 1) + " lives on " +
+                            in[a].memory->device_name() + " but the call runs on the cpu");
+        for (int r = 0; r < result_count; ++r)
+          if (out_refs[r].memory)
+            throw error(errc::invalid_argument, "fn",
+                        "result " + std::to_string(r + 1) + " lives on " +
+                            out_refs[r].memory->device_name() + " but the call runs on the cpu");
+        detail::run_cpu<plan>(in, out_refs, sym.data());
+        break;
+      case device::kind::vulkan:
+        vulkan::run(detail::vulkan_program<F, P...>(), *d.context(), in, out_refs, sym.data(),
+                    [&](auto args, auto results, const std::vector<bool>& regions) {
+                      detail::run_cpu<plan>(args, results, sym.data(), &regions);
+                    });
         break;
     }
   }

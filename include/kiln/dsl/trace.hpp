@@ -32,8 +32,9 @@ concept traceable = std::is_empty_v<F> && std::is_default_constructible_v<F> &&
 
 namespace detail {
 
+// The graph the lambda builds, before any pass (the plan's input; also what dumps print first).
 template <class F, class... P>
-constexpr compiler::plan trace() {
+constexpr ir::graph trace_graph() {
   ir::builder b;
   std::array<std::int32_t, sizeof...(P)> ids{};
   std::size_t k = 0;
@@ -46,7 +47,12 @@ constexpr compiler::plan trace() {
     b.output(result.id);
   else
     std::apply([&](const auto&... r) { (b.output(r.id), ...); }, result);
-  return compiler::compile(b.take());
+  return b.take();
+}
+
+template <class F, class... P>
+constexpr compiler::plan trace() {
+  return compiler::compile(trace_graph<F, P...>());
 }
 
 template <class F, class... P>

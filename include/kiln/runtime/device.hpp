@@ -1,40 +1,108 @@
-// kiln::device: where a function runs. The CPU always exists; the default device is read from
-// KILN_DEVICE once (cpu until a Vulkan back end is built in).
+// kiln::device: where a function runs. The CPU always exists; Vulkan devices are opened on first
+// use. The default device is read from KILN_DEVICE once (cpu | vulkan | vulkan:N; unset: the best
+// Vulkan device if there is one, else the CPU, with a one-line notice saying why).
 #pragma once
 
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <ranges>
 #include <string>
 #include <string_view>
 
 #include "kiln/core/error.hpp"
+#include "kiln/runtime/buffer.hpp"
+#include "kiln/runtime/vulkan/device_memory.hpp"
 
 namespace kiln {
 
 class device {
  public:
-  enum class kind { cpu };
+  enum class kind { cpu, vulkan };
 
-  static device cpu() { return device(kind::cpu); }
+  static device cpu() { return device(kind::cpu, nullptr); }
+  // The Vulkan device `index` (enumeration order), or the best one (discrete > integrated >
+  // virtual > CPU) when index < 0. Throws kiln::error when there is none.
+  static device vulkan(int index = -1) { return device(kind::vulkan, vulkan::context::get(index)); }
 
-  // KILN_DEVICE=cpu (or unset): the CPU. Any other value names a device this build lacks.
   static device default_device() {
     static const device d = [] {
       const char* env = std::getenv("KILN_DEVICE");
       std::string_view v = env ? env : "";
-      if (v.empty() || v == "cpu") return cpu();
-      throw error(errc::unsupported, "KILN_DEVICE",
-                  "'" + std::string(v) + "' is not a device this build of kiln has (expected cpu)");
+      if (v == "cpu") return cpu();
+      if (v == "vulkan") return vulkan();
+      if (v.starts_with("vulkan:")) {
+        int index = -1;
+        auto s = v.substr(7);
+        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), index);
+        if (ec != std::errc() || end != s.data() + s.size() || index < 0)
+          throw error(errc::invalid_argument, "KILN_DEVICE",
+                      "'" + std::string(v) + "' is not vulkan:N with N a device index");
+        return vulkan(index);
+      }
+      if (!v.empty())
+        throw error(errc::invalid_argument, "KILN_DEVICE",
+                    "'" + std::string(v) + "' is not a device (expected cpu, vulkan or vulkan:N)");
+      try {
+        return vulkan();
+      } catch (const error& e) {
+        std::fprintf(stderr, "kiln: no usable Vulkan device (%s); running on the CPU\n", e.what());
+        return cpu();
+      }
     }();
     return d;
   }
 
   kind type() const { return kind_; }
-  std::string name() const { return "cpu"; }
-  friend bool operator==(const device&, const device&) = default;
+  std::string name() const {
+    if (kind_ == kind::cpu) return "cpu";
+    return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
+  }
+  // The Vulkan context (null for the CPU).
+  vulkan::context* context() const { return ctx_.get(); }
+  friend bool operator==(const device& a, const device& b) {
+    return a.kind_ == b.kind_ && a.ctx_ == b.ctx_;
+  }
+
+  // Device memory for n elements (or the given extents), uninitialized.
+  template <element_type T>
+  buffer<T> alloc(std::int64_t n) const {
+    return buffer<T>(memory(n * static_cast<std::int64_t>(sizeof(T)), "alloc"), shape{n}, true);
+  }
+  template <element_type T>
+  buffer<T> alloc(shape dims) const {
+    return buffer<T>(memory(dims.element_count() * static_cast<std::int64_t>(sizeof(T)), "alloc"),
+                     dims, false);
+  }
+  // A device copy of host data (a contiguous range), flat or with the given extents.
+  template <std::ranges::contiguous_range R>
+  auto upload(const R& host) const {
+    using T = std::ranges::range_value_t<R>;
+    auto b = alloc<T>(static_cast<std::int64_t>(std::ranges::size(host)));
+    b.upload(std::span<const T>(std::ranges::data(host), std::ranges::size(host)));
+    return b;
+  }
+  template <std::ranges::contiguous_range R>
+  auto upload(const R& host, shape dims) const {
+    return upload(host).reshaped(dims);
+  }
 
  private:
-  explicit device(kind k) : kind_(k) {}
+  device(kind k, std::shared_ptr<vulkan::context> ctx) : kind_(k), ctx_(std::move(ctx)) {}
+
+  std::shared_ptr<runtime::device_memory> memory(std::int64_t bytes, const char* what) const {
+    if (kind_ == kind::cpu)
+      throw error(errc::unsupported, std::string("device::") + what,
+                  "the CPU device works on host data directly; pass std::vector / std::span");
+    if (bytes < 0)
+      throw error(errc::invalid_argument, std::string("device::") + what, "negative size");
+    // shared_ptr<vulkan::context> keeps the device alive as long as the memory.
+    return std::make_shared<vulkan::device_memory>(
+        std::shared_ptr<vulkan::context>(ctx_), static_cast<std::size_t>(bytes));
+  }
+
   kind kind_;
+  std::shared_ptr<vulkan::context> ctx_;
 };
 
 }  // namespace kiln

@@ -8,14 +8,17 @@
 #include "kiln/core/error.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/ir/print.hpp"
+#include "kiln/runtime/buffer.hpp"
 
 namespace kiln::runtime {
 
-// A type-erased argument or result: data, extents, and whether it came from a flat range.
+// A type-erased argument or result: host data or device memory, extents, and whether it came
+// from a flat range.
 struct buffer_ref {
   const void* data = nullptr;
   shape dims;
   bool flat = false;
+  const device_memory* memory = nullptr;  // a kiln::buffer's memory (then data is null)
 };
 
 inline std::string declared_text(const ir::input_decl& d) {
@@ -33,7 +36,7 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<co
     const buffer_ref& b = args[a];
     std::string arg = "argument " + std::to_string(a + 1);
     std::int64_t count = b.dims.element_count();
-    if (b.data == nullptr && count != 0)
+    if (b.data == nullptr && b.memory == nullptr && count != 0)
       throw error(errc::invalid_argument, who,
                   arg + " has null data for " + std::to_string(count) + " elements");
     bool rank_ok = b.dims.rank == d.dims.rank;
@@ -91,7 +94,7 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
                 res + " is " + std::string(name(t)) + to_string(expected) + " but its buffer has " +
                     (b.flat ? std::to_string(b.dims.element_count()) + " elements"
                             : "extents " + to_string(b.dims)));
-  if (b.data == nullptr && count != 0)
+  if (b.data == nullptr && b.memory == nullptr && count != 0)
     throw error(errc::invalid_argument, who,
                 res + " has null data for " + std::to_string(count) + " elements");
 }

@@ -1,0 +1,37 @@
+// What a Vulkan device can run, as codegen and region formation need it: read from the device by
+// the runtime, written here without Vulkan types so codegen stays free of the Vulkan headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::spirv {
+
+struct target {
+  std::uint32_t vulkan_version = 0x00401000;  // VK_API_VERSION_1_1 and up: SPIR-V 1.3 accepted
+  std::uint32_t subgroup_size = 32;
+  std::uint32_t max_workgroup_size_x = 128;  // maxComputeWorkGroupSize[0] (and invocations)
+  std::uint32_t max_workgroup_count_x = 65535;
+  std::uint32_t shared_memory_bytes = 16384;
+  std::uint32_t max_storage_buffers = 4;  // maxPerStageDescriptorStorageBuffers
+  std::uint32_t push_constant_bytes = 128;
+  std::uint64_t max_storage_buffer_range = 1u << 27;
+  bool float64 = false;  // shaderFloat64
+  bool int64 = false;    // shaderInt64
+  bool int16 = false;    // shaderInt16 (not needed: narrow types travel in 32-bit words)
+  bool float16 = false;  // shaderFloat16 (not needed: f16 computes in f32 as on the CPU)
+
+  // The workgroup size kiln dispatches with (a specialization constant of every kernel).
+  std::uint32_t workgroup_size() const {
+    std::uint32_t w = subgroup_size * 2 > 64 ? subgroup_size * 2 : 64;
+    return w < max_workgroup_size_x ? w : max_workgroup_size_x;
+  }
+
+  // A stable text of everything that changes the emitted code (part of the pipeline key).
+  std::string key() const {
+    return std::to_string(float64) + std::to_string(int64) + ":" +
+           std::to_string(push_constant_bytes);
+  }
+};
+
+}  // namespace kiln::spirv

@@ -1,0 +1,71 @@
+// kiln::buffer<T>: tensor data that lives on a device across calls. Made by a device
+// (dev.upload(span), dev.alloc<T>(n)); passed to a function bound to that device with no copy.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
+namespace kiln {
+
+namespace runtime {
+// Bytes on a device; the back end that made them implements the copies. Owned by the buffers
+// that share it; freed when the last one goes.
+class device_memory {
+ public:
+  virtual ~device_memory() = default;
+  virtual void write(const void* src, std::size_t bytes) = 0;
+  virtual void read(void* dst, std::size_t bytes) const = 0;
+  virtual std::string device_name() const = 0;
+};
+}  // namespace runtime
+
+template <element_type T>
+class buffer {
+ public:
+  using element = T;
+  buffer(std::shared_ptr<runtime::device_memory> memory, shape dims, bool flat)
+      : memory_(std::move(memory)), dims_(dims), flat_(flat) {}
+
+  std::int64_t size() const { return dims_.element_count(); }
+  const shape& dims() const { return dims_; }
+  bool flat() const { return flat_; }  // made from a count rather than a shape
+  std::string device_name() const { return memory_->device_name(); }
+  runtime::device_memory* memory() const { return memory_.get(); }
+
+  // The same memory seen with other extents (same element count).
+  buffer reshaped(shape dims) const {
+    if (dims.element_count() != size())
+      throw error(errc::shape_mismatch, "buffer::reshaped",
+                  "extents " + to_string(dims) + " hold " + std::to_string(dims.element_count()) +
+                      " elements but the buffer has " + std::to_string(size()));
+    return buffer(memory_, dims, false);
+  }
+
+  void upload(std::span<const T> host) {
+    check_count("upload", host.size());
+    memory_->write(host.data(), host.size() * sizeof(T));
+  }
+  void download(std::span<T> host) const {
+    check_count("download", host.size());
+    memory_->read(host.data(), host.size() * sizeof(T));
+  }
+
+ private:
+  void check_count(const char* what, std::size_t n) const {
+    if (static_cast<std::int64_t>(n) != size())
+      throw error(errc::shape_mismatch, std::string("buffer::") + what,
+                  "the host span has " + std::to_string(n) + " elements but the buffer has " +
+                      std::to_string(size()) + " (" + std::string(name(dtype_of<T>)) +
+                      to_string(dims_) + " on " + device_name() + ")");
+  }
+  std::shared_ptr<runtime::device_memory> memory_;
+  shape dims_;
+  bool flat_ = true;
+};
+
+}  // namespace kiln

@@ -1,0 +1,341 @@
+// One Vulkan device as kiln uses it: the chosen physical device, its target description, a
+// compute queue, memory pools, the staging ring, and the command buffer with its timeline
+// semaphore. One context per device per process, shared by every function and buffer.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/spirv/target.hpp"
+#include "kiln/runtime/vulkan/instance.hpp"
+#include "kiln/runtime/vulkan/memory.hpp"
+#include "kiln/runtime/vulkan/pipelines.hpp"
+
+namespace kiln::vulkan {
+
+// Discrete > integrated > virtual > CPU (lower is better).
+inline int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+class context {
+ public:
+  // The context of device `index` in enumeration order, or of the best device for index < 0.
+  // Throws kiln::error (unsupported) when there is no usable device.
+  static std::shared_ptr<context> get(int index = -1) {
+    static std::mutex m;
+    static std::map<int, std::shared_ptr<context>> contexts;
+    std::lock_guard lock(m);
+    auto inst = instance::get();
+    auto devices = inst->physical_devices();
+    int chosen = index;
+    std::string why;
+    if (index < 0) {
+      int best_rank = 99;
+      for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
+        std::string reason = unusable(devices[i]);
+        if (!reason.empty()) {
+          why += (why.empty() ? "" : "; ") + reason;
+          continue;
+        }
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(devices[i], &p);
+        if (type_rank(p.deviceType) < best_rank) {
+          best_rank = type_rank(p.deviceType);
+          chosen = i;
+        }
+      }
+      if (chosen < 0)
+        throw error(errc::unsupported, "vulkan",
+                    devices.empty() ? "no Vulkan device (no driver found by the loader)"
+                                    : "no usable Vulkan device: " + why);
+    } else if (index >= static_cast<int>(devices.size())) {
+      throw error(errc::invalid_argument, "KILN_DEVICE",
+                  "vulkan:" + std::to_string(index) + " does not exist (" +
+                      std::to_string(devices.size()) + " Vulkan devices)");
+    } else if (auto reason = unusable(devices[index]); !reason.empty()) {
+      throw error(errc::unsupported, "vulkan", reason);
+    }
+    auto& slot = contexts[chosen];
+    if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
+    return slot;
+  }
+
+  ~context() {
+    vkDeviceWaitIdle(device_);
+    pipelines_.reset();
+    ring_pool_.reset();
+    device_pool_.reset();
+    host_pool_.reset();
+    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
+    vkDestroySemaphore(device_, timeline_, nullptr);
+    vkDestroyCommandPool(device_, commands_, nullptr);
+    vkDestroyDevice(device_, nullptr);
+  }
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  const spirv::target& target() const { return target_; }
+  const std::string& name() const { return name_; }
+  int index() const { return index_; }
+  // Device-local memory the host can map (lavapipe, integrated GPUs): uploads are one memcpy.
+  bool unified() const { return device_pool_->host_visible(); }
+  VkDevice device() const { return device_; }
+  vulkan::instance& instance() { return *instance_; }
+  pipeline_cache& pipelines() { return *pipelines_; }
+  std::mutex& mutex() { return mutex_; }
+
+  allocation allocate_device(VkDeviceSize bytes) {
+    std::lock_guard lock(memory_mutex_);
+    return device_pool_->allocate(bytes);
+  }
+  void release_device(const allocation& a) {
+    std::lock_guard lock(memory_mutex_);
+    device_pool_->release(a);
+  }
+  // Host-visible memory for staging; released by the caller.
+  allocation allocate_host(VkDeviceSize bytes) {
+    std::lock_guard lock(memory_mutex_);
+    return host_pool_->allocate(bytes);
+  }
+  void release_host(const allocation& a) {
+    std::lock_guard lock(memory_mutex_);
+    host_pool_->release(a);
+  }
+
+  // The staging ring for host data of one call (callers hold mutex()). Calls are synchronous, so
+  // the ring starts over at each call; it grows to the largest call seen.
+  void ring_reset() { ring_used_ = 0; }
+  allocation ring_take(VkDeviceSize bytes) {
+    VkDeviceSize size = padded(bytes);
+    if (ring_used_ + size > ring_.size) {
+      // Grow: a new ring for what is left of this call and everything after. Ranges already
+      // handed out in this call stay valid in the old block until the call ends.
+      if (ring_.block) retired_.push_back(ring_);
+      ring_ = ring_pool_->allocate(std::max<VkDeviceSize>(2 * (ring_.size + size), 1 << 20));
+      ring_used_ = 0;
+    }
+    allocation a{ring_.block, ring_.offset + ring_used_, size};
+    ring_used_ += size;
+    return a;
+  }
+  void ring_end_call() {
+    for (auto& r : retired_) ring_pool_->release(r);
+    retired_.clear();
+    ring_used_ = 0;
+  }
+
+  VkCommandBuffer begin() {
+    check(vkResetCommandPool(device_, commands_, 0), "vkResetCommandPool");
+    check(vkResetDescriptorPool(device_, descriptors_, 0), "vkResetDescriptorPool");
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer");
+    return command_buffer_;
+  }
+  VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout) {
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = descriptors_;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &layout;
+    VkDescriptorSet set;
+    check(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+    return set;
+  }
+  // Ends the command buffer and submits it, signalling the timeline semaphore; returns the value
+  // that wait() waits for.
+  std::uint64_t submit() {
+    check(vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
+    std::uint64_t value = ++timeline_value_;
+    VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+    ti.signalSemaphoreValueCount = 1;
+    ti.pSignalSemaphoreValues = &value;
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.pNext = &ti;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &command_buffer_;
+    si.signalSemaphoreCount = 1;
+    si.pSignalSemaphores = &timeline_;
+    check(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+    return value;
+  }
+  void wait(std::uint64_t value) {
+    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &timeline_;
+    wi.pValues = &value;
+    check(vkWaitSemaphores(device_, &wi, UINT64_MAX), "vkWaitSemaphores");
+  }
+
+  // Throws kiln::error when the validation layer reported anything since the last check.
+  void check_validation(const std::string& what) {
+    if (!instance_->validating()) return;
+    auto messages = instance_->take_messages();
+    if (messages.empty()) return;
+    std::string text;
+    for (auto& m : messages) text += "\n  " + m;
+    throw error(errc::device_error, "vulkan", "validation layer reported during " + what + ":" + text);
+  }
+
+ private:
+  // Why a physical device cannot serve kiln (empty: it can).
+  static std::string unusable(VkPhysicalDevice pd) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(pd, &p);
+    std::string who = p.deviceName;
+    if (p.apiVersion < VK_API_VERSION_1_2) return who + " supports only Vulkan < 1.2";
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f.pNext = &f12;
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    if (!f12.timelineSemaphore) return who + " lacks timeline semaphores";
+    if (compute_family(pd) < 0) return who + " has no compute queue";
+    return "";
+  }
+  static int compute_family(VkPhysicalDevice pd) {
+    std::uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> q(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q.data());
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(n); ++i) {
+      if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+      // Prefer a compute-only family (async compute on discrete GPUs).
+      if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = i;
+    }
+    return best;
+  }
+
+  context(std::shared_ptr<vulkan::instance> inst, VkPhysicalDevice pd, int index)
+      : instance_(std::move(inst)), physical_(pd), index_(index) {
+    VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props.pNext = &p11;
+    vkGetPhysicalDeviceProperties2(pd, &props);
+    const VkPhysicalDeviceLimits& lim = props.properties.limits;
+    name_ = props.properties.deviceName;
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+
+    target_.vulkan_version = props.properties.apiVersion;
+    target_.subgroup_size = p11.subgroupSize ? p11.subgroupSize : 32;
+    target_.max_workgroup_size_x =
+        std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
+    target_.max_workgroup_count_x = lim.maxComputeWorkGroupCount[0];
+    target_.shared_memory_bytes = lim.maxComputeSharedMemorySize;
+    target_.max_storage_buffers = std::min(lim.maxPerStageDescriptorStorageBuffers, 64u);
+    target_.push_constant_bytes = lim.maxPushConstantsSize;
+    target_.max_storage_buffer_range = lim.maxStorageBufferRange;
+    target_.float64 = f.features.shaderFloat64;
+    target_.int64 = f.features.shaderInt64;
+    target_.int16 = f.features.shaderInt16;
+
+    // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
+    VkPhysicalDeviceVulkan12Features on12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    on12.timelineSemaphore = VK_TRUE;
+    VkPhysicalDeviceFeatures2 on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    on.pNext = &on12;
+    on.features.shaderFloat64 = f.features.shaderFloat64;
+    on.features.shaderInt64 = f.features.shaderInt64;
+    family_ = static_cast<std::uint32_t>(compute_family(pd));
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qi.queueFamilyIndex = family_;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &priority;
+    VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.pNext = &on;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    check(vkCreateDevice(pd, &di, nullptr, &device_), "vkCreateDevice");
+    vkGetDeviceQueue(device_, family_, 0, &queue_);
+
+    choose_memory();
+    bool feedback = std::min(instance_->api_version(), props.properties.apiVersion) >= VK_API_VERSION_1_3;
+    pipelines_ = std::make_unique<pipeline_cache>(device_, props.properties, p11.deviceUUID, feedback);
+
+    VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    ci.queueFamilyIndex = family_;
+    check(vkCreateCommandPool(device_, &ci, nullptr, &commands_), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo cb{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cb.commandPool = commands_;
+    cb.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cb.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(device_, &cb, &command_buffer_), "vkAllocateCommandBuffers");
+    VkSemaphoreTypeCreateInfo st{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    st.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    VkSemaphoreCreateInfo sc{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    sc.pNext = &st;
+    check(vkCreateSemaphore(device_, &sc, nullptr, &timeline_), "vkCreateSemaphore");
+    // Enough descriptors for a call of many regions; the pool is reset at every call.
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4096};
+    VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dp.maxSets = 256;
+    dp.poolSizeCount = 1;
+    dp.pPoolSizes = &size;
+    check(vkCreateDescriptorPool(device_, &dp, nullptr, &descriptors_), "vkCreateDescriptorPool");
+    check_validation("device creation");
+  }
+
+  void choose_memory() {
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(physical_, &mp);
+    auto find = [&](VkMemoryPropertyFlags want) -> int {
+      for (std::uint32_t i = 0; i < mp.memoryTypeCount; ++i)
+        if ((mp.memoryTypes[i].propertyFlags & want) == want) return static_cast<int>(i);
+      return -1;
+    };
+    constexpr auto local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    constexpr auto host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int unified = find(local | host);
+    int device_type = find(local);
+    int host_type = find(host);
+    if (host_type < 0) throw error(errc::unsupported, "vulkan", name_ + " has no host-visible memory");
+    // A discrete GPU's small host-visible device-local heap (BAR) is not used as the general pool.
+    bool is_unified = unified >= 0 && mp.memoryHeaps[mp.memoryTypes[unified].heapIndex].size >=
+                                          (VkDeviceSize(1) << 30);
+    if (is_unified) {
+      device_pool_ = std::make_unique<memory_pool>(device_, unified, true);
+      host_pool_ = std::make_unique<memory_pool>(device_, unified, true);
+      ring_pool_ = std::make_unique<memory_pool>(device_, unified, true);
+    } else {
+      device_pool_ = std::make_unique<memory_pool>(device_, device_type < 0 ? host_type : device_type,
+                                                   device_type < 0);
+      host_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
+      ring_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
+    }
+  }
+
+  std::shared_ptr<vulkan::instance> instance_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  int index_ = 0;
+  std::string name_;
+  spirv::target target_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::uint32_t family_ = 0;
+  std::unique_ptr<memory_pool> device_pool_, host_pool_, ring_pool_;
+  std::unique_ptr<pipeline_cache> pipelines_;
+  VkCommandPool commands_ = VK_NULL_HANDLE;
+  VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  std::uint64_t timeline_value_ = 0;
+  VkDescriptorPool descriptors_ = VK_NULL_HANDLE;
+  allocation ring_;
+  VkDeviceSize ring_used_ = 0;
+  std::vector<allocation> retired_;
+  std::mutex mutex_, memory_mutex_;
+};
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,77 @@
+// A kiln::buffer's memory on a Vulkan device: one allocation of the device pool. Uploads and
+// downloads are a memcpy where the device memory is host-visible, else a staged copy command.
+#pragma once
+
+#include <cstring>
+
+#include "kiln/runtime/buffer.hpp"
+#include "kiln/runtime/vulkan/context.hpp"
+
+namespace kiln::vulkan {
+
+class device_memory final : public runtime::device_memory {
+ public:
+  device_memory(std::shared_ptr<context> ctx, std::size_t bytes)
+      : ctx_(std::move(ctx)), bytes_(bytes), range_(ctx_->allocate_device(bytes)) {}
+  ~device_memory() override { ctx_->release_device(range_); }
+
+  const allocation& range() const { return range_; }
+  std::size_t bytes() const { return bytes_; }
+  context& owner() const { return *ctx_; }
+  std::string device_name() const override {
+    return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
+  }
+
+  void write(const void* src, std::size_t bytes) override {
+    if (unsigned char* p = range_.host()) {
+      std::lock_guard lock(ctx_->mutex());  // never while a call of this device runs
+      std::memcpy(p, src, bytes);
+      return;
+    }
+    copy(bytes, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
+  }
+  void read(void* dst, std::size_t bytes) const override {
+    if (const unsigned char* p = range_.host()) {
+      std::lock_guard lock(ctx_->mutex());
+      std::memcpy(dst, p, bytes);
+      return;
+    }
+    const_cast<device_memory*>(this)->copy(
+        bytes, [&](unsigned char* staging) { std::memcpy(dst, staging, bytes); }, false);
+  }
+
+ private:
+  // Staged copy: host -> staging -> device (to_device) or back, one submission, waited for.
+  template <class Fn>
+  void copy(std::size_t bytes, Fn&& host_side, bool to_device) {
+    std::lock_guard lock(ctx_->mutex());
+    allocation staging = ctx_->allocate_host(bytes);
+    try {
+      if (to_device) host_side(staging.host());
+      VkCommandBuffer cb = ctx_->begin();
+      VkBufferCopy region{to_device ? staging.offset : range_.offset,
+                          to_device ? range_.offset : staging.offset, bytes};
+      vkCmdCopyBuffer(cb, to_device ? staging.buffer() : range_.buffer(),
+                      to_device ? range_.buffer() : staging.buffer(), 1, &region);
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
+      ctx_->wait(ctx_->submit());
+      if (!to_device) host_side(staging.host());
+    } catch (...) {
+      ctx_->release_host(staging);
+      throw;
+    }
+    ctx_->release_host(staging);
+    ctx_->check_validation(to_device ? "buffer upload" : "buffer download");
+  }
+
+  std::shared_ptr<context> ctx_;
+  std::size_t bytes_;
+  allocation range_;
+};
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,288 @@
+// Runs a plan on a Vulkan device: per region, the operand layouts of this call pick a kernel
+// (emitted at first use, pipelines cached), host data is staged through the ring, every region
+// is one dispatch of one command buffer, submitted with a timeline semaphore and waited for.
+// Regions the device cannot run go to the CPU (a one-line notice, once), overlapping the GPU.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "kiln/codegen/spirv/emit_region.hpp"
+#include "kiln/codegen/spirv/tools.hpp"
+#include "kiln/runtime/signature.hpp"
+#include "kiln/runtime/vulkan/device_memory.hpp"
+
+namespace kiln::vulkan {
+
+// KILN_DUMP_DIR, read once (empty: no dumps).
+inline const std::filesystem::path& dump_directory() {
+  static const std::filesystem::path dir = [] {
+    const char* d = std::getenv("KILN_DUMP_DIR");
+    return d && *d ? std::filesystem::path(d) : std::filesystem::path();
+  }();
+  return dir;
+}
+
+inline void write_file(const std::filesystem::path& p, const void* data, std::size_t bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(p, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+}
+
+// A compiled function's state on Vulkan devices: its plan, and its kernels per region and
+// operand layout. Lives as long as the function (a static of the function's type).
+struct program {
+  program(compiler::plan p, std::string n) : plan(std::move(p)), name(std::move(n)) {}
+  compiler::plan plan;
+  std::string name;  // in notices and dump paths
+  std::mutex mutex;
+  std::map<std::string, spirv::kernel> kernels;
+  std::set<std::string> noticed;
+};
+
+namespace detail {
+
+// The metadata words of one dispatch and the kernel variant they go with.
+struct region_call {
+  std::vector<spirv::operand_kind> kinds;
+  std::vector<std::uint32_t> metadata;
+  std::string key;
+};
+
+inline region_call layout_call(const compiler::plan& p, int index, const shape& space,
+                               std::span<const runtime::buffer_ref> args) {
+  const compiler::region& reg = p.regions[index];
+  region_call c;
+  std::int64_t total = space.element_count();
+  c.metadata = {static_cast<std::uint32_t>((total + 3) / 4), static_cast<std::uint32_t>(total)};
+  for (int i = 0; i < space.rank; ++i) c.metadata.push_back(static_cast<std::uint32_t>(space.dims[i]));
+  c.key = std::to_string(index) + ":";
+  for (auto a : reg.args) {
+    const ir::input_decl& d = p.graph.inputs[a];
+    shape dims = args[a].dims.rank == d.dims.rank ? args[a].dims : d.dims;
+    std::int64_t n = dims.element_count();
+    spirv::operand_kind k = n == 1       ? spirv::operand_kind::uniform
+                            : n == total ? spirv::operand_kind::full
+                                         : spirv::operand_kind::strided;
+    c.kinds.push_back(k);
+    c.key += "fus"[static_cast<int>(k)];
+    if (k != spirv::operand_kind::strided) continue;
+    // Right-aligned numpy broadcasting: size-1 dimensions repeat (stride 0).
+    std::vector<std::uint32_t> stride(space.rank, 0);
+    std::int64_t s = 1;
+    for (int i = dims.rank - 1; i >= 0; --i) {
+      int si = space.rank - dims.rank + i;
+      stride[si] = dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(s);
+      s *= dims.dims[i];
+    }
+    c.metadata.insert(c.metadata.end(), stride.begin(), stride.end());
+  }
+  return c;
+}
+
+inline const spirv::kernel& kernel_for(program& prog, const region_call& call, int index,
+                                       const spirv::target& t) {
+  std::lock_guard lock(prog.mutex);
+  auto it = prog.kernels.find(call.key);
+  if (it != prog.kernels.end()) return it->second;
+  spirv::kernel k = spirv::emit_region(prog.plan, prog.plan.regions[index], call.kinds, t);
+  if (!k.code.empty()) {
+    if (validate_enabled())
+      if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
+        throw error(errc::device_error, "spirv-val",
+                    prog.name + " region " + std::to_string(index) + ": " + msg);
+    if (const auto& dir = dump_directory(); !dir.empty()) {
+      std::string stem = "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
+      auto base = dir / prog.name / stem;
+      write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
+      std::string text = spirv::disassemble(k.code);
+      if (!text.empty()) write_file(base.string() + ".spvasm", text.data(), text.size());
+    }
+  }
+  return prog.kernels.emplace(call.key, std::move(k)).first->second;
+}
+
+}  // namespace detail
+
+// Why a region of this call cannot run on the device (empty: it can).
+inline std::string cannot_run(const spirv::kernel& k, const context& ctx, std::int64_t total,
+                              std::int64_t largest_bytes) {
+  if (!k.unsupported.empty()) return k.unsupported;
+  if (total >= (std::int64_t(1) << 31)) return "more than 2^31 elements";
+  if (static_cast<std::uint64_t>(largest_bytes) > ctx.target().max_storage_buffer_range)
+    return "a buffer of " + std::to_string(largest_bytes) + " bytes exceeds maxStorageBufferRange";
+  if (k.bindings > ctx.target().max_storage_buffers)
+    return std::to_string(k.bindings) + " bindings exceed the device's " +
+           std::to_string(ctx.target().max_storage_buffers);
+  return "";
+}
+
+// Runs every region of prog's plan for one call. sym: the resolved symbols. cpu(args, results,
+// regions) runs the marked regions on the CPU (with host pointers in the refs it is given).
+template <class Cpu>
+void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+         std::span<const runtime::buffer_ref> results, const std::int64_t* sym, Cpu&& cpu) {
+  const compiler::plan& p = prog.plan;
+  const ir::graph& g = p.graph;
+  auto device_of = [&](const runtime::buffer_ref& b, const std::string& what) -> const device_memory* {
+    if (!b.memory) return nullptr;
+    auto* m = dynamic_cast<const device_memory*>(b.memory);
+    if (!m || &m->owner() != &ctx)
+      throw error(errc::invalid_argument, prog.name,
+                  what + " lives on " + b.memory->device_name() + " but the call runs on vulkan:" +
+                      std::to_string(ctx.index()) + " (" + ctx.name() + ")");
+    return m;
+  };
+  for (std::size_t a = 0; a < args.size(); ++a) device_of(args[a], "argument " + std::to_string(a + 1));
+  for (std::size_t r = 0; r < results.size(); ++r) device_of(results[r], "result " + std::to_string(r + 1));
+
+  std::lock_guard lock(ctx.mutex());
+  ctx.ring_reset();
+  std::vector<bool> on_cpu(p.regions.size(), false);
+  std::vector<VkDescriptorBufferInfo> arg_info(args.size()), result_info(results.size());
+  std::vector<bool> arg_bound(args.size(), false), result_bound(results.size(), false);
+  std::vector<std::pair<std::size_t, allocation>> copy_back;  // staged host results
+  auto bytes_of_arg = [&](std::size_t a) {
+    return static_cast<std::size_t>(args[a].dims.element_count()) * size_in_bytes(g.inputs[a].type);
+  };
+  auto bytes_of_result = [&](std::size_t r) {
+    return static_cast<std::size_t>(results[r].dims.element_count()) *
+           size_in_bytes(g.nodes[g.outputs[r]].type);
+  };
+  auto bind_arg = [&](std::size_t a) {
+    if (arg_bound[a]) return arg_info[a];
+    arg_bound[a] = true;
+    if (auto* m = device_of(args[a], "")) {
+      arg_info[a] = {m->range().buffer(), m->range().offset, m->range().size};
+    } else {
+      allocation s = ctx.ring_take(bytes_of_arg(a));
+      std::memcpy(s.host(), args[a].data, bytes_of_arg(a));
+      arg_info[a] = {s.buffer(), s.offset, s.size};
+    }
+    return arg_info[a];
+  };
+  auto bind_result = [&](std::size_t r) {
+    if (result_bound[r]) return result_info[r];
+    result_bound[r] = true;
+    if (auto* m = device_of(results[r], "")) {
+      result_info[r] = {m->range().buffer(), m->range().offset, m->range().size};
+    } else {
+      allocation s = ctx.ring_take(bytes_of_result(r));
+      copy_back.emplace_back(r, s);
+      result_info[r] = {s.buffer(), s.offset, s.size};
+    }
+    return result_info[r];
+  };
+
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  std::uint32_t wg = ctx.target().workgroup_size();
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    const compiler::region& reg = p.regions[i];
+    shape space = runtime::concrete(reg.space, sym);
+    std::int64_t total = space.element_count();
+    if (total == 0) continue;
+    auto call = detail::layout_call(p, static_cast<int>(i), space, args);
+    const spirv::kernel& k = detail::kernel_for(prog, call, static_cast<int>(i), ctx.target());
+    std::int64_t largest = 0;
+    for (auto a : reg.args) largest = std::max<std::int64_t>(largest, bytes_of_arg(a));
+    for (auto r : reg.results) largest = std::max<std::int64_t>(largest, bytes_of_result(r));
+    if (auto why = cannot_run(k, ctx, total, largest); !why.empty()) {
+      on_cpu[i] = true;
+      std::lock_guard plock(prog.mutex);
+      if (prog.noticed.insert(call.key + why).second)
+        std::fprintf(stderr, "kiln: %s region %zu runs on the CPU: %s\n", prog.name.c_str(), i,
+                     why.c_str());
+      continue;
+    }
+    const pipeline& pl = ctx.pipelines().get(k, wg);
+    if (!cb) {
+      cb = ctx.begin();
+      // Earlier submissions' writes (results, uploads) become visible to this call's shaders.
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    }
+    std::vector<VkDescriptorBufferInfo> infos;
+    for (auto a : reg.args) infos.push_back(bind_arg(a));
+    for (auto r : reg.results) infos.push_back(bind_result(r));
+    if (k.metadata_in_buffer) {
+      allocation m = ctx.ring_take(call.metadata.size() * 4);
+      std::memcpy(m.host(), call.metadata.data(), call.metadata.size() * 4);
+      infos.push_back({m.buffer(), m.offset, m.size});
+    }
+    VkDescriptorSet set = ctx.descriptor_set(pl.set_layout);
+    std::vector<VkWriteDescriptorSet> writes(infos.size());
+    for (std::size_t b = 0; b < infos.size(); ++b) {
+      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b].dstSet = set;
+      writes[b].dstBinding = static_cast<std::uint32_t>(b);
+      writes[b].descriptorCount = 1;
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &infos[b];
+    }
+    vkUpdateDescriptorSets(ctx.device(), static_cast<std::uint32_t>(writes.size()), writes.data(), 0,
+                           nullptr);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
+    if (pl.push_bytes)
+      vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
+                         call.metadata.data());
+    std::uint64_t groups = (static_cast<std::uint64_t>(total) + 3) / 4;
+    std::uint64_t count = std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
+    vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
+  }
+  std::uint64_t done = 0;
+  if (cb) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+    done = ctx.submit();
+    ctx.pipelines().save();
+  }
+  std::exception_ptr cpu_failure;
+  if (std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end()) {
+    // The CPU regions run while the GPU works, on host data: device buffers through their
+    // mapping. Device-only memory (a discrete GPU's) is refused rather than copied behind the
+    // caller's back.
+    try {
+      std::vector<runtime::buffer_ref> host_args(args.begin(), args.end());
+      std::vector<runtime::buffer_ref> host_results(results.begin(), results.end());
+      auto host_of = [&](runtime::buffer_ref& b, const std::string& what) {
+        if (!b.memory) return;
+        unsigned char* h = dynamic_cast<const device_memory*>(b.memory)->range().host();
+        if (!h)
+          throw error(errc::unsupported, prog.name,
+                      what + " is in device-only memory but a region the device cannot run needs "
+                             "it on the CPU; pass host data instead");
+        b.data = h;
+        b.memory = nullptr;
+      };
+      for (std::size_t i = 0; i < p.regions.size(); ++i) {
+        if (!on_cpu[i]) continue;
+        for (auto a : p.regions[i].args) host_of(host_args[a], "argument " + std::to_string(a + 1));
+        for (auto r : p.regions[i].results)
+          host_of(host_results[r], "result " + std::to_string(r + 1));
+      }
+      cpu(std::span<const runtime::buffer_ref>(host_args), std::span<const runtime::buffer_ref>(host_results),
+          on_cpu);
+    } catch (...) {
+      cpu_failure = std::current_exception();
+    }
+  }
+  if (cb) ctx.wait(done);
+  for (auto& [r, s] : copy_back) std::memcpy(const_cast<void*>(results[r].data), s.host(), bytes_of_result(r));
+  ctx.ring_end_call();
+  ctx.check_validation(prog.name + " call");
+  if (cpu_failure) std::rethrow_exception(cpu_failure);
+}
+
+}  // namespace kiln::vulkan

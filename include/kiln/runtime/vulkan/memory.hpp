@@ -1,0 +1,129 @@
+// Device memory: large blocks, each one VkDeviceMemory with one VkBuffer over all of it, carved
+// into aligned ranges by a first-fit free list. Buffers handed out are (block buffer, offset).
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kiln/runtime/vulkan/check.hpp"
+
+namespace kiln::vulkan {
+
+// Every range is aligned and padded to this many bytes: kernels read and write whole 4-element
+// groups (up to 32 bytes), and 256 satisfies every device's minStorageBufferOffsetAlignment.
+inline constexpr VkDeviceSize range_alignment = 256;
+inline constexpr VkDeviceSize padded(VkDeviceSize bytes) {
+  return std::max<VkDeviceSize>((bytes + range_alignment - 1) / range_alignment * range_alignment,
+                                range_alignment);
+}
+
+struct memory_block {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  unsigned char* mapped = nullptr;  // host address when the memory type is host-visible
+  std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
+};
+
+// A range of a block. Who owns it: the pool that made it, until release().
+struct allocation {
+  memory_block* block = nullptr;
+  VkDeviceSize offset = 0, size = 0;
+  VkBuffer buffer() const { return block->buffer; }
+  unsigned char* host() const { return block->mapped ? block->mapped + offset : nullptr; }
+};
+
+// Blocks of one memory type.
+class memory_pool {
+ public:
+  static constexpr VkDeviceSize block_size = VkDeviceSize(64) << 20;
+
+  memory_pool() = default;
+  memory_pool(VkDevice device, std::uint32_t type, bool host_visible)
+      : device_(device), type_(type), host_visible_(host_visible) {}
+  memory_pool(const memory_pool&) = delete;
+  memory_pool& operator=(const memory_pool&) = delete;
+  ~memory_pool() {
+    for (auto& b : blocks_) {
+      vkDestroyBuffer(device_, b->buffer, nullptr);
+      vkFreeMemory(device_, b->memory, nullptr);
+    }
+  }
+
+  bool host_visible() const { return host_visible_; }
+
+  allocation allocate(VkDeviceSize bytes) {
+    VkDeviceSize size = padded(bytes);
+    for (auto& b : blocks_)
+      if (auto a = take(*b, size); a.block) return a;
+    blocks_.push_back(make_block(std::max(size, block_size)));
+    return take(*blocks_.back(), size);
+  }
+
+  void release(const allocation& a) {
+    if (!a.block) return;
+    auto& f = a.block->free;
+    auto [it, ok] = f.emplace(a.offset, a.size);
+    auto next = std::next(it);
+    if (next != f.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      f.erase(next);
+    }
+    if (it != f.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        f.erase(it);
+      }
+    }
+  }
+
+ private:
+  static allocation take(memory_block& b, VkDeviceSize size) {
+    for (auto it = b.free.begin(); it != b.free.end(); ++it) {
+      if (it->second < size) continue;
+      allocation a{&b, it->first, size};
+      VkDeviceSize rest = it->second - size, at = it->first + size;
+      b.free.erase(it);
+      if (rest) b.free.emplace(at, rest);
+      return a;
+    }
+    return {};
+  }
+
+  std::unique_ptr<memory_block> make_block(VkDeviceSize size) {
+    auto b = std::make_unique<memory_block>();
+    b->size = size;
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    check(vkCreateBuffer(device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device_, b->buffer, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type_;
+    VkResult r = vkAllocateMemory(device_, &ai, nullptr, &b->memory);
+    if (r != VK_SUCCESS) vkDestroyBuffer(device_, b->buffer, nullptr);
+    check(r, "vkAllocateMemory");
+    check(vkBindBufferMemory(device_, b->buffer, b->memory, 0), "vkBindBufferMemory");
+    if (host_visible_) {
+      void* p = nullptr;
+      check(vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+      b->mapped = static_cast<unsigned char*>(p);
+    }
+    b->free.emplace(0, size);
+    return b;
+  }
+
+  VkDevice device_ = VK_NULL_HANDLE;
+  std::uint32_t type_ = 0;
+  bool host_visible_ = false;
+  std::vector<std::unique_ptr<memory_block>> blocks_;
+};
+
+}  // namespace kiln::vulkan

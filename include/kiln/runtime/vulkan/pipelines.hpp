@@ -1,0 +1,177 @@
+// Compute pipelines: created once per kernel (keyed by a hash of its SPIR-V words and the
+// workgroup size) and kept in memory; a VkPipelineCache backs them on disk in KILN_CACHE_DIR
+// (default ~/.cache/kiln), in a file named by device UUID, driver version and kiln version.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/spirv/emit_region.hpp"
+#include "kiln/core/version.hpp"
+#include "kiln/runtime/vulkan/check.hpp"
+
+namespace kiln::vulkan {
+
+inline std::uint64_t hash_words(const spirv::words& w, std::uint64_t seed) {
+  std::uint64_t h = 1469598103934665603ull ^ seed;
+  for (auto x : w) {
+    h ^= x;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Where pipeline caches live: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+inline std::filesystem::path cache_directory() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "kiln";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "kiln";
+  return {};
+}
+
+struct pipeline {
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline handle = VK_NULL_HANDLE;
+  std::uint32_t bindings = 0;
+  std::uint32_t push_bytes = 0;  // 0: metadata travels in the last binding
+};
+
+class pipeline_cache {
+ public:
+  struct statistics {
+    std::size_t loaded_bytes = 0;  // size of the on-disk cache read at start
+    int created = 0;               // pipelines created by this process
+    int cache_hits = 0;            // of those, found in the VkPipelineCache (creation feedback)
+  };
+
+  pipeline_cache(VkDevice device, const VkPhysicalDeviceProperties& props, const std::uint8_t* uuid,
+                 bool feedback)
+      : device_(device), feedback_(feedback) {
+    if (auto dir = cache_directory(); !dir.empty()) {
+      char hex[2 * VK_UUID_SIZE + 1];
+      for (int i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
+      file_ = dir / ("pipelines-" + std::string(hex) + "-" + std::to_string(props.driverVersion) +
+                     "-kiln" + version + ".bin");
+    }
+    std::vector<char> data;
+    if (!file_.empty()) {
+      std::ifstream in(file_, std::ios::binary);
+      if (in) data.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    ci.initialDataSize = data.size();
+    ci.pInitialData = data.empty() ? nullptr : data.data();
+    // A stale or foreign file is not an error: the driver ignores data it does not recognise.
+    if (vkCreatePipelineCache(device_, &ci, nullptr, &cache_) != VK_SUCCESS) {
+      ci.initialDataSize = 0;
+      ci.pInitialData = nullptr;
+      check(vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "vkCreatePipelineCache");
+    } else {
+      stats_.loaded_bytes = data.size();
+    }
+  }
+  ~pipeline_cache() {
+    save();
+    for (auto& [key, p] : pipelines_) {
+      vkDestroyPipeline(device_, p.handle, nullptr);
+      vkDestroyPipelineLayout(device_, p.layout, nullptr);
+      vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
+    }
+    vkDestroyPipelineCache(device_, cache_, nullptr);
+  }
+  pipeline_cache(const pipeline_cache&) = delete;
+  pipeline_cache& operator=(const pipeline_cache&) = delete;
+
+  const statistics& stats() const { return stats_; }
+  const std::filesystem::path& file() const { return file_; }
+
+  // The pipeline of kernel k run with `workgroup` invocations per workgroup (created at first use).
+  const pipeline& get(const spirv::kernel& k, std::uint32_t workgroup) {
+    std::uint64_t key = hash_words(k.code, workgroup);
+    if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+    pipeline p;
+    p.bindings = k.bindings;
+    p.push_bytes = k.metadata_in_buffer ? 0 : k.metadata * 4;
+    std::vector<VkDescriptorSetLayoutBinding> b(k.bindings);
+    for (std::uint32_t i = 0; i < k.bindings; ++i)
+      b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    li.bindingCount = k.bindings;
+    li.pBindings = b.data();
+    check(vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout),
+          "vkCreateDescriptorSetLayout");
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes};
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &p.set_layout;
+    pl.pushConstantRangeCount = p.push_bytes ? 1 : 0;
+    pl.pPushConstantRanges = &range;
+    check(vkCreatePipelineLayout(device_, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
+    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    si.codeSize = k.code.size() * 4;
+    si.pCode = k.code.data();
+    VkShaderModule module;
+    check(vkCreateShaderModule(device_, &si, nullptr, &module), "vkCreateShaderModule");
+    VkSpecializationMapEntry entry{0, 0, 4};
+    VkSpecializationInfo spec{1, &entry, 4, &workgroup};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &spec;
+    ci.layout = p.layout;
+    VkPipelineCreationFeedback whole{}, stage{};
+    VkPipelineCreationFeedbackCreateInfo fb{VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+    fb.pPipelineCreationFeedback = &whole;
+    fb.pipelineStageCreationFeedbackCount = 1;
+    fb.pPipelineStageCreationFeedbacks = &stage;
+    if (feedback_) ci.pNext = &fb;
+    VkResult r = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p.handle);
+    vkDestroyShaderModule(device_, module, nullptr);
+    check(r, "vkCreateComputePipelines");
+    ++stats_.created;
+    if (feedback_ && (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+        (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
+      ++stats_.cache_hits;
+    dirty_ = true;
+    return pipelines_.emplace(key, p).first->second;
+  }
+
+  // Writes the VkPipelineCache to its file (through a temporary file, so readers never see half).
+  void save() {
+    if (!dirty_ || file_.empty()) return;
+    dirty_ = false;
+    std::size_t n = 0;
+    if (vkGetPipelineCacheData(device_, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+    std::vector<char> data(n);
+    if (vkGetPipelineCacheData(device_, cache_, &n, data.data()) != VK_SUCCESS) return;
+    std::error_code ec;
+    std::filesystem::create_directories(file_.parent_path(), ec);
+    auto tmp = file_;
+    tmp += ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      if (!out) return;  // an unwritable cache directory costs only the next process's time
+      out.write(data.data(), static_cast<std::streamsize>(n));
+    }
+    std::filesystem::rename(tmp, file_, ec);
+  }
+
+ private:
+  VkDevice device_;
+  bool feedback_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::filesystem::path file_;
+  std::map<std::uint64_t, pipeline> pipelines_;
+  statistics stats_;
+  bool dirty_ = false;
+};
+
+}  // namespace kiln::vulkan
