@@ -141,7 +141,13 @@ class region_emitter {
       if (t == dtype::i64 && !t_.int64) return "i64 needs shaderInt64, which the device lacks";
       return "";
     };
-    for (auto id : r_.nodes) {
+    // Ops first (the message names the op), then the leaves (an argument or constant alone).
+    std::vector<std::int32_t> order;
+    for (int leaves = 0; leaves < 2; ++leaves)
+      for (auto id : r_.nodes)
+        if ((ir::info(g_.nodes[id].kind).cls == ir::op_class::leaf) == (leaves == 1))
+          order.push_back(id);
+    for (auto id : order) {
       const ir::node& n = g_.nodes[id];
       std::string what = std::string(ir::name(n.kind)) + " on " + std::string(name(n.type));
       if (auto s = needs(n.type); !s.empty()) return what + ": " + s;
@@ -541,6 +547,13 @@ class region_emitter {
   }
 
   // ---- ops ------------------------------------------------------------------------------------
+  // Float arithmetic of the graph is never fused into FMA: every op rounds as IEEE says, as on
+  // the CPU path, so results agree bit for bit.
+  id exact(id v) {
+    m_.decorate(v, spv::Decoration::NoContraction);
+    return v;
+  }
+
   // Narrow integers live in 32-bit lanes and are wrapped into their range after each op.
   id wrap(dtype t, id v) {
     if (t == dtype::i8 || t == dtype::i16) {
@@ -657,7 +670,7 @@ class region_emitter {
     lane_kind k = lane_of(n.type);
     id t = vec(k);
     bool fl = is_float_lane(k), sg = is_signed_lane(k);
-    auto arith = [&](Op f, Op i) { return fl ? m_.emit(f, t, {x, y}) : wrap(n.type, m_.emit(i, t, {x, y})); };
+    auto arith = [&](Op f, Op i) { return fl ? exact(m_.emit(f, t, {x, y})) : wrap(n.type, m_.emit(i, t, {x, y})); };
     switch (n.kind) {
       case op::add:
         return arith(Op::OpFAdd, Op::OpIAdd);
@@ -666,7 +679,7 @@ class region_emitter {
       case op::mul:
         return arith(Op::OpFMul, Op::OpIMul);
       case op::div: {
-        if (fl) return m_.emit(Op::OpFDiv, t, {x, y});
+        if (fl) return exact(m_.emit(Op::OpFDiv, t, {x, y}));
         // x / 0 == 0; MIN / -1 wraps (SPIR-V leaves both undefined).
         id zero = isplat(k, 0), one = isplat(k, 1);
         id by_zero = m_.emit(Op::OpIEqual, bvec4(), {y, zero});

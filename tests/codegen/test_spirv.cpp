@@ -1,0 +1,195 @@
+// The SPIR-V builder and the region emitter: deduplication, section order, and every op of every
+// dtype under every operand layout emitted and accepted by spirv-val for its target environment.
+#include <gtest/gtest.h>
+
+#include <kiln/codegen/spirv/emit_region.hpp>
+#include <kiln/codegen/spirv/tools.hpp>
+#include <kiln/kiln.hpp>
+
+using namespace kiln;
+using ir::op;
+using spirv::operand_kind;
+
+namespace {
+
+spirv::target full_target() {
+  spirv::target t;
+  t.float64 = t.int64 = true;
+  return t;
+}
+
+// Section of an opcode in the logical layout (spec 2.4), or -1 for function-body instructions.
+int section_of(spv::Op o) {
+  switch (o) {
+    case spv::Op::OpCapability: return 0;
+    case spv::Op::OpExtension: return 1;
+    case spv::Op::OpExtInstImport: return 2;
+    case spv::Op::OpMemoryModel: return 3;
+    case spv::Op::OpEntryPoint: return 4;
+    case spv::Op::OpExecutionMode: return 5;
+    case spv::Op::OpName: return 6;
+    case spv::Op::OpDecorate:
+    case spv::Op::OpMemberDecorate: return 7;
+    case spv::Op::OpFunction: return 9;
+    default: return 8;  // types, constants, global variables
+  }
+}
+
+// Checks the module's layout by walking its instructions; returns the opcode count.
+int expect_layout(const spirv::words& w) {
+  EXPECT_EQ(w.at(0), spv::MagicNumber);
+  EXPECT_EQ(w.at(1), spirv::module::version);
+  int last = 0, count = 0;
+  for (std::size_t i = 5; i < w.size();) {
+    auto o = static_cast<spv::Op>(w[i] & 0xFFFF);
+    std::uint32_t n = w[i] >> 16;
+    EXPECT_GT(n, 0u);
+    if (n == 0) break;
+    int s = section_of(o);
+    if (last < 9) {
+      EXPECT_GE(s, last) << "opcode " << static_cast<int>(o) << " out of section order";
+      last = std::max(last, s);
+    }
+    i += n;
+    ++count;
+  }
+  return count;
+}
+
+std::string validate(const spirv::words& code) {
+  return spirv::validate(code, VK_API_VERSION_1_1) + spirv::validate(code, VK_API_VERSION_1_2);
+}
+
+}  // namespace
+
+TEST(SpirvModule, DeduplicatesTypesAndConstants) {
+  spirv::module m;
+  auto u = m.type_int(32, false);
+  EXPECT_EQ(m.type_int(32, false), u);
+  EXPECT_NE(m.type_int(32, true), u);
+  auto v = m.type_vector(u, 4);
+  EXPECT_EQ(m.type_vector(m.type_int(32, false), 4), v);
+  EXPECT_EQ(m.constant_u32(7), m.constant_u32(7));
+  EXPECT_NE(m.constant_u32(7), m.constant_i32(7));
+  EXPECT_EQ(m.constant_f32(1.5f), m.constant_f32(1.5f));
+  EXPECT_NE(m.constant_f32(0.0f), m.constant_f32(-0.0f));
+  EXPECT_EQ(m.glsl_std_450(), m.glsl_std_450());
+}
+
+TEST(SpirvModule, SectionsComeOutInSpecOrderWhateverTheCallOrder) {
+  spirv::module m;
+  // Declared out of order on purpose: a constant before the capability, a name last.
+  auto c = m.constant_u32(3);
+  m.capability(spv::Capability::Shader);
+  m.capability(spv::Capability::Shader);  // once only
+  auto f = m.fresh();
+  auto void_t = m.type_void();
+  m.inst(spv::Op::OpFunction, {void_t, f, 0, m.type_function(void_t)});
+  m.label();
+  m.inst(spv::Op::OpReturn, {});
+  m.inst(spv::Op::OpFunctionEnd, {});
+  m.entry_point(spv::ExecutionModel::GLCompute, f, "main", {});
+  m.execution_mode(f, spv::ExecutionMode::LocalSize, {1, 1, 1});
+  m.decorate(c, spv::Decoration::SpecId, {0});
+  m.name(f, "main");
+  auto w = m.assemble();
+  EXPECT_GT(expect_layout(w), 8);
+  int shaders = 0;
+  for (std::size_t i = 5; i < w.size(); i += w[i] >> 16)
+    shaders += static_cast<spv::Op>(w[i] & 0xFFFF) == spv::Op::OpCapability;
+  EXPECT_EQ(shaders, 1);
+}
+
+// Every op, on every dtype it accepts, with its operands full, uniform and strided.
+TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
+  const dtype all[] = {dtype::f32, dtype::f64,  dtype::f16, dtype::bf16, dtype::f8e4m3,
+                       dtype::f8e5m2, dtype::i8, dtype::i16, dtype::i32,  dtype::i64,
+                       dtype::u8,  dtype::u32,  dtype::boolean};
+  int modules = 0, refused = 0;
+  for (int o = 2; o < ir::op_count; ++o) {
+    auto kind = static_cast<op>(o);
+    const ir::op_info& info = ir::info(kind);
+    for (dtype t : all) {
+      if (info.cls != ir::op_class::select && info.cls != ir::op_class::cast &&
+          !ir::accepts(info.types, t))
+        continue;
+      for (dtype to : all) {
+        if (info.cls != ir::op_class::cast && to != all[0]) continue;
+        ir::builder b;
+        auto x = b.input(t, {dyn, 3});
+        auto y = b.input(t, {3});
+        std::int32_t r = 0;
+        switch (info.cls) {
+          case ir::op_class::cast:
+            r = b.cast(x, to);
+            break;
+          case ir::op_class::select:
+            r = b.select(b.input(dtype::boolean, {}), x, y);
+            break;
+          default:
+            r = info.arity == 1 ? b.unary(kind, x) : b.binary(kind, x, y);
+        }
+        b.output(r);
+        auto p = compiler::compile(b.get());
+        ASSERT_EQ(p.regions.size(), 1u);
+        const auto& reg = p.regions[0];
+        for (auto k : {operand_kind::full, operand_kind::uniform, operand_kind::strided}) {
+          std::vector<operand_kind> kinds(reg.args.size(), k);
+          auto kernel = spirv::emit_region(p, reg, kinds, full_target());
+          std::string what = std::string(ir::name(kind)) + " " + std::string(name(t)) + "->" +
+                             std::string(name(to)) + " layout " + std::to_string(int(k));
+          if (!kernel.unsupported.empty()) {
+            // Only 64-bit floats may be refused (GLSL.std.450 has no 64-bit transcendentals).
+            EXPECT_EQ(t, dtype::f64) << what << ": " << kernel.unsupported;
+            ++refused;
+            continue;
+          }
+          expect_layout(kernel.code);
+          EXPECT_EQ(validate(kernel.code), "") << what;
+          ++modules;
+        }
+      }
+    }
+  }
+  EXPECT_GT(modules, 1000);
+  EXPECT_GT(refused, 0);
+  std::printf("%d modules validated, %d refused\n", modules, refused);
+}
+
+TEST(SpirvEmitter, RefusesWhatTheTargetLacksNamingOpAndDtype) {
+  ir::builder b;
+  auto x = b.input(dtype::f64, {dyn});
+  b.output(b.binary(op::add, x, x));
+  auto p = compiler::compile(b.get());
+  spirv::target t;  // no shaderFloat64
+  auto k = spirv::emit_region(p, p.regions[0], {operand_kind::full}, t);
+  EXPECT_TRUE(k.code.empty());
+  EXPECT_NE(k.unsupported.find("add on f64"), std::string::npos) << k.unsupported;
+  EXPECT_NE(k.unsupported.find("shaderFloat64"), std::string::npos) << k.unsupported;
+
+  ir::builder e;
+  auto y = e.input(dtype::f64, {dyn});
+  e.output(e.unary(op::exp, y));
+  auto q = compiler::compile(e.get());
+  auto k2 = spirv::emit_region(q, q.regions[0], {operand_kind::full}, full_target());
+  EXPECT_NE(k2.unsupported.find("exp on f64"), std::string::npos) << k2.unsupported;
+}
+
+TEST(SpirvEmitter, MetadataBeyondThePushConstantsGoesToABuffer) {
+  ir::builder b;
+  std::int32_t sum = b.input(dtype::f32, {dyn, dyn, dyn, dyn});
+  for (int i = 0; i < 6; ++i) sum = b.binary(op::add, sum, b.input(dtype::f32, {dyn, 1, dyn, 1}));
+  b.output(sum);
+  auto p = compiler::compile(b.get());
+  std::vector<operand_kind> kinds(p.regions[0].args.size(), operand_kind::strided);
+  auto k = spirv::emit_region(p, p.regions[0], kinds, full_target());
+  EXPECT_EQ(k.metadata, spirv::metadata_words(4, 7));
+  EXPECT_GT(k.metadata * 4, 128u);
+  EXPECT_TRUE(k.metadata_in_buffer);
+  EXPECT_EQ(k.bindings, 7u + 1u + 1u);
+  EXPECT_EQ(validate(k.code), "");
+  kinds.assign(kinds.size(), operand_kind::full);
+  auto small = spirv::emit_region(p, p.regions[0], kinds, full_target());
+  EXPECT_FALSE(small.metadata_in_buffer);
+  EXPECT_EQ(validate(small.code), "");
+}

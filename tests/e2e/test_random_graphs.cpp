@@ -1,0 +1,360 @@
+// Seeded random elementwise graphs (KILN_RANDOM_GRAPHS of them, 500 in CI), built at run time,
+// compiled by the same passes, run on Vulkan and compared with this file's own scalar evaluator;
+// every module is checked by spirv-val. A failure prints its seed and graph.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <kiln/codegen/spirv/tools.hpp>
+#include <kiln/kiln.hpp>
+
+#include "../support/reference.hpp"
+
+#ifndef KILN_RANDOM_GRAPHS
+#define KILN_RANDOM_GRAPHS 500
+#endif
+
+using namespace kiln;
+using ir::op;
+
+namespace {
+
+// A value of the reference: floats in float and in double (their gap estimates how much the
+// graph amplifies rounding), integers wrapped to 32 bits, bools.
+struct rv {
+  float f = 0;
+  double d = 0;
+  std::int32_t i = 0;
+};
+
+float narrow_round(dtype t, float v) {
+  switch (t) {
+    case dtype::f16: return static_cast<float>(ref::round_to<float16>(v));
+    case dtype::bf16: return static_cast<float>(ref::round_to<bfloat16>(v));
+    default: return v;
+  }
+}
+
+std::int32_t wrap(dtype t, std::int64_t v) {
+  auto u = static_cast<std::uint32_t>(v);
+  if (t == dtype::i8) return static_cast<std::int8_t>(u & 0xFF);
+  if (t == dtype::u8) return static_cast<std::int32_t>(u & 0xFF);
+  return static_cast<std::int32_t>(u);
+}
+
+std::int32_t saturate_i32(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= -2147483648.0) return INT32_MIN;
+  if (v >= 2147483648.0) return INT32_MAX;
+  return static_cast<std::int32_t>(v);
+}
+
+struct random_graph {
+  ir::graph g;
+  std::vector<shape> arg_dims;  // actual extents per input
+  shape out;
+};
+
+// Builds a graph of float (f32), integer (i32) and bool values; narrow dtypes enter and leave
+// through casts.
+random_graph make_graph(unsigned seed) {
+  std::mt19937 gen(seed);
+  auto pick = [&](int n) { return static_cast<int>(gen() % static_cast<unsigned>(n)); };
+  random_graph rg;
+  int rank = pick(4);
+  shape space;
+  space.rank = rank;
+  for (int i = 0; i < rank; ++i) space.dims[i] = 1 + pick(9);
+  if (rank == 1 && pick(3) == 0) space.dims[0] = 1000 + pick(5000);
+  rg.out = space;
+  ir::builder b;
+  std::vector<std::int32_t> floats, ints, bools;
+  int inputs = 1 + pick(4);
+  const dtype kinds[] = {dtype::f32, dtype::f32, dtype::i32, dtype::f16, dtype::bf16, dtype::i8,
+                         dtype::u8, dtype::boolean};
+  for (int k = 0; k < inputs; ++k) {
+    dtype t = kinds[pick(8)];
+    shape actual = space, declared;
+    int form = pick(3);  // full, broadcast (size-1 dims), scalar
+    if (form == 1)
+      for (int i = 0; i < rank; ++i)
+        if (pick(2)) actual.dims[i] = 1;
+    if (form == 2) actual = shape{};
+    declared = actual;
+    if (pick(2))  // dynamic extents resolved at the call
+      for (int i = 0; i < declared.rank; ++i) declared.dims[i] = dyn;
+    std::int32_t id = b.input(t, declared);
+    rg.arg_dims.push_back(actual);
+    if (t == dtype::boolean) {
+      bools.push_back(id);
+    } else if (is_floating(t)) {
+      floats.push_back(t == dtype::f32 ? id : b.cast(id, dtype::f32));
+    } else {
+      ints.push_back(t == dtype::i32 ? id : b.cast(id, dtype::i32));
+    }
+  }
+  auto any = [&](std::vector<std::int32_t>& v) { return v[pick(static_cast<int>(v.size()))]; };
+  if (floats.empty()) floats.push_back(b.constant(scalar::of_float(dtype::f32, 1.5)));
+  if (ints.empty()) ints.push_back(b.constant(scalar::of_integer(dtype::i32, 7)));
+  if (bools.empty()) bools.push_back(b.binary(op::lt, any(floats), any(floats)));
+  const op float_unary[] = {op::neg, op::abs, op::relu, op::exp, op::tanh, op::sigmoid,
+                            op::sqrt, op::floor, op::round, op::log, op::sin, op::erf};
+  const op float_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
+  const op int_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
+  const op compares[] = {op::lt, op::le, op::gt, op::ge, op::eq, op::ne};
+  int steps = 2 + pick(8);
+  for (int s = 0; s < steps; ++s) {
+    switch (pick(9)) {
+      case 0: case 1: floats.push_back(b.unary(float_unary[pick(12)], any(floats))); break;
+      case 2: case 3: floats.push_back(b.binary(float_binary[pick(6)], any(floats), any(floats))); break;
+      case 4: ints.push_back(b.binary(int_binary[pick(6)], any(ints), any(ints))); break;
+      case 5: bools.push_back(pick(2) ? b.binary(compares[pick(6)], any(floats), any(floats))
+                                      : b.binary(compares[pick(6)], any(ints), any(ints)));
+              break;
+      case 6: floats.push_back(b.select(any(bools), any(floats), any(floats))); break;
+      case 7: ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.unary(op::neg, any(ints))); break;
+      default: floats.push_back(b.cast(any(pick(2) ? ints : bools), dtype::f32)); break;
+    }
+  }
+  // One to three results, each broadcast to the full space, some cast to narrow types.
+  int results = 1 + pick(3);
+  for (int r = 0; r < results; ++r) {
+    std::int32_t v = pick(3) == 0 ? any(ints) : any(floats);
+    // Broadcast to the space with a zero of the right shape: an input of the full extents.
+    switch (pick(5)) {
+      case 0: v = b.cast(v, dtype::f16); break;
+      case 1: v = b.cast(v, dtype::u8); break;
+      default: break;
+    }
+    b.output(v);
+  }
+  rg.g = b.take();
+  return rg;
+}
+
+// The reference value of every node at one point of the iteration space.
+std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
+  std::vector<rv> v(g.nodes.size());
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    const ir::node& n = g.nodes[k];
+    auto in = [&](int i) { return v[n.operands[i]]; };
+    rv r;
+    bool fl = is_floating(n.type);
+    switch (n.kind) {
+      case op::input: r = inputs[n.arg]; break;
+      case op::constant: r = {float(n.value.f), n.value.f, std::int32_t(n.value.i)}; break;
+      case op::neg: r = fl ? rv{-in(0).f, -in(0).d} : rv{0, 0, wrap(n.type, -std::int64_t(in(0).i))}; break;
+      case op::abs: r = {std::fabs(in(0).f), std::fabs(in(0).d)}; break;
+      case op::relu: r = {in(0).f < 0 ? 0.f : in(0).f, in(0).d < 0 ? 0. : in(0).d}; break;
+      case op::exp: r = {std::exp(in(0).f), std::exp(in(0).d)}; break;
+      case op::tanh: r = {std::tanh(in(0).f), std::tanh(in(0).d)}; break;
+      case op::sigmoid: r = {1 / (1 + std::exp(-in(0).f)), 1 / (1 + std::exp(-in(0).d))}; break;
+      case op::sqrt: r = {std::sqrt(in(0).f), std::sqrt(in(0).d)}; break;
+      case op::floor: r = {std::floor(in(0).f), std::floor(in(0).f)}; break;
+      case op::round: r = {std::nearbyint(in(0).f), std::nearbyint(in(0).f)}; break;
+      case op::log: r = {std::log(in(0).f), std::log(in(0).d)}; break;
+      case op::sin: r = {std::sin(in(0).f), std::sin(in(0).d)}; break;
+      case op::erf: r = {std::erf(in(0).f), std::erf(in(0).d)}; break;
+      case op::add: r = fl ? rv{in(0).f + in(1).f, in(0).d + in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) + in(1).i)}; break;
+      case op::sub: r = fl ? rv{in(0).f - in(1).f, in(0).d - in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) - in(1).i)}; break;
+      case op::mul: r = fl ? rv{in(0).f * in(1).f, in(0).d * in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) * in(1).i)}; break;
+      case op::div:
+        if (fl) r = {in(0).f / in(1).f, in(0).d / in(1).d};
+        else r = {0, 0, in(1).i == 0 ? 0 : wrap(n.type, std::int64_t(in(0).i) / in(1).i)};
+        break;
+      case op::min:
+      case op::max: {
+        bool mn = n.kind == op::min;
+        if (fl) {
+          rv a = in(0), c = in(1);
+          bool nan = std::isnan(a.f) || std::isnan(c.f);
+          bool pick_a = mn ? a.f < c.f : a.f > c.f;
+          r = nan ? rv{NAN, NAN} : pick_a ? a : c;
+        } else {
+          r.i = mn ? std::min(in(0).i, in(1).i) : std::max(in(0).i, in(1).i);
+        }
+        break;
+      }
+      case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: {
+        dtype t = g.nodes[n.operands[0]].type;
+        double a = is_floating(t) ? in(0).f : in(0).i, c = is_floating(t) ? in(1).f : in(1).i;
+        bool res = n.kind == op::lt ? a < c : n.kind == op::le ? a <= c : n.kind == op::gt ? a > c
+                 : n.kind == op::ge ? a >= c : n.kind == op::eq ? a == c : a != c;
+        r.i = res;
+        break;
+      }
+      case op::select: r = in(0).i ? in(1) : in(2); break;
+      case op::cast: {
+        dtype from = g.nodes[n.operands[0]].type;
+        rv a = in(0);
+        if (n.type == dtype::f32) {
+          r = is_floating(from) ? a : rv{float(a.i), double(float(a.i))};
+        } else if (n.type == dtype::f16) {
+          float x = is_floating(from) ? a.f : float(a.i);
+          r = {narrow_round(dtype::f16, x), narrow_round(dtype::f16, x)};
+        } else if (n.type == dtype::i32) {
+          r.i = is_floating(from) ? saturate_i32(a.f) : a.i;
+        } else if (n.type == dtype::u8) {
+          if (is_floating(from)) {
+            float x = a.f;
+            r.i = std::isnan(x) ? 0 : x <= 0 ? 0 : x >= 256 ? 255 : std::int32_t(x);
+          } else {
+            r.i = wrap(dtype::u8, a.i);
+          }
+        }
+        break;
+      }
+      default: ADD_FAILURE() << "no reference for " << ir::name(n.kind); break;
+    }
+    v[k] = r;
+  }
+  return v;
+}
+
+rv input_value(dtype t, std::mt19937& gen) {
+  std::uniform_real_distribution<double> d(-4, 4);
+  switch (t) {
+    case dtype::boolean: return {0, 0, std::int32_t(gen() % 2)};
+    case dtype::i32: return {0, 0, std::int32_t(gen() % 41) - 20};
+    case dtype::i8: return {0, 0, std::int32_t(gen() % 256) - 128};
+    case dtype::u8: return {0, 0, std::int32_t(gen() % 256)};
+    default: {
+      float x = narrow_round(t, static_cast<float>(d(gen)));
+      return {x, x};
+    }
+  }
+}
+
+void store(dtype t, const rv& v, unsigned char* p) {
+  switch (t) {
+    case dtype::boolean: *reinterpret_cast<bool*>(p) = v.i != 0; break;
+    case dtype::i32: std::memcpy(p, &v.i, 4); break;
+    case dtype::i8: *reinterpret_cast<std::int8_t*>(p) = std::int8_t(v.i); break;
+    case dtype::u8: *p = std::uint8_t(v.i); break;
+    case dtype::f16: { float16 h(v.f); std::memcpy(p, &h, 2); break; }
+    case dtype::bf16: { bfloat16 h(v.f); std::memcpy(p, &h, 2); break; }
+    default: std::memcpy(p, &v.f, 4); break;
+  }
+}
+double load(dtype t, const unsigned char* p) {
+  switch (t) {
+    case dtype::u8: return *p;
+    case dtype::i32: { std::int32_t i; std::memcpy(&i, p, 4); return i; }
+    case dtype::f16: { float16 h; std::memcpy(&h, p, 2); return static_cast<float>(h); }
+    default: { float f; std::memcpy(&f, p, 4); return f; }
+  }
+}
+
+// Index of `point` (over `space`) in a tensor of extents `dims`, right-aligned, size 1 repeats.
+std::int64_t source_index(const shape& dims, const shape& space, const std::int64_t* point) {
+  std::int64_t idx = 0;
+  for (int i = 0; i < dims.rank; ++i) {
+    int si = space.rank - dims.rank + i;
+    // An input a result does not read may have more dimensions than it: any element will do.
+    std::int64_t at = si < 0 ? 0 : point[si] % dims.dims[i];
+    idx = idx * dims.dims[i] + (dims.dims[i] == 1 ? 0 : at);
+  }
+  return idx;
+}
+
+// Runs one seed; returns false (with failures added) when Vulkan and the reference differ.
+bool run_seed(unsigned seed, const device& dev) {
+  random_graph rg = make_graph(seed);
+  auto p = compiler::compile(rg.g);
+  std::mt19937 gen(seed * 7919u + 1);
+  // Argument data.
+  std::vector<std::vector<unsigned char>> arg_data;
+  std::vector<std::vector<rv>> arg_values;
+  std::vector<runtime::buffer_ref> args;
+  for (std::size_t a = 0; a < p.graph.inputs.size(); ++a) {
+    dtype t = p.graph.inputs[a].type;
+    std::int64_t n = rg.arg_dims[a].element_count();
+    arg_values.emplace_back();
+    arg_data.emplace_back(static_cast<std::size_t>(n * size_in_bytes(t)) + 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      arg_values.back().push_back(input_value(t, gen));
+      store(t, arg_values.back().back(), arg_data.back().data() + i * size_in_bytes(t));
+    }
+    args.push_back({arg_data.back().data(), rg.arg_dims[a], false, nullptr});
+  }
+  std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
+  runtime::resolve_symbols(p.graph.inputs, p.graph.nodes, p.graph.symbols, p.graph.constraints,
+                           args, sym.data(), "random");
+  std::vector<std::vector<unsigned char>> result_data;
+  std::vector<runtime::buffer_ref> results;
+  for (auto o : p.graph.outputs) {
+    shape dims = runtime::concrete(p.graph.nodes[o].dims, sym.data());
+    result_data.emplace_back(static_cast<std::size_t>(dims.element_count() * size_in_bytes(p.graph.nodes[o].type)) + 1);
+    results.push_back({result_data.back().data(), dims, false, nullptr});
+  }
+  vulkan::program prog(p, "random-" + std::to_string(seed));
+  bool cpu_called = false;
+  vulkan::run(prog, *dev.context(), args, results, sym.data(),
+              [&](auto, auto, const std::vector<bool>&) { cpu_called = true; });
+  std::string context = "seed " + std::to_string(seed) + "\n" + compiler::print(p);
+  if (cpu_called) {
+    ADD_FAILURE() << "a region fell back to the CPU: " << context;
+    return false;
+  }
+  for (auto& [key, k] : prog.kernels) {
+    std::string msg = spirv::validate(k.code, dev.context()->target().vulkan_version);
+    if (!msg.empty()) {
+      ADD_FAILURE() << "spirv-val: " << msg << context;
+      return false;
+    }
+  }
+  // Compare every element of every result.
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    std::int32_t o = p.graph.outputs[r];
+    dtype t = p.graph.nodes[o].type;
+    const shape& dims = results[r].dims;
+    std::int64_t count = dims.element_count();
+    std::vector<rv> point_inputs(p.graph.inputs.size());
+    for (std::int64_t e = 0; e < count; ++e) {
+      std::int64_t point[max_rank] = {}, rest = e;
+      for (int i = dims.rank - 1; i >= 0; --i) {
+        point[i] = rest % dims.dims[i];
+        rest /= dims.dims[i];
+      }
+      for (std::size_t a = 0; a < point_inputs.size(); ++a)
+        point_inputs[a] = arg_values[a][source_index(rg.arg_dims[a], dims, point)];
+      rv want = evaluate(p.graph, point_inputs)[o];
+      double got = load(t, result_data[r].data() + e * size_in_bytes(t));
+      bool ok;
+      if (!is_floating(t) && t != dtype::f16) {
+        ok = got == want.i;
+      } else if (std::isnan(want.f) || std::isnan(want.d)) {
+        ok = std::isnan(got) || std::isnan(want.f) != std::isnan(want.d);
+      } else {
+        // Relative 1e-5 plus how far float and double evaluation of the same graph drift apart.
+        double w = want.f, gap = std::fabs(double(want.f) - want.d);
+        if (std::isinf(w)) ok = got == w || gap > 1e30;
+        else ok = std::fabs(got - w) <= 1e-5 * std::fabs(w) + 1e-6 + 8 * gap + (t == dtype::f16 ? 1e-3 * std::fabs(w) : 0);
+      }
+      if (!ok) {
+        ADD_FAILURE() << "result " << r << " element " << e << ": vulkan " << got
+                      << ", reference " << (is_floating(t) ? double(want.f) : double(want.i))
+                      << "\n" << context;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(RandomGraphs, VulkanMatchesTheReference) {
+  auto dev = device::vulkan();
+  int failed = 0;
+  std::string seeds;
+  for (unsigned seed = 1; seed <= KILN_RANDOM_GRAPHS; ++seed) {
+    if (!run_seed(seed, dev)) {
+      ++failed;
+      seeds += " " + std::to_string(seed);
+      if (failed > 10) break;
+    }
+  }
+  EXPECT_EQ(failed, 0) << "failing seeds:" << seeds;
+}

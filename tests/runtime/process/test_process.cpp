@@ -1,0 +1,92 @@
+// Checks that need their own process, each run by ctest with its own environment: no Vulkan
+// driver visible, the on-disk pipeline cache across two processes, and KILN_DUMP_DIR dumps.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <kiln/kiln.hpp>
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+    [](auto x, auto y, auto z) { return relu(x * y + z); });
+
+void expect_relu_fma(const device& d) {
+  std::vector<float> x{-2, -1, 0, 1, 2, 3, 4}, y{1, 2, 3, 4, 5, 6, 7}, z(7, 0.5f), out(7);
+  relu_fma.on(d)(x, y, z, into(out));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(out[i], std::max(x[i] * y[i] + z[i], 0.0f)) << i;
+}
+}  // namespace
+
+// Run with VK_ICD_FILENAMES / VK_DRIVER_FILES pointing at nothing.
+TEST(NoDriver, DefaultDeviceIsTheCpuAndSaysSo) {
+  testing::internal::CaptureStderr();
+  device d = device::default_device();
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(d.type(), device::kind::cpu);
+  EXPECT_NE(said.find("no usable Vulkan device"), std::string::npos) << said;
+  EXPECT_NE(said.find("running on the CPU"), std::string::npos) << said;
+  expect_relu_fma(d);
+  std::vector<float> x{1, -1}, out(2);
+  relu_fma(x, x, x, into(out));  // the default call works too
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  try {
+    device::vulkan();
+    ADD_FAILURE() << "device::vulkan() found a device with no driver";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+  }
+}
+
+// Run first with an empty KILN_CACHE_DIR: creates the pipeline and writes the cache file.
+TEST(PipelineCache, FirstProcessWritesIt) {
+  auto d = device::vulkan();
+  expect_relu_fma(d);
+  auto& cache = d.context()->pipelines();
+  EXPECT_EQ(cache.stats().loaded_bytes, 0u);
+  EXPECT_GE(cache.stats().created, 1);
+  ASSERT_FALSE(cache.file().empty());
+  EXPECT_TRUE(fs::exists(cache.file())) << cache.file();
+  EXPECT_GT(fs::file_size(cache.file()), 0u);
+}
+
+// Run second with the same KILN_CACHE_DIR: starts from the file the first process wrote.
+TEST(PipelineCache, SecondProcessReusesIt) {
+  auto d = device::vulkan();
+  auto& cache = d.context()->pipelines();
+  ASSERT_TRUE(fs::exists(cache.file())) << cache.file();
+  EXPECT_EQ(cache.stats().loaded_bytes, fs::file_size(cache.file()));
+  EXPECT_GT(cache.stats().loaded_bytes, 0u);
+  expect_relu_fma(d);
+  std::printf("pipeline cache: %zu bytes loaded, %d created, %d creation-feedback cache hits\n",
+              cache.stats().loaded_bytes, cache.stats().created, cache.stats().cache_hits);
+}
+
+// Run with KILN_DUMP_DIR set: every stage of the function and each region's module are written.
+TEST(Dumps, EveryStageAndEveryModule) {
+  auto d = device::vulkan();
+  expect_relu_fma(d);
+  const char* dir = std::getenv("KILN_DUMP_DIR");
+  ASSERT_NE(dir, nullptr);
+  std::vector<fs::path> functions;
+  for (auto& e : fs::directory_iterator(dir)) functions.push_back(e.path());
+  ASSERT_EQ(functions.size(), 1u);
+  for (const char* f : {"0-traced.ir", "1-canonical.ir", "2-regions.txt", "3-plan.txt"}) {
+    ASSERT_TRUE(fs::exists(functions[0] / f)) << f;
+    EXPECT_GT(fs::file_size(functions[0] / f), 0u) << f;
+  }
+  auto spv = functions[0] / "region0-fff.spv";
+  ASSERT_TRUE(fs::exists(spv));
+  std::ifstream in(spv, std::ios::binary);
+  std::uint32_t magic = 0;
+  in.read(reinterpret_cast<char*>(&magic), 4);
+  EXPECT_EQ(magic, 0x07230203u);
+  std::ifstream text(functions[0] / "region0-fff.spvasm");
+  std::string asm_text((std::istreambuf_iterator<char>(text)), {});
+  EXPECT_NE(asm_text.find("OpEntryPoint GLCompute"), std::string::npos);
+  EXPECT_NE(asm_text.find("OpExtInstImport \"GLSL.std.450\""), std::string::npos);
+}

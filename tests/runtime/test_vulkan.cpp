@@ -1,0 +1,184 @@
+// The Vulkan back end on lavapipe: device choice and its target description, device-resident
+// buffers across calls, staging of host data, in-place, errors naming the device, the CPU
+// fallback for what the device cannot run, grid-stride over more groups than one dispatch has,
+// and metadata spilled past the push constants.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <kiln/kiln.hpp>
+
+using namespace kiln;
+
+namespace {
+constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+    [](auto x, auto y, auto z) { return relu(x * y + z); });
+
+std::vector<float> iota_data(std::size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 977) * scale + offset;
+  return v;
+}
+float relu_fma_ref(float x, float y, float z) {
+  float p = x * y;  // the product rounds on its own (kiln never contracts into FMA)
+  return std::max(p + z, 0.0f);
+}
+}  // namespace
+
+TEST(VulkanDevice, ChoosesLavapipeAndDescribesIt) {
+  auto d = device::vulkan();
+  EXPECT_EQ(d.type(), device::kind::vulkan);
+  EXPECT_NE(d.name().find("llvmpipe"), std::string::npos) << d.name();
+  EXPECT_EQ(device::default_device(), d);  // the best (only) Vulkan device is the default
+  const auto& t = d.context()->target();
+  EXPECT_GE(t.push_constant_bytes, 128u);
+  EXPECT_GE(t.max_storage_buffers, 4u);
+  EXPECT_GE(t.max_workgroup_count_x, 65535u);
+  EXPECT_GT(t.subgroup_size, 0u);
+  EXPECT_TRUE(t.float64);  // lavapipe has shaderFloat64 and shaderInt64
+  EXPECT_TRUE(t.int64);
+  EXPECT_EQ(device::vulkan(0), d);
+  try {
+    device::vulkan(7);
+    ADD_FAILURE() << "vulkan:7 exists?";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("vulkan:7 does not exist"), std::string::npos);
+  }
+}
+
+TEST(VulkanBuffers, UploadDownloadRoundTrip) {
+  auto d = device::vulkan();
+  auto x = iota_data(1027, 0.5f, -3);
+  auto b = d.upload(x);
+  EXPECT_EQ(b.size(), 1027);
+  std::vector<float> back(1027);
+  b.download(back);
+  EXPECT_EQ(back, x);
+  std::unique_ptr<bool[]> flags(new bool[13]);
+  for (int i = 0; i < 13; ++i) flags[i] = i % 3 == 0;
+  auto fb = d.upload(std::span<const bool>(flags.get(), 13));
+  std::unique_ptr<bool[]> fback(new bool[13]);
+  fb.download(std::span<bool>(fback.get(), 13));
+  for (int i = 0; i < 13; ++i) EXPECT_EQ(fback[i], flags[i]) << i;
+  auto shaped = d.alloc<std::int8_t>(shape{3, 5});
+  EXPECT_EQ(shaped.size(), 15);
+  std::vector<float> wrong(5);
+  EXPECT_THROW(b.download(wrong), error);
+  EXPECT_THROW(b.reshaped(shape{10, 10}), error);
+  EXPECT_THROW(device::cpu().alloc<float>(4), error);
+}
+
+TEST(VulkanCall, DeviceResidentBuffersAcrossCalls) {
+  auto d = device::vulkan();
+  const std::size_t n = 70001;
+  auto x = iota_data(n, 0.25f, -60), y = iota_data(n, -0.01f, 2), z = iota_data(n, 0.1f, 1);
+  auto xb = d.upload(x), yb = d.upload(y), zb = d.upload(z);
+  auto ob = d.alloc<float>(static_cast<std::int64_t>(n));
+  relu_fma.on(d)(xb, yb, zb, into(ob));
+  // The result stays on the device and feeds the next call.
+  auto ob2 = d.alloc<float>(static_cast<std::int64_t>(n));
+  relu_fma.on(d)(ob, yb, zb, into(ob2));
+  std::vector<float> first(n), second(n);
+  ob.download(first);
+  ob2.download(second);
+  for (std::size_t i = 0; i < n; ++i) {
+    float r1 = relu_fma_ref(x[i], y[i], z[i]);
+    ASSERT_EQ(first[i], r1) << i;
+    ASSERT_EQ(second[i], relu_fma_ref(r1, y[i], z[i])) << i;
+  }
+  // Host and device arguments mixed, host output staged through the ring.
+  std::vector<float> out(n);
+  relu_fma.on(d)(x, yb, z, into(out));
+  EXPECT_EQ(out, first);
+  // In place on a device buffer (one region: each element read before written).
+  relu_fma.on(d)(xb, yb, zb, into(xb));
+  std::vector<float> in_place(n);
+  xb.download(in_place);
+  EXPECT_EQ(in_place, first);
+}
+
+TEST(VulkanCall, ErrorsNameTheDevice) {
+  auto d = device::vulkan();
+  auto xb = d.upload(std::vector<float>(8, 1.0f));
+  std::vector<float> y(8, 1.0f), out(8);
+  try {
+    relu_fma.on(device::cpu())(xb, y, y, into(out));
+    ADD_FAILURE() << "a device buffer ran on the CPU";
+  } catch (const error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("argument 1 lives on vulkan:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("runs on the cpu"), std::string::npos) << m;
+  }
+  std::vector<float> short_out(7);
+  EXPECT_THROW(relu_fma.on(d)(xb, y, y, into(short_out)), error);
+}
+
+// exp on f64 has no GLSL.std.450 form: the region runs on the CPU, says so once, and is right.
+TEST(VulkanCall, UnsupportedRegionFallsBackToTheCpuWithANotice) {
+  constexpr auto f = fn<tensor<f64, dyn>, tensor<f32, dyn>>(
+      [](auto x, auto y) { return std::tuple{exp(x), y * 2.0f}; });
+  static_assert(f.plan.dispatch_count() == 1 || f.plan.dispatch_count() == 2);
+  auto d = device::vulkan();
+  std::vector<double> x{0.0, 1.0, -2.5, 3.25, 10.0};
+  std::vector<float> y{1, 2, 3, 4, 5};
+  std::vector<double> ex(5);
+  std::vector<float> twice(5);
+  testing::internal::CaptureStderr();
+  f.on(d)(x, y, into(ex, twice));
+  f.on(d)(x, y, into(ex, twice));
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("runs on the CPU: exp on f64"), std::string::npos) << said;
+  EXPECT_EQ(said.find("runs on the CPU", said.find("runs on the CPU") + 1), std::string::npos)
+      << "the notice repeats: " << said;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NEAR(ex[i], std::exp(x[i]), 1e-15 * std::exp(x[i])) << i;
+    EXPECT_EQ(twice[i], y[i] * 2) << i;
+  }
+}
+
+// More 4-element groups than one dispatch can have workgroups: the grid-stride loop covers them.
+TEST(VulkanCall, SizesBeyondOneDispatchGridStride) {
+  auto d = device::vulkan();
+  const auto& t = d.context()->target();
+  std::size_t n = std::size_t(t.max_workgroup_count_x) * t.workgroup_size() * 4 + 4099;
+  auto x = iota_data(n, 0.5f, -100), y = iota_data(n, 0.001f, 0.5f), z = iota_data(n, -1, 3);
+  std::vector<float> out(n);
+  relu_fma.on(d)(x, y, z, into(out));
+  for (std::size_t i = 0; i < n; i += (i < n - 10000 ? 997 : 1))
+    ASSERT_EQ(out[i], relu_fma_ref(x[i], y[i], z[i])) << i << " of " << n;
+}
+
+// Seven broadcast operands of rank 4: 34 metadata words, more than 128 bytes of push constants.
+TEST(VulkanCall, BroadcastMetadataSpilledToABuffer) {
+  constexpr auto f = fn<tensor<f32, dyn, dyn, dyn, dyn>, tensor<f32, dyn, 1, dyn, 1>,
+                        tensor<f32, 1, dyn, 1, dyn>, tensor<f32, dyn, 1, 1, 1>,
+                        tensor<f32, 1, 1, dyn, 1>, tensor<f32, 1, dyn, dyn, 1>,
+                        tensor<f32, dyn, 1, 1, dyn>, tensor<f32, 1, 1, 1, dyn>>(
+      [](auto a, auto b, auto c, auto d, auto e, auto f, auto g, auto h) {
+        return a + b * c - d + e * f + g - h;
+      });
+  auto dev = device::vulkan();
+  const std::int64_t A = 3, B = 5, C = 4, D = 7;
+  auto make = [](std::int64_t n, float s) { return iota_data(static_cast<std::size_t>(n), s, -1); };
+  auto a = make(A * B * C * D, 0.01f), b = make(A * C, 0.5f), c = make(B * D, 0.25f),
+       dd = make(A, 1), e = make(C, 2), ff = make(B * C, 0.125f), g = make(A * D, 0.75f),
+       h = make(D, 3);
+  std::vector<float> out(A * B * C * D);
+  f.on(dev)(view(a.data(), {A, B, C, D}), view(b.data(), {A, 1, C, 1}),
+            view(c.data(), {1, B, 1, D}), view(dd.data(), {A, 1, 1, 1}),
+            view(e.data(), {1, 1, C, 1}), view(ff.data(), {1, B, C, 1}),
+            view(g.data(), {A, 1, 1, D}), view(h.data(), {1, 1, 1, D}),
+            into(view(out.data(), {A, B, C, D})));
+  for (std::int64_t i = 0; i < A; ++i)
+    for (std::int64_t j = 0; j < B; ++j)
+      for (std::int64_t k = 0; k < C; ++k)
+        for (std::int64_t l = 0; l < D; ++l) {
+          float r = a[((i * B + j) * C + k) * D + l] + b[i * C + k] * c[j * D + l];
+          r = r - dd[i];
+          r = r + e[k] * ff[j * C + k];
+          r = r + g[i * D + l];
+          r = r - h[l];
+          ASSERT_EQ(out[((i * B + j) * C + k) * D + l], r) << i << j << k << l;
+        }
+}
