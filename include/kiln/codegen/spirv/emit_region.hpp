@@ -571,7 +571,40 @@ class region_emitter {
   }
   id select(lane_kind k, id c, id a, id b) { return m_.emit(Op::OpSelect, vec(k), {c, a, b}); }
 
-  // tanh: odd Taylor polynomial near 0 (no cancellation), (1 - e^-2|x|) / (1 + e^-2|x|) beyond.
+  // exp in f32 with its own range reduction: drivers may be as loose as 3 + 2|x| ulp (lavapipe's
+  // is 2.6e-6 relative near x = 70); this one stays within 2 ulp, as the CPU path does.
+  // exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2, so k * hi is exact),
+  // e^r by its Taylor series to r^7 (|r| <= 0.347: truncation below 1e-8), 2^k in two halves.
+  id exp32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k), iv = vec(lane_kind::s32);
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    id xc = m_.ext(t, GLSLstd450FClamp, {x, fsplat(k, -104.0), fsplat(k, 89.0)});
+    id kf = m_.ext(t, GLSLstd450RoundEven, {mul(xc, fsplat(k, 1.4426950408889634))});
+    id r = exact(m_.emit(Op::OpFSub, t, {xc, mul(kf, fsplat(k, 0.693145751953125))}));
+    r = exact(m_.emit(Op::OpFSub, t, {r, mul(kf, fsplat(k, 1.4286068203094172e-06))}));
+    double c = 1;
+    std::vector<double> coef;
+    for (int n = 0; n <= 7; ++n) {
+      if (n > 0) c /= n;
+      coef.push_back(c);
+    }
+    id p = fsplat(k, coef[7]);
+    for (int n = 6; n >= 0; --n) p = add(mul(p, r), fsplat(k, coef[n]));
+    id ki = m_.emit(Op::OpConvertFToS, iv, {kf});
+    id half = m_.emit(Op::OpShiftRightArithmetic, iv, {ki, usplat(1)});
+    id rest = m_.emit(Op::OpISub, iv, {ki, half});
+    auto pow2 = [&](id e) {  // 2^e for e in [-126, 127], from its exponent bits
+      id biased = m_.emit(Op::OpIAdd, iv, {e, isplat(lane_kind::s32, 127)});
+      return m_.emit(Op::OpBitcast, t, {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
+    };
+    id y = mul(mul(p, pow2(half)), pow2(rest));
+    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, y);
+  }
+  id exp_of(lane_kind k, id x) { return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x}); }
+
+  // tanh: odd Taylor polynomial near 0 (no cancellation), 1 - 2e^-2|x| / (1 + e^-2|x|) beyond.
   id tanh32(id x) {
     lane_kind k = lane_kind::f32;
     id t = vec(k);
@@ -583,9 +616,11 @@ class region_emitter {
     for (int i = 5; i >= 0; --i)
       p = m_.emit(Op::OpFAdd, t, {m_.emit(Op::OpFMul, t, {p, x2}), fsplat(k, c[i])});
     id small = m_.emit(Op::OpFMul, t, {x, p});
-    id e = m_.ext(t, GLSLstd450Exp, {m_.emit(Op::OpFMul, t, {ax, fsplat(k, -2.0)})});
-    id big = m_.emit(Op::OpFDiv, t,
-                     {m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), e}), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+    id e = exp32(m_.emit(Op::OpFMul, t, {ax, fsplat(k, -2.0)}));
+    // 1 - 2t / (1 + t): one rounding at the end, so values near 1 come out correctly rounded.
+    id u = m_.emit(Op::OpFDiv, t, {m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}),
+                                   m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+    id big = m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), u});
     big = m_.emit(Op::OpFMul, t, {m_.ext(t, GLSLstd450FSign, {x}), big});
     return select(k, less(k, ax, fsplat(k, 0.3)), small, big);
   }
@@ -615,7 +650,7 @@ class region_emitter {
     id poly = fsplat(k, r[9]);
     for (int i = 8; i >= 0; --i) poly = add(mul(poly, tt), fsplat(k, r[i]));
     id arg = m_.emit(Op::OpFSub, t, {poly, mul(ax, ax)});
-    id erfc = mul(tt, m_.ext(t, GLSLstd450Exp, {arg}));
+    id erfc = mul(tt, exp32(arg));
     id big = mul(m_.ext(t, GLSLstd450FSign, {x}), m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), erfc}));
     return select(k, less(k, ax, fsplat(k, 0.5)), small, big);
   }
@@ -635,7 +670,7 @@ class region_emitter {
       case op::relu:
         return select(k, less(k, x, splat(k, 0, 0)), splat(k, 0, 0), x);
       case op::exp:
-        return m_.ext(t, GLSLstd450Exp, {x});
+        return exp_of(k, x);
       case op::log:
         return m_.ext(t, GLSLstd450Log, {x});
       case op::sqrt:
@@ -645,7 +680,7 @@ class region_emitter {
       case op::tanh:
         return tanh32(x);
       case op::sigmoid: {
-        id e = m_.ext(t, GLSLstd450Exp, {m_.emit(Op::OpFNegate, t, {x})});
+        id e = exp_of(k, m_.emit(Op::OpFNegate, t, {x}));
         return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
       }
       case op::erf:

@@ -103,7 +103,12 @@ class instance {
     debug.pfnUserCallback = &instance::on_message;
     debug.pUserData = this;
     if (validate) info.pNext = &debug;  // also catches messages of instance creation itself
-    check(vkCreateInstance(&info, nullptr, &handle_), "vkCreateInstance");
+    VkResult created = vkCreateInstance(&info, nullptr, &handle_);
+    if (created == VK_ERROR_INCOMPATIBLE_DRIVER)
+      throw error(errc::unsupported, "vulkan",
+                  "no Vulkan driver found by the loader (vkCreateInstance: "
+                  "VK_ERROR_INCOMPATIBLE_DRIVER)");
+    check(created, "vkCreateInstance");
     if (validate) {
       auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(handle_, "vkCreateDebugUtilsMessengerEXT"));
