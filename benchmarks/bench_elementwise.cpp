@@ -65,7 +65,7 @@ void BM_relu_fma(benchmark::State& state) {
   std::size_t n = state.range(0);
   auto x = data(n, 1.f), y = data(n, 2.f), z = data(n, 0.5f);
   std::vector<float> o(n), t(n);
-  auto run_kiln = [&] { relu_fma(x, y, z, into(o)); };
+  auto run_kiln = [&] { relu_fma.on(kiln::device::cpu())(x, y, z, into(o)); };
   for (auto _ : state) {
     run_kiln();
     benchmark::DoNotOptimize(o.data());
@@ -113,7 +113,7 @@ void BM_gelu_bias(benchmark::State& state) {
   std::size_t n = state.range(0);
   auto x = data(n, 3.f), b = data(n, 0.5f);
   std::vector<float> o(n), y(n), t(n);
-  auto run_kiln = [&] { gelu_bias(x, b, into(o)); };
+  auto run_kiln = [&] { gelu_bias.on(kiln::device::cpu())(x, b, into(o)); };
   for (auto _ : state) {
     run_kiln();
     benchmark::DoNotOptimize(o.data());
@@ -136,10 +136,10 @@ void BM_three_ops_call(benchmark::State& state) {
   auto x = data(n, 1.f), y = data(n, 1.f);
   std::vector<float> o(n);
   for (auto _ : state) {
-    three_ops(x, y, into(o));
+    three_ops.on(kiln::device::cpu())(x, y, into(o));
     benchmark::DoNotOptimize(o.data());
   }
-  double k = seconds_per_call([&] { three_ops(x, y, into(o)); }, 20000);
+  double k = seconds_per_call([&] { three_ops.on(kiln::device::cpu())(x, y, into(o)); }, 20000);
   state.counters["x_vs_plain_loop"] = seconds_per_call(
                                           [&] {
                                             for (std::size_t i = 0; i < n; ++i)

@@ -119,7 +119,8 @@ vulkan::program& vulkan_program() {
                                 {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
                                 {"2-regions.txt", compiler::print_regions(p)},
                                 {"3-plan.txt", text}};
-      for (auto& [file, body] : files) vulkan::write_file(dir / name / file, body.data(), body.size());
+      for (auto& [file, body] : files)
+        vulkan::write_file(dir / name / file, body.data(), body.size());
     }
     return vulkan::program(std::move(p), name);
   }();
@@ -255,9 +256,8 @@ class function {
                           typename std::tuple_element_t<I, result_values>::element> &&
            ...),
           "kiln::fn call: an into(...) buffer's element type differs from the result's");
-      static_assert(
-          (output_traits<std::tuple_element_t<I, out_views>>::writable && ...),
-          "kiln::fn call: into(...) needs writable buffers");
+      static_assert((output_traits<std::tuple_element_t<I, out_views>>::writable && ...),
+                    "kiln::fn call: into(...) needs writable buffers");
     }
     (std::make_index_sequence<result_count>{});
     std::array<runtime::buffer_ref, parameter_count + 1> in_refs{};

@@ -21,17 +21,27 @@ spirv::target full_target() {
 // Section of an opcode in the logical layout (spec 2.4), or -1 for function-body instructions.
 int section_of(spv::Op o) {
   switch (o) {
-    case spv::Op::OpCapability: return 0;
-    case spv::Op::OpExtension: return 1;
-    case spv::Op::OpExtInstImport: return 2;
-    case spv::Op::OpMemoryModel: return 3;
-    case spv::Op::OpEntryPoint: return 4;
-    case spv::Op::OpExecutionMode: return 5;
-    case spv::Op::OpName: return 6;
+    case spv::Op::OpCapability:
+      return 0;
+    case spv::Op::OpExtension:
+      return 1;
+    case spv::Op::OpExtInstImport:
+      return 2;
+    case spv::Op::OpMemoryModel:
+      return 3;
+    case spv::Op::OpEntryPoint:
+      return 4;
+    case spv::Op::OpExecutionMode:
+      return 5;
+    case spv::Op::OpName:
+      return 6;
     case spv::Op::OpDecorate:
-    case spv::Op::OpMemberDecorate: return 7;
-    case spv::Op::OpFunction: return 9;
-    default: return 8;  // types, constants, global variables
+    case spv::Op::OpMemberDecorate:
+      return 7;
+    case spv::Op::OpFunction:
+      return 9;
+    default:
+      return 8;  // types, constants, global variables
   }
 }
 
@@ -102,9 +112,9 @@ TEST(SpirvModule, SectionsComeOutInSpecOrderWhateverTheCallOrder) {
 
 // Every op, on every dtype it accepts, with its operands full, uniform and strided.
 TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
-  const dtype all[] = {dtype::f32, dtype::f64,  dtype::f16, dtype::bf16, dtype::f8e4m3,
-                       dtype::f8e5m2, dtype::i8, dtype::i16, dtype::i32,  dtype::i64,
-                       dtype::u8,  dtype::u32,  dtype::boolean};
+  const dtype all[] = {dtype::f32,    dtype::f64, dtype::f16,    dtype::bf16, dtype::f8e4m3,
+                       dtype::f8e5m2, dtype::i8,  dtype::i16,    dtype::i32,  dtype::i64,
+                       dtype::u8,     dtype::u32, dtype::boolean};
   int modules = 0, refused = 0;
   for (int o = 2; o < ir::op_count; ++o) {
     auto kind = static_cast<op>(o);

@@ -30,9 +30,12 @@ struct rv {
 
 float narrow_round(dtype t, float v) {
   switch (t) {
-    case dtype::f16: return static_cast<float>(ref::round_to<float16>(v));
-    case dtype::bf16: return static_cast<float>(ref::round_to<bfloat16>(v));
-    default: return v;
+    case dtype::f16:
+      return static_cast<float>(ref::round_to<float16>(v));
+    case dtype::bf16:
+      return static_cast<float>(ref::round_to<bfloat16>(v));
+    default:
+      return v;
   }
 }
 
@@ -71,8 +74,8 @@ random_graph make_graph(unsigned seed) {
   ir::builder b;
   std::vector<std::int32_t> floats, ints, bools;
   int inputs = 1 + pick(4);
-  const dtype kinds[] = {dtype::f32, dtype::f32, dtype::i32, dtype::f16, dtype::bf16, dtype::i8,
-                         dtype::u8, dtype::boolean};
+  const dtype kinds[] = {dtype::f32,  dtype::f32, dtype::i32, dtype::f16,
+                         dtype::bf16, dtype::i8,  dtype::u8,  dtype::boolean};
   for (int k = 0; k < inputs; ++k) {
     dtype t = kinds[pick(8)];
     shape actual = space, declared;
@@ -98,23 +101,38 @@ random_graph make_graph(unsigned seed) {
   if (floats.empty()) floats.push_back(b.constant(scalar::of_float(dtype::f32, 1.5)));
   if (ints.empty()) ints.push_back(b.constant(scalar::of_integer(dtype::i32, 7)));
   if (bools.empty()) bools.push_back(b.binary(op::lt, any(floats), any(floats)));
-  const op float_unary[] = {op::neg, op::abs, op::relu, op::exp, op::tanh, op::sigmoid,
-                            op::sqrt, op::floor, op::round, op::log, op::sin, op::erf};
+  const op float_unary[] = {op::neg,  op::abs,   op::relu,  op::exp, op::tanh, op::sigmoid,
+                            op::sqrt, op::floor, op::round, op::log, op::sin,  op::erf};
   const op float_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
   const op int_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
   const op compares[] = {op::lt, op::le, op::gt, op::ge, op::eq, op::ne};
   int steps = 2 + pick(8);
   for (int s = 0; s < steps; ++s) {
     switch (pick(9)) {
-      case 0: case 1: floats.push_back(b.unary(float_unary[pick(12)], any(floats))); break;
-      case 2: case 3: floats.push_back(b.binary(float_binary[pick(6)], any(floats), any(floats))); break;
-      case 4: ints.push_back(b.binary(int_binary[pick(6)], any(ints), any(ints))); break;
-      case 5: bools.push_back(pick(2) ? b.binary(compares[pick(6)], any(floats), any(floats))
-                                      : b.binary(compares[pick(6)], any(ints), any(ints)));
-              break;
-      case 6: floats.push_back(b.select(any(bools), any(floats), any(floats))); break;
-      case 7: ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.unary(op::neg, any(ints))); break;
-      default: floats.push_back(b.cast(any(pick(2) ? ints : bools), dtype::f32)); break;
+      case 0:
+      case 1:
+        floats.push_back(b.unary(float_unary[pick(12)], any(floats)));
+        break;
+      case 2:
+      case 3:
+        floats.push_back(b.binary(float_binary[pick(6)], any(floats), any(floats)));
+        break;
+      case 4:
+        ints.push_back(b.binary(int_binary[pick(6)], any(ints), any(ints)));
+        break;
+      case 5:
+        bools.push_back(pick(2) ? b.binary(compares[pick(6)], any(floats), any(floats))
+                                : b.binary(compares[pick(6)], any(ints), any(ints)));
+        break;
+      case 6:
+        floats.push_back(b.select(any(bools), any(floats), any(floats)));
+        break;
+      case 7:
+        ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.unary(op::neg, any(ints)));
+        break;
+      default:
+        floats.push_back(b.cast(any(pick(2) ? ints : bools), dtype::f32));
+        break;
     }
   }
   // One to three results, each broadcast to the full space, some cast to narrow types.
@@ -123,9 +141,14 @@ random_graph make_graph(unsigned seed) {
     std::int32_t v = pick(3) == 0 ? any(ints) : any(floats);
     // Broadcast to the space with a zero of the right shape: an input of the full extents.
     switch (pick(5)) {
-      case 0: v = b.cast(v, dtype::f16); break;
-      case 1: v = b.cast(v, dtype::u8); break;
-      default: break;
+      case 0:
+        v = b.cast(v, dtype::f16);
+        break;
+      case 1:
+        v = b.cast(v, dtype::u8);
+        break;
+      default:
+        break;
     }
     b.output(v);
   }
@@ -142,26 +165,65 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
     rv r;
     bool fl = is_floating(n.type);
     switch (n.kind) {
-      case op::input: r = inputs[n.arg]; break;
-      case op::constant: r = {float(n.value.f), n.value.f, std::int32_t(n.value.i)}; break;
-      case op::neg: r = fl ? rv{-in(0).f, -in(0).d} : rv{0, 0, wrap(n.type, -std::int64_t(in(0).i))}; break;
-      case op::abs: r = {std::fabs(in(0).f), std::fabs(in(0).d)}; break;
-      case op::relu: r = {in(0).f < 0 ? 0.f : in(0).f, in(0).d < 0 ? 0. : in(0).d}; break;
-      case op::exp: r = {std::exp(in(0).f), std::exp(in(0).d)}; break;
-      case op::tanh: r = {std::tanh(in(0).f), std::tanh(in(0).d)}; break;
-      case op::sigmoid: r = {1 / (1 + std::exp(-in(0).f)), 1 / (1 + std::exp(-in(0).d))}; break;
-      case op::sqrt: r = {std::sqrt(in(0).f), std::sqrt(in(0).d)}; break;
-      case op::floor: r = {std::floor(in(0).f), std::floor(in(0).f)}; break;
-      case op::round: r = {std::nearbyint(in(0).f), std::nearbyint(in(0).f)}; break;
-      case op::log: r = {std::log(in(0).f), std::log(in(0).d)}; break;
-      case op::sin: r = {std::sin(in(0).f), std::sin(in(0).d)}; break;
-      case op::erf: r = {std::erf(in(0).f), std::erf(in(0).d)}; break;
-      case op::add: r = fl ? rv{in(0).f + in(1).f, in(0).d + in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) + in(1).i)}; break;
-      case op::sub: r = fl ? rv{in(0).f - in(1).f, in(0).d - in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) - in(1).i)}; break;
-      case op::mul: r = fl ? rv{in(0).f * in(1).f, in(0).d * in(1).d} : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) * in(1).i)}; break;
+      case op::input:
+        r = inputs[n.arg];
+        break;
+      case op::constant:
+        r = {float(n.value.f), n.value.f, std::int32_t(n.value.i)};
+        break;
+      case op::neg:
+        r = fl ? rv{-in(0).f, -in(0).d} : rv{0, 0, wrap(n.type, -std::int64_t(in(0).i))};
+        break;
+      case op::abs:
+        r = {std::fabs(in(0).f), std::fabs(in(0).d)};
+        break;
+      case op::relu:
+        r = {in(0).f < 0 ? 0.f : in(0).f, in(0).d < 0 ? 0. : in(0).d};
+        break;
+      case op::exp:
+        r = {std::exp(in(0).f), std::exp(in(0).d)};
+        break;
+      case op::tanh:
+        r = {std::tanh(in(0).f), std::tanh(in(0).d)};
+        break;
+      case op::sigmoid:
+        r = {1 / (1 + std::exp(-in(0).f)), 1 / (1 + std::exp(-in(0).d))};
+        break;
+      case op::sqrt:
+        r = {std::sqrt(in(0).f), std::sqrt(in(0).d)};
+        break;
+      case op::floor:
+        r = {std::floor(in(0).f), std::floor(in(0).f)};
+        break;
+      case op::round:
+        r = {std::nearbyint(in(0).f), std::nearbyint(in(0).f)};
+        break;
+      case op::log:
+        r = {std::log(in(0).f), std::log(in(0).d)};
+        break;
+      case op::sin:
+        r = {std::sin(in(0).f), std::sin(in(0).d)};
+        break;
+      case op::erf:
+        r = {std::erf(in(0).f), std::erf(in(0).d)};
+        break;
+      case op::add:
+        r = fl ? rv{in(0).f + in(1).f, in(0).d + in(1).d}
+               : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) + in(1).i)};
+        break;
+      case op::sub:
+        r = fl ? rv{in(0).f - in(1).f, in(0).d - in(1).d}
+               : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) - in(1).i)};
+        break;
+      case op::mul:
+        r = fl ? rv{in(0).f * in(1).f, in(0).d * in(1).d}
+               : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) * in(1).i)};
+        break;
       case op::div:
-        if (fl) r = {in(0).f / in(1).f, in(0).d / in(1).d};
-        else r = {0, 0, in(1).i == 0 ? 0 : wrap(n.type, std::int64_t(in(0).i) / in(1).i)};
+        if (fl)
+          r = {in(0).f / in(1).f, in(0).d / in(1).d};
+        else
+          r = {0, 0, in(1).i == 0 ? 0 : wrap(n.type, std::int64_t(in(0).i) / in(1).i)};
         break;
       case op::min:
       case op::max: {
@@ -176,15 +238,26 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         }
         break;
       }
-      case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: {
+      case op::lt:
+      case op::le:
+      case op::gt:
+      case op::ge:
+      case op::eq:
+      case op::ne: {
         dtype t = g.nodes[n.operands[0]].type;
         double a = is_floating(t) ? in(0).f : in(0).i, c = is_floating(t) ? in(1).f : in(1).i;
-        bool res = n.kind == op::lt ? a < c : n.kind == op::le ? a <= c : n.kind == op::gt ? a > c
-                 : n.kind == op::ge ? a >= c : n.kind == op::eq ? a == c : a != c;
+        bool res = n.kind == op::lt   ? a < c
+                   : n.kind == op::le ? a <= c
+                   : n.kind == op::gt ? a > c
+                   : n.kind == op::ge ? a >= c
+                   : n.kind == op::eq ? a == c
+                                      : a != c;
         r.i = res;
         break;
       }
-      case op::select: r = in(0).i ? in(1) : in(2); break;
+      case op::select:
+        r = in(0).i ? in(1) : in(2);
+        break;
       case op::cast: {
         dtype from = g.nodes[n.operands[0]].type;
         rv a = in(0);
@@ -205,7 +278,9 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         }
         break;
       }
-      default: ADD_FAILURE() << "no reference for " << ir::name(n.kind); break;
+      default:
+        ADD_FAILURE() << "no reference for " << ir::name(n.kind);
+        break;
     }
     v[k] = r;
   }
@@ -215,10 +290,14 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
 rv input_value(dtype t, std::mt19937& gen) {
   std::uniform_real_distribution<double> d(-4, 4);
   switch (t) {
-    case dtype::boolean: return {0, 0, std::int32_t(gen() % 2)};
-    case dtype::i32: return {0, 0, std::int32_t(gen() % 41) - 20};
-    case dtype::i8: return {0, 0, std::int32_t(gen() % 256) - 128};
-    case dtype::u8: return {0, 0, std::int32_t(gen() % 256)};
+    case dtype::boolean:
+      return {0, 0, std::int32_t(gen() % 2)};
+    case dtype::i32:
+      return {0, 0, std::int32_t(gen() % 41) - 20};
+    case dtype::i8:
+      return {0, 0, std::int32_t(gen() % 256) - 128};
+    case dtype::u8:
+      return {0, 0, std::int32_t(gen() % 256)};
     default: {
       float x = narrow_round(t, static_cast<float>(d(gen)));
       return {x, x};
@@ -228,21 +307,52 @@ rv input_value(dtype t, std::mt19937& gen) {
 
 void store(dtype t, const rv& v, unsigned char* p) {
   switch (t) {
-    case dtype::boolean: *reinterpret_cast<bool*>(p) = v.i != 0; break;
-    case dtype::i32: std::memcpy(p, &v.i, 4); break;
-    case dtype::i8: *reinterpret_cast<std::int8_t*>(p) = std::int8_t(v.i); break;
-    case dtype::u8: *p = std::uint8_t(v.i); break;
-    case dtype::f16: { float16 h(v.f); std::memcpy(p, &h, 2); break; }
-    case dtype::bf16: { bfloat16 h(v.f); std::memcpy(p, &h, 2); break; }
-    default: std::memcpy(p, &v.f, 4); break;
+    case dtype::boolean:
+      *reinterpret_cast<bool*>(p) = v.i != 0;
+      break;
+    case dtype::i32:
+      std::memcpy(p, &v.i, 4);
+      break;
+    case dtype::i8:
+      *reinterpret_cast<std::int8_t*>(p) = std::int8_t(v.i);
+      break;
+    case dtype::u8:
+      *p = std::uint8_t(v.i);
+      break;
+    case dtype::f16: {
+      float16 h(v.f);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case dtype::bf16: {
+      bfloat16 h(v.f);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default:
+      std::memcpy(p, &v.f, 4);
+      break;
   }
 }
 double load(dtype t, const unsigned char* p) {
   switch (t) {
-    case dtype::u8: return *p;
-    case dtype::i32: { std::int32_t i; std::memcpy(&i, p, 4); return i; }
-    case dtype::f16: { float16 h; std::memcpy(&h, p, 2); return static_cast<float>(h); }
-    default: { float f; std::memcpy(&f, p, 4); return f; }
+    case dtype::u8:
+      return *p;
+    case dtype::i32: {
+      std::int32_t i;
+      std::memcpy(&i, p, 4);
+      return i;
+    }
+    case dtype::f16: {
+      float16 h;
+      std::memcpy(&h, p, 2);
+      return static_cast<float>(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
   }
 }
 
@@ -285,7 +395,8 @@ bool run_seed(unsigned seed, const device& dev) {
   std::vector<runtime::buffer_ref> results;
   for (auto o : p.graph.outputs) {
     shape dims = runtime::concrete(p.graph.nodes[o].dims, sym.data());
-    result_data.emplace_back(static_cast<std::size_t>(dims.element_count() * size_in_bytes(p.graph.nodes[o].type)) + 1);
+    result_data.emplace_back(
+        static_cast<std::size_t>(dims.element_count() * size_in_bytes(p.graph.nodes[o].type)) + 1);
     results.push_back({result_data.back().data(), dims, false, nullptr});
   }
   vulkan::program prog(p, "random-" + std::to_string(seed));
@@ -329,13 +440,16 @@ bool run_seed(unsigned seed, const device& dev) {
       } else {
         // Relative 1e-5 plus how far float and double evaluation of the same graph drift apart.
         double w = want.f, gap = std::fabs(double(want.f) - want.d);
-        if (std::isinf(w)) ok = got == w || gap > 1e30;
-        else ok = std::fabs(got - w) <= 1e-5 * std::fabs(w) + 1e-6 + 8 * gap + (t == dtype::f16 ? 1e-3 * std::fabs(w) : 0);
+        if (std::isinf(w))
+          ok = got == w || gap > 1e30;
+        else
+          ok = std::fabs(got - w) <=
+               1e-5 * std::fabs(w) + 1e-6 + 8 * gap + (t == dtype::f16 ? 1e-3 * std::fabs(w) : 0);
       }
       if (!ok) {
-        ADD_FAILURE() << "result " << r << " element " << e << ": vulkan " << got
-                      << ", reference " << (is_floating(t) ? double(want.f) : double(want.i))
-                      << "\n" << context;
+        ADD_FAILURE() << "result " << r << " element " << e << ": vulkan " << got << ", reference "
+                      << (is_floating(t) ? double(want.f) : double(want.i)) << "\n"
+                      << context;
         return false;
       }
     }

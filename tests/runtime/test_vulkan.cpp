@@ -116,8 +116,9 @@ TEST(VulkanCall, ErrorsNameTheDevice) {
 
 // exp on f64 has no GLSL.std.450 form: the region runs on the CPU, says so once, and is right.
 TEST(VulkanCall, UnsupportedRegionFallsBackToTheCpuWithANotice) {
-  constexpr auto f = fn<tensor<f64, dyn>, tensor<f32, dyn>>(
-      [](auto x, auto y) { return std::tuple{exp(x), y * 2.0f}; });
+  constexpr auto f = fn<tensor<f64, dyn>, tensor<f32, dyn>>([](auto x, auto y) {
+    return std::tuple{exp(x), y * 2.0f};
+  });
   static_assert(f.plan.dispatch_count() == 1 || f.plan.dispatch_count() == 2);
   auto d = device::vulkan();
   std::vector<double> x{0.0, 1.0, -2.5, 3.25, 10.0};
@@ -151,13 +152,13 @@ TEST(VulkanCall, SizesBeyondOneDispatchGridStride) {
 
 // Seven broadcast operands of rank 4: 34 metadata words, more than 128 bytes of push constants.
 TEST(VulkanCall, BroadcastMetadataSpilledToABuffer) {
-  constexpr auto f = fn<tensor<f32, dyn, dyn, dyn, dyn>, tensor<f32, dyn, 1, dyn, 1>,
-                        tensor<f32, 1, dyn, 1, dyn>, tensor<f32, dyn, 1, 1, 1>,
-                        tensor<f32, 1, 1, dyn, 1>, tensor<f32, 1, dyn, dyn, 1>,
-                        tensor<f32, dyn, 1, 1, dyn>, tensor<f32, 1, 1, 1, dyn>>(
-      [](auto a, auto b, auto c, auto d, auto e, auto f, auto g, auto h) {
-        return a + b * c - d + e * f + g - h;
-      });
+  constexpr auto f =
+      fn<tensor<f32, dyn, dyn, dyn, dyn>, tensor<f32, dyn, 1, dyn, 1>, tensor<f32, 1, dyn, 1, dyn>,
+         tensor<f32, dyn, 1, 1, 1>, tensor<f32, 1, 1, dyn, 1>, tensor<f32, 1, dyn, dyn, 1>,
+         tensor<f32, dyn, 1, 1, dyn>, tensor<f32, 1, 1, 1, dyn>>(
+          [](auto a, auto b, auto c, auto d, auto e, auto f, auto g, auto h) {
+            return a + b * c - d + e * f + g - h;
+          });
   auto dev = device::vulkan();
   const std::int64_t A = 3, B = 5, C = 4, D = 7;
   auto make = [](std::int64_t n, float s) { return iota_data(static_cast<std::size_t>(n), s, -1); };

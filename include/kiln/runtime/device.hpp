@@ -97,8 +97,8 @@ class device {
     if (bytes < 0)
       throw error(errc::invalid_argument, std::string("device::") + what, "negative size");
     // shared_ptr<vulkan::context> keeps the device alive as long as the memory.
-    return std::make_shared<vulkan::device_memory>(
-        std::shared_ptr<vulkan::context>(ctx_), static_cast<std::size_t>(bytes));
+    return std::make_shared<vulkan::device_memory>(std::shared_ptr<vulkan::context>(ctx_),
+                                                   static_cast<std::size_t>(bytes));
   }
 
   kind kind_;

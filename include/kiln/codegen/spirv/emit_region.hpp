@@ -6,7 +6,9 @@
 
 #include <bit>
 #include <cmath>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kiln/codegen/spirv/module.hpp"
@@ -30,8 +32,8 @@ inline std::uint32_t metadata_words(int rank, int strided_args) {
 }
 
 struct kernel {
-  words code;               // the module; empty when the device cannot run the region
-  std::string unsupported;  // why not, naming the op and dtype
+  words code;                  // the module; empty when the device cannot run the region
+  std::string unsupported;     // why not, naming the op and dtype
   std::uint32_t bindings = 0;  // region arguments, then results, then the metadata buffer if any
   std::uint32_t metadata = 0;  // metadata words
   bool metadata_in_buffer = false;
@@ -165,6 +167,12 @@ class region_emitter {
 
   // ---- types ----------------------------------------------------------------------------------
   id scalar_type(lane_kind k) {
+    // Types are asked for at nearly every instruction: remembered per lane kind.
+    id& cached = scalar_types_[static_cast<int>(k)];
+    if (!cached) cached = declare_scalar(k);
+    return cached;
+  }
+  id declare_scalar(lane_kind k) {
     switch (k) {
       case lane_kind::f32:
         return m_.type_float(32);
@@ -180,13 +188,22 @@ class region_emitter {
         return m_.type_bool();
     }
   }
-  id vec(lane_kind k) { return m_.type_vector(scalar_type(k), 4); }
-  id u32() { return m_.type_int(32, false); }
-  id uvec4() { return m_.type_vector(u32(), 4); }
+  id vec(lane_kind k) {
+    id& cached = vector_types_[static_cast<int>(k)];
+    if (!cached) cached = m_.type_vector(scalar_type(k), 4);
+    return cached;
+  }
+  id u32() { return scalar_type(lane_kind::u32); }
+  id uvec4() { return vec(lane_kind::u32); }
   id bvec4() { return vec(lane_kind::boolean); }
   id cu(std::uint32_t v) { return m_.constant_u32(v); }
-  // A constant of lane kind k, as 4 lanes.
+  // A constant of lane kind k, as 4 lanes (remembered: the same few constants recur).
   id splat(lane_kind k, double fv, std::int64_t iv) {
+    auto key = std::tuple{static_cast<int>(k), std::bit_cast<std::uint64_t>(fv), iv};
+    if (auto it = splats_.find(key); it != splats_.end()) return it->second;
+    return splats_[key] = declare_splat(k, fv, iv);
+  }
+  id declare_splat(lane_kind k, double fv, std::int64_t iv) {
     id s = 0;
     switch (k) {
       case lane_kind::f32:
@@ -221,7 +238,8 @@ class region_emitter {
     for (auto id : r_.nodes) {
       f64 = f64 || g_.nodes[id].type == dtype::f64;
       i64 = i64 || g_.nodes[id].type == dtype::i64;
-      if (g_.nodes[id].kind == ir::op::cast && g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
+      if (g_.nodes[id].kind == ir::op::cast &&
+          g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
         f64 = f64 || lane_of(g_.nodes[id].type) == lane_kind::f32;
     }
     if (f64) m_.capability(spv::Capability::Float64);
@@ -253,17 +271,20 @@ class region_emitter {
     }
     id uvec3 = m_.type_vector(u32(), 3);
     id in_ptr = m_.type_pointer(spv::StorageClass::Input, uvec3);
-    global_id_ = m_.global(Op::OpVariable, in_ptr, {static_cast<std::uint32_t>(spv::StorageClass::Input)});
+    global_id_ =
+        m_.global(Op::OpVariable, in_ptr, {static_cast<std::uint32_t>(spv::StorageClass::Input)});
     m_.decorate(global_id_, spv::Decoration::BuiltIn,
                 {static_cast<std::uint32_t>(spv::BuiltIn::GlobalInvocationId)});
-    groups_id_ = m_.global(Op::OpVariable, in_ptr, {static_cast<std::uint32_t>(spv::StorageClass::Input)});
+    groups_id_ =
+        m_.global(Op::OpVariable, in_ptr, {static_cast<std::uint32_t>(spv::StorageClass::Input)});
     m_.decorate(groups_id_, spv::Decoration::BuiltIn,
                 {static_cast<std::uint32_t>(spv::BuiltIn::NumWorkgroups)});
     // Workgroup size: specialization constant 0, set from the device at pipeline creation.
     wg_size_ = m_.global(Op::OpSpecConstant, u32(), {64});
     m_.decorate(wg_size_, spv::Decoration::SpecId, {0});
     id wg = m_.global(Op::OpSpecConstantComposite, uvec3, {wg_size_, cu(1), cu(1)});
-    m_.decorate(wg, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(spv::BuiltIn::WorkgroupSize)});
+    m_.decorate(wg, spv::Decoration::BuiltIn,
+                {static_cast<std::uint32_t>(spv::BuiltIn::WorkgroupSize)});
 
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", {global_id_, groups_id_});
@@ -292,9 +313,7 @@ class region_emitter {
                    {var, m_.constant_i32(0), q});
   }
   id quad(id var, id q) { return m_.emit(Op::OpLoad, uvec4(), {quad_ptr(var, q)}); }
-  id lane(id v, id type, std::uint32_t i) {
-    return m_.emit(Op::OpCompositeExtract, type, {v, i});
-  }
+  id lane(id v, id type, std::uint32_t i) { return m_.emit(Op::OpCompositeExtract, type, {v, i}); }
   id compose(id type, id a, id b, id c, id d) {
     return m_.emit(Op::OpCompositeConstruct, type, {a, b, c, d});
   }
@@ -324,8 +343,8 @@ class region_emitter {
       // e = 4g + lane, clamped to the last element (the last group may be partial).
       id base = m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
       id e = m_.emit(Op::OpIAdd, uvec4(),
-                      {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
-                       m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+                     {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
+                      m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
       id last = m_.emit(Op::OpISub, u32(), {total_, cu(1)});
       e = m_.ext(uvec4(), GLSLstd450UMin,
                  {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
@@ -431,8 +450,9 @@ class region_emitter {
         return m_.emit(Op::OpBitwiseAnd, uvec4(), {v, usplat(0xFF)});
       case dtype::i8:
       case dtype::i16:
-        return m_.emit(Op::OpBitwiseAnd, uvec4(),
-                       {m_.emit(Op::OpBitcast, uvec4(), {v}), usplat(t == dtype::i8 ? 0xFF : 0xFFFF)});
+        return m_.emit(
+            Op::OpBitwiseAnd, uvec4(),
+            {m_.emit(Op::OpBitcast, uvec4(), {v}), usplat(t == dtype::i8 ? 0xFF : 0xFFFF)});
       case dtype::boolean:
         return m_.emit(Op::OpSelect, uvec4(), {v, usplat(1), usplat(0)});
       default:
@@ -447,8 +467,8 @@ class region_emitter {
     if (bytes == 8) {
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i)
-        l[i] = m_.emit(Op::OpBitcast, m_.type_vector(u32(), 2),
-                       {lane(v, scalar_type(lane_of(t)), i)});
+        l[i] =
+            m_.emit(Op::OpBitcast, m_.type_vector(u32(), 2), {lane(v, scalar_type(lane_of(t)), i)});
       id q = m_.emit(Op::OpShiftLeftLogical, u32(), {g_index_, cu(1)});
       id v0 = m_.emit(Op::OpVectorShuffle, uvec4(), {l[0], l[1], 0, 1, 2, 3});
       id v1 = m_.emit(Op::OpVectorShuffle, uvec4(), {l[2], l[3], 0, 1, 2, 3});
@@ -478,9 +498,15 @@ class region_emitter {
   // ---- narrow floats: the exact decode and round-to-nearest-even encode of core/minifloat -----
   id decode(const narrow_format& f, id bits) {
     id fv = vec(lane_kind::f32);
-    auto shl = [&](id v, std::uint32_t s) { return m_.emit(Op::OpShiftLeftLogical, uvec4(), {v, usplat(s)}); };
-    auto shr = [&](id v, std::uint32_t s) { return m_.emit(Op::OpShiftRightLogical, uvec4(), {v, usplat(s)}); };
-    auto band = [&](id v, std::uint32_t mk) { return m_.emit(Op::OpBitwiseAnd, uvec4(), {v, usplat(mk)}); };
+    auto shl = [&](id v, std::uint32_t s) {
+      return m_.emit(Op::OpShiftLeftLogical, uvec4(), {v, usplat(s)});
+    };
+    auto shr = [&](id v, std::uint32_t s) {
+      return m_.emit(Op::OpShiftRightLogical, uvec4(), {v, usplat(s)});
+    };
+    auto band = [&](id v, std::uint32_t mk) {
+      return m_.emit(Op::OpBitwiseAnd, uvec4(), {v, usplat(mk)});
+    };
     auto bor = [&](id a, id b) { return m_.emit(Op::OpBitwiseOr, uvec4(), {a, b}); };
     auto eq = [&](id a, id b) { return m_.emit(Op::OpIEqual, bvec4(), {a, b}); };
     auto sel = [&](id c, id a, id b) { return m_.emit(Op::OpSelect, uvec4(), {c, a, b}); };
@@ -491,9 +517,10 @@ class region_emitter {
     id normal = bor(bor(sign, shl(m_.emit(Op::OpIAdd, uvec4(), {e, usplat(127 - f.bias())}), 23)),
                     shl(m, 23 - f.man));
     // Subnormal: m * 2^(1 - bias - man), exact in f32; the sign or'ed in keeps -0.
-    id sub = m_.emit(Op::OpFMul, fv,
-                     {m_.emit(Op::OpConvertUToF, fv, {m}),
-                      fsplat(lane_kind::f32, std::ldexp(1.0, 1 - static_cast<int>(f.bias()) - f.man))});
+    id sub =
+        m_.emit(Op::OpFMul, fv,
+                {m_.emit(Op::OpConvertUToF, fv, {m}),
+                 fsplat(lane_kind::f32, std::ldexp(1.0, 1 - static_cast<int>(f.bias()) - f.man))});
     id subnormal = bor(sign, m_.emit(Op::OpBitcast, uvec4(), {sub}));
     id r = sel(eq(e, usplat(0)), subnormal, normal);
     if (f.has_inf) {
@@ -525,7 +552,8 @@ class region_emitter {
     std::uint32_t emin_b = 127 + 1 - f.bias();  // emin + 127
     id below = lt(eb, usplat(emin_b));
     id extra = sel(below, bin(Op::OpISub, usplat(emin_b), eb), usplat(0));
-    id shift = m_.ext(uvec4(), GLSLstd450UMin, {bin(Op::OpIAdd, usplat(23 - f.man), extra), usplat(31)});
+    id shift =
+        m_.ext(uvec4(), GLSLstd450UMin, {bin(Op::OpIAdd, usplat(23 - f.man), extra), usplat(31)});
     id q = bin(Op::OpShiftRightLogical, mant, shift);
     id one_sh = bin(Op::OpShiftLeftLogical, usplat(1), shift);
     id rem = bin(Op::OpBitwiseAnd, mant, bin(Op::OpISub, one_sh, usplat(1)));
@@ -535,12 +563,14 @@ class region_emitter {
                     {gt(rem, half), m_.emit(Op::OpLogicalAnd, bvec4(), {eq(rem, half), odd})});
     q = bin(Op::OpIAdd, q, sel(up, usplat(1), usplat(0)));
     // Normal results put the implicit bit into the exponent: (e + bias - 1) << man, plus q.
-    id ebias = bin(Op::OpShiftLeftLogical, bin(Op::OpISub, eb, usplat(127 + 1 - f.bias())),
-                   usplat(f.man));
+    id ebias =
+        bin(Op::OpShiftLeftLogical, bin(Op::OpISub, eb, usplat(127 + 1 - f.bias())), usplat(f.man));
     id enc = bin(Op::OpIAdd, sel(below, usplat(0), ebias), q);
-    std::uint32_t overflow = f.saturate ? f.max_finite_bits() : (f.has_inf ? f.inf_bits() : f.nan_bits());
+    std::uint32_t overflow =
+        f.saturate ? f.max_finite_bits() : (f.has_inf ? f.inf_bits() : f.nan_bits());
     enc = sel(gt(enc, usplat(f.max_finite_bits())), usplat(overflow), enc);
-    std::uint32_t inf = f.has_inf ? f.inf_bits() : (f.saturate ? f.max_finite_bits() : f.nan_bits());
+    std::uint32_t inf =
+        f.has_inf ? f.inf_bits() : (f.saturate ? f.max_finite_bits() : f.nan_bits());
     enc = sel(eq(a, usplat(0x7F800000)), usplat(inf), enc);
     enc = sel(gt(a, usplat(0x7F800000)), usplat(f.nan_bits()), enc);
     return bin(Op::OpBitwiseOr, sign, enc);
@@ -566,7 +596,9 @@ class region_emitter {
   }
 
   id less(lane_kind k, id a, id b) {
-    Op o = is_float_lane(k) ? Op::OpFOrdLessThan : is_signed_lane(k) ? Op::OpSLessThan : Op::OpULessThan;
+    Op o = is_float_lane(k)    ? Op::OpFOrdLessThan
+           : is_signed_lane(k) ? Op::OpSLessThan
+                               : Op::OpULessThan;
     return m_.emit(o, bvec4(), {a, b});
   }
   id select(lane_kind k, id c, id a, id b) { return m_.emit(Op::OpSelect, vec(k), {c, a, b}); }
@@ -602,7 +634,9 @@ class region_emitter {
     id y = mul(mul(p, pow2(half)), pow2(rest));
     return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, y);
   }
-  id exp_of(lane_kind k, id x) { return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x}); }
+  id exp_of(lane_kind k, id x) {
+    return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x});
+  }
 
   // tanh: odd Taylor polynomial near 0 (no cancellation), 1 - 2e^-2|x| / (1 + e^-2|x|) beyond.
   id tanh32(id x) {
@@ -610,16 +644,17 @@ class region_emitter {
     id t = vec(k);
     id ax = m_.ext(t, GLSLstd450FAbs, {x});
     id x2 = m_.emit(Op::OpFMul, t, {x, x});
-    const double c[] = {1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925,
-                        21844.0 / 6081075};
+    const double c[] = {1.0,         -1.0 / 3,         2.0 / 15,         -17.0 / 315,
+                        62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075};
     id p = fsplat(k, c[6]);
     for (int i = 5; i >= 0; --i)
       p = m_.emit(Op::OpFAdd, t, {m_.emit(Op::OpFMul, t, {p, x2}), fsplat(k, c[i])});
     id small = m_.emit(Op::OpFMul, t, {x, p});
     id e = exp32(m_.emit(Op::OpFMul, t, {ax, fsplat(k, -2.0)}));
     // 1 - 2t / (1 + t): one rounding at the end, so values near 1 come out correctly rounded.
-    id u = m_.emit(Op::OpFDiv, t, {m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}),
-                                   m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+    id u = m_.emit(
+        Op::OpFDiv, t,
+        {m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
     id big = m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), u});
     big = m_.emit(Op::OpFMul, t, {m_.ext(t, GLSLstd450FSign, {x}), big});
     return select(k, less(k, ax, fsplat(k, 0.3)), small, big);
@@ -644,7 +679,7 @@ class region_emitter {
     id p = fsplat(k, c.back());
     for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) p = add(mul(p, x2), fsplat(k, c[i]));
     id small = mul(x, p);
-    const double r[] = {-1.26551223, 1.00002368, 0.37409196,  0.09678418, -0.18628806,
+    const double r[] = {-1.26551223, 1.00002368,  0.37409196, 0.09678418,  -0.18628806,
                         0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
     id tt = m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), add(fsplat(k, 1.0), mul(fsplat(k, 0.5), ax))});
     id poly = fsplat(k, r[9]);
@@ -681,7 +716,8 @@ class region_emitter {
         return tanh32(x);
       case op::sigmoid: {
         id e = exp_of(k, m_.emit(Op::OpFNegate, t, {x}));
-        return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+        return m_.emit(Op::OpFDiv, t,
+                       {fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
       }
       case op::erf:
         return erf32(x);
@@ -705,7 +741,9 @@ class region_emitter {
     lane_kind k = lane_of(n.type);
     id t = vec(k);
     bool fl = is_float_lane(k), sg = is_signed_lane(k);
-    auto arith = [&](Op f, Op i) { return fl ? exact(m_.emit(f, t, {x, y})) : wrap(n.type, m_.emit(i, t, {x, y})); };
+    auto arith = [&](Op f, Op i) {
+      return fl ? exact(m_.emit(f, t, {x, y})) : wrap(n.type, m_.emit(i, t, {x, y}));
+    };
     switch (n.kind) {
       case op::add:
         return arith(Op::OpFAdd, Op::OpIAdd);
@@ -749,7 +787,8 @@ class region_emitter {
     using ir::op;
     lane_kind k = lane_of(operand);
     if (k == lane_kind::boolean)
-      return m_.emit(n.kind == op::eq ? Op::OpLogicalEqual : Op::OpLogicalNotEqual, bvec4(), {x, y});
+      return m_.emit(n.kind == op::eq ? Op::OpLogicalEqual : Op::OpLogicalNotEqual, bvec4(),
+                     {x, y});
     bool fl = is_float_lane(k), sg = is_signed_lane(k);
     Op o = Op::OpIEqual;
     switch (n.kind) {
@@ -769,7 +808,9 @@ class region_emitter {
         o = fl ? Op::OpFOrdGreaterThan : sg ? Op::OpSGreaterThan : Op::OpUGreaterThan;
         break;
       default:
-        o = fl ? Op::OpFOrdGreaterThanEqual : sg ? Op::OpSGreaterThanEqual : Op::OpUGreaterThanEqual;
+        o = fl   ? Op::OpFOrdGreaterThanEqual
+            : sg ? Op::OpSGreaterThanEqual
+                 : Op::OpUGreaterThanEqual;
         break;
     }
     return m_.emit(o, bvec4(), {x, y});
@@ -798,14 +839,17 @@ class region_emitter {
     }
     if (is_float_lane(fk)) {  // float -> integer
       double lo = static_cast<double>(integer_min(to));
-      double hi = to == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(to)) + 1.0;
+      double hi =
+          to == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(to)) + 1.0;
       id small = m_.emit(Op::OpFOrdLessThanEqual, bvec4(), {x, fsplat(fk, lo)});
       id big = m_.emit(Op::OpFOrdGreaterThanEqual, bvec4(), {x, fsplat(fk, hi)});
       id nan = m_.emit(Op::OpIsNan, bvec4(), {x});
-      id out = m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpLogicalOr, bvec4(), {small, big}), nan});
+      id out =
+          m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpLogicalOr, bvec4(), {small, big}), nan});
       id safe = select(fk, out, fsplat(fk, 0), x);
       id conv = m_.emit(is_signed_lane(tk) ? Op::OpConvertFToS : Op::OpConvertFToU, tt, {safe});
-      id r = select(tk, small, isplat(tk, integer_min(to)), select(tk, big, isplat(tk, integer_max(to)), conv));
+      id r = select(tk, small, isplat(tk, integer_min(to)),
+                    select(tk, big, isplat(tk, integer_max(to)), conv));
       return select(tk, nan, isplat(tk, 0), r);
     }
     if (is_float_lane(tk)) {  // integer -> float, through f64 for i64 as the CPU does
@@ -844,8 +888,9 @@ class region_emitter {
   // ---- the function ---------------------------------------------------------------------------
   void body(const kernel& k) {
     id void_t = m_.type_void();
-    m_.inst(Op::OpFunction, {void_t, main_, static_cast<std::uint32_t>(spv::FunctionControlMask::MaskNone),
-                             m_.type_function(void_t)});
+    m_.inst(Op::OpFunction,
+            {void_t, main_, static_cast<std::uint32_t>(spv::FunctionControlMask::MaskNone),
+             m_.type_function(void_t)});
     id entry = m_.label();
     id uvec3 = m_.type_vector(u32(), 3);
     id gx = lane(m_.emit(Op::OpLoad, uvec3, {global_id_}), u32(), 0);
@@ -867,7 +912,8 @@ class region_emitter {
     m_.inst(Op::OpBranch, {header});
     m_.label(header);
     g_index_ = m_.emit(Op::OpPhi, u32(), {gx, entry, g_next, cont});
-    m_.inst(Op::OpLoopMerge, {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
+    m_.inst(Op::OpLoopMerge,
+            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
     m_.inst(Op::OpBranch, {check});
     m_.label(check);
     id more = m_.emit(Op::OpULessThan, m_.type_bool(), {g_index_, groups});
@@ -899,10 +945,11 @@ class region_emitter {
           value[nid] = compare(n, g_.nodes[n.operands[0]].type, in(0), in(1));
           break;
         case op_class::logical:
-          value[nid] = n.kind == ir::op::logical_not
-                           ? m_.emit(Op::OpLogicalNot, bvec4(), {in(0)})
-                           : m_.emit(n.kind == ir::op::logical_and ? Op::OpLogicalAnd : Op::OpLogicalOr,
-                                     bvec4(), {in(0), in(1)});
+          value[nid] =
+              n.kind == ir::op::logical_not
+                  ? m_.emit(Op::OpLogicalNot, bvec4(), {in(0)})
+                  : m_.emit(n.kind == ir::op::logical_and ? Op::OpLogicalAnd : Op::OpLogicalOr,
+                            bvec4(), {in(0), in(1)});
           break;
         case op_class::select:
           value[nid] = select(lane_of(n.type), in(0), in(1), in(2));
@@ -937,6 +984,8 @@ class region_emitter {
   std::vector<id> dims_, coords_;
   std::vector<std::vector<id>> strides_;
   std::vector<int> strided_slot_;
+  id scalar_types_[6] = {}, vector_types_[6] = {};
+  std::map<std::tuple<int, std::uint64_t, std::int64_t>, id> splats_;
 };
 
 }  // namespace detail

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <map>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <spirv/unified1/GLSL.std.450.h>
@@ -105,7 +105,8 @@ class module {
     return constant_bits(type_float(32), {b});
   }
   id constant_64(id type, std::uint64_t v) {
-    return constant_bits(type, {static_cast<std::uint32_t>(v), static_cast<std::uint32_t>(v >> 32)});
+    return constant_bits(type,
+                         {static_cast<std::uint32_t>(v), static_cast<std::uint32_t>(v >> 32)});
   }
   id constant_bool(bool v) {
     return unique(v ? spv::Op::OpConstantTrue : spv::Op::OpConstantFalse, {type_bool()}, true);
@@ -209,8 +210,8 @@ class module {
     op(memory_model, spv::Op::OpMemoryModel,
        {static_cast<std::uint32_t>(spv::AddressingModel::Logical),
         static_cast<std::uint32_t>(spv::MemoryModel::GLSL450)});
-    for (const words* s : {static_cast<const words*>(&memory_model), &entry_points_, &execution_modes_, &debug_,
-                           &annotations_, &globals_, &functions_})
+    for (const words* s : {static_cast<const words*>(&memory_model), &entry_points_,
+                           &execution_modes_, &debug_, &annotations_, &globals_, &functions_})
       out.insert(out.end(), s->begin(), s->end());
     return out;
   }
@@ -244,7 +245,14 @@ class module {
   std::vector<spv::Capability> capabilities_;
   words capability_words_, extensions_, imports_, entry_points_, execution_modes_, debug_,
       annotations_, globals_, functions_;
-  std::map<words, id> known_;
+  struct words_hash {
+    std::size_t operator()(const words& w) const noexcept {
+      std::size_t h = 1469598103934665603ull;
+      for (auto x : w) h = (h ^ x) * 1099511628211ull;
+      return h;
+    }
+  };
+  std::unordered_map<words, id, words_hash> known_;
 };
 
 }  // namespace kiln::spirv

@@ -31,10 +31,10 @@ inline std::string validate(const words& code, std::uint32_t vulkan_version) {
                                     : SPV_ENV_VULKAN_1_1;
   spvtools::SpirvTools tools(env);
   std::string messages;
-  tools.SetMessageConsumer([&](spv_message_level_t, const char*, const spv_position_t& at,
-                               const char* m) {
-    messages += "word " + std::to_string(at.index) + ": " + m + "\n";
-  });
+  tools.SetMessageConsumer(
+      [&](spv_message_level_t, const char*, const spv_position_t& at, const char* m) {
+        messages += "word " + std::to_string(at.index) + ": " + m + "\n";
+      });
   if (!tools.Validate(code) && messages.empty()) messages = "invalid module";
   return messages;
 #else

@@ -21,11 +21,16 @@ namespace kiln::vulkan {
 // Discrete > integrated > virtual > CPU (lower is better).
 inline int type_rank(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
-    default: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return 3;
+    default:
+      return 4;
   }
 }
 
@@ -185,7 +190,8 @@ class context {
     if (messages.empty()) return;
     std::string text;
     for (auto& m : messages) text += "\n  " + m;
-    throw error(errc::device_error, "vulkan", "validation layer reported during " + what + ":" + text);
+    throw error(errc::device_error, "vulkan",
+                "validation layer reported during " + what + ":" + text);
   }
 
  private:
@@ -262,8 +268,10 @@ class context {
     vkGetDeviceQueue(device_, family_, 0, &queue_);
 
     choose_memory();
-    bool feedback = std::min(instance_->api_version(), props.properties.apiVersion) >= VK_API_VERSION_1_3;
-    pipelines_ = std::make_unique<pipeline_cache>(device_, props.properties, p11.deviceUUID, feedback);
+    bool feedback =
+        std::min(instance_->api_version(), props.properties.apiVersion) >= VK_API_VERSION_1_3;
+    pipelines_ =
+        std::make_unique<pipeline_cache>(device_, props.properties, p11.deviceUUID, feedback);
 
     VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     ci.queueFamilyIndex = family_;
@@ -297,11 +305,13 @@ class context {
       return -1;
     };
     constexpr auto local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    constexpr auto host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    constexpr auto host =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     int unified = find(local | host);
     int device_type = find(local);
     int host_type = find(host);
-    if (host_type < 0) throw error(errc::unsupported, "vulkan", name_ + " has no host-visible memory");
+    if (host_type < 0)
+      throw error(errc::unsupported, "vulkan", name_ + " has no host-visible memory");
     // A discrete GPU's small host-visible device-local heap (BAR) is not used as the general pool.
     bool is_unified = unified >= 0 && mp.memoryHeaps[mp.memoryTypes[unified].heapIndex].size >=
                                           (VkDeviceSize(1) << 30);
@@ -310,8 +320,8 @@ class context {
       host_pool_ = std::make_unique<memory_pool>(device_, unified, true);
       ring_pool_ = std::make_unique<memory_pool>(device_, unified, true);
     } else {
-      device_pool_ = std::make_unique<memory_pool>(device_, device_type < 0 ? host_type : device_type,
-                                                   device_type < 0);
+      device_pool_ = std::make_unique<memory_pool>(
+          device_, device_type < 0 ? host_type : device_type, device_type < 0);
       host_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
       ring_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
     }

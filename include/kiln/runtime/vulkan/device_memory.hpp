@@ -28,7 +28,8 @@ class device_memory final : public runtime::device_memory {
       std::memcpy(p, src, bytes);
       return;
     }
-    copy(bytes, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
+    copy(
+        bytes, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
   }
   void read(void* dst, std::size_t bytes) const override {
     if (const unsigned char* p = range_.host()) {

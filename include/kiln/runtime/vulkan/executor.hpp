@@ -60,7 +60,8 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   region_call c;
   std::int64_t total = space.element_count();
   c.metadata = {static_cast<std::uint32_t>((total + 3) / 4), static_cast<std::uint32_t>(total)};
-  for (int i = 0; i < space.rank; ++i) c.metadata.push_back(static_cast<std::uint32_t>(space.dims[i]));
+  for (int i = 0; i < space.rank; ++i)
+    c.metadata.push_back(static_cast<std::uint32_t>(space.dims[i]));
   c.key = std::to_string(index) + ":";
   for (auto a : reg.args) {
     const ir::input_decl& d = p.graph.inputs[a];
@@ -97,7 +98,8 @@ inline const spirv::kernel& kernel_for(program& prog, const region_call& call, i
         throw error(errc::device_error, "spirv-val",
                     prog.name + " region " + std::to_string(index) + ": " + msg);
     if (const auto& dir = dump_directory(); !dir.empty()) {
-      std::string stem = "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
+      std::string stem =
+          "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
       auto base = dir / prog.name / stem;
       write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
       std::string text = spirv::disassemble(k.code);
@@ -129,7 +131,8 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
          std::span<const runtime::buffer_ref> results, const std::int64_t* sym, Cpu&& cpu) {
   const compiler::plan& p = prog.plan;
   const ir::graph& g = p.graph;
-  auto device_of = [&](const runtime::buffer_ref& b, const std::string& what) -> const device_memory* {
+  auto device_of = [&](const runtime::buffer_ref& b,
+                       const std::string& what) -> const device_memory* {
     if (!b.memory) return nullptr;
     auto* m = dynamic_cast<const device_memory*>(b.memory);
     if (!m || &m->owner() != &ctx)
@@ -138,8 +141,10 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
                       std::to_string(ctx.index()) + " (" + ctx.name() + ")");
     return m;
   };
-  for (std::size_t a = 0; a < args.size(); ++a) device_of(args[a], "argument " + std::to_string(a + 1));
-  for (std::size_t r = 0; r < results.size(); ++r) device_of(results[r], "result " + std::to_string(r + 1));
+  for (std::size_t a = 0; a < args.size(); ++a)
+    device_of(args[a], "argument " + std::to_string(a + 1));
+  for (std::size_t r = 0; r < results.size(); ++r)
+    device_of(results[r], "result " + std::to_string(r + 1));
 
   std::lock_guard lock(ctx.mutex());
   ctx.ring_reset();
@@ -206,7 +211,8 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+      vkCmdPipelineBarrier(cb,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     }
     std::vector<VkDescriptorBufferInfo> infos;
@@ -227,15 +233,16 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
       writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[b].pBufferInfo = &infos[b];
     }
-    vkUpdateDescriptorSets(ctx.device(), static_cast<std::uint32_t>(writes.size()), writes.data(), 0,
-                           nullptr);
+    vkUpdateDescriptorSets(ctx.device(), static_cast<std::uint32_t>(writes.size()), writes.data(),
+                           0, nullptr);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
     if (pl.push_bytes)
       vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
                          call.metadata.data());
     std::uint64_t groups = (static_cast<std::uint64_t>(total) + 3) / 4;
-    std::uint64_t count = std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
+    std::uint64_t count =
+        std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
     vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
   }
   std::uint64_t done = 0;
@@ -261,8 +268,9 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
         unsigned char* h = dynamic_cast<const device_memory*>(b.memory)->range().host();
         if (!h)
           throw error(errc::unsupported, prog.name,
-                      what + " is in device-only memory but a region the device cannot run needs "
-                             "it on the CPU; pass host data instead");
+                      what +
+                          " is in device-only memory but a region the device cannot run needs "
+                          "it on the CPU; pass host data instead");
         b.data = h;
         b.memory = nullptr;
       };
@@ -272,14 +280,15 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
         for (auto r : p.regions[i].results)
           host_of(host_results[r], "result " + std::to_string(r + 1));
       }
-      cpu(std::span<const runtime::buffer_ref>(host_args), std::span<const runtime::buffer_ref>(host_results),
-          on_cpu);
+      cpu(std::span<const runtime::buffer_ref>(host_args),
+          std::span<const runtime::buffer_ref>(host_results), on_cpu);
     } catch (...) {
       cpu_failure = std::current_exception();
     }
   }
   if (cb) ctx.wait(done);
-  for (auto& [r, s] : copy_back) std::memcpy(const_cast<void*>(results[r].data), s.host(), bytes_of_result(r));
+  for (auto& [r, s] : copy_back)
+    std::memcpy(const_cast<void*>(results[r].data), s.host(), bytes_of_result(r));
   ctx.ring_end_call();
   ctx.check_validation(prog.name + " call");
   if (cpu_failure) std::rethrow_exception(cpu_failure);

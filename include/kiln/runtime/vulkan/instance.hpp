@@ -94,7 +94,8 @@ class instance {
     info.ppEnabledLayerNames = layers.data();
     info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
     info.ppEnabledExtensionNames = extensions.data();
-    VkDebugUtilsMessengerCreateInfoEXT debug{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    VkDebugUtilsMessengerCreateInfoEXT debug{
+        VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
     debug.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
                             VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     debug.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
@@ -112,7 +113,8 @@ class instance {
     if (validate) {
       auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(handle_, "vkCreateDebugUtilsMessengerEXT"));
-      if (!create) throw error(errc::device_error, "vulkan", "vkCreateDebugUtilsMessengerEXT missing");
+      if (!create)
+        throw error(errc::device_error, "vulkan", "vkCreateDebugUtilsMessengerEXT missing");
       check(create(handle_, &debug, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
     }
   }

@@ -23,7 +23,7 @@ struct memory_block {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceSize size = 0;
-  unsigned char* mapped = nullptr;  // host address when the memory type is host-visible
+  unsigned char* mapped = nullptr;            // host address when the memory type is host-visible
   std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
 };
 

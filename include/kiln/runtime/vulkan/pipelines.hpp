@@ -29,8 +29,10 @@ inline std::uint64_t hash_words(const spirv::words& w, std::uint64_t seed) {
 // Where pipeline caches live: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
 inline std::filesystem::path cache_directory() {
   if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "kiln";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "kiln";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::filesystem::path(x) / "kiln";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::filesystem::path(h) / ".cache" / "kiln";
   return {};
 }
 
@@ -128,7 +130,8 @@ class pipeline_cache {
     ci.stage.pSpecializationInfo = &spec;
     ci.layout = p.layout;
     VkPipelineCreationFeedback whole{}, stage{};
-    VkPipelineCreationFeedbackCreateInfo fb{VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+    VkPipelineCreationFeedbackCreateInfo fb{
+        VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
     fb.pPipelineCreationFeedback = &whole;
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;

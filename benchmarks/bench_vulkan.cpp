@@ -1,0 +1,176 @@
+// kiln on Vulkan beside its anchors, in one process on one driver: the emitted relu(x * y + z)
+// against the same kernel hand-written in GLSL (compiled by glslangValidator at build time) run
+// through the same Vulkan calls; a tiny call's round trip against raw Vulkan; SPIR-V emission
+// time for a 1-op and a 30-op region; first-call latency (emission + pipeline creation).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <fstream>
+
+#include <kiln/kiln.hpp>
+
+using namespace kiln;
+
+namespace {
+
+constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+    [](auto x, auto y, auto z) { return relu(x * y + z); });
+
+template <class Fn>
+double seconds_per_call(Fn&& fn, int calls) {
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
+  }
+  return best;
+}
+
+// The GLSL anchor: its pipeline, and one dispatch of it through the same calls kiln makes
+// (reset pools, allocate a descriptor set, bind, push, dispatch, submit, wait on the timeline).
+struct glsl_anchor {
+  vulkan::context& ctx;
+  const vulkan::pipeline& pl;
+
+  explicit glsl_anchor(vulkan::context& c) : ctx(c), pl(make(c)) {}
+
+  static const vulkan::pipeline& make(vulkan::context& c) {
+    std::ifstream in(KILN_GLSL_ANCHOR_SPV, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    if (bytes.empty()) throw std::runtime_error("missing " KILN_GLSL_ANCHOR_SPV);
+    spirv::kernel k;
+    k.code.resize(bytes.size() / 4);
+    std::memcpy(k.code.data(), bytes.data(), bytes.size());
+    k.bindings = 4;
+    k.metadata = 1;
+    return c.pipelines().get(k, c.target().workgroup_size());
+  }
+
+  void run(const buffer<float>* bufs, std::uint32_t n) {
+    std::lock_guard lock(ctx.mutex());
+    VkCommandBuffer cb = ctx.begin();
+    VkDescriptorSet set = ctx.descriptor_set(pl.set_layout);
+    VkDescriptorBufferInfo info[4];
+    VkWriteDescriptorSet writes[4];
+    for (int b = 0; b < 4; ++b) {
+      auto* m = static_cast<vulkan::device_memory*>(bufs[b].memory());
+      info[b] = {m->range().buffer(), m->range().offset, m->range().size};
+      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b].dstSet = set;
+      writes[b].dstBinding = b;
+      writes[b].descriptorCount = 1;
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &info[b];
+    }
+    vkUpdateDescriptorSets(ctx.device(), 4, writes, 0, nullptr);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
+    std::uint32_t groups = (n + 3) / 4, wg = ctx.target().workgroup_size();
+    vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &groups);
+    std::uint32_t count = std::min((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
+    vkCmdDispatch(cb, count, 1, 1);
+    ctx.wait(ctx.submit());
+  }
+};
+
+std::vector<float> data(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * float(i));
+  return v;
+}
+
+void relu_fma_vs_glsl(benchmark::State& state) {
+  auto dev = device::vulkan();
+  std::size_t n = static_cast<std::size_t>(state.range(0));
+  buffer<float> bufs[4] = {dev.upload(data(n, 1)), dev.upload(data(n, 2)),
+                           dev.upload(data(n, 0.5f)),
+                           dev.alloc<float>(static_cast<std::int64_t>(n))};
+  auto run_kiln = [&] { relu_fma.on(dev)(bufs[0], bufs[1], bufs[2], into(bufs[3])); };
+  glsl_anchor glsl(*dev.context());
+  auto run_glsl = [&] { glsl.run(bufs, static_cast<std::uint32_t>(n)); };
+  run_kiln();
+  run_glsl();
+  for (auto _ : state) run_kiln();
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n) * 16);
+  int calls = n > 100000 ? 10 : 2000;
+  double k = seconds_per_call(run_kiln, calls);
+  state.counters["kiln_us"] = k * 1e6;
+  state.counters["glsl_us"] = seconds_per_call(run_glsl, calls) * 1e6;
+  state.counters["x_vs_glsl"] = state.counters["glsl_us"] / state.counters["kiln_us"];
+  state.SetLabel(dev.name());
+}
+BENCHMARK(relu_fma_vs_glsl)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime();
+// A tiny call: the round trip (record, submit, wait) dominates.
+BENCHMARK(relu_fma_vs_glsl)
+    ->Name("tiny_call_round_trip_vs_raw_vulkan")
+    ->Arg(16)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// A plan of n chained ops (tanh(v * 1.5 + 0.25) repeated, plus adds) built at run time.
+compiler::plan chain(int ops, float salt) {
+  ir::builder b;
+  auto v = b.input(dtype::f32, {dyn});
+  auto x = v;
+  for (int i = 0; i < ops; ++i) {
+    switch (i % 3) {
+      case 0:
+        v = b.binary(ir::op::mul, v, b.constant(scalar::of_float(dtype::f32, 1.5 + salt)));
+        break;
+      case 1:
+        v = b.binary(ir::op::add, v, x);
+        break;
+      default:
+        v = b.unary(ir::op::tanh, v);
+        break;
+    }
+  }
+  b.output(v);
+  return compiler::compile(b.get());
+}
+
+void spirv_emission(benchmark::State& state) {
+  auto p = chain(static_cast<int>(state.range(0)), 0);
+  spirv::target t;
+  std::vector<spirv::operand_kind> kinds{spirv::operand_kind::full};
+  std::size_t words = 0;
+  for (auto _ : state) {
+    auto k = spirv::emit_region(p, p.regions[0], kinds, t);
+    words = k.code.size();
+    benchmark::DoNotOptimize(k.code.data());
+  }
+  state.counters["words"] = static_cast<double>(words);
+  state.counters["graph_ops"] = static_cast<double>(p.graph.nodes.size());
+}
+BENCHMARK(spirv_emission)->Arg(1)->Arg(30)->Unit(benchmark::kMicrosecond);
+
+// First call of a new kernel: emission plus pipeline creation (a fresh constant each time, so
+// neither the in-memory nor the driver's pipeline cache can answer).
+void first_call_latency(benchmark::State& state) {
+  auto dev = device::vulkan();
+  auto& ctx = *dev.context();
+  std::vector<spirv::operand_kind> kinds{spirv::operand_kind::full};
+  float salt = 0;
+  double emit_s = 0;
+  for (auto _ : state) {
+    auto p = chain(static_cast<int>(state.range(0)), salt += 1e-3f);
+    auto t0 = std::chrono::steady_clock::now();
+    auto k = spirv::emit_region(p, p.regions[0], kinds, ctx.target());
+    emit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(ctx.pipelines().get(k, ctx.target().workgroup_size()).handle);
+  }
+  state.counters["emission_us"] = emit_s / static_cast<double>(state.iterations()) * 1e6;
+  state.SetLabel(dev.name());
+}
+BENCHMARK(first_call_latency)
+    ->Arg(1)
+    ->Arg(30)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(20);
+
+}  // namespace
+
+BENCHMARK_MAIN();
