@@ -12,6 +12,8 @@
 
 #include <kiln/kiln.hpp>
 
+#include "timing.hpp"
+
 using namespace kiln;
 
 namespace {
@@ -31,19 +33,6 @@ std::vector<float> data(std::size_t n, float scale) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * float(i));
   return v;
-}
-
-// Best-of-five mean seconds per call of fn (the min filters out interference).
-template <class Fn>
-double seconds_per_call(Fn&& fn, int calls) {
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
-  }
-  return best;
 }
 
 using eigen_vec = Eigen::Map<Eigen::ArrayXf>;

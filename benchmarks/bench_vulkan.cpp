@@ -9,24 +9,14 @@
 
 #include <kiln/kiln.hpp>
 
+#include "timing.hpp"
+
 using namespace kiln;
 
 namespace {
 
 constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
     [](auto x, auto y, auto z) { return relu(x * y + z); });
-
-template <class Fn>
-double seconds_per_call(Fn&& fn, int calls) {
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
-  }
-  return best;
-}
 
 // The GLSL anchor: its pipeline, and one dispatch of it through the same calls kiln makes
 // (reset pools, allocate a descriptor set, bind, push, dispatch, submit, wait on the timeline).
