@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kiln/core/hash.hpp"
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
@@ -109,8 +110,7 @@ vulkan::program& vulkan_program() {
     constexpr const auto& frozen = frozen_plan_v<F, P...>;
     compiler::plan p = frozen.thaw();
     std::string text = compiler::print(p);
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    std::uint64_t h = fnv1a(text);
     char name[32];
     std::snprintf(name, sizeof name, "fn-%016llx", static_cast<unsigned long long>(h));
     if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {

@@ -128,7 +128,7 @@ class region_emitter {
     k.bindings = static_cast<std::uint32_t>(r_.args.size() + r_.results.size()) +
                  (k.metadata_in_buffer ? 1 : 0);
     declare(k);
-    body(k);
+    body();
     k.code = m_.assemble();
     return k;
   }
@@ -886,7 +886,7 @@ class region_emitter {
   }
 
   // ---- the function ---------------------------------------------------------------------------
-  void body(const kernel& k) {
+  void body() {
     id void_t = m_.type_void();
     m_.inst(Op::OpFunction,
             {void_t, main_, static_cast<std::uint32_t>(spv::FunctionControlMask::MaskNone),
@@ -906,7 +906,6 @@ class region_emitter {
       strides_.emplace_back();
       for (int i = 0; i < rank_; ++i) strides_.back().push_back(metadata(next++));
     }
-    (void)k;
     id header = m_.fresh(), check = m_.fresh(), loop_body = m_.fresh(), cont = m_.fresh(),
        merge = m_.fresh(), g_next = m_.fresh();
     m_.inst(Op::OpBranch, {header});

@@ -13,6 +13,8 @@
 #include <spirv/unified1/GLSL.std.450.h>
 #include <spirv/unified1/spirv.hpp11>
 
+#include "kiln/core/hash.hpp"
+
 namespace kiln::spirv {
 
 using id = std::uint32_t;
@@ -246,11 +248,7 @@ class module {
   words capability_words_, extensions_, imports_, entry_points_, execution_modes_, debug_,
       annotations_, globals_, functions_;
   struct words_hash {
-    std::size_t operator()(const words& w) const noexcept {
-      std::size_t h = 1469598103934665603ull;
-      for (auto x : w) h = (h ^ x) * 1099511628211ull;
-      return h;
-    }
+    std::size_t operator()(const words& w) const noexcept { return kiln::detail::fnv1a(w); }
   };
   std::unordered_map<words, id, words_hash> known_;
 };

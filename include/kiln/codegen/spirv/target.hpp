@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace kiln::spirv {
 
@@ -19,18 +18,11 @@ struct target {
   bool float64 = false;  // shaderFloat64
   bool int64 = false;    // shaderInt64
   bool int16 = false;    // shaderInt16 (not needed: narrow types travel in 32-bit words)
-  bool float16 = false;  // shaderFloat16 (not needed: f16 computes in f32 as on the CPU)
 
   // The workgroup size kiln dispatches with (a specialization constant of every kernel).
   std::uint32_t workgroup_size() const {
     std::uint32_t w = subgroup_size * 2 > 64 ? subgroup_size * 2 : 64;
     return w < max_workgroup_size_x ? w : max_workgroup_size_x;
-  }
-
-  // A stable text of everything that changes the emitted code (part of the pipeline key).
-  std::string key() const {
-    return std::to_string(float64) + std::to_string(int64) + ":" +
-           std::to_string(push_constant_bytes);
   }
 };
 

@@ -149,9 +149,14 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
   std::lock_guard lock(ctx.mutex());
   ctx.ring_reset();
   std::vector<bool> on_cpu(p.regions.size(), false);
+  // Descriptor of each argument and result, made at its first use (null buffer: not yet).
   std::vector<VkDescriptorBufferInfo> arg_info(args.size()), result_info(results.size());
-  std::vector<bool> arg_bound(args.size(), false), result_bound(results.size(), false);
-  std::vector<std::pair<std::size_t, allocation>> copy_back;  // staged host results
+  struct staged_result {
+    const runtime::buffer_ref* ref;
+    allocation range;
+    std::size_t bytes;
+  };
+  std::vector<staged_result> copy_back;
   auto bytes_of_arg = [&](std::size_t a) {
     return static_cast<std::size_t>(args[a].dims.element_count()) * size_in_bytes(g.inputs[a].type);
   };
@@ -159,29 +164,22 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
     return static_cast<std::size_t>(results[r].dims.element_count()) *
            size_in_bytes(g.nodes[g.outputs[r]].type);
   };
-  auto bind_arg = [&](std::size_t a) {
-    if (arg_bound[a]) return arg_info[a];
-    arg_bound[a] = true;
-    if (auto* m = device_of(args[a], "")) {
-      arg_info[a] = {m->range().buffer(), m->range().offset, m->range().size};
+  // Device memory binds as it is; host data goes through the ring (copied in for arguments,
+  // copied out after the wait for results).
+  auto bind = [&](VkDescriptorBufferInfo& info, const runtime::buffer_ref& b, std::size_t bytes,
+                  bool is_result) {
+    if (info.buffer) return info;
+    if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by device_of above
+      info = {m->range().buffer(), m->range().offset, m->range().size};
     } else {
-      allocation s = ctx.ring_take(bytes_of_arg(a));
-      std::memcpy(s.host(), args[a].data, bytes_of_arg(a));
-      arg_info[a] = {s.buffer(), s.offset, s.size};
+      allocation s = ctx.ring_take(bytes);
+      if (is_result)
+        copy_back.push_back({&b, s, bytes});
+      else
+        std::memcpy(s.host(), b.data, bytes);
+      info = {s.buffer(), s.offset, s.size};
     }
-    return arg_info[a];
-  };
-  auto bind_result = [&](std::size_t r) {
-    if (result_bound[r]) return result_info[r];
-    result_bound[r] = true;
-    if (auto* m = device_of(results[r], "")) {
-      result_info[r] = {m->range().buffer(), m->range().offset, m->range().size};
-    } else {
-      allocation s = ctx.ring_take(bytes_of_result(r));
-      copy_back.emplace_back(r, s);
-      result_info[r] = {s.buffer(), s.offset, s.size};
-    }
-    return result_info[r];
+    return info;
   };
 
   VkCommandBuffer cb = VK_NULL_HANDLE;
@@ -216,8 +214,9 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     }
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto a : reg.args) infos.push_back(bind_arg(a));
-    for (auto r : reg.results) infos.push_back(bind_result(r));
+    for (auto a : reg.args) infos.push_back(bind(arg_info[a], args[a], bytes_of_arg(a), false));
+    for (auto r : reg.results)
+      infos.push_back(bind(result_info[r], results[r], bytes_of_result(r), true));
     if (k.metadata_in_buffer) {
       allocation m = ctx.ring_take(call.metadata.size() * 4);
       std::memcpy(m.host(), call.metadata.data(), call.metadata.size() * 4);
@@ -287,8 +286,8 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
     }
   }
   if (cb) ctx.wait(done);
-  for (auto& [r, s] : copy_back)
-    std::memcpy(const_cast<void*>(results[r].data), s.host(), bytes_of_result(r));
+  for (const staged_result& s : copy_back)
+    std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
   ctx.ring_end_call();
   ctx.check_validation(prog.name + " call");
   if (cpu_failure) std::rethrow_exception(cpu_failure);

@@ -12,19 +12,11 @@
 #include <vector>
 
 #include "kiln/codegen/spirv/emit_region.hpp"
+#include "kiln/core/hash.hpp"
 #include "kiln/core/version.hpp"
 #include "kiln/runtime/vulkan/check.hpp"
 
 namespace kiln::vulkan {
-
-inline std::uint64_t hash_words(const spirv::words& w, std::uint64_t seed) {
-  std::uint64_t h = 1469598103934665603ull ^ seed;
-  for (auto x : w) {
-    h ^= x;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Where pipeline caches live: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
 inline std::filesystem::path cache_directory() {
@@ -95,7 +87,7 @@ class pipeline_cache {
 
   // The pipeline of kernel k run with `workgroup` invocations per workgroup (created at first use).
   const pipeline& get(const spirv::kernel& k, std::uint32_t workgroup) {
-    std::uint64_t key = hash_words(k.code, workgroup);
+    std::uint64_t key = kiln::detail::fnv1a(k.code, workgroup);
     if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
     pipeline p;
     p.bindings = k.bindings;
