@@ -6,7 +6,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kiln/core/hash.hpp"
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
@@ -37,37 +36,16 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
   std::array<std::int64_t, S.symbols + 1> sym{};
   runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args,
                            sym.data(), "fn");
-  std::array<shape, S.outputs> result_dims;
   for (int r = 0; r < S.outputs; ++r) {
     const ir::node& n = Plan.nodes[Plan.outputs[r]];
-    result_dims[r] = runtime::concrete(n.dims, sym.data());
-    runtime::check_result(results[r], n.type, result_dims[r], r, "fn");
+    runtime::check_result(results[r], n.type, runtime::concrete(n.dims, sym.data()), r, "fn");
   }
-  // In place is safe only where every element is read before it is written: one region, and the
-  // result and the argument identical in address, type and extents.
-  for (int r = 0; r < S.outputs; ++r) {
-    const ir::node& n = Plan.nodes[Plan.outputs[r]];
-    for (int a = 0; a < S.inputs; ++a) {
-      bool same_type = n.type == Plan.inputs[a].type && S.regions == 1;
-      if (results[r].memory || args[a].memory) {
-        if (results[r].memory != args[a].memory) continue;
-        if (same_type && results[r].dims.element_count() == args[a].dims.element_count()) continue;
-      } else {
-        auto* lo = static_cast<const unsigned char*>(results[r].data);
-        auto* hi = lo + result_dims[r].element_count() * size_in_bytes(n.type);
-        auto* alo = static_cast<const unsigned char*>(args[a].data);
-        auto* ahi = alo + args[a].dims.element_count() * size_in_bytes(Plan.inputs[a].type);
-        if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
-        // Same address, same end and same type imply the same element count.
-        if (lo == alo && hi == ahi && same_type) continue;
-      }
-      throw error(errc::invalid_argument, "fn",
-                  "result " + std::to_string(r + 1) + " overlaps argument " +
-                      std::to_string(a + 1) +
-                      "; writing in place needs identical buffers (same address, type and "
-                      "extents) in a single-region function");
-    }
-  }
+  std::array<dtype, S.inputs + 1> arg_types{};
+  std::array<dtype, S.outputs> result_types{};
+  for (int a = 0; a < S.inputs; ++a) arg_types[a] = Plan.inputs[a].type;
+  for (int r = 0; r < S.outputs; ++r) result_types[r] = Plan.nodes[Plan.outputs[r]].type;
+  runtime::check_overlap(args, std::span(arg_types.data(), S.inputs), results, result_types,
+                         S.regions, "fn");
   return sym;
 }
 
@@ -102,27 +80,13 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
   }
 }
 
-// A function's Vulkan program: its plan in vector form, named by a hash of its text; with
-// KILN_DUMP_DIR set, the IR after each pass, the regions and the plan are written at creation.
+// A function's Vulkan program: its plan in vector form, named (and dumped) at creation.
 template <class F, class... P>
 vulkan::program& vulkan_program() {
   static vulkan::program prog = [] {
-    constexpr const auto& frozen = frozen_plan_v<F, P...>;
-    compiler::plan p = frozen.thaw();
-    std::string text = compiler::print(p);
-    std::uint64_t h = fnv1a(text);
-    char name[32];
-    std::snprintf(name, sizeof name, "fn-%016llx", static_cast<unsigned long long>(h));
-    if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {
-      ir::graph traced = trace_graph<F, P...>();
-      std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
-                                {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
-                                {"2-regions.txt", compiler::print_regions(p)},
-                                {"3-plan.txt", text}};
-      for (auto& [file, body] : files)
-        vulkan::write_file(dir / name / file, body.data(), body.size());
-    }
-    return vulkan::program(std::move(p), name);
+    compiler::plan p = frozen_plan_v<F, P...>.thaw();
+    std::string name = vulkan::name_and_dump("fn", trace_graph<F, P...>(), p);
+    return vulkan::program(std::move(p), std::move(name));
   }();
   return prog;
 }
@@ -274,16 +238,7 @@ class function {
     auto sym = detail::bind_call<plan>(in, out_refs);
     switch (d.type()) {
       case device::kind::cpu:
-        for (int a = 0; a < parameter_count; ++a)
-          if (in[a].memory)
-            throw error(errc::invalid_argument, "fn",
-                        "argument " + std::to_string(a + 1) + " lives on " +
-                            in[a].memory->device_name() + " but the call runs on the cpu");
-        for (int r = 0; r < result_count; ++r)
-          if (out_refs[r].memory)
-            throw error(errc::invalid_argument, "fn",
-                        "result " + std::to_string(r + 1) + " lives on " +
-                            out_refs[r].memory->device_name() + " but the call runs on the cpu");
+        runtime::check_host(in, out_refs, "fn");
         detail::run_cpu<plan>(in, out_refs, sym.data());
         break;
       case device::kind::vulkan:

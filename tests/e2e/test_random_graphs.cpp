@@ -1,13 +1,14 @@
-// Seeded random elementwise graphs (KILN_RANDOM_GRAPHS of them, 500 in CI), built at run time,
-// compiled by the same passes, run on Vulkan and compared with this file's own scalar evaluator;
-// every module is checked by spirv-val. A failure prints its seed and graph.
+// Seeded random elementwise graphs (KILN_RANDOM_GRAPHS of them, 500 in CI), built through the
+// run-time graph API, compiled by the same passes, run on Vulkan and on the CPU (the tiled
+// interpreter), each compared with this file's own scalar evaluator; every module is checked by
+// spirv-val. A failure prints its seed and plan.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include <kiln/codegen/spirv/tools.hpp>
-#include <kiln/kiln.hpp>
+#include <kiln/executable.hpp>
 
 #include "../support/reference.hpp"
 
@@ -54,7 +55,7 @@ std::int32_t saturate_i32(double v) {
 }
 
 struct random_graph {
-  ir::graph g;
+  kiln::graph g;
   std::vector<shape> arg_dims;  // actual extents per input
   shape out;
 };
@@ -71,8 +72,9 @@ random_graph make_graph(unsigned seed) {
   for (int i = 0; i < rank; ++i) space.dims[i] = 1 + pick(9);
   if (rank == 1 && pick(3) == 0) space.dims[0] = 1000 + pick(5000);
   rg.out = space;
-  ir::builder b;
-  std::vector<std::int32_t> floats, ints, bools;
+  kiln::graph& b = rg.g;
+  using value = kiln::graph::value;
+  std::vector<value> floats, ints, bools;
   int inputs = 1 + pick(4);
   const dtype kinds[] = {dtype::f32,  dtype::f32, dtype::i32, dtype::f16,
                          dtype::bf16, dtype::i8,  dtype::u8,  dtype::boolean};
@@ -87,7 +89,7 @@ random_graph make_graph(unsigned seed) {
     declared = actual;
     if (pick(2))  // dynamic extents resolved at the call
       for (int i = 0; i < declared.rank; ++i) declared.dims[i] = dyn;
-    std::int32_t id = b.input(t, declared);
+    value id = b.input("in" + std::to_string(k), t, declared);
     rg.arg_dims.push_back(actual);
     if (t == dtype::boolean) {
       bools.push_back(id);
@@ -97,10 +99,10 @@ random_graph make_graph(unsigned seed) {
       ints.push_back(t == dtype::i32 ? id : b.cast(id, dtype::i32));
     }
   }
-  auto any = [&](std::vector<std::int32_t>& v) { return v[pick(static_cast<int>(v.size()))]; };
-  if (floats.empty()) floats.push_back(b.constant(scalar::of_float(dtype::f32, 1.5)));
-  if (ints.empty()) ints.push_back(b.constant(scalar::of_integer(dtype::i32, 7)));
-  if (bools.empty()) bools.push_back(b.binary(op::lt, any(floats), any(floats)));
+  auto any = [&](std::vector<value>& v) { return v[pick(static_cast<int>(v.size()))]; };
+  if (floats.empty()) floats.push_back(b.constant(1.5, dtype::f32));
+  if (ints.empty()) ints.push_back(b.constant(7, dtype::i32));
+  if (bools.empty()) bools.push_back(b.lt(any(floats), any(floats)));
   const op float_unary[] = {op::neg,  op::abs,   op::relu,  op::exp, op::tanh, op::sigmoid,
                             op::sqrt, op::floor, op::round, op::log, op::sin,  op::erf};
   const op float_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
@@ -111,24 +113,24 @@ random_graph make_graph(unsigned seed) {
     switch (pick(9)) {
       case 0:
       case 1:
-        floats.push_back(b.unary(float_unary[pick(12)], any(floats)));
+        floats.push_back(b.apply(float_unary[pick(12)], {any(floats)}));
         break;
       case 2:
       case 3:
-        floats.push_back(b.binary(float_binary[pick(6)], any(floats), any(floats)));
+        floats.push_back(b.apply(float_binary[pick(6)], {any(floats), any(floats)}));
         break;
       case 4:
-        ints.push_back(b.binary(int_binary[pick(6)], any(ints), any(ints)));
+        ints.push_back(b.apply(int_binary[pick(6)], {any(ints), any(ints)}));
         break;
       case 5:
-        bools.push_back(pick(2) ? b.binary(compares[pick(6)], any(floats), any(floats))
-                                : b.binary(compares[pick(6)], any(ints), any(ints)));
+        bools.push_back(pick(2) ? b.apply(compares[pick(6)], {any(floats), any(floats)})
+                                : b.apply(compares[pick(6)], {any(ints), any(ints)}));
         break;
       case 6:
         floats.push_back(b.select(any(bools), any(floats), any(floats)));
         break;
       case 7:
-        ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.unary(op::neg, any(ints)));
+        ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.neg(any(ints)));
         break;
       default:
         floats.push_back(b.cast(any(pick(2) ? ints : bools), dtype::f32));
@@ -138,7 +140,7 @@ random_graph make_graph(unsigned seed) {
   // One to three results, each broadcast to the full space, some cast to narrow types.
   int results = 1 + pick(3);
   for (int r = 0; r < results; ++r) {
-    std::int32_t v = pick(3) == 0 ? any(ints) : any(floats);
+    value v = pick(3) == 0 ? any(ints) : any(floats);
     // Broadcast to the space with a zero of the right shape: an input of the full extents.
     switch (pick(5)) {
       case 0:
@@ -150,9 +152,8 @@ random_graph make_graph(unsigned seed) {
       default:
         break;
     }
-    b.output(v);
+    b.output("out" + std::to_string(r), v);
   }
-  rg.g = b.take();
   return rg;
 }
 
@@ -368,15 +369,17 @@ std::int64_t source_index(const shape& dims, const shape& space, const std::int6
   return idx;
 }
 
-// Runs one seed; returns false (with failures added) when Vulkan and the reference differ.
-bool run_seed(unsigned seed, const device& dev) {
+// Runs one seed on Vulkan and on the CPU; returns false (with failures added) when either
+// differs from the reference.
+bool run_seed(unsigned seed, const device& vk) {
   random_graph rg = make_graph(seed);
-  auto p = compiler::compile(rg.g);
+  executable exe = compile(rg.g);
+  const compiler::plan& p = exe.plan();
   std::mt19937 gen(seed * 7919u + 1);
   // Argument data.
   std::vector<std::vector<unsigned char>> arg_data;
   std::vector<std::vector<rv>> arg_values;
-  std::vector<runtime::buffer_ref> args;
+  std::vector<tensor_ref> args;
   for (std::size_t a = 0; a < p.graph.inputs.size(); ++a) {
     dtype t = p.graph.inputs[a].type;
     std::int64_t n = rg.arg_dims[a].element_count();
@@ -386,71 +389,77 @@ bool run_seed(unsigned seed, const device& dev) {
       arg_values.back().push_back(input_value(t, gen));
       store(t, arg_values.back().back(), arg_data.back().data() + i * size_in_bytes(t));
     }
-    args.push_back({arg_data.back().data(), rg.arg_dims[a], false, nullptr});
+    args.emplace_back(static_cast<const void*>(arg_data.back().data()), t, rg.arg_dims[a]);
   }
   std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
+  std::vector<runtime::buffer_ref> refs;
+  for (const auto& a : args) refs.push_back(a.ref);
   runtime::resolve_symbols(p.graph.inputs, p.graph.nodes, p.graph.symbols, p.graph.constraints,
-                           args, sym.data(), "random");
-  std::vector<std::vector<unsigned char>> result_data;
-  std::vector<runtime::buffer_ref> results;
-  for (auto o : p.graph.outputs) {
-    shape dims = runtime::concrete(p.graph.nodes[o].dims, sym.data());
-    result_data.emplace_back(
-        static_cast<std::size_t>(dims.element_count() * size_in_bytes(p.graph.nodes[o].type)) + 1);
-    results.push_back({result_data.back().data(), dims, false, nullptr});
-  }
-  vulkan::program prog(p, "random-" + std::to_string(seed));
-  bool cpu_called = false;
-  vulkan::run(prog, *dev.context(), args, results, sym.data(),
-              [&](auto, auto, const std::vector<bool>&) { cpu_called = true; });
+                           refs, sym.data(), "random");
   std::string context = "seed " + std::to_string(seed) + "\n" + compiler::print(p);
-  if (cpu_called) {
-    ADD_FAILURE() << "a region fell back to the CPU: " << context;
-    return false;
-  }
-  for (auto& [key, k] : prog.kernels) {
-    std::string msg = spirv::validate(k.code, dev.context()->target().vulkan_version);
-    if (!msg.empty()) {
-      ADD_FAILURE() << "spirv-val: " << msg << context;
-      return false;
+  const device devices[] = {vk, device::cpu()};
+  for (const device& dev : devices) {
+    std::vector<std::vector<unsigned char>> result_data;
+    std::vector<tensor_ref> results;
+    for (auto o : p.graph.outputs) {
+      dtype t = p.graph.nodes[o].type;
+      shape dims = runtime::concrete(p.graph.nodes[o].dims, sym.data());
+      result_data.emplace_back(static_cast<std::size_t>(dims.element_count() * size_in_bytes(t)) +
+                               1);
+      results.emplace_back(static_cast<void*>(result_data.back().data()), t, dims);
     }
-  }
-  // Compare every element of every result.
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    std::int32_t o = p.graph.outputs[r];
-    dtype t = p.graph.nodes[o].type;
-    const shape& dims = results[r].dims;
-    std::int64_t count = dims.element_count();
-    std::vector<rv> point_inputs(p.graph.inputs.size());
-    for (std::int64_t e = 0; e < count; ++e) {
-      std::int64_t point[max_rank] = {}, rest = e;
-      for (int i = dims.rank - 1; i >= 0; --i) {
-        point[i] = rest % dims.dims[i];
-        rest /= dims.dims[i];
+    exe.run(args, results, dev);
+    if (dev == vk) {
+      for (const spirv::kernel& k : exe.kernels()) {
+        if (!k.unsupported.empty()) {
+          ADD_FAILURE() << "a region fell back to the CPU (" << k.unsupported << "): " << context;
+          return false;
+        }
+        std::string msg = spirv::validate(k.code, vk.context()->target().vulkan_version);
+        if (!msg.empty()) {
+          ADD_FAILURE() << "spirv-val: " << msg << context;
+          return false;
+        }
       }
-      for (std::size_t a = 0; a < point_inputs.size(); ++a)
-        point_inputs[a] = arg_values[a][source_index(rg.arg_dims[a], dims, point)];
-      rv want = evaluate(p.graph, point_inputs)[o];
-      double got = load(t, result_data[r].data() + e * size_in_bytes(t));
-      bool ok;
-      if (!is_floating(t) && t != dtype::f16) {
-        ok = got == want.i;
-      } else if (std::isnan(want.f) || std::isnan(want.d)) {
-        ok = std::isnan(got) || std::isnan(want.f) != std::isnan(want.d);
-      } else {
-        // Relative 1e-5 plus how far float and double evaluation of the same graph drift apart.
-        double w = want.f, gap = std::fabs(double(want.f) - want.d);
-        if (std::isinf(w))
-          ok = got == w || gap > 1e30;
-        else
-          ok = std::fabs(got - w) <=
-               1e-5 * std::fabs(w) + 1e-6 + 8 * gap + (t == dtype::f16 ? 1e-3 * std::fabs(w) : 0);
-      }
-      if (!ok) {
-        ADD_FAILURE() << "result " << r << " element " << e << ": vulkan " << got << ", reference "
-                      << (is_floating(t) ? double(want.f) : double(want.i)) << "\n"
-                      << context;
-        return false;
+    }
+    // Compare every element of every result.
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      std::int32_t o = p.graph.outputs[r];
+      dtype t = p.graph.nodes[o].type;
+      const shape& dims = results[r].ref.dims;
+      std::int64_t count = dims.element_count();
+      std::vector<rv> point_inputs(p.graph.inputs.size());
+      for (std::int64_t e = 0; e < count; ++e) {
+        std::int64_t point[max_rank] = {}, rest = e;
+        for (int i = dims.rank - 1; i >= 0; --i) {
+          point[i] = rest % dims.dims[i];
+          rest /= dims.dims[i];
+        }
+        for (std::size_t a = 0; a < point_inputs.size(); ++a)
+          point_inputs[a] = arg_values[a][source_index(rg.arg_dims[a], dims, point)];
+        rv want = evaluate(p.graph, point_inputs)[o];
+        double got = load(t, result_data[r].data() + e * size_in_bytes(t));
+        bool ok;
+        if (!is_floating(t) && t != dtype::f16) {
+          ok = got == want.i;
+        } else if (std::isnan(want.f) || std::isnan(want.d)) {
+          ok = std::isnan(got) || std::isnan(want.f) != std::isnan(want.d);
+        } else {
+          // Relative 1e-5 plus how far float and double evaluation of the same graph drift apart.
+          double w = want.f, gap = std::fabs(double(want.f) - want.d);
+          if (std::isinf(w))
+            ok = got == w || gap > 1e30;
+          else
+            ok = std::fabs(got - w) <=
+                 1e-5 * std::fabs(w) + 1e-6 + 8 * gap + (t == dtype::f16 ? 1e-3 * std::fabs(w) : 0);
+        }
+        if (!ok) {
+          ADD_FAILURE() << "result " << r << " element " << e << ": " << dev.name() << " " << got
+                        << ", reference " << (is_floating(t) ? double(want.f) : double(want.i))
+                        << "\n"
+                        << context;
+          return false;
+        }
       }
     }
   }
@@ -459,7 +468,7 @@ bool run_seed(unsigned seed, const device& dev) {
 
 }  // namespace
 
-TEST(RandomGraphs, VulkanMatchesTheReference) {
+TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
   auto dev = device::vulkan();
   int failed = 0;
   std::string seeds;

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
 
 #include "reference.hpp"
@@ -83,7 +84,13 @@ void check(const F& f, Fn scalar_fn, tolerance tol, const arg<T>&... args) {
   f(view_of(args.data, args.dims)..., kiln::into(view_of(result, out)));
   std::string what = "output " + dims_text(out);
   ((what += " arg " + dims_text(args.dims)), ...);
-  expect_near(result.to_vector(), evaluate(scalar_fn, out, args...), tol, what);
+  auto want = evaluate(scalar_fn, out, args...);
+  expect_near(result.to_vector(), want, tol, what);
+  // The same plan through the run-time door: the CPU's tiled interpreter.
+  buffer<R> interpreted(static_cast<std::size_t>(count(out)));
+  kiln::compile(f).run({kiln::tensor_ref(view_of(args.data, args.dims))...},
+                       {kiln::tensor_ref(view_of(interpreted, out))}, kiln::device::cpu());
+  expect_near(interpreted.to_vector(), want, tol, what + " (cpu interpreter)");
 }
 
 // The sizes every one-dimensional expression runs at: empty, one, below, at and past the SIMD

@@ -13,8 +13,9 @@ inline std::string dims_text(const shape& s) {
   std::string out = "[";
   for (int i = 0; i < s.rank; ++i) {
     if (i) out += ", ";
-    out += is_symbol(s.dims[i]) ? "s" + std::to_string(symbol_of(s.dims[i]))
-                                : std::to_string(s.dims[i]);
+    // Two appends rather than "s" + to_string(...), which GCC 12 misreads (-Wrestrict).
+    if (is_symbol(s.dims[i])) out += 's';
+    out += std::to_string(is_symbol(s.dims[i]) ? symbol_of(s.dims[i]) : s.dims[i]);
   }
   return out + "]";
 }

@@ -99,4 +99,49 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
                 res + " has null data for " + std::to_string(count) + " elements");
 }
 
+// Results must not overlap arguments, except in place: safe only where every element is read
+// before it is written, so one region, and the result and the argument identical in address (or
+// device memory), type and extents. result_types[r] / arg_types[a] are the declared dtypes.
+inline void check_overlap(std::span<const buffer_ref> args, std::span<const dtype> arg_types,
+                          std::span<const buffer_ref> results, std::span<const dtype> result_types,
+                          int region_count, const std::string& who) {
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    for (std::size_t a = 0; a < args.size(); ++a) {
+      bool same_type = result_types[r] == arg_types[a] && region_count == 1;
+      std::int64_t result_count = results[r].dims.element_count();
+      std::int64_t arg_count = args[a].dims.element_count();
+      if (results[r].memory || args[a].memory) {
+        if (results[r].memory != args[a].memory) continue;
+        if (same_type && result_count == arg_count) continue;
+      } else {
+        auto* lo = static_cast<const unsigned char*>(results[r].data);
+        auto* hi = lo + result_count * size_in_bytes(result_types[r]);
+        auto* alo = static_cast<const unsigned char*>(args[a].data);
+        auto* ahi = alo + arg_count * size_in_bytes(arg_types[a]);
+        if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
+        // Same address, same end and same type imply the same element count.
+        if (lo == alo && hi == ahi && same_type) continue;
+      }
+      throw error(errc::invalid_argument, who,
+                  "result " + std::to_string(r + 1) + " overlaps argument " +
+                      std::to_string(a + 1) +
+                      "; writing in place needs identical buffers (same address, type and "
+                      "extents) in a single-region function");
+    }
+  }
+}
+
+// A call on the CPU takes host data only (a kiln::buffer is read back with download()).
+inline void check_host(std::span<const buffer_ref> args, std::span<const buffer_ref> results,
+                       const std::string& who) {
+  auto check = [&](const buffer_ref& b, const char* what, std::size_t i) {
+    if (b.memory)
+      throw error(errc::invalid_argument, who,
+                  std::string(what) + " " + std::to_string(i + 1) + " lives on " +
+                      b.memory->device_name() + " but the call runs on the cpu");
+  };
+  for (std::size_t a = 0; a < args.size(); ++a) check(args[a], "argument", a);
+  for (std::size_t r = 0; r < results.size(); ++r) check(results[r], "result", r);
+}
+
 }  // namespace kiln::runtime

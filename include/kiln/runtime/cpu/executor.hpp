@@ -60,11 +60,12 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
   return l;
 }
 
-// Runs `row` over `space`. ins/outs are indexed by parameter / result, only those of the region
-// set.
-inline void run_region(row_fn row, const shape& space, std::span<const std::int32_t> args,
-                       std::span<const operand_layout> ins, std::span<const std::int32_t> results,
-                       std::span<const operand_layout> outs) {
+// Runs `row` (a cpu::row_fn, or anything callable like one) over `space`. ins/outs are indexed
+// by parameter / result, only those of the region set.
+template <class Row>
+void run_region(const Row& row, const shape& space, std::span<const std::int32_t> args,
+                std::span<const operand_layout> ins, std::span<const std::int32_t> results,
+                std::span<const operand_layout> outs) {
   std::int64_t total = space.element_count();
   if (total == 0) return;
   // Collapse: drop size-1 dimensions, merge neighbours that every operand walks contiguously.

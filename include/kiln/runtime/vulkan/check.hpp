@@ -10,6 +10,15 @@
 
 namespace kiln::vulkan {
 
+// A zeroed Vulkan info struct with its sType set (what `T x{sType}` means, without the
+// missing-field-initializer warnings that form gives every user building with -Wextra).
+template <class T>
+T vk_struct(VkStructureType type) {
+  T t{};
+  t.sType = type;
+  return t;
+}
+
 inline const char* result_name(VkResult r) {
   switch (r) {
     case VK_SUCCESS:

@@ -144,13 +144,14 @@ class context {
   VkCommandBuffer begin() {
     check(vkResetCommandPool(device_, commands_, 0), "vkResetCommandPool");
     check(vkResetDescriptorPool(device_, descriptors_, 0), "vkResetDescriptorPool");
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer");
     return command_buffer_;
   }
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout) {
-    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    auto ai =
+        vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
     ai.descriptorPool = descriptors_;
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &layout;
@@ -163,10 +164,11 @@ class context {
   std::uint64_t submit() {
     check(vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
     std::uint64_t value = ++timeline_value_;
-    VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+    auto ti =
+        vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
     ti.signalSemaphoreValueCount = 1;
     ti.pSignalSemaphoreValues = &value;
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    auto si = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     si.pNext = &ti;
     si.commandBufferCount = 1;
     si.pCommandBuffers = &command_buffer_;
@@ -176,7 +178,7 @@ class context {
     return value;
   }
   void wait(std::uint64_t value) {
-    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    auto wi = vk_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
     wi.semaphoreCount = 1;
     wi.pSemaphores = &timeline_;
     wi.pValues = &value;
@@ -201,8 +203,9 @@ class context {
     vkGetPhysicalDeviceProperties(pd, &p);
     std::string who = p.deviceName;
     if (p.apiVersion < VK_API_VERSION_1_2) return who + " supports only Vulkan < 1.2";
-    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+    auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     f.pNext = &f12;
     vkGetPhysicalDeviceFeatures2(pd, &f);
     if (!f12.timelineSemaphore) return who + " lacks timeline semaphores";
@@ -225,13 +228,15 @@ class context {
 
   context(std::shared_ptr<vulkan::instance> inst, VkPhysicalDevice pd, int index)
       : instance_(std::move(inst)), physical_(pd), index_(index) {
-    VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
-    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    auto p11 = vk_struct<VkPhysicalDeviceVulkan11Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES);
+    auto props =
+        vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
     props.pNext = &p11;
     vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceLimits& lim = props.properties.limits;
     name_ = props.properties.deviceName;
-    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     vkGetPhysicalDeviceFeatures2(pd, &f);
 
     target_.vulkan_version = props.properties.apiVersion;
@@ -248,19 +253,20 @@ class context {
     target_.int16 = f.features.shaderInt16;
 
     // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
-    VkPhysicalDeviceVulkan12Features on12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     on12.timelineSemaphore = VK_TRUE;
-    VkPhysicalDeviceFeatures2 on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    auto on = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     on.pNext = &on12;
     on.features.shaderFloat64 = f.features.shaderFloat64;
     on.features.shaderInt64 = f.features.shaderInt64;
     family_ = static_cast<std::uint32_t>(compute_family(pd));
     float priority = 1.0f;
-    VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    auto qi = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
     qi.queueFamilyIndex = family_;
     qi.queueCount = 1;
     qi.pQueuePriorities = &priority;
-    VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    auto di = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     di.pNext = &on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
@@ -273,22 +279,23 @@ class context {
     pipelines_ =
         std::make_unique<pipeline_cache>(device_, props.properties, p11.deviceUUID, feedback);
 
-    VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     ci.queueFamilyIndex = family_;
     check(vkCreateCommandPool(device_, &ci, nullptr, &commands_), "vkCreateCommandPool");
-    VkCommandBufferAllocateInfo cb{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    auto cb =
+        vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     cb.commandPool = commands_;
     cb.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cb.commandBufferCount = 1;
     check(vkAllocateCommandBuffers(device_, &cb, &command_buffer_), "vkAllocateCommandBuffers");
-    VkSemaphoreTypeCreateInfo st{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    auto st = vk_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
     st.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    VkSemaphoreCreateInfo sc{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    auto sc = vk_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
     sc.pNext = &st;
     check(vkCreateSemaphore(device_, &sc, nullptr, &timeline_), "vkCreateSemaphore");
     // Enough descriptors for a call of many regions; the pool is reset at every call.
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4096};
-    VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    auto dp = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
     dp.maxSets = 256;
     dp.poolSizeCount = 1;
     dp.pPoolSizes = &size;

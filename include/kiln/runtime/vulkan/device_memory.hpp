@@ -54,7 +54,7 @@ class device_memory final : public runtime::device_memory {
                           to_device ? range_.offset : staging.offset, bytes};
       vkCmdCopyBuffer(cb, to_device ? staging.buffer() : range_.buffer(),
                       to_device ? range_.buffer() : staging.buffer(), 1, &region);
-      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
       mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
       vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,

@@ -13,6 +13,7 @@
 
 #include "kiln/codegen/spirv/emit_region.hpp"
 #include "kiln/codegen/spirv/tools.hpp"
+#include "kiln/core/hash.hpp"
 #include "kiln/runtime/signature.hpp"
 #include "kiln/runtime/vulkan/device_memory.hpp"
 
@@ -32,6 +33,24 @@ inline void write_file(const std::filesystem::path& p, const void* data, std::si
   std::filesystem::create_directories(p.parent_path(), ec);
   std::ofstream out(p, std::ios::binary);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+}
+
+// A compiled function's name: `prefix`-<hash of its plan's text>. With KILN_DUMP_DIR set, writes
+// there, under that name, the traced IR, the IR after canonicalization, the regions and the plan.
+inline std::string name_and_dump(const char* prefix, const ir::graph& traced,
+                                 const compiler::plan& p) {
+  std::string text = compiler::print(p);
+  char name[48];
+  std::snprintf(name, sizeof name, "%s-%016llx", prefix,
+                static_cast<unsigned long long>(kiln::detail::fnv1a(text)));
+  if (const auto& dir = dump_directory(); !dir.empty()) {
+    std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
+                              {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
+                              {"2-regions.txt", compiler::print_regions(p)},
+                              {"3-plan.txt", text}};
+    for (auto& [file, body] : files) write_file(dir / name / file, body.data(), body.size());
+  }
+  return name;
 }
 
 // A compiled function's state on Vulkan devices: its plan, and its kernels per region and
@@ -206,7 +225,7 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
     if (!cb) {
       cb = ctx.begin();
       // Earlier submissions' writes (results, uploads) become visible to this call's shaders.
-      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
       mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
       vkCmdPipelineBarrier(cb,
@@ -225,7 +244,8 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
     VkDescriptorSet set = ctx.descriptor_set(pl.set_layout);
     std::vector<VkWriteDescriptorSet> writes(infos.size());
     for (std::size_t b = 0; b < infos.size(); ++b) {
-      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b] = {};
+      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
       writes[b].dstSet = set;
       writes[b].dstBinding = static_cast<std::uint32_t>(b);
       writes[b].descriptorCount = 1;
@@ -246,7 +266,7 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
   }
   std::uint64_t done = 0;
   if (cb) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,

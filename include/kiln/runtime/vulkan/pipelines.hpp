@@ -49,7 +49,7 @@ class pipeline_cache {
       : device_(device), feedback_(feedback) {
     if (auto dir = cache_directory(); !dir.empty()) {
       char hex[2 * VK_UUID_SIZE + 1];
-      for (int i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
+      for (unsigned i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
       file_ = dir / ("pipelines-" + std::string(hex) + "-" + std::to_string(props.driverVersion) +
                      "-kiln" + version + ".bin");
     }
@@ -58,7 +58,7 @@ class pipeline_cache {
       std::ifstream in(file_, std::ios::binary);
       if (in) data.assign(std::istreambuf_iterator<char>(in), {});
     }
-    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    auto ci = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
     ci.initialDataSize = data.size();
     ci.pInitialData = data.empty() ? nullptr : data.data();
     // A stale or foreign file is not an error: the driver ignores data it does not recognise.
@@ -95,35 +95,38 @@ class pipeline_cache {
     std::vector<VkDescriptorSetLayoutBinding> b(k.bindings);
     for (std::uint32_t i = 0; i < k.bindings; ++i)
       b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-    VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    auto li = vk_struct<VkDescriptorSetLayoutCreateInfo>(
+        VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
     li.bindingCount = k.bindings;
     li.pBindings = b.data();
     check(vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout),
           "vkCreateDescriptorSetLayout");
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes};
-    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    auto pl = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
     pl.setLayoutCount = 1;
     pl.pSetLayouts = &p.set_layout;
     pl.pushConstantRangeCount = p.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &range;
     check(vkCreatePipelineLayout(device_, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
-    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    auto si = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
     si.codeSize = k.code.size() * 4;
     si.pCode = k.code.data();
     VkShaderModule module;
     check(vkCreateShaderModule(device_, &si, nullptr, &module), "vkCreateShaderModule");
     VkSpecializationMapEntry entry{0, 0, 4};
     VkSpecializationInfo spec{1, &entry, 4, &workgroup};
-    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    auto ci =
+        vk_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+    ci.stage = {};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spec;
     ci.layout = p.layout;
     VkPipelineCreationFeedback whole{}, stage{};
-    VkPipelineCreationFeedbackCreateInfo fb{
-        VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+    auto fb = vk_struct<VkPipelineCreationFeedbackCreateInfo>(
+        VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO);
     fb.pPipelineCreationFeedback = &whole;
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;

@@ -1,0 +1,300 @@
+// The run-time kernel driver: a region of a plan known only at run time becomes a list of
+// instructions, each one per-op SIMD primitive applied to a tile of elements held in scratch
+// slots. The same primitives as the compile-time driver, so both give the same bits.
+#pragma once
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kiln/codegen/cpu/primitives.hpp"
+#include "kiln/compiler/plan.hpp"
+
+namespace kiln::cpu {
+
+// Elements one instruction works on per dispatch: enough to hide the indirect call, few enough
+// that a region's live slots stay in the L1/L2 cache (at most 8 bytes a lane: 2 KiB a slot).
+inline constexpr std::int64_t tile_elements = 256;
+static_assert(tile_elements % lanes == 0);
+inline constexpr std::int64_t slot_bytes = tile_elements * 8;
+
+// One tile of one row: where the row's operands are, which elements, and the slots.
+struct tile_frame {
+  const void* const* in;     // per parameter: the row's first element
+  const std::int64_t* step;  // per parameter: 1, or 0 where broadcast along the row
+  void* const* out;          // per result: the row's first element
+  std::int64_t first;        // the tile's first element in the row
+  std::int64_t count;        // elements in this tile (<= tile_elements)
+  unsigned char* scratch;    // slot s at scratch + s * slot_bytes
+  template <class L>
+  L* slot(std::int32_t s) const {
+    return reinterpret_cast<L*>(scratch + s * slot_bytes);
+  }
+  std::int64_t packs() const { return (count + std::int64_t(lanes) - 1) / std::int64_t(lanes); }
+};
+
+struct instruction;
+using instruction_fn = void (*)(const instruction&, const tile_frame&);
+
+struct instruction {
+  instruction_fn fn = nullptr;
+  std::int32_t out = -1;                       // slot written (a result's index, for stores)
+  std::array<std::int32_t, 3> in{-1, -1, -1};  // slots read
+  std::int32_t param = -1;                     // inputs: the parameter read
+  scalar value;                                // constants
+};
+
+namespace detail {
+
+template <dtype D>
+using slot_t = std::conditional_t<D == dtype::boolean, bool, lane_t<D>>;
+
+template <dtype D>
+compute_t<D> read(const instruction& s, const tile_frame& f, int operand, std::int64_t k) {
+  return compute_t<D>::load(f.slot<slot_t<D>>(s.in[operand]) + k * std::int64_t(lanes));
+}
+template <dtype D>
+void write(const compute_t<D>& v, const instruction& s, const tile_frame& f, std::int64_t k) {
+  v.store(f.slot<slot_t<D>>(s.out) + k * std::int64_t(lanes));
+}
+
+template <dtype D>
+void load_input(const instruction& s, const tile_frame& f) {
+  auto* p = static_cast<const storage_t<D>*>(f.in[s.param]);
+  std::int64_t packs = f.packs();
+  if (f.step[s.param] == 0) {
+    auto v = splat<D>(p);
+    for (std::int64_t k = 0; k < packs; ++k) write<D>(v, s, f, k);
+    return;
+  }
+  p += f.first;
+  std::int64_t full = f.count / std::int64_t(lanes);
+  for (std::int64_t k = 0; k < full; ++k) write<D>(load<D>(p + k * lanes), s, f, k);
+  if (full == packs) return;
+  // The tail: a zero-padded copy, so no lane reads past the caller's data.
+  storage_t<D> padded[lanes] = {};
+  std::memcpy(padded, p + full * lanes, (f.count - full * lanes) * sizeof(storage_t<D>));
+  write<D>(load<D>(padded), s, f, full);
+}
+
+template <dtype D>
+void store_result(const instruction& s, const tile_frame& f) {
+  auto* p = static_cast<storage_t<D>*>(f.out[s.out]) + f.first;
+  std::int64_t full = f.count / std::int64_t(lanes), packs = f.packs();
+  auto* src = f.slot<slot_t<D>>(s.in[0]);
+  for (std::int64_t k = 0; k < full; ++k)
+    store<D>(compute_t<D>::load(src + k * lanes), p + k * lanes);
+  if (full == packs) return;
+  storage_t<D> padded[lanes];
+  store<D>(compute_t<D>::load(src + full * lanes), padded);
+  std::memcpy(p + full * lanes, padded, (f.count - full * lanes) * sizeof(storage_t<D>));
+}
+
+template <dtype D>
+void fill_constant(const instruction& s, const tile_frame& f) {
+  auto v = compute_t<D>::splat(lane_value<D>(s.value));
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) write<D>(v, s, f, k);
+}
+
+template <ir::op O, dtype D>
+void apply_unary(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<D>(unary<O, D>(read<D>(s, f, 0, k)), s, f, k);
+}
+template <ir::op O, dtype D>
+void apply_binary(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<D>(binary<O, D>(read<D>(s, f, 0, k), read<D>(s, f, 1, k)), s, f, k);
+}
+template <ir::op O, dtype D>
+void apply_compare(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<dtype::boolean>(compare<O>(read<D>(s, f, 0, k), read<D>(s, f, 1, k)), s, f, k);
+}
+template <ir::op O>
+void apply_logical(const instruction& s, const tile_frame& f) {
+  constexpr dtype B = dtype::boolean;
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) {
+    if constexpr (O == ir::op::logical_not)
+      write<B>(logical_not(read<B>(s, f, 0, k)), s, f, k);
+    else
+      write<B>(logical<O>(read<B>(s, f, 0, k), read<B>(s, f, 1, k)), s, f, k);
+  }
+}
+template <dtype D>
+void apply_select(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<D>(select(read<dtype::boolean>(s, f, 0, k), read<D>(s, f, 1, k), read<D>(s, f, 2, k)), s,
+             f, k);
+}
+template <dtype From, dtype To>
+void apply_cast(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<To>(cast<From, To>(read<From>(s, f, 0, k)), s, f, k);
+}
+
+// Calls fn(std::integral_constant<dtype, D>) for the run-time dtype t.
+template <class Fn>
+instruction_fn with_dtype(dtype t, Fn&& fn) {
+  return [&]<int... I>(std::integer_sequence<int, I...>) {
+    instruction_fn r = nullptr;
+    ((static_cast<int>(t) == I ? (r = fn(std::integral_constant<dtype, dtype(I)>{}), 0) : 0), ...);
+    return r;
+  }
+  (std::make_integer_sequence<int, dtype_count>{});
+}
+
+// Calls fn(std::integral_constant<ir::op, O>) for the run-time op o.
+template <class Fn>
+instruction_fn with_op(ir::op o, Fn&& fn) {
+  return [&]<int... I>(std::integer_sequence<int, I...>) {
+    instruction_fn r = nullptr;
+    ((static_cast<int>(o) == I ? (r = fn(std::integral_constant<ir::op, ir::op(I)>{}), 0) : 0),
+     ...);
+    return r;
+  }
+  (std::make_integer_sequence<int, ir::op_count>{});
+}
+
+// The instruction function of one node (null where the op table rules the combination out).
+// Arithmetic on storage-only floats happens in f32, as in the compile-time kernels, so it
+// instantiates the f32 function.
+inline instruction_fn function_for(const ir::node& n, dtype operand) {
+  using ir::op_class;
+  return with_op(n.kind, [&](auto o) -> instruction_fn {
+    constexpr ir::op O = decltype(o)::value;
+    constexpr op_class cls = ir::info(O).cls;
+    if constexpr (cls == op_class::logical) {
+      return &apply_logical<O>;
+    } else if constexpr (cls == op_class::unary || cls == op_class::binary) {
+      return with_dtype(compute_dtype(n.type), [](auto d) -> instruction_fn {
+        constexpr dtype D = decltype(d)::value;
+        if constexpr (!ir::accepts(ir::info(O).types, D) || is_storage_only(D))
+          return nullptr;
+        else if constexpr (cls == op_class::unary)
+          return &apply_unary<O, D>;
+        else
+          return &apply_binary<O, D>;
+      });
+    } else if constexpr (cls == op_class::compare) {
+      return with_dtype(compute_dtype(operand), [](auto d) -> instruction_fn {
+        constexpr dtype D = decltype(d)::value;
+        if constexpr (!ir::accepts(ir::info(O).types, D) || is_storage_only(D))
+          return nullptr;
+        else if constexpr (D == dtype::boolean && O != ir::op::eq && O != ir::op::ne)
+          return nullptr;
+        else
+          return &apply_compare<O, D>;
+      });
+    } else if constexpr (cls == op_class::select) {
+      return with_dtype(compute_dtype(n.type), [](auto d) -> instruction_fn {
+        constexpr dtype D = decltype(d)::value;
+        if constexpr (is_storage_only(D))
+          return nullptr;
+        else
+          return &apply_select<D>;
+      });
+    } else if constexpr (cls == op_class::cast) {
+      return with_dtype(operand, [&](auto from) {
+        return with_dtype(n.type, [](auto to) -> instruction_fn {
+          return &apply_cast<decltype(from)::value, decltype(to)::value>;
+        });
+      });
+    } else {
+      return nullptr;  // leaves are loads and fills, chosen by the program
+    }
+  });
+}
+
+}  // namespace detail
+
+// One region of a run-time plan as instructions over tiles; row() has the compile-time driver's
+// row signature, so the same executor runs both.
+class tile_program {
+ public:
+  tile_program(const compiler::plan& p, const compiler::region& reg) {
+    const ir::graph& g = p.graph;
+    std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
+    for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
+      const ir::node& n = g.nodes[reg.nodes[k]];
+      for (int i = 0; i < n.arity(); ++i) last_use[n.operands[i]] = static_cast<std::int32_t>(k);
+    }
+    std::vector<bool> stored(g.nodes.size(), false);
+    for (auto r : reg.results) stored[g.outputs[r]] = true;
+    std::vector<std::int32_t> free_slots;
+    for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
+      std::int32_t id = reg.nodes[k];
+      const ir::node& n = g.nodes[id];
+      instruction s;
+      for (int i = 0; i < n.arity(); ++i) s.in[i] = slot_of[n.operands[i]];
+      dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
+      if (n.kind == ir::op::input) {
+        s.param = n.arg;
+        s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
+          return &detail::load_input<decltype(d)::value>;
+        });
+      } else if (n.kind == ir::op::constant) {
+        s.value = n.value;
+        s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
+          return &detail::fill_constant<decltype(d)::value>;
+        });
+      } else {
+        s.fn = detail::function_for(n, operand);
+      }
+      if (!s.fn)
+        throw error(errc::unsupported, std::string(ir::name(n.kind)),
+                    "no CPU primitive for element type " + std::string(name(operand)));
+      // A slot is reused once its last reader has run (never by that reader itself: a widening
+      // cast would overwrite lanes it has not read yet).
+      if (free_slots.empty()) {
+        s.out = slots_++;
+      } else {
+        s.out = free_slots.back();
+        free_slots.pop_back();
+      }
+      slot_of[id] = s.out;
+      code_.push_back(s);
+      for (int i = 0; i < n.arity(); ++i) {
+        std::int32_t o = n.operands[i];
+        bool repeated = false;
+        for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
+        if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o])
+          free_slots.push_back(slot_of[o]);
+      }
+      if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
+    }
+    for (auto r : reg.results) {
+      std::int32_t id = g.outputs[r];
+      instruction s;
+      s.out = r;
+      s.in[0] = slot_of[id];
+      s.fn = detail::with_dtype(g.nodes[id].type, [](auto d) -> instruction_fn {
+        return &detail::store_result<decltype(d)::value>;
+      });
+      code_.push_back(s);
+    }
+  }
+
+  // Evaluates `count` elements of one row (see cpu::row_fn).
+  void row(const void* const* in, const std::int64_t* step, void* const* out,
+           std::int64_t count) const {
+    // Per thread, grown to the largest region it has run (loads and stores are unaligned).
+    thread_local std::vector<std::uint64_t> scratch;
+    std::size_t words = static_cast<std::size_t>(slots_ * slot_bytes / 8);
+    if (scratch.size() < words) scratch.resize(words);
+    tile_frame f{in, step, out, 0, 0, reinterpret_cast<unsigned char*>(scratch.data())};
+    for (; f.first < count; f.first += tile_elements) {
+      f.count = std::min(tile_elements, count - f.first);
+      for (const instruction& s : code_) s.fn(s, f);
+    }
+  }
+
+  int slot_count() const { return slots_; }
+  std::size_t size() const { return code_.size(); }
+
+ private:
+  std::vector<instruction> code_;
+  std::int32_t slots_ = 0;
+};
+
+}  // namespace kiln::cpu

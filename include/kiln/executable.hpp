@@ -1,0 +1,254 @@
+// kiln::compile(graph), the run-time door: the same passes as kiln::fn, then per device the same
+// executables (SPIR-V regions on Vulkan; on the CPU a tiled interpreter over the same primitives).
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/core/result.hpp"
+#include "kiln/function.hpp"
+#include "kiln/graph/graph.hpp"
+#include "kiln/interop/arguments.hpp"
+#include "kiln/runtime/cpu/interpreted.hpp"
+#include "kiln/runtime/device.hpp"
+#include "kiln/runtime/vulkan/executor.hpp"
+
+namespace kiln {
+
+// Tensor data for a run-time call, its element type known only at run time: a std::vector, a
+// std::span, a contiguous range, kiln::view(...), a kiln::buffer, or a number for a scalar.
+struct tensor_ref {
+  runtime::buffer_ref ref;
+  dtype type = dtype::f32;
+  bool writable = false;
+
+  // Type-erased data (a framework's tensor): row-major, contiguous, `dims` extents of `t`.
+  tensor_ref(const void* data, dtype t, shape dims) : ref{data, dims, false, nullptr}, type(t) {}
+  tensor_ref(void* data, dtype t, shape dims)
+      : ref{data, dims, false, nullptr}, type(t), writable(true) {}
+
+  template <tensor_argument A>
+  tensor_ref(A&& a) {  // NOLINT: implicit, so {"x", data} reads naturally
+    using D = std::remove_cvref_t<A>;
+    type = dtype_of<argument_element_t<A>>;
+    if constexpr (device_buffer<D>) {
+      ref = {nullptr, a.dims(), a.flat(), a.memory()};
+      writable = true;
+    } else {
+      auto v = as_view(a);
+      ref = {v.data, v.dims, v.flat, nullptr};
+      writable =
+          !std::is_const_v<std::remove_pointer_t<decltype(v.data)>> && !std::is_arithmetic_v<D>;
+    }
+  }
+};
+
+// A tensor_ref under the name of a graph input or output.
+struct named_tensor {
+  std::string_view name;
+  tensor_ref tensor;
+};
+
+class executable {
+ public:
+  // Takes a compiled plan and the names of its inputs and outputs (what compile() does).
+  executable(compiler::plan p, const ir::graph& traced, std::vector<std::string> inputs,
+             std::vector<std::string> outputs)
+      : s_(std::make_shared<state>()) {
+    s_->name = vulkan::name_and_dump("graph", traced, p);
+    s_->cpu = cpu::tile_programs(p);
+    s_->plan = std::move(p);
+    s_->inputs = std::move(inputs);
+    s_->outputs = std::move(outputs);
+  }
+
+  const compiler::plan& plan() const { return s_->plan; }
+  int dispatch_count() const { return s_->plan.dispatch_count(); }
+  const std::vector<std::string>& input_names() const { return s_->inputs; }
+  const std::vector<std::string>& output_names() const { return s_->outputs; }
+  // "graph-<hash>": in notices, errors and dump paths.
+  const std::string& name() const { return s_->name; }
+  // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
+  std::vector<spirv::kernel> kernels() const {
+    std::vector<spirv::kernel> out;
+    if (vulkan::program* prog = vulkan_program(false)) {
+      std::lock_guard lock(prog->mutex);
+      for (const auto& [key, k] : prog->kernels) out.push_back(k);
+    }
+    return out;
+  }
+
+  // Runs on `d`: arguments in the graph's input order, results in its output order.
+  void run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
+           const device& d = device::default_device()) const {
+    run_on(d, args, results);
+  }
+  void run(std::initializer_list<tensor_ref> args, std::initializer_list<tensor_ref> results,
+           const device& d = device::default_device()) const {
+    run_on(d, std::span(args.begin(), args.size()), std::span(results.begin(), results.size()));
+  }
+  // Runs with arguments and results by name, in any order.
+  void run(std::initializer_list<named_tensor> args, std::initializer_list<named_tensor> results,
+           const device& d = device::default_device()) const {
+    auto a = by_position(args, s_->inputs, "argument");
+    auto r = by_position(results, s_->outputs, "result");
+    run_on(d, a, r);
+  }
+
+  // The same, returning the kiln::error instead of throwing it.
+  result<void> try_run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
+                       const device& d = device::default_device()) const {
+    return try_call([&] { run(args, results, d); });
+  }
+  result<void> try_run(std::initializer_list<tensor_ref> args,
+                       std::initializer_list<tensor_ref> results,
+                       const device& d = device::default_device()) const {
+    return try_call([&] { run(args, results, d); });
+  }
+  result<void> try_run(std::initializer_list<named_tensor> args,
+                       std::initializer_list<named_tensor> results,
+                       const device& d = device::default_device()) const {
+    return try_call([&] { run(args, results, d); });
+  }
+
+ private:
+  struct state {
+    compiler::plan plan;
+    std::string name;
+    std::vector<std::string> inputs, outputs;
+    std::vector<cpu::tile_program> cpu;
+    std::mutex mutex;
+    std::unique_ptr<vulkan::program> vulkan;  // made at the first call on a Vulkan device
+  };
+
+  vulkan::program* vulkan_program(bool make) const {
+    std::lock_guard lock(s_->mutex);
+    if (!s_->vulkan && make) s_->vulkan = std::make_unique<vulkan::program>(s_->plan, s_->name);
+    return s_->vulkan.get();
+  }
+
+  std::vector<tensor_ref> by_position(std::initializer_list<named_tensor> given,
+                                      const std::vector<std::string>& names,
+                                      const char* what) const {
+    std::vector<tensor_ref> out;
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "'" : ", '") + n + "'";
+    for (const named_tensor& g : given) {
+      bool known = false;
+      for (const auto& n : names) known = known || n == g.name;
+      if (!known)
+        throw error(errc::invalid_argument, s_->name,
+                    "no " + std::string(what) + " is named '" + std::string(g.name) +
+                        "' (the graph has " + all + ")");
+    }
+    for (const auto& n : names) {
+      const tensor_ref* found = nullptr;
+      for (const named_tensor& g : given) {
+        if (g.name != n) continue;
+        if (found)
+          throw error(errc::invalid_argument, s_->name,
+                      std::string(what) + " '" + n + "' is given twice");
+        found = &g.tensor;
+      }
+      if (!found)
+        throw error(errc::invalid_argument, s_->name,
+                    std::string(what) + " '" + n + "' is missing (the graph has " + all + ")");
+      out.push_back(*found);
+    }
+    return out;
+  }
+
+  void run_on(const device& d, std::span<const tensor_ref> given_args,
+              std::span<const tensor_ref> given_results) const {
+    const compiler::plan& p = s_->plan;
+    const ir::graph& g = p.graph;
+    const std::string& who = s_->name;
+    auto count = [&](std::size_t got, std::size_t want, const char* what,
+                     const std::vector<std::string>& names) {
+      if (got == want) return;
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      throw error(errc::invalid_argument, who,
+                  "takes " + std::to_string(want) + " " + what + "s (" + all + "), got " +
+                      std::to_string(got));
+    };
+    count(given_args.size(), g.inputs.size(), "argument", s_->inputs);
+    count(given_results.size(), g.outputs.size(), "result", s_->outputs);
+    std::vector<runtime::buffer_ref> args, results;
+    std::vector<dtype> arg_types, result_types;
+    for (std::size_t a = 0; a < given_args.size(); ++a) {
+      dtype want = g.inputs[a].type, got = given_args[a].type;
+      if (got != want)
+        throw error(errc::dtype_mismatch, who,
+                    "argument " + std::to_string(a + 1) + " ('" + s_->inputs[a] + "') is " +
+                        std::string(kiln::name(got)) + " but the graph declares " +
+                        runtime::declared_text(g.inputs[a]));
+      args.push_back(given_args[a].ref);
+      arg_types.push_back(want);
+    }
+    for (std::size_t r = 0; r < given_results.size(); ++r) {
+      dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
+      std::string what = "result " + std::to_string(r + 1) + " ('" + s_->outputs[r] + "')";
+      if (got != want)
+        throw error(errc::dtype_mismatch, who,
+                    what + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
+                        std::string(kiln::name(got)));
+      if (!given_results[r].writable)
+        throw error(errc::invalid_argument, who, what + " is read-only (const data or a number)");
+      results.push_back(given_results[r].ref);
+      result_types.push_back(want);
+    }
+    std::vector<std::int64_t> sym(g.symbols.size() + 1);
+    runtime::resolve_symbols(g.inputs, g.nodes, g.symbols, g.constraints, args, sym.data(), who);
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      const ir::node& n = g.nodes[g.outputs[r]];
+      runtime::check_result(results[r], n.type, runtime::concrete(n.dims, sym.data()), r, who);
+    }
+    runtime::check_overlap(args, arg_types, results, result_types, p.dispatch_count(), who);
+    switch (d.type()) {
+      case device::kind::cpu:
+        runtime::check_host(args, results, who);
+        cpu::run_interpreted(p, s_->cpu, args, results, sym.data());
+        break;
+      case device::kind::vulkan:
+        vulkan::run(*vulkan_program(true), *d.context(), args, results, sym.data(),
+                    [&](auto host_args, auto host_results, const std::vector<bool>& regions) {
+                      cpu::run_interpreted(p, s_->cpu, host_args, host_results, sym.data(),
+                                           &regions);
+                    });
+        break;
+    }
+  }
+
+  std::shared_ptr<state> s_;  // copies share the compiled kernels
+};
+
+// Compiles a run-time graph: verify, canonicalize, dispatch regions, plan; CPU tile programs
+// now, Vulkan kernels at the first call on a Vulkan device.
+inline executable compile(const graph& g, compiler::options opt = {}) {
+  if (g.ir().outputs.empty())
+    throw error(errc::invalid_graph, "compile", "the graph has no outputs (graph::output)");
+  return executable(compiler::compile(g.ir(), opt), g.ir(), g.input_names(), g.output_names());
+}
+
+// A kiln::fn through the run-time door (inputs "arg1", ..., results "result1", ...): the same
+// plan, run on the CPU by the tiled interpreter instead of the compile-time kernels.
+template <class F, class... P>
+executable compile(const function<F, P...>& f) {
+  std::vector<std::string> inputs, outputs;
+  for (int a = 1; a <= f.parameter_count; ++a) inputs.push_back("arg" + std::to_string(a));
+  for (int r = 1; r <= f.result_count; ++r) outputs.push_back("result" + std::to_string(r));
+  return executable(f.plan.thaw(), detail::trace_graph<F, P...>(), std::move(inputs),
+                    std::move(outputs));
+}
+
+inline result<executable> try_compile(const graph& g, compiler::options opt = {}) {
+  return try_call([&] { return compile(g, opt); });
+}
+
+}  // namespace kiln

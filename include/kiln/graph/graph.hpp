@@ -1,0 +1,162 @@
+// kiln::graph, the run-time front end for frameworks: named inputs and outputs, one method per
+// op, each checked as it is added (the same ir::builder as the DSL, so the same rules and errors).
+#pragma once
+
+#include <atomic>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/ir/builder.hpp"
+
+namespace kiln {
+
+class graph {
+ public:
+  // A node of the graph that made it. Cheap to copy; meaningless in another graph.
+  struct value {
+    std::int32_t id = -1;
+    std::uint64_t owner = 0;
+  };
+
+  graph() : id_(next_id()) {}
+
+  // A parameter: its name, element type and extents (static sizes or kiln::dyn).
+  value input(std::string_view name, dtype t, shape dims) {
+    check_name("input", name, inputs_);
+    for (int i = 0; i < dims.rank; ++i)
+      if (dims.dims[i] < 0 && dims.dims[i] != dyn)
+        throw error(errc::invalid_argument, "input",
+                    "'" + std::string(name) + "' has extents " + to_string(dims) +
+                        "; a size is >= 0 or kiln::dyn");
+    value v = wrap(b_.input(t, dims));
+    inputs_.emplace_back(name);
+    return v;
+  }
+
+  // A rank-0 constant of element type t (broadcast against whatever it meets), converted with
+  // kiln's cast rules; scalar::of_integer(t, v) keeps every bit of a 64-bit integer.
+  value constant(double v, dtype t = dtype::f32) { return constant(scalar::of_float(t, v)); }
+  value constant(const scalar& v) { return wrap(b_.constant(v)); }
+
+  // Any op of the op table by its ir::op, with its operands (for importers that map op names).
+  value apply(ir::op o, std::initializer_list<value> operands) {
+    std::string_view op_name = ir::name(o);
+    int arity = ir::info(o).arity;
+    if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)
+      throw error(errc::invalid_argument, std::string(op_name),
+                  "use graph::input, graph::constant or graph::cast");
+    if (static_cast<int>(operands.size()) != arity)
+      throw error(
+          errc::invalid_argument, std::string(op_name),
+          "takes " + std::to_string(arity) + " operands, got " + std::to_string(operands.size()));
+    std::int32_t ids[3] = {-1, -1, -1};
+    int k = 0;
+    for (value v : operands) {
+      ids[k] = id_of(v, op_name, k + 1);
+      ++k;
+    }
+    switch (arity) {
+      case 1:
+        return wrap(b_.unary(o, ids[0]));
+      case 2:
+        return wrap(b_.binary(o, ids[0], ids[1]));
+      default:
+        return wrap(b_.select(ids[0], ids[1], ids[2]));
+    }
+  }
+
+  value cast(value a, dtype to) { return wrap(b_.cast(id_of(a, "cast", 1), to)); }
+  value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
+
+#define KILN_GRAPH_OP1(NAME) \
+  value NAME(value a) { return apply(ir::op::NAME, {a}); }
+#define KILN_GRAPH_OP2(NAME) \
+  value NAME(value a, value b) { return apply(ir::op::NAME, {a, b}); }
+  KILN_GRAPH_OP2(add)
+  KILN_GRAPH_OP2(sub)
+  KILN_GRAPH_OP2(mul)
+  KILN_GRAPH_OP2(div)
+  KILN_GRAPH_OP2(min)
+  KILN_GRAPH_OP2(max)
+  KILN_GRAPH_OP2(pow)
+  KILN_GRAPH_OP2(eq)
+  KILN_GRAPH_OP2(ne)
+  KILN_GRAPH_OP2(lt)
+  KILN_GRAPH_OP2(le)
+  KILN_GRAPH_OP2(gt)
+  KILN_GRAPH_OP2(ge)
+  KILN_GRAPH_OP2(logical_and)
+  KILN_GRAPH_OP2(logical_or)
+  KILN_GRAPH_OP1(neg)
+  KILN_GRAPH_OP1(abs)
+  KILN_GRAPH_OP1(relu)
+  KILN_GRAPH_OP1(exp)
+  KILN_GRAPH_OP1(log)
+  KILN_GRAPH_OP1(sqrt)
+  KILN_GRAPH_OP1(rsqrt)
+  KILN_GRAPH_OP1(tanh)
+  KILN_GRAPH_OP1(sigmoid)
+  KILN_GRAPH_OP1(erf)
+  KILN_GRAPH_OP1(sin)
+  KILN_GRAPH_OP1(cos)
+  KILN_GRAPH_OP1(floor)
+  KILN_GRAPH_OP1(ceil)
+  KILN_GRAPH_OP1(round)
+  KILN_GRAPH_OP1(logical_not)
+#undef KILN_GRAPH_OP1
+#undef KILN_GRAPH_OP2
+
+  // Marks v as the next result, under a name of its own.
+  void output(std::string_view name, value v) {
+    check_name("output", name, outputs_);
+    b_.output(id_of(v, "output", 1));
+    outputs_.emplace_back(name);
+  }
+
+  // The element type and extents of a value (run-time sizes as kiln::dyn).
+  dtype type_of(value v) const { return node(v).type; }
+  shape dims_of(value v) const {
+    shape s = node(v).dims;
+    for (int i = 0; i < s.rank; ++i) s.dims[i] = s.dims[i] < 0 ? dyn : s.dims[i];
+    return s;
+  }
+
+  const ir::graph& ir() const { return b_.get(); }
+  const std::vector<std::string>& input_names() const { return inputs_; }
+  const std::vector<std::string>& output_names() const { return outputs_; }
+
+ private:
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> n{0};
+    return ++n;
+  }
+
+  value wrap(std::int32_t id) const { return {id, id_}; }
+
+  std::int32_t id_of(value v, std::string_view op, int position) const {
+    if (v.owner != id_ || v.id < 0)
+      throw error(errc::invalid_argument, std::string(op),
+                  "operand " + std::to_string(position) +
+                      (v.owner == 0 ? " is an empty graph::value" : " belongs to another graph"));
+    return v.id;
+  }
+
+  const ir::node& node(value v) const { return b_.get().nodes[id_of(v, "graph", 1)]; }
+
+  static void check_name(const char* what, std::string_view name,
+                         const std::vector<std::string>& taken) {
+    if (name.empty()) throw error(errc::invalid_argument, what, "the name is empty");
+    for (const auto& t : taken)
+      if (t == name)
+        throw error(errc::invalid_argument, what,
+                    "the name '" + std::string(name) + "' is already taken");
+  }
+
+  ir::builder b_;
+  std::uint64_t id_;
+  std::vector<std::string> inputs_, outputs_;
+};
+
+}  // namespace kiln

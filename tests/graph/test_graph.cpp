@@ -1,0 +1,305 @@
+// The run-time door: kiln::graph built at run time, kiln::compile, executable::run by name and by
+// position on the CPU (tiled interpreter) and on Vulkan, checked against hand-written scalar loops;
+// and every mistake a framework can make, as a kiln::error naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include <kiln/executable.hpp>
+
+#include "../support/reference.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> ramp(std::size_t n, float start, float step) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+// y = tanh(x * w + b) over x[rows, cols], w[cols] (broadcast over rows), b a scalar; and x > 0.
+struct layer {
+  graph g;
+  layer() {
+    auto x = g.input("x", dtype::f32, {dyn, dyn});
+    auto w = g.input("w", dtype::f32, {dyn});
+    auto b = g.input("b", dtype::f32, {});
+    g.output("y", g.tanh(g.add(g.mul(x, w), b)));
+    g.output("positive", g.gt(x, g.constant(0.0)));
+  }
+};
+
+void expect_layer(const std::vector<float>& x, const std::vector<float>& w, float b,
+                  const std::vector<float>& y, const bool* positive) {
+  std::size_t cols = w.size();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    float want = std::tanh(x[i] * w[i % cols] + b);
+    ASSERT_NEAR(y[i], want, 2e-6 * std::fabs(want) + 1e-7) << "element " << i;
+    ASSERT_EQ(positive[i], x[i] > 0) << "element " << i;
+  }
+}
+
+class GraphOnDevice : public ::testing::TestWithParam<bool> {
+ protected:
+  device dev() const { return GetParam() ? device::vulkan() : device::cpu(); }
+};
+
+TEST_P(GraphOnDevice, RunsByNameAtManySizes) {
+  layer l;
+  executable exe = compile(l.g);
+  // Two spaces: y's is x's broadcast with w's size (x may be [rows, 1]), positive's is x's.
+  EXPECT_EQ(exe.dispatch_count(), 2);
+  // Rows x cols: empty, a single element, below and past a SIMD width, past one tile (256), and
+  // large enough for threads.
+  const std::pair<std::int64_t, std::int64_t> sizes[] = {{0, 5},   {1, 1},    {3, 7},
+                                                         {2, 300}, {5, 1027}, {300, 700}};
+  for (auto [rows, cols] : sizes) {
+    auto x = ramp(static_cast<std::size_t>(rows * cols), -3.f, 0.0007f);
+    auto w = ramp(static_cast<std::size_t>(cols), -1.f, 0.013f);
+    float b = 0.25f;
+    std::vector<float> y(x.size());
+    std::unique_ptr<bool[]> positive(new bool[x.size() + 1]);
+    exe.run({{"w", view(w.data(), {cols})}, {"x", view(x.data(), {rows, cols})}, {"b", b}},
+            {{"positive", view(positive.get(), {rows, cols})}, {"y", view(y.data(), {rows, cols})}},
+            dev());
+    expect_layer(x, w, b, y, positive.get());
+  }
+}
+
+TEST_P(GraphOnDevice, RunsByPositionWithTypeErasedData) {
+  layer l;
+  executable exe = compile(l.g);
+  auto x = ramp(4 * 9, -2.f, 0.1f), w = ramp(9, 0.5f, 0.1f);
+  float b = -0.5f;
+  std::vector<float> y(x.size());
+  std::unique_ptr<bool[]> positive(new bool[x.size()]);
+  // As a framework holding only pointers and dtypes would call it.
+  std::vector<tensor_ref> args = {
+      tensor_ref(static_cast<const void*>(x.data()), dtype::f32, {4, 9}),
+      tensor_ref(static_cast<const void*>(w.data()), dtype::f32, {9}),
+      tensor_ref(static_cast<const void*>(&b), dtype::f32, {})};
+  std::vector<tensor_ref> results = {
+      tensor_ref(static_cast<void*>(y.data()), dtype::f32, {4, 9}),
+      tensor_ref(static_cast<void*>(positive.get()), dtype::boolean, {4, 9})};
+  exe.run(args, results, dev());
+  expect_layer(x, w, b, y, positive.get());
+}
+
+TEST_P(GraphOnDevice, LongChainsReuseSlotsAndKeepEveryResult) {
+  // 40 ops of mixed dtypes in one region: slots are recycled as values die; results stay.
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  auto v = x;
+  for (int i = 0; i < 10; ++i) {
+    v = g.add(g.mul(v, g.constant(0.5)), g.constant(1.0 + i));
+    v = g.sin(v);
+  }
+  auto wide = g.cast(v, dtype::f64);  // widening: a slot of 8-byte lanes
+  auto n = g.cast(g.mul(x, g.constant(10.0)), dtype::i64);
+  g.output("v", v);
+  g.output("wide", g.sqrt(g.add(g.mul(wide, wide), g.constant(1.0, dtype::f64))));
+  g.output("n", g.sub(n, g.constant(3, dtype::i64)));
+  executable exe = compile(g);
+  EXPECT_EQ(exe.dispatch_count(), 1);
+  auto xs = ramp(1000, -5.f, 0.01f);
+  std::vector<float> vs(xs.size());
+  std::vector<double> wides(xs.size());
+  std::vector<std::int64_t> ns(xs.size());
+  exe.run({{"x", xs}}, {{"v", vs}, {"wide", wides}, {"n", ns}}, dev());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    float r = xs[i];
+    for (int k = 0; k < 10; ++k) r = std::sin(r * 0.5f + (1.f + k));
+    ASSERT_NEAR(vs[i], r, 2e-5) << i;
+    double d = static_cast<double>(vs[i]);
+    ASSERT_NEAR(wides[i], std::sqrt(d * d + 1), 1e-12) << i;
+    ASSERT_EQ(ns[i], static_cast<std::int64_t>(xs[i] * 10.f) - 3) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GraphOnDevice, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "vulkan" : "cpu"; });
+
+TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
+  graph g;
+  auto a = g.input("a", dtype::i32, {dyn});
+  g.output("twice", g.add(a, a));
+  executable exe = compile(g);
+  device d = device::vulkan();
+  std::vector<std::int32_t> host(5000);
+  std::iota(host.begin(), host.end(), -2500);
+  auto in = d.upload(host);
+  auto out = d.alloc<std::int32_t>(5000);
+  exe.run({{"a", in}}, {{"twice", out}}, d);
+  exe.run({{"a", out}}, {{"twice", in}}, d);  // the result of one call feeds the next
+  std::vector<std::int32_t> back(5000);
+  in.download(back);
+  for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], 4 * host[i]) << i;
+}
+
+TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
+  // The same expression as a kiln::fn (compile-time kernels) and through the run-time door: the
+  // same primitives, so the same bits (no op here can be contracted into an FMA).
+  constexpr auto f = fn<tensor<f32, dyn>>(
+      [](auto x) { return select(x > 0.f, tanh(x), exp(x) - 1.f) + sigmoid(x) * erf(x); });
+  auto xs = ramp(4099, -20.f, 0.01f);
+  std::vector<float> compiled(xs.size()), interpreted(xs.size());
+  f.on(device::cpu())(xs, into(compiled));
+  compile(f).run({xs}, {interpreted}, device::cpu());
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
+              std::bit_cast<std::uint32_t>(interpreted[i]))
+        << "x = " << xs[i];
+}
+
+TEST(Graph, CopiesShareTheCompiledKernels) {
+  layer l;
+  executable a = compile(l.g);
+  executable b = a;
+  EXPECT_EQ(a.name(), b.name());
+  EXPECT_EQ(a.name().rfind("graph-", 0), 0u);
+  EXPECT_EQ(a.input_names(), (std::vector<std::string>{"x", "w", "b"}));
+  EXPECT_EQ(a.output_names(), (std::vector<std::string>{"y", "positive"}));
+}
+
+// The message of the kiln::error f throws (empty when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GraphErrors, BuildingNamesTheOpAndTheShapes) {
+  graph g, other;
+  auto a = g.input("a", dtype::f32, {3});
+  auto b = g.input("b", dtype::f32, {4});
+  auto i = g.input("i", dtype::i32, {3});
+  EXPECT_EQ(error_of([&] { g.add(a, b); }), "kiln: add: shapes [3] and [4] do not broadcast");
+  EXPECT_EQ(error_of([&] { g.mul(a, i); }),
+            "kiln: mul: operand types differ: f32 and i32 (insert a cast)");
+  EXPECT_EQ(error_of([&] { g.exp(i); }), "kiln: exp: does not accept element type i32");
+  EXPECT_EQ(error_of([&] { g.select(a, a, a); }), "kiln: select: condition must be bool, got f32");
+  auto foreign = other.input("z", dtype::f32, {3});
+  EXPECT_EQ(error_of([&] { g.add(a, foreign); }), "kiln: add: operand 2 belongs to another graph");
+  EXPECT_EQ(error_of([&] { g.neg(graph::value{}); }),
+            "kiln: neg: operand 1 is an empty graph::value");
+  EXPECT_EQ(error_of([&] { g.apply(ir::op::add, {a}); }), "kiln: add: takes 2 operands, got 1");
+  EXPECT_EQ(error_of([&] { g.input("a", dtype::f32, {2}); }),
+            "kiln: input: the name 'a' is already taken");
+  EXPECT_EQ(error_of([&] { g.input("", dtype::f32, {2}); }), "kiln: input: the name is empty");
+  EXPECT_EQ(error_of([&] {
+              g.input("c", dtype::f32, {2, -7});
+            }),
+            "kiln: input: 'c' has extents [2, ?]; a size is >= 0 or kiln::dyn");
+  g.output("y", a);
+  EXPECT_EQ(error_of([&] { g.output("y", a); }), "kiln: output: the name 'y' is already taken");
+  EXPECT_EQ(error_of([] { compile(graph{}); }),
+            "kiln: compile: the graph has no outputs (graph::output)");
+  EXPECT_EQ(g.type_of(i), dtype::i32);
+  EXPECT_EQ(g.dims_of(g.add(a, g.constant(1.0))), (shape{3}));
+}
+
+TEST(GraphErrors, CallsNameTheArgumentExpectedAndActual) {
+  layer l;
+  executable exe = compile(l.g);
+  std::string who = "kiln: " + exe.name() + ": ";
+  std::vector<float> x(6), w(3), y(6);
+  std::vector<std::int32_t> wi(3);
+  bool pos[6];
+  float b = 1;
+  auto cpu = device::cpu();
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}},
+                      {{"y", view(y.data(), {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "argument 'b' is missing (the graph has 'x', 'w', 'b')");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}, {"b", b}, {"bias", b}},
+                      {{"y", view(y.data(), {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "no argument is named 'bias' (the graph has 'x', 'w', 'b')");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}, {"b", b}, {"b", b}},
+                      {{"y", view(y.data(), {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "argument 'b' is given twice");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", wi}, {"b", b}},
+                      {{"y", view(y.data(), {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "argument 2 ('w') is i32 but the graph declares f32[?]");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {3, 2})}, {"w", w}, {"b", b}},
+                      {{"y", view(y.data(), {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            "kiln: mul: run-time sizes 2 and 3 do not broadcast (in %3 of " + exe.name() + ")");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}, {"b", b}},
+                      {{"y", view(y.data(), {3, 2})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "result 1 is f32[2, 3] but its buffer has extents [3, 2]");
+  const std::vector<float>& cy = y;
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}, {"b", b}},
+                      {{"y", cy}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "result 1 ('y') is read-only (const data or a number)");
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(x.data(), {2, 3})}, {"w", w}, {"b", b}},
+                      {{"y", view(pos, {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who + "result 1 ('y') is f32 but its buffer holds bool");
+  EXPECT_EQ(error_of([&] {
+              exe.run({x, w}, {y}, cpu);
+            }),
+            who + "takes 3 arguments (x, w, b), got 2");
+  // In place needs the very same buffer; a result shifted by one element against x is refused.
+  std::vector<float> big(7);
+  EXPECT_EQ(error_of([&] {
+              exe.run({{"x", view(big.data(), {2, 3})}, {"w", w}, {"b", b}},
+                      {{"y", view(big.data() + 1, {2, 3})}, {"positive", view(pos, {2, 3})}}, cpu);
+            }),
+            who +
+                "result 1 overlaps argument 1; writing in place needs identical buffers (same "
+                "address, type and extents) in a single-region function");
+}
+
+TEST(GraphErrors, TryFormsReturnTheErrorInsteadOfThrowing) {
+  graph g;
+  auto a = g.input("a", dtype::f32, {dyn});
+  auto r = try_compile(g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.failure().code(), errc::invalid_graph);
+  g.output("b", g.abs(a));
+  auto exe = try_compile(g);
+  ASSERT_TRUE(exe.ok());
+  std::vector<float> in = {-1.5f, 2.f, -0.f}, out(3), wrong(4);
+  auto bad = exe.value().try_run({{"a", in}}, {{"b", wrong}}, device::cpu());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.failure().code(), errc::shape_mismatch);
+  auto good = exe.value().try_run({{"a", in}}, {{"b", out}}, device::cpu());
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(out, (std::vector<float>{1.5f, 2.f, 0.f}));
+  auto built = try_call([&] { return g.add(a, g.input("i", dtype::i32, {dyn})); });
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.failure().code(), errc::dtype_mismatch);
+}
+
+TEST(GraphErrors, DeviceMemoryOnTheCpuIsRefused) {
+  graph g;
+  g.output("b", g.neg(g.input("a", dtype::f32, {dyn})));
+  executable exe = compile(g);
+  auto buf = device::vulkan().upload(std::vector<float>{1, 2, 3});
+  std::vector<float> out(3);
+  std::string msg = error_of([&] { exe.run({{"a", buf}}, {{"b", out}}, device::cpu()); });
+  EXPECT_NE(msg.find("argument 1 lives on vulkan:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("but the call runs on the cpu"), std::string::npos) << msg;
+}
+
+}  // namespace
