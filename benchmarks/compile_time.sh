@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Compile time and peak memory of g++ -O2 on: a TU including kiln.hpp, one with a 30-op kiln::fn
-# that is called (kernels instantiated), and one including <Eigen/Dense> as the anchor.
+# that is called (kernels instantiated), one including executable.hpp (the run-time door), one that
+# builds, compiles and runs a graph (the interpreter's primitives instantiated), and one including
+# <Eigen/Dense> as the anchor.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -15,6 +17,20 @@ CPP
 cat > "$work/include_eigen.cpp" <<'CPP'
 #include <Eigen/Dense>
 int main() {}
+CPP
+cat > "$work/include_executable.cpp" <<'CPP'
+#include <kiln/executable.hpp>
+int main() {}
+CPP
+cat > "$work/graph_run.cpp" <<'CPP'
+#include <vector>
+#include <kiln/executable.hpp>
+using namespace kiln;
+void run(std::vector<float>& x, std::vector<float>& o) {
+  graph g;
+  g.output("o", g.tanh(g.input("x", dtype::f32, {dyn})));
+  compile(g).run({x}, {o});
+}
 CPP
 cat > "$work/fn30.cpp" <<'CPP'
 #include <vector>
@@ -35,7 +51,7 @@ void run(std::vector<float>& x, std::vector<float>& y, std::vector<float>& z, st
 }
 CPP
 printf '%-28s %10s %12s\n' "translation unit" "seconds" "peak MB"
-for tu in include_kiln include_eigen fn30; do
+for tu in include_kiln include_eigen fn30 include_executable graph_run; do
   /usr/bin/time -f "%e %M" -o "$work/t" $cxx $flags "$work/$tu.cpp" -o "$work/$tu.o"
   read -r secs kb < "$work/t"
   printf '%-28s %10s %12d\n' "$tu.cpp" "$secs" $((kb / 1024))

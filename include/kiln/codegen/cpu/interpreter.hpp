@@ -13,8 +13,9 @@
 namespace kiln::cpu {
 
 // Elements one instruction works on per dispatch: enough to hide the indirect call, few enough
-// that a region's live slots stay in the L1/L2 cache (at most 8 bytes a lane: 2 KiB a slot).
-inline constexpr std::int64_t tile_elements = 256;
+// that a region's live slots stay in the L1 cache (at most 8 bytes a lane: 1 KiB a slot); 64 to
+// 256 measured within noise of each other, 1024 clearly slower (docs/PERFORMANCE.md).
+inline constexpr std::int64_t tile_elements = 128;
 static_assert(tile_elements % lanes == 0);
 inline constexpr std::int64_t slot_bytes = tile_elements * 8;
 

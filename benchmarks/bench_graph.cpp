@@ -1,0 +1,153 @@
+// The run-time door on the CPU: graphs built with kiln::graph and run by the tiled interpreter,
+// beside the same expressions as kiln::fn (compile-time fused kernels), Eigen, and a plain unfused
+// op-by-op loop (one pass per op, as an eager framework runs it). Ratios are anchor time / kiln
+// interpreter time: above 1 means the interpreter is faster.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <Eigen/Dense>
+
+#include <kiln/executable.hpp>
+
+#include "timing.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> data(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * float(i));
+  return v;
+}
+
+using eigen_vec = Eigen::Map<Eigen::ArrayXf>;
+
+constexpr auto relu_fma_fn = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+    [](auto x, auto y, auto z) { return relu(x * y + z); });
+
+executable relu_fma_graph() {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  auto y = g.input("y", dtype::f32, {dyn});
+  auto z = g.input("z", dtype::f32, {dyn});
+  g.output("o", g.relu(g.add(g.mul(x, y), z)));
+  return compile(g);
+}
+
+constexpr auto gelu_fn = fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto b) {
+  auto y = x + b;
+  return 0.5f * y * (1.f + tanh(0.7978845608f * (y + 0.044715f * y * y * y)));
+});
+
+executable gelu_graph() {
+  graph g;
+  auto y = g.add(g.input("x", dtype::f32, {dyn}), g.input("b", dtype::f32, {dyn}));
+  auto c = [&](double v) { return g.constant(v); };
+  auto cube = g.mul(g.mul(y, y), y);
+  auto inner = g.mul(c(0.7978845608), g.add(y, g.mul(c(0.044715), cube)));
+  g.output("o", g.mul(g.mul(c(0.5), y), g.add(c(1.0), g.tanh(inner))));
+  return compile(g);
+}
+
+void BM_graph_relu_fma(benchmark::State& state) {
+  std::size_t n = state.range(0);
+  auto x = data(n, 1.f), y = data(n, 2.f), z = data(n, 0.5f);
+  std::vector<float> o(n), t(n);
+  executable exe = relu_fma_graph();
+  auto cpu = device::cpu();
+  auto run = [&] { exe.run({x, y, z}, {o}, cpu); };
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * 16);
+  double k = seconds_per_call(run, 10);
+  state.counters["x_vs_fn"] =
+      seconds_per_call([&] { relu_fma_fn.on(cpu)(x, y, z, into(o)); }, 10) / k;
+  state.counters["x_vs_eigen"] = seconds_per_call(
+                                     [&] {
+                                       eigen_vec(o.data(), n) = (eigen_vec(x.data(), n) *
+                                                                     eigen_vec(y.data(), n) +
+                                                                 eigen_vec(z.data(), n))
+                                                                    .max(0.f);
+                                     },
+                                     10) /
+                                 k;
+  state.counters["x_vs_unfused"] = seconds_per_call(
+                                       [&] {
+                                         for (std::size_t i = 0; i < n; ++i) t[i] = x[i] * y[i];
+                                         for (std::size_t i = 0; i < n; ++i) t[i] = t[i] + z[i];
+                                         for (std::size_t i = 0; i < n; ++i)
+                                           o[i] = std::max(t[i], 0.f);
+                                         benchmark::DoNotOptimize(o.data());
+                                       },
+                                       10) /
+                                   k;
+}
+
+void BM_graph_gelu_bias(benchmark::State& state) {
+  std::size_t n = state.range(0);
+  auto x = data(n, 3.f), b = data(n, 0.5f);
+  std::vector<float> o(n);
+  executable exe = gelu_graph();
+  auto cpu = device::cpu();
+  auto run = [&] { exe.run({x, b}, {o}, cpu); };
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * 12);
+  double k = seconds_per_call(run, 5);
+  state.counters["x_vs_fn"] = seconds_per_call([&] { gelu_fn.on(cpu)(x, b, into(o)); }, 5) / k;
+  state.counters["x_vs_eigen"] = seconds_per_call(
+                                     [&] {
+                                       auto y = eigen_vec(x.data(), n) + eigen_vec(b.data(), n);
+                                       eigen_vec(o.data(), n) =
+                                           0.5f * y *
+                                           (1.f + (0.7978845608f * (y + 0.044715f * y * y * y))
+                                                      .tanh());
+                                     },
+                                     5) /
+                                 k;
+}
+
+// Call overhead on 1024 elements: name-free positional run (checks, sizes, one region).
+void BM_graph_small_call(benchmark::State& state) {
+  std::size_t n = state.range(0);
+  auto x = data(n, 1.f), y = data(n, 2.f), z = data(n, 0.5f);
+  std::vector<float> o(n);
+  executable exe = relu_fma_graph();
+  auto cpu = device::cpu();
+  auto run = [&] { exe.run({x, y, z}, {o}, cpu); };
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(o.data());
+  }
+  double k = seconds_per_call(run, 20000);
+  state.counters["x_vs_fn"] =
+      seconds_per_call([&] { relu_fma_fn.on(cpu)(x, y, z, into(o)); }, 20000) / k;
+  state.counters["x_vs_plain_loop"] = seconds_per_call(
+                                          [&] {
+                                            for (std::size_t i = 0; i < n; ++i)
+                                              o[i] = std::max(x[i] * y[i] + z[i], 0.f);
+                                            benchmark::DoNotOptimize(o.data());
+                                          },
+                                          20000) /
+                                      k;
+}
+
+// kiln::compile itself: verify, canonicalize, regions, tile programs for the gelu graph.
+void BM_graph_compile(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(gelu_graph());
+}
+
+}  // namespace
+
+BENCHMARK(BM_graph_relu_fma)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_graph_gelu_bias)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_graph_small_call)->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_graph_compile)->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();
