@@ -263,7 +263,6 @@ consteval auto fn(F) {
   static_assert(
       std::is_invocable_v<const F&, parameter_value_t<P>...>,
       "kiln::fn: the lambda must take exactly one argument per declared tensor parameter");
-  static_assert(sizeof...(P) <= cpu::max_parameters, "kiln::fn: at most 64 parameters");
   if constexpr (traceable<F, P...>) {
     static_assert(function_result<std::invoke_result_t<const F&, parameter_value_t<P>...>>,
                   "kiln::fn: the lambda must return a tensor expression or a std::tuple of them");

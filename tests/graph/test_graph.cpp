@@ -139,6 +139,54 @@ TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
   for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], 4 * host[i]) << i;
 }
 
+// 70 results of one space: on Vulkan (at most 64 storage buffers a stage here) the region is formed
+// again for the device, in two dispatches; on the CPU more pointers than a row keeps on the stack.
+TEST_P(GraphOnDevice, MoreResultsThanTheDeviceBindsSplitTheRegion) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  for (int r = 0; r < 70; ++r)
+    g.output("y" + std::to_string(r), g.add(g.mul(x, g.constant(r)), g.constant(1.0)));
+  executable exe = compile(g);
+  EXPECT_EQ(exe.dispatch_count(), 1);
+  auto xs = ramp(3000, -1.f, 0.01f);
+  std::vector<std::vector<float>> ys(70, std::vector<float>(xs.size()));
+  std::vector<tensor_ref> results(ys.begin(), ys.end());
+  std::vector<tensor_ref> args = {xs};
+  exe.run(args, results, dev());
+  for (int r = 0; r < 70; ++r)
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ(ys[r][i], xs[i] * float(r) + 1.f) << "result " << r << " element " << i;
+  if (GetParam()) {
+    std::uint32_t limit = device::vulkan().context()->target().max_storage_buffers;
+    auto kernels = exe.kernels();
+    EXPECT_EQ(kernels.size(), (70 + limit - 3) / (limit - 2)) << "limit " << limit;
+    for (const auto& k : kernels) {
+      EXPECT_TRUE(k.unsupported.empty()) << k.unsupported;
+      EXPECT_LE(k.bindings, limit);
+    }
+  }
+}
+
+// 70 parameters summed into one result: no split helps, so that region runs on the CPU (with a
+// notice) on Vulkan; the answer is the same.
+TEST_P(GraphOnDevice, OneResultReadingMoreThanTheDeviceBindsStillRuns) {
+  graph g;
+  std::vector<graph::value> xs;
+  for (int a = 0; a < 70; ++a) xs.push_back(g.input("x" + std::to_string(a), dtype::i32, {dyn}));
+  auto sum = xs[0];
+  for (int a = 1; a < 70; ++a) sum = g.add(sum, xs[a]);
+  g.output("sum", sum);
+  executable exe = compile(g);
+  std::vector<std::vector<std::int32_t>> data(70, std::vector<std::int32_t>(100));
+  for (int a = 0; a < 70; ++a)
+    for (int i = 0; i < 100; ++i) data[a][i] = a * 1000 + i;
+  std::vector<tensor_ref> args(data.begin(), data.end());
+  std::vector<std::int32_t> out(100);
+  std::vector<tensor_ref> results = {out};
+  exe.run(args, results, dev());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(out[i], 1000 * (69 * 70 / 2) + 70 * i) << i;
+}
+
 TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
   // The same expression as a kiln::fn (compile-time kernels) and through the run-time door: the
   // same primitives, so the same bits (no op here can be contracted into an FMA).

@@ -32,8 +32,25 @@ inline int thread_count() {
   return n;
 }
 
-// Parameters (and results) one function may have on the CPU path.
-inline constexpr int max_parameters = 64;
+// Per-row pointer lists: on the stack up to 64 entries (every function seen so far), else on the
+// heap; a run-time graph may have any number of inputs and outputs.
+template <class T>
+class row_list {
+ public:
+  explicit row_list(std::size_t n) : data_(n <= local_.size() ? local_.data() : nullptr) {
+    if (!data_) {
+      heap_.resize(n);
+      data_ = heap_.data();
+    }
+  }
+  T& operator[](std::size_t i) { return data_[i]; }
+  T* data() { return data_; }
+
+ private:
+  std::array<T, 64> local_;  // entries a region does not use are never read
+  std::vector<T> heap_;
+  T* data_;
+};
 
 // Below this many elements a region runs on the calling thread: waking threads costs more.
 inline constexpr std::int64_t parallel_threshold = 1 << 16;
@@ -107,36 +124,47 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
   std::int64_t tasks = rows * pieces;
   std::size_t n_args = args.size();
 
-  auto run_task = [&](std::int64_t t) {
-    std::int64_t r = t / pieces, p = t % pieces;
-    std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
-    std::array<const void*, max_parameters> in_ptr{};
-    std::array<std::int64_t, max_parameters> step{};
-    std::array<void*, max_parameters> out_ptr{};
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      // Offset of row r: its multi-index over the outer dimensions, times the strides.
-      std::int64_t offset = 0, rest = r;
-      for (int i = rank - 2; i >= 0; --i) {
-        offset += (rest % dims[i]) * strides[k][i];
-        rest /= dims[i];
+  // Runs tasks [first, last) on the calling thread.
+  auto run_tasks = [&](std::int64_t first, std::int64_t last) {
+    row_list<const void*> in_ptr(ins.size());
+    row_list<std::int64_t> step(ins.size());
+    row_list<void*> out_ptr(outs.size());
+    for (std::int64_t t = first; t < last; ++t) {
+      std::int64_t r = t / pieces, p = t % pieces;
+      std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
+      for (std::size_t k = 0; k < ops.size(); ++k) {
+        // Offset of row r: its multi-index over the outer dimensions, times the strides.
+        std::int64_t offset = 0, rest = r;
+        for (int i = rank - 2; i >= 0; --i) {
+          offset += (rest % dims[i]) * strides[k][i];
+          rest /= dims[i];
+        }
+        offset += begin * strides[k][rank - 1];
+        const unsigned char* base = ops[k].data + offset * ops[k].bytes;
+        if (k < n_args) {
+          in_ptr[args[k]] = base;
+          step[args[k]] = strides[k][rank - 1] ? 1 : 0;
+        } else {
+          out_ptr[results[k - n_args]] = const_cast<unsigned char*>(base);
+        }
       }
-      offset += begin * strides[k][rank - 1];
-      const unsigned char* base = ops[k].data + offset * ops[k].bytes;
-      if (k < n_args) {
-        in_ptr[args[k]] = base;
-        step[args[k]] = strides[k][rank - 1] ? 1 : 0;
-      } else {
-        out_ptr[results[k - n_args]] = const_cast<unsigned char*>(base);
-      }
+      row(in_ptr.data(), step.data(), out_ptr.data(), count);
     }
-    row(in_ptr.data(), step.data(), out_ptr.data(), count);
   };
   if (tasks == 1 || threads == 1) {
-    for (std::int64_t t = 0; t < tasks; ++t) run_task(t);
+    run_tasks(0, tasks);
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t t = 0; t < tasks; ++t) run_task(t);
+  // Static schedule: thread i takes the i-th contiguous share of the tasks.
+#pragma omp parallel num_threads(threads)
+  {
+#ifdef _OPENMP
+    std::int64_t n = omp_get_num_threads(), i = omp_get_thread_num();
+#else
+    std::int64_t n = 1, i = 0;
+#endif
+    run_tasks(tasks * i / n, tasks * (i + 1) / n);
+  }
 }
 
 }  // namespace kiln::cpu

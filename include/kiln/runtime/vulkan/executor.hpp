@@ -54,13 +54,48 @@ inline std::string name_and_dump(const char* prefix, const ir::graph& traced,
 }
 
 // A compiled function's state on Vulkan devices: its plan, and its kernels per region and
-// operand layout. Lives as long as the function (a static of the function's type).
+// operand layout. Lives as long as the function (a static of the function's type, or shared by
+// copies of an executable).
 struct program {
   program(compiler::plan p, std::string n) : plan(std::move(p)), name(std::move(n)) {}
+
+  // The plan as a device with `max_bindings` storage buffers per stage runs it: `plan` itself, or
+  // its regions formed again so that none binds more (one binding kept for spilled metadata).
+  // origin[k]: the region of `plan` that computes region k's results.
+  struct device_plan {
+    compiler::plan plan;
+    std::vector<int> origin;
+  };
+  const device_plan& for_device(std::uint32_t max_bindings) {
+    std::lock_guard lock(mutex);
+    auto it = by_bindings.find(max_bindings);
+    if (it != by_bindings.end()) return it->second;
+    device_plan d{plan, {}};
+    bool fits = true;
+    for (const auto& r : plan.regions)
+      fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
+    if (!fits) {
+      try {
+        compiler::region_options opt{static_cast<int>(max_bindings) - 1};
+        d.plan.regions = compiler::form_dispatch_regions(plan.graph, opt);
+      } catch (const error&) {
+        d.plan.regions = plan.regions;  // one result alone binds too many: that region falls back
+      }
+    }
+    // Regions group results by iteration space, so every new region lies inside one old one.
+    for (const auto& r : d.plan.regions)
+      for (std::size_t o = 0; o < plan.regions.size(); ++o)
+        if (std::ranges::find(plan.regions[o].results, r.results[0]) !=
+            plan.regions[o].results.end())
+          d.origin.push_back(static_cast<int>(o));
+    return by_bindings.emplace(max_bindings, std::move(d)).first->second;
+  }
+
   compiler::plan plan;
   std::string name;  // in notices and dump paths
   std::mutex mutex;
   std::map<std::string, spirv::kernel> kernels;
+  std::map<std::uint32_t, device_plan> by_bindings;
   std::set<std::string> noticed;
 };
 
@@ -105,12 +140,12 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   return c;
 }
 
-inline const spirv::kernel& kernel_for(program& prog, const region_call& call, int index,
-                                       const spirv::target& t) {
+inline const spirv::kernel& kernel_for(program& prog, const compiler::plan& p,
+                                       const region_call& call, int index, const spirv::target& t) {
   std::lock_guard lock(prog.mutex);
   auto it = prog.kernels.find(call.key);
   if (it != prog.kernels.end()) return it->second;
-  spirv::kernel k = spirv::emit_region(prog.plan, prog.plan.regions[index], call.kinds, t);
+  spirv::kernel k = spirv::emit_region(p, p.regions[index], call.kinds, t);
   if (!k.code.empty()) {
     if (validate_enabled())
       if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
@@ -148,7 +183,8 @@ inline std::string cannot_run(const spirv::kernel& k, const context& ctx, std::i
 template <class Cpu>
 void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
          std::span<const runtime::buffer_ref> results, const std::int64_t* sym, Cpu&& cpu) {
-  const compiler::plan& p = prog.plan;
+  const program::device_plan& dp = prog.for_device(ctx.target().max_storage_buffers);
+  const compiler::plan& p = dp.plan;
   const ir::graph& g = p.graph;
   auto device_of = [&](const runtime::buffer_ref& b,
                        const std::string& what) -> const device_memory* {
@@ -167,7 +203,7 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
 
   std::lock_guard lock(ctx.mutex());
   ctx.ring_reset();
-  std::vector<bool> on_cpu(p.regions.size(), false);
+  std::vector<bool> on_cpu(prog.plan.regions.size(), false);  // by region of prog.plan
   // Descriptor of each argument and result, made at its first use (null buffer: not yet).
   std::vector<VkDescriptorBufferInfo> arg_info(args.size()), result_info(results.size());
   struct staged_result {
@@ -201,26 +237,43 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
     return info;
   };
 
+  // First every region's kernel; a region the device cannot run sends the region of prog.plan it
+  // came from to the CPU whole, so no result is written by both.
+  struct planned {
+    detail::region_call call;
+    const spirv::kernel* kernel = nullptr;
+    std::int64_t total = 0;
+  };
+  std::vector<planned> regions(p.regions.size());
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    const compiler::region& reg = p.regions[i];
+    shape space = runtime::concrete(reg.space, sym);
+    planned& r = regions[i];
+    r.total = space.element_count();
+    if (r.total == 0) continue;
+    r.call = detail::layout_call(p, static_cast<int>(i), space, args);
+    // Kernels are per device: two devices may differ in features, limits and so in regions.
+    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
+    r.kernel = &detail::kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
+    std::int64_t largest = 0;
+    for (auto a : reg.args) largest = std::max<std::int64_t>(largest, bytes_of_arg(a));
+    for (auto res : reg.results) largest = std::max<std::int64_t>(largest, bytes_of_result(res));
+    if (auto why = cannot_run(*r.kernel, ctx, r.total, largest); !why.empty()) {
+      on_cpu[dp.origin[i]] = true;
+      std::lock_guard plock(prog.mutex);
+      if (prog.noticed.insert(r.call.key + why).second)
+        std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name.c_str(),
+                     dp.origin[i], why.c_str());
+    }
+  }
+
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::uint32_t wg = ctx.target().workgroup_size();
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const compiler::region& reg = p.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
-    std::int64_t total = space.element_count();
-    if (total == 0) continue;
-    auto call = detail::layout_call(p, static_cast<int>(i), space, args);
-    const spirv::kernel& k = detail::kernel_for(prog, call, static_cast<int>(i), ctx.target());
-    std::int64_t largest = 0;
-    for (auto a : reg.args) largest = std::max<std::int64_t>(largest, bytes_of_arg(a));
-    for (auto r : reg.results) largest = std::max<std::int64_t>(largest, bytes_of_result(r));
-    if (auto why = cannot_run(k, ctx, total, largest); !why.empty()) {
-      on_cpu[i] = true;
-      std::lock_guard plock(prog.mutex);
-      if (prog.noticed.insert(call.key + why).second)
-        std::fprintf(stderr, "kiln: %s region %zu runs on the CPU: %s\n", prog.name.c_str(), i,
-                     why.c_str());
-      continue;
-    }
+    const auto& [call, kernel, total] = regions[i];
+    if (total == 0 || on_cpu[dp.origin[i]]) continue;
+    const spirv::kernel& k = *kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
     if (!cb) {
       cb = ctx.begin();
@@ -293,10 +346,11 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
         b.data = h;
         b.memory = nullptr;
       };
-      for (std::size_t i = 0; i < p.regions.size(); ++i) {
+      for (std::size_t i = 0; i < prog.plan.regions.size(); ++i) {
         if (!on_cpu[i]) continue;
-        for (auto a : p.regions[i].args) host_of(host_args[a], "argument " + std::to_string(a + 1));
-        for (auto r : p.regions[i].results)
+        for (auto a : prog.plan.regions[i].args)
+          host_of(host_args[a], "argument " + std::to_string(a + 1));
+        for (auto r : prog.plan.regions[i].results)
           host_of(host_results[r], "result " + std::to_string(r + 1));
       }
       cpu(std::span<const runtime::buffer_ref>(host_args),
