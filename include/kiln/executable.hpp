@@ -193,13 +193,13 @@ class executable {
     }
     for (std::size_t r = 0; r < given_results.size(); ++r) {
       dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
-      std::string what = "result " + std::to_string(r + 1) + " ('" + s_->outputs[r] + "')";
+      auto what = [&] { return "result " + std::to_string(r + 1) + " ('" + s_->outputs[r] + "')"; };
       if (got != want)
         throw error(errc::dtype_mismatch, who,
-                    what + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
+                    what() + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
                         std::string(kiln::name(got)));
       if (!given_results[r].writable)
-        throw error(errc::invalid_argument, who, what + " is read-only (const data or a number)");
+        throw error(errc::invalid_argument, who, what() + " is read-only (const data or a number)");
       results.push_back(given_results[r].ref);
       result_types.push_back(want);
     }

@@ -28,7 +28,9 @@ TEST(Canonicalize, FoldsConstantsAndDropsDeadNodes) {
   EXPECT_EQ(count_ops(p.graph, op::mul), 0);
   ASSERT_EQ(count_ops(p.graph, op::constant), 1);
   for (const auto& n : p.graph.nodes)
-    if (n.kind == op::constant) EXPECT_EQ(n.value.f, 6.0);
+    if (n.kind == op::constant) {
+      EXPECT_EQ(n.value.f, 6.0);
+    }
 }
 
 TEST(Canonicalize, IntegerFoldingWrapsAndDividesByZeroAsZero) {

@@ -108,7 +108,9 @@ TEST(F32Ops, SpecialValues) {
       EXPECT_EQ(mx[i], std::fmax(x[i], y[i])) << i;
     }
     EXPECT_EQ(std::isnan(rl[i]), std::isnan(x[i])) << i;
-    if (!std::isnan(x[i])) EXPECT_EQ(rl[i], x[i] < 0 ? 0.f : x[i]) << i;
+    if (!std::isnan(x[i])) {
+      EXPECT_EQ(rl[i], x[i] < 0 ? 0.f : x[i]) << i;
+    }
   }
   EXPECT_EQ(ex[2], 0.f);
   EXPECT_EQ(ex[3], INFINITY);

@@ -55,7 +55,10 @@ kiln::tensor_view<T> view_of(const buffer<T>& b, const dims_t& d) {
 
 inline std::string dims_text(const dims_t& d) {
   std::string s = "[";
-  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ',';  // two appends: GCC 12 misreads "," + to_string(...) (-Wrestrict)
+    s += std::to_string(d[i]);
+  }
   return s + "]";
 }
 

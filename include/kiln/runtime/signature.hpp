@@ -34,22 +34,23 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<co
   for (std::size_t a = 0; a < inputs.size(); ++a) {
     const ir::input_decl& d = inputs[a];
     const buffer_ref& b = args[a];
-    std::string arg = "argument " + std::to_string(a + 1);
+    // Messages are built only on failure: the checks run on every call.
+    auto arg = [&] { return "argument " + std::to_string(a + 1); };
     std::int64_t count = b.dims.element_count();
     if (b.data == nullptr && b.memory == nullptr && count != 0)
       throw error(errc::invalid_argument, who,
-                  arg + " has null data for " + std::to_string(count) + " elements");
+                  arg() + " has null data for " + std::to_string(count) + " elements");
     bool rank_ok = b.dims.rank == d.dims.rank;
     // A flat range (std::vector, std::span) may stand for any shape whose sizes are all static.
     if (!rank_ok && b.flat && d.dims.is_static() && count == d.dims.element_count()) continue;
     if (!rank_ok)
       throw error(errc::shape_mismatch, who,
-                  arg + " has rank " + std::to_string(b.dims.rank) + " (extents " +
+                  arg() + " has rank " + std::to_string(b.dims.rank) + " (extents " +
                       to_string(b.dims) + ") but the function declares " + declared_text(d));
     for (int i = 0; i < d.dims.rank; ++i)
       if (d.dims[i] >= 0 && d.dims[i] != b.dims[i])
         throw error(errc::shape_mismatch, who,
-                    arg + " has extents " + to_string(b.dims) + " but the function declares " +
+                    arg() + " has extents " + to_string(b.dims) + " but the function declares " +
                         declared_text(d) + " (size " + std::to_string(i) + " must be " +
                         std::to_string(d.dims[i]) + ")");
   }
@@ -86,17 +87,18 @@ inline shape concrete(const shape& s, const std::int64_t* sym) {
 // element count).
 inline void check_result(const buffer_ref& b, dtype t, const shape& expected, std::size_t index,
                          const std::string& who) {
-  std::string res = "result " + std::to_string(index + 1);
+  auto res = [&] { return "result " + std::to_string(index + 1); };
   std::int64_t count = expected.element_count();
   bool ok = b.flat ? b.dims.element_count() == count : b.dims == expected;
   if (!ok)
     throw error(errc::shape_mismatch, who,
-                res + " is " + std::string(name(t)) + to_string(expected) + " but its buffer has " +
+                res() + " is " + std::string(name(t)) + to_string(expected) +
+                    " but its buffer has " +
                     (b.flat ? std::to_string(b.dims.element_count()) + " elements"
                             : "extents " + to_string(b.dims)));
   if (b.data == nullptr && b.memory == nullptr && count != 0)
     throw error(errc::invalid_argument, who,
-                res + " has null data for " + std::to_string(count) + " elements");
+                res() + " has null data for " + std::to_string(count) + " elements");
 }
 
 // Results must not overlap arguments, except in place: safe only where every element is read

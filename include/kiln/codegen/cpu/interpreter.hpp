@@ -26,10 +26,16 @@ struct tile_frame {
   void* const* out;          // per result: the row's first element
   std::int64_t first;        // the tile's first element in the row
   std::int64_t count;        // elements in this tile (<= tile_elements)
-  unsigned char* scratch;    // slot s at scratch + s * slot_bytes
+  unsigned char* scratch;    // slot s is written at scratch + s * slot_bytes
+  // Slot s is read at view[s]: its scratch, or a contiguous input's own data (no copy).
+  const unsigned char** view;
   template <class L>
   L* slot(std::int32_t s) const {
     return reinterpret_cast<L*>(scratch + s * slot_bytes);
+  }
+  template <class L>
+  const L* read_slot(std::int32_t s) const {
+    return reinterpret_cast<const L*>(view[s]);
   }
   std::int64_t packs() const { return (count + std::int64_t(lanes) - 1) / std::int64_t(lanes); }
 };
@@ -52,7 +58,7 @@ using slot_t = std::conditional_t<D == dtype::boolean, bool, lane_t<D>>;
 
 template <dtype D>
 compute_t<D> read(const instruction& s, const tile_frame& f, int operand, std::int64_t k) {
-  return compute_t<D>::load(f.slot<slot_t<D>>(s.in[operand]) + k * std::int64_t(lanes));
+  return compute_t<D>::load(f.read_slot<slot_t<D>>(s.in[operand]) + k * std::int64_t(lanes));
 }
 template <dtype D>
 void write(const compute_t<D>& v, const instruction& s, const tile_frame& f, std::int64_t k) {
@@ -70,6 +76,10 @@ void load_input(const instruction& s, const tile_frame& f) {
   }
   p += f.first;
   std::int64_t full = f.count / std::int64_t(lanes);
+  if (std::is_same_v<storage_t<D>, slot_t<D>> && full == packs) {
+    f.view[s.out] = reinterpret_cast<const unsigned char*>(p);  // read in place
+    return;
+  }
   for (std::int64_t k = 0; k < full; ++k) write<D>(load<D>(p + k * lanes), s, f, k);
   if (full == packs) return;
   // The tail: a zero-padded copy, so no lane reads past the caller's data.
@@ -82,7 +92,7 @@ template <dtype D>
 void store_result(const instruction& s, const tile_frame& f) {
   auto* p = static_cast<storage_t<D>*>(f.out[s.out]) + f.first;
   std::int64_t full = f.count / std::int64_t(lanes), packs = f.packs();
-  auto* src = f.slot<slot_t<D>>(s.in[0]);
+  auto* src = f.read_slot<slot_t<D>>(s.in[0]);
   for (std::int64_t k = 0; k < full; ++k)
     store<D>(compute_t<D>::load(src + k * lanes), p + k * lanes);
   if (full == packs) return;
@@ -264,6 +274,7 @@ class tile_program {
       }
       if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
     }
+    computed_ = code_.size();
     for (auto r : reg.results) {
       std::int32_t id = g.outputs[r];
       instruction s;
@@ -281,12 +292,20 @@ class tile_program {
            std::int64_t count) const {
     // Per thread, grown to the largest region it has run (loads and stores are unaligned).
     thread_local std::vector<std::uint64_t> scratch;
+    thread_local std::vector<const unsigned char*> view;
     std::size_t words = static_cast<std::size_t>(slots_ * slot_bytes / 8);
     if (scratch.size() < words) scratch.resize(words);
-    tile_frame f{in, step, out, 0, 0, reinterpret_cast<unsigned char*>(scratch.data())};
+    if (view.size() < static_cast<std::size_t>(slots_)) view.resize(slots_);
+    auto* base = reinterpret_cast<unsigned char*>(scratch.data());
+    tile_frame f{in, step, out, 0, 0, base, view.data()};
     for (; f.first < count; f.first += tile_elements) {
       f.count = std::min(tile_elements, count - f.first);
-      for (const instruction& s : code_) s.fn(s, f);
+      for (std::size_t i = 0; i < computed_; ++i) {
+        // An instruction writes its slot's scratch (a load may point the slot at its input).
+        view[code_[i].out] = base + code_[i].out * slot_bytes;
+        code_[i].fn(code_[i], f);
+      }
+      for (std::size_t i = computed_; i < code_.size(); ++i) code_[i].fn(code_[i], f);
     }
   }
 
@@ -294,7 +313,8 @@ class tile_program {
   std::size_t size() const { return code_.size(); }
 
  private:
-  std::vector<instruction> code_;
+  std::vector<instruction> code_;  // the region's nodes, then one store per result
+  std::size_t computed_ = 0;       // instructions before the stores
   std::int32_t slots_ = 0;
 };
 
