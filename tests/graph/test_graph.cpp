@@ -14,6 +14,13 @@ using namespace kiln;
 
 namespace {
 
+// "x12": a name and a number (two appends: GCC 12 misreads "x" + to_string(...), -Wrestrict).
+std::string numbered(const char* name, int i) {
+  std::string s = name;
+  s += std::to_string(i);
+  return s;
+}
+
 std::vector<float> ramp(std::size_t n, float start, float step) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
@@ -145,7 +152,7 @@ TEST_P(GraphOnDevice, MoreResultsThanTheDeviceBindsSplitTheRegion) {
   graph g;
   auto x = g.input("x", dtype::f32, {dyn});
   for (int r = 0; r < 70; ++r)
-    g.output("y" + std::to_string(r), g.add(g.mul(x, g.constant(r)), g.constant(1.0)));
+    g.output(numbered("y", r), g.add(g.mul(x, g.constant(r)), g.constant(1.0)));
   executable exe = compile(g);
   EXPECT_EQ(exe.dispatch_count(), 1);
   auto xs = ramp(3000, -1.f, 0.01f);
@@ -172,7 +179,7 @@ TEST_P(GraphOnDevice, MoreResultsThanTheDeviceBindsSplitTheRegion) {
 TEST_P(GraphOnDevice, OneResultReadingMoreThanTheDeviceBindsStillRuns) {
   graph g;
   std::vector<graph::value> xs;
-  for (int a = 0; a < 70; ++a) xs.push_back(g.input("x" + std::to_string(a), dtype::i32, {dyn}));
+  for (int a = 0; a < 70; ++a) xs.push_back(g.input(numbered("x", a), dtype::i32, {dyn}));
   auto sum = xs[0];
   for (int a = 1; a < 70; ++a) sum = g.add(sum, xs[a]);
   g.output("sum", sum);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/codegen/spirv/target.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/vulkan/instance.hpp"
 #include "kiln/runtime/vulkan/memory.hpp"
 #include "kiln/runtime/vulkan/pipelines.hpp"
@@ -38,44 +39,7 @@ class context {
  public:
   // The context of device `index` in enumeration order, or of the best device for index < 0.
   // Throws kiln::error (unsupported) when there is no usable device.
-  static std::shared_ptr<context> get(int index = -1) {
-    static std::mutex m;
-    static std::map<int, std::shared_ptr<context>> contexts;
-    std::lock_guard lock(m);
-    auto inst = instance::get();
-    auto devices = inst->physical_devices();
-    int chosen = index;
-    std::string why;
-    if (index < 0) {
-      int best_rank = 99;
-      for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
-        std::string reason = unusable(devices[i]);
-        if (!reason.empty()) {
-          why += (why.empty() ? "" : "; ") + reason;
-          continue;
-        }
-        VkPhysicalDeviceProperties p;
-        vkGetPhysicalDeviceProperties(devices[i], &p);
-        if (type_rank(p.deviceType) < best_rank) {
-          best_rank = type_rank(p.deviceType);
-          chosen = i;
-        }
-      }
-      if (chosen < 0)
-        throw error(errc::unsupported, "vulkan",
-                    devices.empty() ? "no Vulkan device (no driver found by the loader)"
-                                    : "no usable Vulkan device: " + why);
-    } else if (index >= static_cast<int>(devices.size())) {
-      throw error(errc::invalid_argument, "KILN_DEVICE",
-                  "vulkan:" + std::to_string(index) + " does not exist (" +
-                      std::to_string(devices.size()) + " Vulkan devices)");
-    } else if (auto reason = unusable(devices[index]); !reason.empty()) {
-      throw error(errc::unsupported, "vulkan", reason);
-    }
-    auto& slot = contexts[chosen];
-    if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
-    return slot;
-  }
+  static std::shared_ptr<context> get(int index = -1);
 
   ~context() {
     vkDeviceWaitIdle(device_);
@@ -354,5 +318,46 @@ class context {
   std::vector<allocation> retired_;
   std::mutex mutex_, memory_mutex_;
 };
+
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
+  static std::mutex m;
+  static std::map<int, std::shared_ptr<context>> contexts;
+  std::lock_guard lock(m);
+  auto inst = instance::get();
+  auto devices = inst->physical_devices();
+  int chosen = index;
+  std::string why;
+  if (index < 0) {
+    int best_rank = 99;
+    for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
+      std::string reason = unusable(devices[i]);
+      if (!reason.empty()) {
+        why += (why.empty() ? "" : "; ") + reason;
+        continue;
+      }
+      VkPhysicalDeviceProperties p;
+      vkGetPhysicalDeviceProperties(devices[i], &p);
+      if (type_rank(p.deviceType) < best_rank) {
+        best_rank = type_rank(p.deviceType);
+        chosen = i;
+      }
+    }
+    if (chosen < 0)
+      throw error(errc::unsupported, "vulkan",
+                  devices.empty() ? "no Vulkan device (no driver found by the loader)"
+                                  : "no usable Vulkan device: " + why);
+  } else if (index >= static_cast<int>(devices.size())) {
+    throw error(errc::invalid_argument, "KILN_DEVICE",
+                "vulkan:" + std::to_string(index) + " does not exist (" +
+                    std::to_string(devices.size()) + " Vulkan devices)");
+  } else if (auto reason = unusable(devices[index]); !reason.empty()) {
+    throw error(errc::unsupported, "vulkan", reason);
+  }
+  auto& slot = contexts[chosen];
+  if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
+  return slot;
+}
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::vulkan

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "kiln/codegen/spirv/emit_region.hpp"
 #include "kiln/codegen/spirv/tools.hpp"
 #include "kiln/core/hash.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/signature.hpp"
 #include "kiln/runtime/vulkan/device_memory.hpp"
 
@@ -37,21 +39,8 @@ inline void write_file(const std::filesystem::path& p, const void* data, std::si
 
 // A compiled function's name: `prefix`-<hash of its plan's text>. With KILN_DUMP_DIR set, writes
 // there, under that name, the traced IR, the IR after canonicalization, the regions and the plan.
-inline std::string name_and_dump(const char* prefix, const ir::graph& traced,
-                                 const compiler::plan& p) {
-  std::string text = compiler::print(p);
-  char name[48];
-  std::snprintf(name, sizeof name, "%s-%016llx", prefix,
-                static_cast<unsigned long long>(kiln::detail::fnv1a(text)));
-  if (const auto& dir = dump_directory(); !dir.empty()) {
-    std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
-                              {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
-                              {"2-regions.txt", compiler::print_regions(p)},
-                              {"3-plan.txt", text}};
-    for (auto& [file, body] : files) write_file(dir / name / file, body.data(), body.size());
-  }
-  return name;
-}
+KILN_RUNTIME_API std::string name_and_dump(const char* prefix, const ir::graph& traced,
+                                           const compiler::plan& p);
 
 // A compiled function's state on Vulkan devices: its plan, and its kernels per region and
 // operand layout. Lives as long as the function (a static of the function's type, or shared by
@@ -66,30 +55,7 @@ struct program {
     compiler::plan plan;
     std::vector<int> origin;
   };
-  const device_plan& for_device(std::uint32_t max_bindings) {
-    std::lock_guard lock(mutex);
-    auto it = by_bindings.find(max_bindings);
-    if (it != by_bindings.end()) return it->second;
-    device_plan d{plan, {}};
-    bool fits = true;
-    for (const auto& r : plan.regions)
-      fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
-    if (!fits) {
-      try {
-        compiler::region_options opt{static_cast<int>(max_bindings) - 1};
-        d.plan.regions = compiler::form_dispatch_regions(plan.graph, opt);
-      } catch (const error&) {
-        d.plan.regions = plan.regions;  // one result alone binds too many: that region falls back
-      }
-    }
-    // Regions group results by iteration space, so every new region lies inside one old one.
-    for (const auto& r : d.plan.regions)
-      for (std::size_t o = 0; o < plan.regions.size(); ++o)
-        if (std::ranges::find(plan.regions[o].results, r.results[0]) !=
-            plan.regions[o].results.end())
-          d.origin.push_back(static_cast<int>(o));
-    return by_bindings.emplace(max_bindings, std::move(d)).first->second;
-  }
+  const device_plan& for_device(std::uint32_t max_bindings);
 
   compiler::plan plan;
   std::string name;  // in notices and dump paths
@@ -179,10 +145,60 @@ inline std::string cannot_run(const spirv::kernel& k, const context& ctx, std::i
 }
 
 // Runs every region of prog's plan for one call. sym: the resolved symbols. cpu(args, results,
-// regions) runs the marked regions on the CPU (with host pointers in the refs it is given).
-template <class Cpu>
-void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
-         std::span<const runtime::buffer_ref> results, const std::int64_t* sym, Cpu&& cpu) {
+// regions) runs the marked regions of prog.plan on the CPU (with host pointers in the refs).
+using cpu_regions =
+    std::function<void(std::span<const runtime::buffer_ref>, std::span<const runtime::buffer_ref>,
+                       const std::vector<bool>&)>;
+KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+                          std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+                          const cpu_regions& cpu);
+
+// The definitions behind the runtime boundary (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+
+KILN_RUNTIME_API std::string name_and_dump(const char* prefix, const ir::graph& traced,
+                                           const compiler::plan& p) {
+  std::string text = compiler::print(p);
+  char name[48];
+  std::snprintf(name, sizeof name, "%s-%016llx", prefix,
+                static_cast<unsigned long long>(kiln::detail::fnv1a(text)));
+  if (const auto& dir = dump_directory(); !dir.empty()) {
+    std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
+                              {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
+                              {"2-regions.txt", compiler::print_regions(p)},
+                              {"3-plan.txt", text}};
+    for (auto& [file, body] : files) write_file(dir / name / file, body.data(), body.size());
+  }
+  return name;
+}
+
+KILN_RUNTIME_API const program::device_plan& program::for_device(std::uint32_t max_bindings) {
+  std::lock_guard lock(mutex);
+  auto it = by_bindings.find(max_bindings);
+  if (it != by_bindings.end()) return it->second;
+  device_plan d{plan, {}};
+  bool fits = true;
+  for (const auto& r : plan.regions)
+    fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
+  if (!fits) {
+    try {
+      compiler::region_options opt{static_cast<int>(max_bindings) - 1};
+      d.plan.regions = compiler::form_dispatch_regions(plan.graph, opt);
+    } catch (const error&) {
+      d.plan.regions = plan.regions;  // one result alone binds too many: that region falls back
+    }
+  }
+  // Regions group results by iteration space, so every new region lies inside one old one.
+  for (const auto& r : d.plan.regions)
+    for (std::size_t o = 0; o < plan.regions.size(); ++o)
+      if (std::ranges::find(plan.regions[o].results, r.results[0]) != plan.regions[o].results.end())
+        d.origin.push_back(static_cast<int>(o));
+  return by_bindings.emplace(max_bindings, std::move(d)).first->second;
+}
+
+KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+                          std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+                          const cpu_regions& cpu) {
   const program::device_plan& dp = prog.for_device(ctx.target().max_storage_buffers);
   const compiler::plan& p = dp.plan;
   const ir::graph& g = p.graph;
@@ -366,5 +382,7 @@ void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
   ctx.check_validation(prog.name + " call");
   if (cpu_failure) std::rethrow_exception(cpu_failure);
 }
+
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::vulkan
