@@ -2,8 +2,9 @@
 # Compile time and peak memory of g++ -O2 on: a TU including kiln.hpp, one with a 30-op kiln::fn
 # that is called (kernels instantiated), one including executable.hpp (the run-time door), one that
 # builds, compiles and runs a graph (the interpreter's primitives instantiated), and one including
-# <Eigen/Dense> as the anchor; then the 30-op fn again with KILN_SEPARATE_RUNTIME (the Vulkan
-# runtime only declared) and the one implementation file that compiles it for the program.
+# <Eigen/Dense> as the anchor; then the 30-op fn and the graph again with KILN_SEPARATE_RUNTIME
+# (the Vulkan runtime and the interpreter only declared) and the one implementation file that
+# compiles them for the program.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -53,7 +54,7 @@ void run(std::vector<float>& x, std::vector<float>& y, std::vector<float>& z, st
 CPP
 cat > "$work/implementation.cpp" <<'CPP'
 #define KILN_RUNTIME_IMPLEMENTATION
-#include <kiln/kiln.hpp>
+#include <kiln/executable.hpp>
 CPP
 printf '%-28s %10s %12s\n' "translation unit" "seconds" "peak MB"
 for tu in include_kiln include_eigen fn30 include_executable graph_run; do
@@ -61,7 +62,7 @@ for tu in include_kiln include_eigen fn30 include_executable graph_run; do
   read -r secs kb < "$work/t"
   printf '%-28s %10s %12d\n' "$tu.cpp" "$secs" $((kb / 1024))
 done
-for tu in fn30 implementation; do
+for tu in fn30 graph_run implementation; do
   /usr/bin/time -f "%e %M" -o "$work/t" $cxx $flags -DKILN_SEPARATE_RUNTIME "$work/$tu.cpp" \
     -o "$work/$tu.o"
   read -r secs kb < "$work/t"

@@ -9,6 +9,7 @@
 
 #include "kiln/codegen/cpu/primitives.hpp"
 #include "kiln/compiler/plan.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 
 namespace kiln::cpu {
 
@@ -223,69 +224,8 @@ inline instruction_fn function_for(const ir::node& n, dtype operand) {
 // row signature, so the same executor runs both.
 class tile_program {
  public:
-  tile_program(const compiler::plan& p, const compiler::region& reg) {
-    const ir::graph& g = p.graph;
-    std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
-    for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
-      const ir::node& n = g.nodes[reg.nodes[k]];
-      for (int i = 0; i < n.arity(); ++i) last_use[n.operands[i]] = static_cast<std::int32_t>(k);
-    }
-    std::vector<bool> stored(g.nodes.size(), false);
-    for (auto r : reg.results) stored[g.outputs[r]] = true;
-    std::vector<std::int32_t> free_slots;
-    for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
-      std::int32_t id = reg.nodes[k];
-      const ir::node& n = g.nodes[id];
-      instruction s;
-      for (int i = 0; i < n.arity(); ++i) s.in[i] = slot_of[n.operands[i]];
-      dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
-      if (n.kind == ir::op::input) {
-        s.param = n.arg;
-        s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
-          return &detail::load_input<decltype(d)::value>;
-        });
-      } else if (n.kind == ir::op::constant) {
-        s.value = n.value;
-        s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
-          return &detail::fill_constant<decltype(d)::value>;
-        });
-      } else {
-        s.fn = detail::function_for(n, operand);
-      }
-      if (!s.fn)
-        throw error(errc::unsupported, std::string(ir::name(n.kind)),
-                    "no CPU primitive for element type " + std::string(name(operand)));
-      // A slot is reused once its last reader has run (never by that reader itself: a widening
-      // cast would overwrite lanes it has not read yet).
-      if (free_slots.empty()) {
-        s.out = slots_++;
-      } else {
-        s.out = free_slots.back();
-        free_slots.pop_back();
-      }
-      slot_of[id] = s.out;
-      code_.push_back(s);
-      for (int i = 0; i < n.arity(); ++i) {
-        std::int32_t o = n.operands[i];
-        bool repeated = false;
-        for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
-        if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o])
-          free_slots.push_back(slot_of[o]);
-      }
-      if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
-    }
-    computed_ = code_.size();
-    for (auto r : reg.results) {
-      std::int32_t id = g.outputs[r];
-      instruction s;
-      s.out = r;
-      s.in[0] = slot_of[id];
-      s.fn = detail::with_dtype(g.nodes[id].type, [](auto d) -> instruction_fn {
-        return &detail::store_result<decltype(d)::value>;
-      });
-      code_.push_back(s);
-    }
-  }
+  // Compiles region `reg` of plan `p` (its nodes, then one store per result).
+  tile_program(const compiler::plan& p, const compiler::region& reg);
 
   // Evaluates `count` elements of one row (see cpu::row_fn).
   void row(const void* const* in, const std::int64_t* step, void* const* out,
@@ -317,5 +257,72 @@ class tile_program {
   std::size_t computed_ = 0;       // instructions before the stores
   std::int32_t slots_ = 0;
 };
+
+// Behind the runtime boundary (core/runtime_boundary.hpp): building the instruction table
+// instantiates every (op, dtype) primitive.
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compiler::region& reg) {
+  const ir::graph& g = p.graph;
+  std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
+  for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
+    const ir::node& n = g.nodes[reg.nodes[k]];
+    for (int i = 0; i < n.arity(); ++i) last_use[n.operands[i]] = static_cast<std::int32_t>(k);
+  }
+  std::vector<bool> stored(g.nodes.size(), false);
+  for (auto r : reg.results) stored[g.outputs[r]] = true;
+  std::vector<std::int32_t> free_slots;
+  for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
+    std::int32_t id = reg.nodes[k];
+    const ir::node& n = g.nodes[id];
+    instruction s;
+    for (int i = 0; i < n.arity(); ++i) s.in[i] = slot_of[n.operands[i]];
+    dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
+    if (n.kind == ir::op::input) {
+      s.param = n.arg;
+      s.fn = detail::with_dtype(
+          n.type, [](auto d) -> instruction_fn { return &detail::load_input<decltype(d)::value>; });
+    } else if (n.kind == ir::op::constant) {
+      s.value = n.value;
+      s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
+        return &detail::fill_constant<decltype(d)::value>;
+      });
+    } else {
+      s.fn = detail::function_for(n, operand);
+    }
+    if (!s.fn)
+      throw error(errc::unsupported, std::string(ir::name(n.kind)),
+                  "no CPU primitive for element type " + std::string(name(operand)));
+    // A slot is reused once its last reader has run (never by that reader itself: a widening
+    // cast would overwrite lanes it has not read yet).
+    if (free_slots.empty()) {
+      s.out = slots_++;
+    } else {
+      s.out = free_slots.back();
+      free_slots.pop_back();
+    }
+    slot_of[id] = s.out;
+    code_.push_back(s);
+    for (int i = 0; i < n.arity(); ++i) {
+      std::int32_t o = n.operands[i];
+      bool repeated = false;
+      for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
+      if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o])
+        free_slots.push_back(slot_of[o]);
+    }
+    if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
+  }
+  computed_ = code_.size();
+  for (auto r : reg.results) {
+    std::int32_t id = g.outputs[r];
+    instruction s;
+    s.out = r;
+    s.in[0] = slot_of[id];
+    s.fn = detail::with_dtype(g.nodes[id].type, [](auto d) -> instruction_fn {
+      return &detail::store_result<decltype(d)::value>;
+    });
+    code_.push_back(s);
+  }
+}
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::cpu
