@@ -3,7 +3,6 @@
 // Each kiln benchmark also times its anchors in the same process and reports the ratios
 // (anchor time / kiln time: above 1 means kiln is faster).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -54,25 +53,16 @@ void BM_relu_fma(benchmark::State& state) {
   std::size_t n = state.range(0);
   auto x = data(n, 1.f), y = data(n, 2.f), z = data(n, 0.5f);
   std::vector<float> o(n), t(n);
-  auto run_kiln = [&] { relu_fma.on(kiln::device::cpu())(x, y, z, into(o)); };
-  for (auto _ : state) {
-    run_kiln();
-    benchmark::DoNotOptimize(o.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 16);
+  float *px = x.data(), *py = y.data(), *pz = z.data(), *po = o.data();
+  auto fused = [&] { relu_fma.on(kiln::device::cpu())(x, y, z, into(o)); };
   int calls = n > 100000 ? 10 : 20000;
-  double k = seconds_per_call(run_kiln, calls);
-  state.counters["x_vs_eigen"] =
-      seconds_per_call([&] { relu_fma_eigen(x.data(), y.data(), z.data(), o.data(), n); }, calls) /
-      k;
-  state.counters["x_vs_unfused"] =
-      seconds_per_call(
-          [&] { relu_fma_unfused(x.data(), y.data(), z.data(), o.data(), t.data(), n); }, calls) /
-      k;
-  state.counters["x_vs_handfused_omp"] =
-      seconds_per_call([&] { relu_fma_handfused(x.data(), y.data(), z.data(), o.data(), n); },
-                       calls) /
-      k;
+  double k = measure_kiln(state, fused, n * 16, calls);
+  ratio(
+      state, "x_vs_eigen", [&] { relu_fma_eigen(px, py, pz, po, n); }, calls, k);
+  ratio(
+      state, "x_vs_unfused", [&] { relu_fma_unfused(px, py, pz, po, t.data(), n); }, calls, k);
+  ratio(
+      state, "x_vs_handfused_omp", [&] { relu_fma_handfused(px, py, pz, po, n); }, calls, k);
 }
 
 float gelu_scalar(float y) {
@@ -102,21 +92,15 @@ void BM_gelu_bias(benchmark::State& state) {
   std::size_t n = state.range(0);
   auto x = data(n, 3.f), b = data(n, 0.5f);
   std::vector<float> o(n), y(n), t(n);
-  auto run_kiln = [&] { gelu_bias.on(kiln::device::cpu())(x, b, into(o)); };
-  for (auto _ : state) {
-    run_kiln();
-    benchmark::DoNotOptimize(o.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 12);
-  double k = seconds_per_call(run_kiln, 5);
-  state.counters["x_vs_eigen"] =
-      seconds_per_call([&] { gelu_eigen(x.data(), b.data(), o.data(), n); }, 5) / k;
-  state.counters["x_vs_unfused"] =
-      seconds_per_call([&] { gelu_unfused(x.data(), b.data(), o.data(), y.data(), t.data(), n); },
-                       5) /
-      k;
-  state.counters["x_vs_handfused_omp"] =
-      seconds_per_call([&] { gelu_handfused(x.data(), b.data(), o.data(), n); }, 5) / k;
+  float *px = x.data(), *pb = b.data(), *po = o.data();
+  auto fused = [&] { gelu_bias.on(kiln::device::cpu())(x, b, into(o)); };
+  double k = measure_kiln(state, fused, n * 12, 5);
+  ratio(
+      state, "x_vs_eigen", [&] { gelu_eigen(px, pb, po, n); }, 5, k);
+  ratio(
+      state, "x_vs_unfused", [&] { gelu_unfused(px, pb, po, y.data(), t.data(), n); }, 5, k);
+  ratio(
+      state, "x_vs_handfused_omp", [&] { gelu_handfused(px, pb, po, n); }, 5, k);
 }
 
 // Call overhead: a 3-op chain on 1024 elements (argument checks, size resolution, one region).
@@ -124,19 +108,13 @@ void BM_three_ops_call(benchmark::State& state) {
   std::size_t n = state.range(0);
   auto x = data(n, 1.f), y = data(n, 1.f);
   std::vector<float> o(n);
-  for (auto _ : state) {
-    three_ops.on(kiln::device::cpu())(x, y, into(o));
+  auto fused = [&] { three_ops.on(kiln::device::cpu())(x, y, into(o)); };
+  auto plain_loop = [&] {
+    for (std::size_t i = 0; i < n; ++i) o[i] = std::exp(x[i]) * y[i] + 1.f;
     benchmark::DoNotOptimize(o.data());
-  }
-  double k = seconds_per_call([&] { three_ops.on(kiln::device::cpu())(x, y, into(o)); }, 20000);
-  state.counters["x_vs_plain_loop"] = seconds_per_call(
-                                          [&] {
-                                            for (std::size_t i = 0; i < n; ++i)
-                                              o[i] = std::exp(x[i]) * y[i] + 1.f;
-                                            benchmark::DoNotOptimize(o.data());
-                                          },
-                                          20000) /
-                                      k;
+  };
+  double k = measure_kiln(state, fused, 0, 20000);
+  ratio(state, "x_vs_plain_loop", plain_loop, 20000, k);
 }
 
 }  // namespace

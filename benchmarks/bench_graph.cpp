@@ -60,34 +60,21 @@ void BM_graph_relu_fma(benchmark::State& state) {
   std::vector<float> o(n), t(n);
   executable exe = relu_fma_graph();
   auto cpu = device::cpu();
-  auto run = [&] { exe.run({x, y, z}, {o}, cpu); };
-  for (auto _ : state) {
-    run();
-    benchmark::DoNotOptimize(o.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 16);
   int calls = n > 100000 ? 10 : 20000;
-  double k = seconds_per_call(run, calls);
-  state.counters["x_vs_fn"] =
-      seconds_per_call([&] { relu_fma_fn.on(cpu)(x, y, z, into(o)); }, calls) / k;
-  state.counters["x_vs_eigen"] =
-      seconds_per_call(
-          [&] {
-            eigen_vec(o.data(), n) =
-                (eigen_vec(x.data(), n) * eigen_vec(y.data(), n) + eigen_vec(z.data(), n)).max(0.f);
-          },
-          calls) /
-      k;
-  state.counters["x_vs_unfused"] = seconds_per_call(
-                                       [&] {
-                                         for (std::size_t i = 0; i < n; ++i) t[i] = x[i] * y[i];
-                                         for (std::size_t i = 0; i < n; ++i) t[i] = t[i] + z[i];
-                                         for (std::size_t i = 0; i < n; ++i)
-                                           o[i] = std::max(t[i], 0.f);
-                                         benchmark::DoNotOptimize(o.data());
-                                       },
-                                       calls) /
-                                   k;
+  auto interpreted = [&] { exe.run({x, y, z}, {o}, cpu); };
+  auto fused = [&] { relu_fma_fn.on(cpu)(x, y, z, into(o)); };
+  auto ev = [&](std::vector<float>& v) { return eigen_vec(v.data(), n); };
+  auto eigen = [&] { ev(o) = (ev(x) * ev(y) + ev(z)).max(0.f); };
+  double k = measure_kiln(state, interpreted, n * 16, calls);
+  ratio(state, "x_vs_fn", fused, calls, k);
+  ratio(state, "x_vs_eigen", eigen, calls, k);
+  auto unfused = [&] {
+    for (std::size_t i = 0; i < n; ++i) t[i] = x[i] * y[i];
+    for (std::size_t i = 0; i < n; ++i) t[i] = t[i] + z[i];
+    for (std::size_t i = 0; i < n; ++i) o[i] = std::max(t[i], 0.f);
+    benchmark::DoNotOptimize(o.data());
+  };
+  ratio(state, "x_vs_unfused", unfused, calls, k);
 }
 
 void BM_graph_gelu_bias(benchmark::State& state) {
@@ -96,23 +83,16 @@ void BM_graph_gelu_bias(benchmark::State& state) {
   std::vector<float> o(n);
   executable exe = gelu_graph();
   auto cpu = device::cpu();
-  auto run = [&] { exe.run({x, b}, {o}, cpu); };
-  for (auto _ : state) {
-    run();
-    benchmark::DoNotOptimize(o.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 12);
-  double k = seconds_per_call(run, 5);
-  state.counters["x_vs_fn"] = seconds_per_call([&] { gelu_fn.on(cpu)(x, b, into(o)); }, 5) / k;
-  state.counters["x_vs_eigen"] =
-      seconds_per_call(
-          [&] {
-            auto y = eigen_vec(x.data(), n) + eigen_vec(b.data(), n);
-            eigen_vec(o.data(), n) =
-                0.5f * y * (1.f + (0.7978845608f * (y + 0.044715f * y * y * y)).tanh());
-          },
-          5) /
-      k;
+  auto interpreted = [&] { exe.run({x, b}, {o}, cpu); };
+  auto fused = [&] { gelu_fn.on(cpu)(x, b, into(o)); };
+  double k = measure_kiln(state, interpreted, n * 12, 5);
+  ratio(state, "x_vs_fn", fused, 5, k);
+  auto eigen = [&] {
+    auto y = eigen_vec(x.data(), n) + eigen_vec(b.data(), n);
+    eigen_vec(o.data(), n) =
+        0.5f * y * (1.f + (0.7978845608f * (y + 0.044715f * y * y * y)).tanh());
+  };
+  ratio(state, "x_vs_eigen", eigen, 5, k);
 }
 
 // kiln::compile itself: verify, canonicalize, regions, tile programs for the gelu graph.

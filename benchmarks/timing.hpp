@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+
+#include <benchmark/benchmark.h>
 
 // Best-of-five mean seconds per call of fn (the min filters out interference).
 template <class Fn>
@@ -15,4 +18,23 @@ double seconds_per_call(Fn&& fn, int calls) {
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
   }
   return best;
+}
+
+// The benchmark's measured loop over kiln_call (bytes_per_call > 0: a bytes/s counter), then
+// kiln_call's seconds per call, the denominator of the ratios beside its anchors.
+template <class Fn>
+double measure_kiln(benchmark::State& state, Fn&& kiln_call, std::int64_t bytes_per_call,
+                    int calls) {
+  for (auto _ : state) {
+    kiln_call();
+    benchmark::ClobberMemory();
+  }
+  if (bytes_per_call > 0) state.SetBytesProcessed(state.iterations() * bytes_per_call);
+  return seconds_per_call(kiln_call, calls);
+}
+
+// Counter `name`: the anchor's time over kiln's (above 1: kiln is faster).
+template <class Fn>
+void ratio(benchmark::State& state, const char* name, Fn&& anchor, int calls, double kiln_seconds) {
+  state.counters[name] = seconds_per_call(anchor, calls) / kiln_seconds;
 }
