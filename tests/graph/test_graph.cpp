@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include <kiln/executable.hpp>
 
@@ -207,6 +208,41 @@ TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
     ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
               std::bit_cast<std::uint32_t>(interpreted[i]))
         << "x = " << xs[i];
+}
+
+TEST(Graph, ConcurrentCallsFromSeveralThreads) {
+  // One executable, shared by four threads, two on each device, each with its own data: the
+  // interpreter's scratch is per thread, the Vulkan queue is taken under the context's lock.
+  layer l;
+  executable exe = compile(l.g);
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      device d = t % 2 ? device::vulkan() : device::cpu();
+      std::int64_t rows = 40 + t, cols = 301;
+      auto x = ramp(static_cast<std::size_t>(rows * cols), -2.f + 0.1f * t, 0.0003f);
+      auto w = ramp(static_cast<std::size_t>(cols), 0.5f, -0.002f);
+      float b = 0.1f * t;
+      std::vector<float> y(x.size());
+      std::unique_ptr<bool[]> positive(new bool[x.size()]);
+      for (int call = 0; call < 20; ++call) {
+        exe.run(
+            {{"x", view(x.data(), {rows, cols})}, {"w", w}, {"b", b}},
+            {{"y", view(y.data(), {rows, cols})}, {"positive", view(positive.get(), {rows, cols})}},
+            d);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          float want = std::tanh(x[i] * w[i % cols] + b);
+          if (std::fabs(y[i] - want) > 2e-6 * std::fabs(want) + 1e-7 || positive[i] != (x[i] > 0)) {
+            failures[t] = "thread " + std::to_string(t) + " call " + std::to_string(call) +
+                          " element " + std::to_string(i);
+            return;
+          }
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) EXPECT_EQ(f, "");
 }
 
 TEST(Graph, CopiesShareTheCompiledKernels) {
