@@ -2,8 +2,10 @@
 // driver visible, the on-disk pipeline cache across two processes, and KILN_DUMP_DIR dumps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
 
 using namespace kiln;
@@ -70,24 +72,36 @@ TEST(PipelineCache, SecondProcessReusesIt) {
 TEST(Dumps, EveryStageAndEveryModule) {
   auto d = device::vulkan();
   expect_relu_fma(d);
+  // And a run-time graph: the same files, under graph-<hash>.
+  graph g;
+  auto a = g.input("a", dtype::f32, {dyn});
+  g.output("b", g.mul(g.abs(a), a));
+  std::vector<float> in = {-2, 3}, out(2);
+  compile(g).run({{"a", in}}, {{"b", out}}, d);
+  EXPECT_EQ(out, (std::vector<float>{-4, 9}));
   const char* dir = std::getenv("KILN_DUMP_DIR");
   ASSERT_NE(dir, nullptr);
   std::vector<fs::path> functions;
   for (auto& e : fs::directory_iterator(dir)) functions.push_back(e.path());
-  ASSERT_EQ(functions.size(), 1u);
-  for (const char* f : {"0-traced.ir", "1-canonical.ir", "2-regions.txt", "3-plan.txt"}) {
-    ASSERT_TRUE(fs::exists(functions[0] / f)) << f;
-    EXPECT_GT(fs::file_size(functions[0] / f), 0u) << f;
+  std::sort(functions.begin(), functions.end());  // fn-<hash> before graph-<hash>
+  ASSERT_EQ(functions.size(), 2u);
+  EXPECT_EQ(functions[0].filename().string().rfind("fn-", 0), 0u);
+  EXPECT_EQ(functions[1].filename().string().rfind("graph-", 0), 0u);
+  for (const auto& function : functions) {
+    for (const char* f : {"0-traced.ir", "1-canonical.ir", "2-regions.txt", "3-plan.txt"}) {
+      ASSERT_TRUE(fs::exists(function / f)) << function << " " << f;
+      EXPECT_GT(fs::file_size(function / f), 0u) << f;
+    }
+    std::string stem = function == functions[0] ? "region0-fff" : "region0-f";
+    std::ifstream in(function / (stem + ".spv"), std::ios::binary);
+    ASSERT_TRUE(in.good()) << function << " " << stem;
+    std::uint32_t magic = 0;
+    in.read(reinterpret_cast<char*>(&magic), 4);
+    EXPECT_EQ(magic, 0x07230203u);
+    std::ifstream text(function / (stem + ".spvasm"));
+    std::string asm_text((std::istreambuf_iterator<char>(text)), {});
+    EXPECT_NE(asm_text.find("OpEntryPoint GLCompute"), std::string::npos);
+    EXPECT_NE(asm_text.find("OpFMul"), std::string::npos);
+    EXPECT_NE(asm_text.find("NoContraction"), std::string::npos);
   }
-  auto spv = functions[0] / "region0-fff.spv";
-  ASSERT_TRUE(fs::exists(spv));
-  std::ifstream in(spv, std::ios::binary);
-  std::uint32_t magic = 0;
-  in.read(reinterpret_cast<char*>(&magic), 4);
-  EXPECT_EQ(magic, 0x07230203u);
-  std::ifstream text(functions[0] / "region0-fff.spvasm");
-  std::string asm_text((std::istreambuf_iterator<char>(text)), {});
-  EXPECT_NE(asm_text.find("OpEntryPoint GLCompute"), std::string::npos);
-  EXPECT_NE(asm_text.find("OpFMul"), std::string::npos);
-  EXPECT_NE(asm_text.find("NoContraction"), std::string::npos);
 }
