@@ -59,27 +59,19 @@ class executable {
   // Takes a compiled plan and the names of its inputs and outputs (what compile() does).
   executable(compiler::plan p, const ir::graph& traced, std::vector<std::string> inputs,
              std::vector<std::string> outputs)
-      : s_(std::make_shared<state>()) {
-    s_->name = vulkan::name_and_dump("graph", traced, p);
-    s_->cpu = cpu::tile_programs(p);
-    s_->plan = std::move(p);
-    s_->inputs = std::move(inputs);
-    s_->outputs = std::move(outputs);
-  }
+      : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs))) {}
 
-  const compiler::plan& plan() const { return s_->plan; }
-  int dispatch_count() const { return s_->plan.dispatch_count(); }
+  const compiler::plan& plan() const { return s_->program.plan; }
+  int dispatch_count() const { return plan().dispatch_count(); }
   const std::vector<std::string>& input_names() const { return s_->inputs; }
   const std::vector<std::string>& output_names() const { return s_->outputs; }
   // "graph-<hash>": in notices, errors and dump paths.
-  const std::string& name() const { return s_->name; }
+  const std::string& name() const { return s_->program.name; }
   // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
   std::vector<spirv::kernel> kernels() const {
     std::vector<spirv::kernel> out;
-    if (vulkan::program* prog = vulkan_program(false)) {
-      std::lock_guard lock(prog->mutex);
-      for (const auto& [key, k] : prog->kernels) out.push_back(k);
-    }
+    std::lock_guard lock(s_->program.mutex);
+    for (const auto& [key, k] : s_->program.kernels) out.push_back(k);
     return out;
   }
 
@@ -117,20 +109,19 @@ class executable {
   }
 
  private:
+  // The plan and its Vulkan kernels (emitted at the first call on a device), the CPU's tile
+  // programs, and the names of inputs and outputs.
   struct state {
-    compiler::plan plan;
-    std::string name;
+    state(compiler::plan p, const ir::graph& traced, std::vector<std::string> in,
+          std::vector<std::string> out)
+        : program(std::move(p), ""), inputs(std::move(in)), outputs(std::move(out)) {
+      program.name = vulkan::name_and_dump("graph", traced, program.plan);
+      cpu = cpu::tile_programs(program.plan);
+    }
+    vulkan::program program;
     std::vector<std::string> inputs, outputs;
     std::vector<cpu::tile_program> cpu;
-    std::mutex mutex;
-    std::unique_ptr<vulkan::program> vulkan;  // made at the first call on a Vulkan device
   };
-
-  vulkan::program* vulkan_program(bool make) const {
-    std::lock_guard lock(s_->mutex);
-    if (!s_->vulkan && make) s_->vulkan = std::make_unique<vulkan::program>(s_->plan, s_->name);
-    return s_->vulkan.get();
-  }
 
   std::vector<tensor_ref> by_position(std::initializer_list<named_tensor> given,
                                       const std::vector<std::string>& names,
@@ -142,7 +133,7 @@ class executable {
       bool known = false;
       for (const auto& n : names) known = known || n == g.name;
       if (!known)
-        throw error(errc::invalid_argument, s_->name,
+        throw error(errc::invalid_argument, s_->program.name,
                     "no " + std::string(what) + " is named '" + std::string(g.name) +
                         "' (the graph has " + all + ")");
     }
@@ -151,12 +142,12 @@ class executable {
       for (const named_tensor& g : given) {
         if (g.name != n) continue;
         if (found)
-          throw error(errc::invalid_argument, s_->name,
+          throw error(errc::invalid_argument, s_->program.name,
                       std::string(what) + " '" + n + "' is given twice");
         found = &g.tensor;
       }
       if (!found)
-        throw error(errc::invalid_argument, s_->name,
+        throw error(errc::invalid_argument, s_->program.name,
                     std::string(what) + " '" + n + "' is missing (the graph has " + all + ")");
       out.push_back(*found);
     }
@@ -165,9 +156,9 @@ class executable {
 
   void run_on(const device& d, std::span<const tensor_ref> given_args,
               std::span<const tensor_ref> given_results) const {
-    const compiler::plan& p = s_->plan;
+    const compiler::plan& p = s_->program.plan;
     const ir::graph& g = p.graph;
-    const std::string& who = s_->name;
+    const std::string& who = s_->program.name;
     auto count = [&](std::size_t got, std::size_t want, const char* what,
                      const std::vector<std::string>& names) {
       if (got == want) return;
@@ -180,7 +171,6 @@ class executable {
     count(given_args.size(), g.inputs.size(), "argument", s_->inputs);
     count(given_results.size(), g.outputs.size(), "result", s_->outputs);
     std::vector<runtime::buffer_ref> args, results;
-    std::vector<dtype> arg_types, result_types;
     for (std::size_t a = 0; a < given_args.size(); ++a) {
       dtype want = g.inputs[a].type, got = given_args[a].type;
       if (got != want)
@@ -189,7 +179,6 @@ class executable {
                         std::string(kiln::name(got)) + " but the graph declares " +
                         runtime::declared_text(g.inputs[a]));
       args.push_back(given_args[a].ref);
-      arg_types.push_back(want);
     }
     for (std::size_t r = 0; r < given_results.size(); ++r) {
       dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
@@ -201,22 +190,17 @@ class executable {
       if (!given_results[r].writable)
         throw error(errc::invalid_argument, who, what() + " is read-only (const data or a number)");
       results.push_back(given_results[r].ref);
-      result_types.push_back(want);
     }
     std::vector<std::int64_t> sym(g.symbols.size() + 1);
-    runtime::resolve_symbols(g.inputs, g.nodes, g.symbols, g.constraints, args, sym.data(), who);
-    for (std::size_t r = 0; r < results.size(); ++r) {
-      const ir::node& n = g.nodes[g.outputs[r]];
-      runtime::check_result(results[r], n.type, runtime::concrete(n.dims, sym.data()), r, who);
-    }
-    runtime::check_overlap(args, arg_types, results, result_types, p.dispatch_count(), who);
+    runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints, g.outputs, p.dispatch_count(),
+                        args, results, sym.data(), who);
     switch (d.type()) {
       case device::kind::cpu:
         runtime::check_host(args, results, who);
         cpu::run_interpreted(p, s_->cpu, args, results, sym.data());
         break;
       case device::kind::vulkan:
-        vulkan::run(*vulkan_program(true), *d.context(), args, results, sym.data(),
+        vulkan::run(s_->program, *d.context(), args, results, sym.data(),
                     [&](auto host_args, auto host_results, const std::vector<bool>& regions) {
                       cpu::run_interpreted(p, s_->cpu, host_args, host_results, sym.data(),
                                            &regions);

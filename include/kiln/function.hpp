@@ -32,20 +32,9 @@ struct result_list<std::tuple<V...>> {
 template <const auto& Plan>
 std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
     std::span<const runtime::buffer_ref> args, std::span<const runtime::buffer_ref> results) {
-  constexpr auto S = Plan.sizes;
-  std::array<std::int64_t, S.symbols + 1> sym{};
-  runtime::resolve_symbols(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, args,
-                           sym.data(), "fn");
-  for (int r = 0; r < S.outputs; ++r) {
-    const ir::node& n = Plan.nodes[Plan.outputs[r]];
-    runtime::check_result(results[r], n.type, runtime::concrete(n.dims, sym.data()), r, "fn");
-  }
-  std::array<dtype, S.inputs + 1> arg_types{};
-  std::array<dtype, S.outputs> result_types{};
-  for (int a = 0; a < S.inputs; ++a) arg_types[a] = Plan.inputs[a].type;
-  for (int r = 0; r < S.outputs; ++r) result_types[r] = Plan.nodes[Plan.outputs[r]].type;
-  runtime::check_overlap(args, std::span(arg_types.data(), S.inputs), results, result_types,
-                         S.regions, "fn");
+  std::array<std::int64_t, Plan.sizes.symbols + 1> sym{};
+  runtime::check_call(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, Plan.outputs,
+                      Plan.sizes.regions, args, results, sym.data(), "fn");
   return sym;
 }
 

@@ -103,13 +103,16 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
 
 // Results must not overlap arguments, except in place: safe only where every element is read
 // before it is written, so one region, and the result and the argument identical in address (or
-// device memory), type and extents. result_types[r] / arg_types[a] are the declared dtypes.
-inline void check_overlap(std::span<const buffer_ref> args, std::span<const dtype> arg_types,
-                          std::span<const buffer_ref> results, std::span<const dtype> result_types,
-                          int region_count, const std::string& who) {
+// device memory), type and extents.
+inline void check_overlap(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
+                          std::span<const std::int32_t> outputs, int region_count,
+                          std::span<const buffer_ref> args, std::span<const buffer_ref> results,
+                          const std::string& who) {
   for (std::size_t r = 0; r < results.size(); ++r) {
+    dtype result_type = nodes[outputs[r]].type;
     for (std::size_t a = 0; a < args.size(); ++a) {
-      bool same_type = result_types[r] == arg_types[a] && region_count == 1;
+      dtype arg_type = inputs[a].type;
+      bool same_type = result_type == arg_type && region_count == 1;
       std::int64_t result_count = results[r].dims.element_count();
       std::int64_t arg_count = args[a].dims.element_count();
       if (results[r].memory || args[a].memory) {
@@ -117,9 +120,9 @@ inline void check_overlap(std::span<const buffer_ref> args, std::span<const dtyp
         if (same_type && result_count == arg_count) continue;
       } else {
         auto* lo = static_cast<const unsigned char*>(results[r].data);
-        auto* hi = lo + result_count * size_in_bytes(result_types[r]);
+        auto* hi = lo + result_count * size_in_bytes(result_type);
         auto* alo = static_cast<const unsigned char*>(args[a].data);
-        auto* ahi = alo + arg_count * size_in_bytes(arg_types[a]);
+        auto* ahi = alo + arg_count * size_in_bytes(arg_type);
         if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
         // Same address, same end and same type imply the same element count.
         if (lo == alo && hi == ahi && same_type) continue;
@@ -131,6 +134,22 @@ inline void check_overlap(std::span<const buffer_ref> args, std::span<const dtyp
                       "extents) in a single-region function");
     }
   }
+}
+
+// Every check of a call, for both doors: arguments against their declarations (filling sym with
+// the run-time sizes), results against their extents, and no overlap but exact in-place.
+inline void check_call(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
+                       std::span<const ir::symbol> symbols,
+                       std::span<const ir::constraint> constraints,
+                       std::span<const std::int32_t> outputs, int region_count,
+                       std::span<const buffer_ref> args, std::span<const buffer_ref> results,
+                       std::int64_t* sym, const std::string& who) {
+  resolve_symbols(inputs, nodes, symbols, constraints, args, sym, who);
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    const ir::node& n = nodes[outputs[r]];
+    check_result(results[r], n.type, concrete(n.dims, sym), r, who);
+  }
+  check_overlap(inputs, nodes, outputs, region_count, args, results, who);
 }
 
 // A call on the CPU takes host data only (a kiln::buffer is read back with download()).
