@@ -28,9 +28,18 @@ struct tensor_ref {
   bool writable = false;
 
   // Type-erased data (a framework's tensor): row-major, contiguous, `dims` extents of `t`.
-  tensor_ref(const void* data, dtype t, shape dims) : ref{data, dims, false, nullptr}, type(t) {}
-  tensor_ref(void* data, dtype t, shape dims)
-      : ref{data, dims, false, nullptr}, type(t), writable(true) {}
+  tensor_ref(const void* data, dtype t, const shape& dims)
+      : ref{data, dims, false, nullptr}, type(t) {
+    check();
+  }
+  tensor_ref(void* data, dtype t, const shape& dims)
+      : ref{data, dims, false, nullptr}, type(t), writable(true) {
+    check();
+  }
+  tensor_ref(const void* data, dtype t, std::initializer_list<std::int64_t> dims)
+      : tensor_ref(data, t, shape_of(dims, "tensor_ref", "the tensor")) {}
+  tensor_ref(void* data, dtype t, std::initializer_list<std::int64_t> dims)
+      : tensor_ref(data, t, shape_of(dims, "tensor_ref", "the tensor")) {}
 
   template <tensor_argument A>
   tensor_ref(A&& a) {  // NOLINT: implicit, so {"x", data} reads naturally
@@ -45,6 +54,15 @@ struct tensor_ref {
       writable =
           !std::is_const_v<std::remove_pointer_t<decltype(v.data)>> && !std::is_arithmetic_v<D>;
     }
+  }
+
+ private:
+  void check() const {
+    if (!is_valid(type))
+      throw error(
+          errc::invalid_argument, "tensor_ref",
+          "dtype value " + std::to_string(static_cast<int>(type)) + " is not a kiln::dtype");
+    checked_element_count(ref.dims, size_in_bytes(type), "tensor_ref", "the tensor");
   }
 };
 
@@ -61,17 +79,17 @@ class executable {
              std::vector<std::string> outputs)
       : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs))) {}
 
-  const compiler::plan& plan() const { return s_->program.plan; }
+  const compiler::plan& plan() const { return st().program.plan; }
   int dispatch_count() const { return plan().dispatch_count(); }
-  const std::vector<std::string>& input_names() const { return s_->inputs; }
-  const std::vector<std::string>& output_names() const { return s_->outputs; }
+  const std::vector<std::string>& input_names() const { return st().inputs; }
+  const std::vector<std::string>& output_names() const { return st().outputs; }
   // "graph-<hash>": in notices, errors and dump paths.
-  const std::string& name() const { return s_->program.name; }
+  const std::string& name() const { return st().program.name; }
   // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
   std::vector<spirv::kernel> kernels() const {
     std::vector<spirv::kernel> out;
-    std::lock_guard lock(s_->program.mutex);
-    for (const auto& [key, k] : s_->program.kernels) out.push_back(k);
+    std::lock_guard lock(st().program.mutex);
+    for (const auto& [key, k] : st().program.kernels) out.push_back(k);
     return out;
   }
 
@@ -87,8 +105,8 @@ class executable {
   // Runs with arguments and results by name, in any order.
   void run(std::initializer_list<named_tensor> args, std::initializer_list<named_tensor> results,
            const device& d = device::default_device()) const {
-    auto a = by_position(args, s_->inputs, "argument");
-    auto r = by_position(results, s_->outputs, "result");
+    auto a = by_position(args, st().inputs, "argument");
+    auto r = by_position(results, st().outputs, "result");
     run_on(d, a, r);
   }
 
@@ -133,7 +151,7 @@ class executable {
       bool known = false;
       for (const auto& n : names) known = known || n == g.name;
       if (!known)
-        throw error(errc::invalid_argument, s_->program.name,
+        throw error(errc::invalid_argument, st().program.name,
                     "no " + std::string(what) + " is named '" + std::string(g.name) +
                         "' (the graph has " + all + ")");
     }
@@ -142,12 +160,12 @@ class executable {
       for (const named_tensor& g : given) {
         if (g.name != n) continue;
         if (found)
-          throw error(errc::invalid_argument, s_->program.name,
+          throw error(errc::invalid_argument, st().program.name,
                       std::string(what) + " '" + n + "' is given twice");
         found = &g.tensor;
       }
       if (!found)
-        throw error(errc::invalid_argument, s_->program.name,
+        throw error(errc::invalid_argument, st().program.name,
                     std::string(what) + " '" + n + "' is missing (the graph has " + all + ")");
       out.push_back(*found);
     }
@@ -156,9 +174,9 @@ class executable {
 
   void run_on(const device& d, std::span<const tensor_ref> given_args,
               std::span<const tensor_ref> given_results) const {
-    const compiler::plan& p = s_->program.plan;
+    const compiler::plan& p = st().program.plan;
     const ir::graph& g = p.graph;
-    const std::string& who = s_->program.name;
+    const std::string& who = st().program.name;
     auto count = [&](std::size_t got, std::size_t want, const char* what,
                      const std::vector<std::string>& names) {
       if (got == want) return;
@@ -168,21 +186,23 @@ class executable {
                   "takes " + std::to_string(want) + " " + what + "s (" + all + "), got " +
                       std::to_string(got));
     };
-    count(given_args.size(), g.inputs.size(), "argument", s_->inputs);
-    count(given_results.size(), g.outputs.size(), "result", s_->outputs);
+    count(given_args.size(), g.inputs.size(), "argument", st().inputs);
+    count(given_results.size(), g.outputs.size(), "result", st().outputs);
     std::vector<runtime::buffer_ref> args, results;
     for (std::size_t a = 0; a < given_args.size(); ++a) {
       dtype want = g.inputs[a].type, got = given_args[a].type;
       if (got != want)
         throw error(errc::dtype_mismatch, who,
-                    "argument " + std::to_string(a + 1) + " ('" + s_->inputs[a] + "') is " +
+                    "argument " + std::to_string(a + 1) + " ('" + st().inputs[a] + "') is " +
                         std::string(kiln::name(got)) + " but the graph declares " +
                         runtime::declared_text(g.inputs[a]));
       args.push_back(given_args[a].ref);
     }
     for (std::size_t r = 0; r < given_results.size(); ++r) {
       dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
-      auto what = [&] { return "result " + std::to_string(r + 1) + " ('" + s_->outputs[r] + "')"; };
+      auto what = [&] {
+        return "result " + std::to_string(r + 1) + " ('" + st().outputs[r] + "')";
+      };
       if (got != want)
         throw error(errc::dtype_mismatch, who,
                     what() + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
@@ -197,16 +217,25 @@ class executable {
     switch (d.type()) {
       case device::kind::cpu:
         runtime::check_host(args, results, who);
-        cpu::run_interpreted(p, s_->cpu, args, results, sym.data());
+        cpu::run_interpreted(p, st().cpu, args, results, sym.data());
         break;
       case device::kind::vulkan:
-        vulkan::run(s_->program, *d.context(), args, results, sym.data(),
+        vulkan::run(st().program, *d.context(), args, results, sym.data(),
                     [&](auto host_args, auto host_results, const std::vector<bool>& regions) {
-                      cpu::run_interpreted(p, s_->cpu, host_args, host_results, sym.data(),
+                      cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(),
                                            &regions);
                     });
         break;
     }
+  }
+
+  // The state, or a clear error for a moved-from executable (whose state went with the move).
+  state& st() const {
+    if (!s_)
+      throw error(errc::invalid_argument, "executable",
+                  "this executable was moved from; use the one it was moved to (or copy it: "
+                  "copies share the compiled kernels)");
+    return *s_;
   }
 
   std::shared_ptr<state> s_;  // copies share the compiled kernels

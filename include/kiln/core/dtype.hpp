@@ -85,13 +85,18 @@ inline constexpr dtype dtype_of = detail::dtype_of_impl<std::remove_cv_t<T>>::va
 template <dtype D>
 using storage_t = typename detail::type_of_impl<D>::type;
 
+// False for a value outside the enum (an importer casting integers can make one).
+constexpr bool is_valid(dtype t) { return static_cast<int>(t) < dtype_count; }
+
 constexpr std::string_view name(dtype t) {
+  if (!is_valid(t)) return "(not a dtype)";
   constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2", "i8",
                                         "i16", "i32", "i64", "u8",   "u32",    "bool"};
   return names[static_cast<int>(t)];
 }
 
 constexpr int size_in_bytes(dtype t) {
+  if (!is_valid(t)) return 1;
   constexpr int sizes[] = {4, 8, 2, 2, 1, 1, 1, 2, 4, 8, 1, 4, 1};
   return sizes[static_cast<int>(t)];
 }

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
+#include "kiln/core/error.hpp"
 #include "kiln/core/text.hpp"
 
 namespace kiln {
@@ -24,6 +26,10 @@ struct shape {
 
   constexpr shape() = default;
   constexpr shape(std::initializer_list<std::int64_t> d) : rank(static_cast<int>(d.size())) {
+    if (d.size() > static_cast<std::size_t>(max_rank))
+      throw error(errc::invalid_argument, "shape",
+                  "a shape of rank " + detail::to_text(static_cast<std::int64_t>(d.size())) +
+                      ", above kiln::max_rank (" + detail::to_text(max_rank) + ")");
     int i = 0;
     for (auto v : d) dims[i++] = v;
   }
@@ -34,7 +40,7 @@ struct shape {
       if (dims[i] < 0) return false;
     return true;
   }
-  // Product of the sizes; only meaningful when is_static().
+  // Product of the sizes; only meaningful when is_static() and checked (checked_element_count).
   constexpr std::int64_t element_count() const {
     std::int64_t n = 1;
     for (int i = 0; i < rank; ++i) n *= dims[i];
@@ -56,6 +62,51 @@ constexpr std::string to_string(const shape& s) {
     out += s.dims[i] < 0 ? std::string("?") : detail::to_text(s.dims[i]);
   }
   return out + "]";
+}
+
+// A shape from a list of sizes, naming `who` and `what` when the list is longer than max_rank.
+inline shape shape_of(std::initializer_list<std::int64_t> d, std::string_view who,
+                      std::string_view what) {
+  if (d.size() > static_cast<std::size_t>(max_rank))
+    throw error(errc::invalid_argument, std::string(who),
+                std::string(what) + " has rank " + std::to_string(d.size()) +
+                    ", above kiln::max_rank (" + std::to_string(max_rank) + ")");
+  return shape(d);
+}
+
+// The one check for a shape that enters from outside (a view, a tensor_ref, a graph input, an
+// allocation): a rank within max_rank, every size >= 0 (or dyn where `allow_dyn`), and an element
+// count whose bytes (element_bytes each) fit in 64 bits. Returns the element count (dyn sizes
+// count as 1). `who` is the API call, `what` the argument, for the message.
+constexpr std::int64_t checked_element_count(const shape& s, int element_bytes,
+                                             std::string_view who, std::string_view what,
+                                             bool allow_dyn = false) {
+  auto fail = [&](const std::string& why) {
+    throw error(errc::invalid_argument, std::string(who), std::string(what) + " " + why);
+  };
+  if (s.rank < 0 || s.rank > max_rank)
+    fail("has rank " + detail::to_text(s.rank) + ", above kiln::max_rank (" +
+         detail::to_text(max_rank) + ")");
+  constexpr std::int64_t limit = 0x7FFFFFFFFFFFFFFF;
+  std::int64_t n = 1;
+  for (int i = 0; i < s.rank; ++i) {
+    std::int64_t d = s.dims[i];
+    if (d == dyn && allow_dyn) continue;
+    if (d < 0)
+      fail("has extents " + to_string(s) + " (size " + detail::to_text(d) + " at axis " +
+           detail::to_text(i) + "); a size is >= 0" + (allow_dyn ? " or kiln::dyn" : ""));
+    if (d != 0 && n > limit / d)
+      n = -1;  // overflow; a later 0 still makes the count 0
+    else if (n >= 0)
+      n *= d;
+  }
+  bool zero = false;
+  for (int i = 0; i < s.rank; ++i) zero = zero || s.dims[i] == 0;
+  if (zero) return 0;
+  if (n < 0 || n > limit / (element_bytes > 0 ? element_bytes : 1))
+    fail("has extents " + to_string(s) + ": the element count times " +
+         detail::to_text(element_bytes) + " bytes does not fit in 64 bits");
+  return n;
 }
 
 template <std::int64_t... E>

@@ -22,18 +22,8 @@ struct tensor_view {
 // A view of `data` with the given extents (row-major, contiguous).
 template <element_type T>
 tensor_view<T> view(T* data, std::initializer_list<std::int64_t> dims) {
-  if (dims.size() > static_cast<std::size_t>(max_rank))
-    throw error(errc::invalid_argument, "view",
-                "rank " + std::to_string(dims.size()) + " is above kiln::max_rank (8)");
-  shape s;
-  s.rank = static_cast<int>(dims.size());
-  int i = 0;
-  for (auto d : dims) {
-    if (d < 0)
-      throw error(errc::invalid_argument, "view",
-                  "extents must be >= 0, got " + to_string(shape(dims)));
-    s.dims[i++] = d;
-  }
+  shape s = shape_of(dims, "view", "the view");
+  checked_element_count(s, sizeof(T), "view", "the view");
   return {data, s, false};
 }
 

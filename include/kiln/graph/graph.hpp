@@ -3,9 +3,12 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
+#include <concepts>
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/builder.hpp"
@@ -23,25 +26,54 @@ class graph {
   graph() : id_(next_id()) {}
 
   // A parameter: its name, element type and extents (static sizes or kiln::dyn).
-  value input(std::string_view name, dtype t, shape dims) {
+  value input(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
+    return input(name, t, shape_of(dims, "input", "'" + std::string(name) + "'"));
+  }
+  value input(std::string_view name, dtype t, const shape& dims) {
     check_name("input", name, inputs_);
-    for (int i = 0; i < dims.rank; ++i)
-      if (dims.dims[i] < 0 && dims.dims[i] != dyn)
-        throw error(errc::invalid_argument, "input",
-                    "'" + std::string(name) + "' has extents " + to_string(dims) +
-                        "; a size is >= 0 or kiln::dyn");
+    if (!is_valid(t))
+      throw error(errc::invalid_argument, "input",
+                  "'" + std::string(name) + "': dtype value " +
+                      std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+    checked_element_count(dims, size_in_bytes(t), "input", "'" + std::string(name) + "'", true);
     value v = wrap(b_.input(t, dims));
     inputs_.emplace_back(name);
     return v;
   }
 
   // A rank-0 constant of element type t (broadcast against whatever it meets), converted with
-  // kiln's cast rules; scalar::of_integer(t, v) keeps every bit of a 64-bit integer.
-  value constant(double v, dtype t = dtype::f32) { return constant(scalar::of_float(t, v)); }
+  // kiln's cast rules; beside narrow floats a literal keeps f32 precision (they compute in f32).
+  // Integers keep every bit (an i64 constant of 2^60 + 1 is exact); a double
+  // for an integer dtype must hold an integer value that the dtype can hold.
+  value constant(double v, dtype t = dtype::f32) {
+    if (is_valid(t) && is_integer(t)) {
+      double lo = static_cast<double>(integer_min(t));
+      double hi = t == dtype::i64 ? 9223372036854775808.0  // 2^63, exact as a double
+                                  : static_cast<double>(integer_max(t)) + 1.0;
+      if (!(v == std::trunc(v) && v >= lo && v < hi))
+        throw error(errc::invalid_argument, "constant",
+                    std::to_string(v) + " is not a value of " + std::string(kiln::name(t)) +
+                        " (integer constants: pass an integer, not a double)");
+    }
+    return constant(scalar::computed(t, v));
+  }
+  template <std::integral I>
+  value constant(I v, dtype t) {
+    if (is_valid(t) && is_integer(t) &&
+        (std::cmp_less(v, integer_min(t)) || std::cmp_greater(v, integer_max(t))))
+      throw error(errc::invalid_argument, "constant",
+                  std::to_string(v) + " is outside the range of " + std::string(kiln::name(t)));
+    if (std::cmp_greater(v, integer_max(dtype::i64)))  // u64 beyond i64, for a float dtype
+      return constant(scalar::of_float(t, static_cast<double>(v)));
+    return constant(scalar::of_integer(t, static_cast<std::int64_t>(v)));
+  }
   value constant(const scalar& v) { return wrap(b_.constant(v)); }
 
   // Any op of the op table by its ir::op, with its operands (for importers that map op names).
   value apply(ir::op o, std::initializer_list<value> operands) {
+    if (!ir::is_valid(o))
+      throw error(errc::invalid_argument, "apply",
+                  "op value " + std::to_string(static_cast<int>(o)) + " is not a kiln::ir::op");
     std::string_view op_name = ir::name(o);
     int arity = ir::info(o).arity;
     if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)

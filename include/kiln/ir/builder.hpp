@@ -1,13 +1,19 @@
 // Builds an ir::graph op by op (validate -> infer -> append), deduplicating identical nodes.
 // Used at compile time by the DSL and at run time by the graph API: the same code for both.
+// Appending is O(1) expected (hashed deduplication), so graphs of millions of nodes build in
+// seconds.
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kiln/core/broadcast.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/hash.hpp"
 #include "kiln/ir/graph.hpp"
 
 namespace kiln::ir {
@@ -16,25 +22,35 @@ class builder {
  public:
   // A function parameter with element type t and declared extents (static sizes or dyn).
   constexpr std::int32_t input(dtype t, const shape& declared) {
-    if (declared.rank > max_rank) fail(op::input, errc::invalid_argument, "rank above max_rank");
     std::int32_t arg = static_cast<std::int32_t>(g_.inputs.size());
-    g_.inputs.push_back({t, declared});
+    if (!is_valid(t))
+      fail(op::input, errc::invalid_argument,
+           "parameter " + detail::to_text(arg + 1) + ": dtype value " +
+               detail::to_text(static_cast<int>(t)) + " is not a kiln::dtype");
+    // (At compile time the DSL's extents<> has checked the sizes; messages are built only at run
+    // time, where GCC 12 can build any std::string.)
+    if (!std::is_constant_evaluated())
+      checked_element_count(declared, size_in_bytes(t), "input",
+                            "parameter " + detail::to_text(arg + 1), true);
     node n;
     n.kind = op::input;
     n.type = t;
     n.arg = arg;
     n.dims = declared;
+    g_.inputs.push_back({t, declared});
     for (int i = 0; i < declared.rank; ++i) {
       if (declared.dims[i] >= 0) continue;
       n.dims.dims[i] = dim_of_symbol(static_cast<std::int32_t>(g_.symbols.size()));
-      g_.symbols.push_back({symbol_kind::input, arg, i, -1});
+      add_symbol({symbol_kind::input, arg, i, -1}, {});
     }
-    g_.nodes.push_back(n);
-    return static_cast<std::int32_t>(g_.nodes.size() - 1);
+    return push(n);
   }
 
   // A rank-0 constant of dtype v.type.
   constexpr std::int32_t constant(const scalar& v) {
+    if (!is_valid(v.type))
+      fail(op::constant, errc::invalid_argument,
+           "dtype value " + detail::to_text(static_cast<int>(v.type)) + " is not a kiln::dtype");
     node n;
     n.kind = op::constant;
     n.type = v.type;
@@ -43,8 +59,8 @@ class builder {
   }
 
   constexpr std::int32_t unary(op o, std::int32_t a) {
-    const node& x = at(a, o);
     expect_arity(o, 1);
+    const node& x = at(a, o);
     if (info(o).cls == op_class::cast) fail(o, errc::invalid_argument, "use builder::cast");
     check_type(o, x.type);
     node n;
@@ -94,6 +110,9 @@ class builder {
 
   constexpr std::int32_t cast(std::int32_t a, dtype to) {
     const node& x = at(a, op::cast);
+    if (!is_valid(to))
+      fail(op::cast, errc::invalid_argument,
+           "target dtype value " + detail::to_text(static_cast<int>(to)) + " is not a kiln::dtype");
     if (x.type == to) return a;
     node n;
     n.kind = op::cast;
@@ -126,6 +145,9 @@ class builder {
   }
 
   static constexpr void expect_arity(op o, int n) {
+    if (!is_valid(o))
+      throw error(errc::invalid_argument, "apply",
+                  "op value " + detail::to_text(static_cast<int>(o)) + " is not a kiln::ir::op");
     if (info(o).arity != n)
       fail(o, errc::invalid_argument,
            "takes " + detail::to_text(info(o).arity) + " operands, not " + detail::to_text(n));
@@ -136,22 +158,108 @@ class builder {
       fail(o, errc::dtype_mismatch, "does not accept element type " + std::string(name(t)));
   }
 
-  constexpr std::int32_t append(const node& n) {
-    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
-      if (same_node(g_.nodes[i], n)) return static_cast<std::int32_t>(i);
-    g_.nodes.push_back(n);
-    return static_cast<std::int32_t>(g_.nodes.size() - 1);
+  // ---- hashed deduplication ------------------------------------------------------------------
+  static constexpr std::uint64_t hash_of(const node& n) {
+    std::uint64_t head[] = {
+        static_cast<std::uint64_t>(n.kind),      static_cast<std::uint64_t>(n.type),
+        static_cast<std::uint64_t>(n.arg),       static_cast<std::uint64_t>(n.dims.rank),
+        std::bit_cast<std::uint64_t>(n.value.f), static_cast<std::uint64_t>(n.value.i)};
+    std::uint64_t h = detail::fnv1a(head);
+    h = detail::fnv1a(n.operands, h);
+    return detail::fnv1a(n.dims.dims, h);
   }
 
-  // The input sizes a symbol joins, sorted.
-  constexpr std::vector<std::int32_t> leaves(std::int32_t sym) const {
-    const symbol& s = g_.symbols[sym];
-    if (s.kind == symbol_kind::input) return {sym};
-    auto l = leaves(s.a);
-    for (auto x : leaves(s.b)) l.push_back(x);
-    std::sort(l.begin(), l.end());
-    l.erase(std::unique(l.begin(), l.end()), l.end());
-    return l;
+  // Open addressing over node ids (-1: empty), kept at most half full.
+  constexpr std::size_t slot_of(const node& n, std::uint64_t h) const {
+    std::size_t mask = table_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      std::int32_t id = table_[i];
+      if (id < 0 || same_node(g_.nodes[id], n)) return i;
+    }
+  }
+  constexpr void grow() {
+    std::vector<std::int32_t> old(table_.size() < 16 ? 32 : table_.size() * 2, -1);
+    table_.swap(old);
+    for (std::int32_t id = 0; id < static_cast<std::int32_t>(g_.nodes.size()); ++id)
+      table_[slot_of(g_.nodes[id], hash_of(g_.nodes[id]))] = id;
+  }
+
+  // Appends n, or returns the identical node already there.
+  constexpr std::int32_t append(const node& n) {
+    if (2 * (g_.nodes.size() + 1) > table_.size()) grow();
+    std::size_t slot = slot_of(n, hash_of(n));
+    if (table_[slot] >= 0) return table_[slot];
+    table_[slot] = static_cast<std::int32_t>(g_.nodes.size());
+    g_.nodes.push_back(n);
+    return table_[slot];
+  }
+  // Appends n unconditionally (inputs: each parameter is its own node).
+  constexpr std::int32_t push(const node& n) {
+    if (2 * (g_.nodes.size() + 1) > table_.size()) grow();
+    auto id = static_cast<std::int32_t>(g_.nodes.size());
+    g_.nodes.push_back(n);
+    table_[slot_of(n, hash_of(n))] = id;
+    return id;
+  }
+
+  // ---- symbols ---------------------------------------------------------------------------------
+  // Each symbol's sorted set of the input sizes it joins, kept beside the graph (flat: symbol i's
+  // set is leaf_data_[leaf_begin_[i], leaf_begin_[i + 1])), so a broadcast is one merge and one
+  // binary search, not a walk of the symbol tree.
+  constexpr std::int32_t add_symbol(const symbol& s, const std::vector<std::int32_t>& leaves) {
+    auto id = static_cast<std::int32_t>(g_.symbols.size());
+    g_.symbols.push_back(s);
+    if (leaf_begin_.empty()) leaf_begin_.push_back(0);
+    if (s.kind == symbol_kind::input)
+      leaf_data_.push_back(id);
+    else
+      leaf_data_.insert(leaf_data_.end(), leaves.begin(), leaves.end());
+    leaf_begin_.push_back(static_cast<std::int32_t>(leaf_data_.size()));
+    by_leaves_.push_back(id);
+    for (std::size_t k = by_leaves_.size() - 1; k > 0; --k) {  // keep by_leaves_ sorted
+      if (compare_leaves(by_leaves_[k], by_leaves_[k - 1]) >= 0) break;
+      std::swap(by_leaves_[k], by_leaves_[k - 1]);
+    }
+    return id;
+  }
+  constexpr std::span<const std::int32_t> leaves_of(std::int32_t sym) const {
+    return {leaf_data_.data() + leaf_begin_[sym],
+            static_cast<std::size_t>(leaf_begin_[sym + 1] - leaf_begin_[sym])};
+  }
+  static constexpr int compare(std::span<const std::int32_t> a, std::span<const std::int32_t> b) {
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+      if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+  }
+  constexpr int compare_leaves(std::int32_t x, std::int32_t y) const {
+    return compare(leaves_of(x), leaves_of(y));
+  }
+  // The union of two symbols' leaf sets, sorted.
+  constexpr std::vector<std::int32_t> joined_leaves(std::int32_t sa, std::int32_t sb) const {
+    auto a = leaves_of(sa), b = leaves_of(sb);
+    std::vector<std::int32_t> joined;
+    std::size_t i = 0, j = 0;
+    while (i < a.size() || j < b.size()) {
+      std::int32_t next = j == b.size() || (i < a.size() && a[i] <= b[j]) ? a[i] : b[j];
+      if (i < a.size() && a[i] == next) ++i;
+      if (j < b.size() && b[j] == next) ++j;
+      joined.push_back(next);
+    }
+    return joined;
+  }
+  // The symbol that joins exactly `set`, or -1.
+  constexpr std::int32_t symbol_with_leaves(const std::vector<std::int32_t>& set) const {
+    std::span<const std::int32_t> want(set.data(), set.size());
+    std::size_t lo = 0, hi = by_leaves_.size();
+    while (lo < hi) {
+      std::size_t mid = (lo + hi) / 2;
+      if (compare(leaves_of(by_leaves_[mid]), want) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo < by_leaves_.size() && compare(leaves_of(by_leaves_[lo]), want) == 0 ? by_leaves_[lo]
+                                                                                   : -1;
   }
 
   constexpr std::int64_t broadcast_dim(op o, std::int64_t a, std::int64_t b) {
@@ -162,16 +270,12 @@ class builder {
     if (is_symbol(a) && is_symbol(b)) {
       // A broadcast symbol stands for the set of input sizes it joins: broadcasting x = bcast(a, b)
       // with b again is x, and bcast(bcast(a, b), c) is bcast(a, bcast(b, c)).
-      auto joined = leaves(symbol_of(a));
-      for (auto l : leaves(symbol_of(b))) joined.push_back(l);
-      std::sort(joined.begin(), joined.end());
-      joined.erase(std::unique(joined.begin(), joined.end()), joined.end());
-      for (std::size_t i = 0; i < g_.symbols.size(); ++i)
-        if (leaves(static_cast<std::int32_t>(i)) == joined)
-          return dim_of_symbol(static_cast<std::int32_t>(i));
-      g_.symbols.push_back({symbol_kind::broadcast, std::min(symbol_of(a), symbol_of(b)),
-                            std::max(symbol_of(a), symbol_of(b)), next});
-      return dim_of_symbol(static_cast<std::int32_t>(g_.symbols.size() - 1));
+      std::int32_t sa = std::min(symbol_of(a), symbol_of(b));
+      std::int32_t sb = std::max(symbol_of(a), symbol_of(b));
+      auto joined = joined_leaves(sa, sb);
+      std::int32_t same = symbol_with_leaves(joined);
+      return dim_of_symbol(same >= 0 ? same
+                                     : add_symbol({symbol_kind::broadcast, sa, sb, next}, joined));
     }
     if (is_symbol(a) || is_symbol(b)) {
       constraint c{symbol_of(is_symbol(a) ? a : b), is_symbol(a) ? b : a, next};
@@ -203,6 +307,10 @@ class builder {
   }
 
   graph g_;
+  std::vector<std::int32_t> table_;       // node ids by hash (open addressing)
+  std::vector<std::int32_t> leaf_data_;   // the symbols' leaf sets, one after another
+  std::vector<std::int32_t> leaf_begin_;  // where symbol i's set starts (and i + 1's ends)
+  std::vector<std::int32_t> by_leaves_;   // symbol ids sorted by their leaf sets
 };
 
 }  // namespace kiln::ir

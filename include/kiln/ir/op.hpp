@@ -120,8 +120,10 @@ inline constexpr op_info op_table[] = {
 inline constexpr int op_count = sizeof(op_table) / sizeof(op_table[0]);
 static_assert(op_count == static_cast<int>(op::cast) + 1, "op_table must list every op in order");
 
+// False for a value outside the enum (an importer casting integers can make one).
+constexpr bool is_valid(op o) { return static_cast<int>(o) < op_count; }
 constexpr const op_info& info(op o) { return op_table[static_cast<int>(o)]; }
-constexpr std::string_view name(op o) { return info(o).name; }
+constexpr std::string_view name(op o) { return is_valid(o) ? info(o).name : "(not an op)"; }
 
 constexpr bool accepts(operand_types rule, dtype t) {
   switch (rule) {

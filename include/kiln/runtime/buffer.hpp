@@ -38,8 +38,8 @@ class buffer {
   runtime::device_memory* memory() const { return memory_.get(); }
 
   // The same memory seen with other extents (same element count).
-  buffer reshaped(shape dims) const {
-    if (dims.element_count() != size())
+  buffer reshaped(const shape& dims) const {
+    if (checked_element_count(dims, sizeof(T), "buffer::reshaped", "the shape") != size())
       throw error(errc::shape_mismatch, "buffer::reshaped",
                   "extents " + to_string(dims) + " hold " + std::to_string(dims.element_count()) +
                       " elements but the buffer has " + std::to_string(size()));

@@ -38,7 +38,11 @@ class device {
         if (ec != std::errc() || end != s.data() + s.size() || index < 0)
           throw error(errc::invalid_argument, "KILN_DEVICE",
                       "'" + std::string(v) + "' is not vulkan:N with N a device index");
-        return vulkan(index);
+        try {
+          return vulkan(index);
+        } catch (const error& e) {  // say that the environment asked for it
+          throw error(e.code(), "KILN_DEVICE", "'" + std::string(v) + "': " + e.what());
+        }
       }
       if (!v.empty())
         throw error(errc::invalid_argument, "KILN_DEVICE",
@@ -67,11 +71,17 @@ class device {
   // Device memory for n elements (or the given extents), uninitialized.
   template <element_type T>
   buffer<T> alloc(std::int64_t n) const {
-    return buffer<T>(memory(n * static_cast<std::int64_t>(sizeof(T)), "alloc"), shape{n}, true);
+    shape dims{n};
+    return buffer<T>(memory(checked_element_count(dims, sizeof(T), "device::alloc", "the count") *
+                                static_cast<std::int64_t>(sizeof(T)),
+                            "alloc"),
+                     dims, true);
   }
   template <element_type T>
-  buffer<T> alloc(shape dims) const {
-    return buffer<T>(memory(dims.element_count() * static_cast<std::int64_t>(sizeof(T)), "alloc"),
+  buffer<T> alloc(const shape& dims) const {
+    return buffer<T>(memory(checked_element_count(dims, sizeof(T), "device::alloc", "the shape") *
+                                static_cast<std::int64_t>(sizeof(T)),
+                            "alloc"),
                      dims, false);
   }
   // A device copy of host data (a contiguous range), flat or with the given extents.

@@ -25,6 +25,21 @@ inline std::string declared_text(const ir::input_decl& d) {
   return std::string(name(d.type)) + to_string(d.dims);
 }
 
+// "the graph" for an executable (named graph-<hash>), else "the function": who declared it.
+inline std::string declarer(const std::string& who) {
+  return who.rfind("graph", 0) == 0 ? "the graph" : "the function";
+}
+
+// "argument 2 axis 0": an input size among those symbol `sym` joins whose run-time value is
+// `size` (the argument a broadcast error is about).
+inline std::string symbol_source(std::span<const ir::symbol> symbols, const std::int64_t* values,
+                                 std::int32_t sym, std::int64_t size) {
+  const ir::symbol& s = symbols[sym];
+  if (s.kind == ir::symbol_kind::input)
+    return "argument " + std::to_string(s.a + 1) + " axis " + std::to_string(s.b);
+  return symbol_source(symbols, values, values[s.a] == size ? s.a : s.b, size);
+}
+
 // Fills sym[i] with the run-time size of symbol i. `who` names the function in messages.
 inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
                             std::span<const ir::symbol> symbols,
@@ -46,13 +61,14 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<co
     if (!rank_ok)
       throw error(errc::shape_mismatch, who,
                   arg() + " has rank " + std::to_string(b.dims.rank) + " (extents " +
-                      to_string(b.dims) + ") but the function declares " + declared_text(d));
+                      to_string(b.dims) + ") but " + declarer(who) + " declares " +
+                      declared_text(d));
     for (int i = 0; i < d.dims.rank; ++i)
       if (d.dims[i] >= 0 && d.dims[i] != b.dims[i])
         throw error(errc::shape_mismatch, who,
-                    arg() + " has extents " + to_string(b.dims) + " but the function declares " +
-                        declared_text(d) + " (size " + std::to_string(i) + " must be " +
-                        std::to_string(d.dims[i]) + ")");
+                    arg() + " has extents " + to_string(b.dims) + " but " + declarer(who) +
+                        " declares " + declared_text(d) + " (axis " + std::to_string(i) +
+                        " must be " + std::to_string(d.dims[i]) + ")");
   }
   for (std::size_t i = 0; i < symbols.size(); ++i) {
     const ir::symbol& s = symbols[i];
@@ -62,17 +78,19 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<co
     }
     std::int64_t x = sym[s.a], y = sym[s.b];
     if (x != y && x != 1 && y != 1)
-      throw error(errc::shape_mismatch, std::string(ir::name(nodes[s.node].kind)),
-                  "run-time sizes " + std::to_string(x) + " and " + std::to_string(y) +
-                      " do not broadcast (in %" + std::to_string(s.node) + " of " + who + ")");
+      throw error(errc::shape_mismatch, who,
+                  symbol_source(symbols, sym, s.a, x) + " (size " + std::to_string(x) + ") and " +
+                      symbol_source(symbols, sym, s.b, y) + " (size " + std::to_string(y) +
+                      ") do not broadcast in " + std::string(ir::name(nodes[s.node].kind)));
     sym[i] = x == 1 ? y : x;
   }
   for (const ir::constraint& c : constraints)
     if (sym[c.sym] != 1 && sym[c.sym] != c.size)
-      throw error(errc::shape_mismatch, std::string(ir::name(nodes[c.node].kind)),
-                  "run-time size " + std::to_string(sym[c.sym]) + " does not broadcast with " +
-                      std::to_string(c.size) + " (in %" + std::to_string(c.node) + " of " + who +
-                      ")");
+      throw error(errc::shape_mismatch, who,
+                  symbol_source(symbols, sym, c.sym, sym[c.sym]) + " has size " +
+                      std::to_string(sym[c.sym]) + ", which does not broadcast with " +
+                      std::to_string(c.size) + " in " + std::string(ir::name(nodes[c.node].kind)) +
+                      " (it must be 1 or " + std::to_string(c.size) + ")");
 }
 
 // Concrete extents of a symbolic shape.
@@ -88,7 +106,7 @@ inline shape concrete(const shape& s, const std::int64_t* sym) {
 inline void check_result(const buffer_ref& b, dtype t, const shape& expected, std::size_t index,
                          const std::string& who) {
   auto res = [&] { return "result " + std::to_string(index + 1); };
-  std::int64_t count = expected.element_count();
+  std::int64_t count = checked_element_count(expected, size_in_bytes(t), who, res());
   bool ok = b.flat ? b.dims.element_count() == count : b.dims == expected;
   if (!ok)
     throw error(errc::shape_mismatch, who,
@@ -101,13 +119,33 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
                 res() + " has null data for " + std::to_string(count) + " elements");
 }
 
-// Results must not overlap arguments, except in place: safe only where every element is read
-// before it is written, so one region, and the result and the argument identical in address (or
-// device memory), type and extents.
+// Whether two buffers share any byte (device memory: the same memory; empty buffers never).
+inline bool overlaps(const buffer_ref& a, std::int64_t a_bytes, const buffer_ref& b,
+                     std::int64_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  if (a.memory || b.memory) return a.memory == b.memory;
+  auto lo = reinterpret_cast<std::uintptr_t>(a.data),
+       blo = reinterpret_cast<std::uintptr_t>(b.data);
+  return lo < blo + static_cast<std::uintptr_t>(b_bytes) &&
+         blo < lo + static_cast<std::uintptr_t>(a_bytes);
+}
+
+// Results must not overlap each other, nor arguments except in place: safe only where every
+// element is read before it is written, so one region, and the result and the argument identical
+// in address (or device memory), type and extents.
 inline void check_overlap(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
                           std::span<const std::int32_t> outputs, int region_count,
                           std::span<const buffer_ref> args, std::span<const buffer_ref> results,
                           const std::string& who) {
+  auto result_bytes = [&](std::size_t r) {
+    return results[r].dims.element_count() * size_in_bytes(nodes[outputs[r]].type);
+  };
+  for (std::size_t r = 0; r < results.size(); ++r)
+    for (std::size_t q = 0; q < r; ++q)
+      if (overlaps(results[q], result_bytes(q), results[r], result_bytes(r)))
+        throw error(errc::invalid_argument, who,
+                    "result " + std::to_string(r + 1) + " overlaps result " +
+                        std::to_string(q + 1) + "; every result needs memory of its own");
   for (std::size_t r = 0; r < results.size(); ++r) {
     dtype result_type = nodes[outputs[r]].type;
     for (std::size_t a = 0; a < args.size(); ++a) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/runtime/vulkan/check.hpp"
@@ -93,27 +94,41 @@ class memory_pool {
     return {};
   }
 
+  // A new block; a failure names the call and the size, and leaves nothing behind.
   std::unique_ptr<memory_block> make_block(VkDeviceSize size) {
     auto b = std::make_unique<memory_block>();
     b->size = size;
+    auto fail = [&](VkResult r, const char* call) {
+      if (b->memory) vkFreeMemory(device_, b->memory, nullptr);
+      if (b->buffer) vkDestroyBuffer(device_, b->buffer, nullptr);
+      throw error(errc::device_error, "vulkan",
+                  std::string(call) + " failed for a block of " + std::to_string(size) +
+                      " bytes: " + result_name(r) + " (" + std::to_string(r) + ")");
+    };
     auto bi = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    check(vkCreateBuffer(device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
+    if (VkResult r = vkCreateBuffer(device_, &bi, nullptr, &b->buffer); r != VK_SUCCESS) {
+      b->buffer = VK_NULL_HANDLE;
+      fail(r, "vkCreateBuffer");
+    }
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device_, b->buffer, &req);
     auto ai = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type_;
-    VkResult r = vkAllocateMemory(device_, &ai, nullptr, &b->memory);
-    if (r != VK_SUCCESS) vkDestroyBuffer(device_, b->buffer, nullptr);
-    check(r, "vkAllocateMemory");
-    check(vkBindBufferMemory(device_, b->buffer, b->memory, 0), "vkBindBufferMemory");
+    if (VkResult r = vkAllocateMemory(device_, &ai, nullptr, &b->memory); r != VK_SUCCESS) {
+      b->memory = VK_NULL_HANDLE;
+      fail(r, "vkAllocateMemory");
+    }
+    if (VkResult r = vkBindBufferMemory(device_, b->buffer, b->memory, 0); r != VK_SUCCESS)
+      fail(r, "vkBindBufferMemory");
     if (host_visible_) {
       void* p = nullptr;
-      check(vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+      if (VkResult r = vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p); r != VK_SUCCESS)
+        fail(r, "vkMapMemory");
       b->mapped = static_cast<unsigned char*>(p);
     }
     b->free.emplace(0, size);
