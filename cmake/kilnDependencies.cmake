@@ -6,7 +6,8 @@ find_dependency(xsimd)
 if(NOT TARGET xtl)
   add_library(xtl INTERFACE IMPORTED)
 endif()
-find_dependency(OpenMP COMPONENTS CXX)
+# The CPU path runs on kiln's own worker threads (runtime/cpu/thread_pool.hpp).
+find_dependency(Threads)
 find_dependency(range-v3)
 # Vulkan: the loader and headers (libvulkan-dev). Drivers are found at run time; with none, kiln
 # runs on the CPU.

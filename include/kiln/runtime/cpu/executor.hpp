@@ -1,36 +1,16 @@
 // Runs one region's row function over its iteration space: broadcast strides, collapsed
-// dimensions, and OpenMP threads (KILN_NUM_THREADS) for large spaces.
+// dimensions, and the worker threads of thread_pool (KILN_NUM_THREADS) for large spaces.
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "kiln/codegen/cpu/kernel.hpp"
+#include "kiln/runtime/cpu/thread_pool.hpp"
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::cpu {
-
-// Threads for large regions: KILN_NUM_THREADS when set (>= 1), else OpenMP's default.
-inline int thread_count() {
-  static const int n = [] {
-    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-      int v = std::atoi(env);
-      if (v >= 1) return v;
-    }
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-  }();
-  return n;
-}
 
 // Per-row pointer lists: on the stack up to 64 entries (every function seen so far), else on the
 // heap; a run-time graph may have any number of inputs and outputs.
@@ -113,7 +93,8 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
   }
   std::int64_t inner = dims[rank - 1];
   std::int64_t rows = total / inner;
-  int threads = total >= parallel_threshold ? thread_count() : 1;
+  thread_pool* pool = total >= parallel_threshold ? &thread_pool::shared() : nullptr;
+  int threads = pool ? pool->size() : 1;
   // Pieces of a row: enough tasks to keep every thread busy, each a whole number of steps.
   std::int64_t piece = inner;
   if (threads > 1 && rows < threads * 4) {
@@ -151,20 +132,13 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
       row(in_ptr.data(), step.data(), out_ptr.data(), count);
     }
   };
-  if (tasks == 1 || threads == 1) {
+  if (!pool) {
     run_tasks(0, tasks);
     return;
   }
-  // Static schedule: thread i takes the i-th contiguous share of the tasks.
-#pragma omp parallel num_threads(threads)
-  {
-#ifdef _OPENMP
-    std::int64_t n = omp_get_num_threads(), i = omp_get_thread_num();
-#else
-    std::int64_t n = 1, i = 0;
-#endif
-    run_tasks(tasks * i / n, tasks * (i + 1) / n);
-  }
+  // Chunks of tasks claimed by whichever thread is free: about 8 per thread, for balance when
+  // another process holds some cores.
+  pool->run(tasks, std::max<std::int64_t>(tasks / (threads * 8), 1), run_tasks);
 }
 
 }  // namespace kiln::cpu

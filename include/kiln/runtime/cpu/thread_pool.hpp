@@ -1,0 +1,147 @@
+// kiln's CPU worker threads: a small pool whose idle workers sleep (no spinning), and which hands
+// a job's tasks out in chunks to whichever thread asks first, the calling thread included. So a
+// call on a loaded machine is never much slower than running it on the calling thread: the caller
+// waits only for chunks a worker has already started, never for a worker that has not woken up.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace kiln::cpu {
+
+// Threads for large regions, read once: KILN_NUM_THREADS when it is a positive integer (clamped to
+// 4 x the hardware threads), else the hardware threads. A value that is not used says so once.
+inline int parse_thread_count(const char* env, int hardware) {
+  hardware = std::max(hardware, 1);
+  if (!env) return hardware;
+  std::string_view v = env;
+  int n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < 1) {
+    std::fprintf(stderr,
+                 "kiln: KILN_NUM_THREADS='%s' is not a positive integer; using %d threads\n", env,
+                 hardware);
+    return hardware;
+  }
+  int limit = 4 * hardware;
+  if (n > limit) {
+    std::fprintf(stderr,
+                 "kiln: KILN_NUM_THREADS=%d is above 4 x the %d hardware threads; using %d\n", n,
+                 hardware, limit);
+    return limit;
+  }
+  return n;
+}
+
+inline int thread_count() {
+  static const int n = parse_thread_count(std::getenv("KILN_NUM_THREADS"),
+                                          static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
+
+class thread_pool {
+ public:
+  // `threads` in all: the calling thread and threads - 1 workers.
+  explicit thread_pool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~thread_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(first, last) over [0, tasks) in pieces of `chunk` tasks, on the calling thread and
+  // the workers; returns when every piece has run. fn must not throw. While another thread's job
+  // holds the pool, the whole range runs on the calling thread.
+  template <class Fn>
+  void run(std::int64_t tasks, std::int64_t chunk, const Fn& fn) {
+    std::unique_lock busy(run_mutex_, std::try_to_lock);
+    if (!busy || workers_.empty() || tasks <= chunk) {
+      fn(std::int64_t{0}, tasks);
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      job_ = {&fn, [](const void* f, std::int64_t a, std::int64_t b) {
+                (*static_cast<const Fn*>(f))(a, b);
+              }};
+      tasks_ = tasks;
+      chunk_ = std::max<std::int64_t>(chunk, 1);
+      next_.store(0, std::memory_order_relaxed);
+      open_ = true;
+      ++generation_;
+    }
+    wake_.notify_all();
+    claim();
+    std::unique_lock lock(mutex_);
+    open_ = false;  // a worker that wakes from now on skips this job
+    done_.wait(lock, [&] { return active_ == 0; });
+  }
+
+  // The process's pool, sized by thread_count(); made at first use.
+  static thread_pool& shared() {
+    static thread_pool pool(thread_count());
+    return pool;
+  }
+
+ private:
+  struct job {
+    const void* fn = nullptr;
+    void (*call)(const void*, std::int64_t, std::int64_t) = nullptr;
+  };
+
+  // Takes chunks until none is left.
+  void claim() {
+    for (;;) {
+      std::int64_t first = next_.fetch_add(chunk_, std::memory_order_relaxed);
+      if (first >= tasks_) return;
+      job_.call(job_.fn, first, std::min(first + chunk_, tasks_));
+    }
+  }
+
+  void work() {
+    std::uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
+      if (stop_) return;
+      seen = generation_;
+      ++active_;
+      lock.unlock();
+      claim();
+      lock.lock();
+      if (--active_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // one job at a time
+  std::mutex mutex_;      // guards the fields below (next_ is claimed without it)
+  std::condition_variable wake_, done_;
+  job job_;
+  std::int64_t tasks_ = 0, chunk_ = 1;
+  std::atomic<std::int64_t> next_{0};
+  std::uint64_t generation_ = 0;
+  int active_ = 0;
+  bool open_ = false, stop_ = false;
+};
+
+}  // namespace kiln::cpu
