@@ -97,8 +97,8 @@ const std::vector<std::pair<double, std::uint32_t>>& positive_values() {
   return table;
 }
 
-// Round to nearest, ties to the even bit pattern; beyond the largest value: infinity for f16 and
-// bf16, the largest value for fp8 (ONNX saturation), NaN stays NaN.
+// Round to nearest, ties to the even bit pattern; beyond the largest value (infinity included):
+// infinity for f16 and bf16, the largest value for fp8 (ONNX saturation), NaN stays NaN.
 template <class T>
 double round_to(double x) {
   if (std::isnan(x)) return NAN;
@@ -107,7 +107,7 @@ double round_to(double x) {
   double a = std::fabs(x), s = x < 0 ? -1 : 1;
   const auto& t = positive_values<T>();
   double top = t.back().first;
-  if (std::isinf(a)) return F::fn ? s * top : s * INFINITY;
+  if (std::isinf(a)) return F::fn || saturate ? s * top : s * INFINITY;
   // Halfway above the top: the next (virtual) step has the top's spacing.
   double step = top - t[t.size() - 2].first;
   if (a >= top + step / 2) return saturate ? s * top : s * INFINITY;

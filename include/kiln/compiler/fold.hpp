@@ -14,7 +14,8 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
   const scalar& a = v[0];
   dtype t = a.type;
   bool fl = is_floating(t);
-  auto num = [&](double x) { return scalar::of_float(result, x); };
+  // Narrow floats: f32 precision, as the kernels compute (rounded where stored).
+  auto num = [&](double x) { return scalar::computed(result, x); };
   // Integers: compute in 64-bit two's complement, then wrap into the type.
   auto integer = [&](std::uint64_t x) {
     return scalar::of_integer(result, static_cast<std::int64_t>(x));

@@ -111,6 +111,13 @@ struct scalar {
     if (is_floating(t)) return {t, round_to_float(t, static_cast<double>(v)), 0};
     return {t, 0, wrap_integer(t, v)};
   }
+  // A float literal or a folded result beside values of floating dtype t, as arithmetic holds it:
+  // the storage-only floats compute in f32, so their literals keep f32 precision and are rounded
+  // to t only where a result is stored (or by an explicit cast).
+  static constexpr scalar computed(dtype t, double v) {
+    if (!is_floating(t)) return of_float(t, v);
+    return {t, round_to_float(compute_dtype(t), v), 0};
+  }
   constexpr double as_double() const { return is_floating(type) ? f : static_cast<double>(i); }
   // Converts to dtype t with kiln's cast semantics.
   constexpr scalar to(dtype t) const {

@@ -11,8 +11,9 @@ namespace detail {
 
 // A binary floating format with one sign bit, Exp exponent bits and Man mantissa bits.
 // HasInf: an all-ones exponent with zero mantissa is infinity (IEEE-like); otherwise the format is
-// "fn" (finite + NaN only): only the all-ones pattern is NaN. Saturate: finite values beyond the
-// largest finite number become that number (ONNX's saturate=1 for fp8), else infinity.
+// "fn" (finite + NaN only): only the all-ones pattern is NaN. Saturate: values beyond the largest
+// finite number, infinities included, become that number (ONNX's saturate=1 for fp8), else
+// infinity.
 template <int Exp, int Man, bool HasInf, bool Saturate, class Bits>
 struct minifloat_format {
   static constexpr int bias = (1 << (Exp - 1)) - 1;
@@ -50,8 +51,8 @@ struct minifloat_format {
     std::uint32_t sign = (u & 0x80000000u) ? sign_bit : 0u;
     u &= 0x7FFFFFFFu;
     if (u > 0x7F800000u) return Bits(sign | nan_bits);
-    if (u == 0x7F800000u)
-      return Bits(sign | (HasInf ? inf_bits : (Saturate ? max_finite_bits : nan_bits)));
+    if (u == 0x7F800000u)  // ONNX's saturate: infinity too becomes the largest finite value
+      return Bits(sign | (Saturate ? max_finite_bits : (HasInf ? inf_bits : nan_bits)));
     std::uint32_t fe = u >> 23;
     std::uint64_t mant = (u & 0x7FFFFFu) | (fe ? 0x800000u : 0u);  // value = mant * 2^(e - 23)
     int e = fe ? int(fe) - 127 : -126;

@@ -86,8 +86,8 @@ using tensor_of =
 template <class T, class S>
 constexpr std::int32_t literal_node(ir::builder* b, S s) {
   constexpr dtype t = dtype_of<T>;
-  if constexpr (std::is_floating_point_v<S>)
-    return b->constant(scalar::of_float(t, static_cast<double>(s)));
+  if constexpr (std::is_floating_point_v<S> || is_floating(t))
+    return b->constant(scalar::computed(t, static_cast<double>(s)));
   else
     return b->constant(scalar::of_integer(t, static_cast<std::int64_t>(s)));
 }

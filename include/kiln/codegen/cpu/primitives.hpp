@@ -2,6 +2,8 @@
 // constant folding (NaN-propagating min/max, integer x / 0 == 0, saturating float-to-int casts).
 #pragma once
 
+#include <limits>
+
 #include "kiln/codegen/cpu/pack.hpp"
 #include "kiln/ir/op.hpp"
 
@@ -58,6 +60,65 @@ B nan_aware(const B& x, const B& y, const B& r) {
     return r;
 }
 
+// exp in f32 with kiln's own range reduction, the algorithm the SPIR-V emitter uses too:
+// exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2), e^r by its Taylor series
+// to r^7, and 2^k applied in two halves, so results near the top of the range (x up to 88.72)
+// stay finite and those below 2^-126 come out as subnormals instead of 0. Within 2 ulp.
+template <class B>
+B exp32(const B& x) {
+  using I = xsimd::batch<std::int32_t, typename B::arch_type>;
+  B xc = xsimd::min(xsimd::max(x, B(-104.f)), B(89.f));
+  B kf = xsimd::nearbyint(xc * B(1.4426950408889634f));
+  B r = (xc - kf * B(0.693145751953125f)) - kf * B(1.4286068203094172e-06f);
+  constexpr float c[] = {1.f, 1.f, 1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720, 1.f / 5040};
+  B p(c[7]);
+  for (int n = 6; n >= 0; --n) p = p * r + B(c[n]);
+  I k = xsimd::batch_cast<std::int32_t>(kf);
+  I half = k >> 1, rest = k - half;
+  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(127)) << 23); };
+  return xsimd::select(xsimd::isnan(x), x, p * pow2(half) * pow2(rest));
+}
+
+// log with subnormal inputs handled exactly: log(m 2^-149) = log(m) - 149 ln 2 for f32 (1074 for
+// f64), m the mantissa as an integer (xsimd's log treats subnormals as far too large).
+template <class B>
+B log_any(const B& x) {
+  using T = typename B::value_type;
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  using UB = xsimd::batch<U, typename B::arch_type>;
+  constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
+  constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
+  auto ax = xsimd::abs(x);
+  auto subnormal = ax < B(std::numeric_limits<T>::min()) && ax > B(0);
+  UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
+  B scaled = xsimd::log(xsimd::batch_cast<T>(m)) - B(shift * T(0.6931471805599453094));
+  return xsimd::select(subnormal, scaled, xsimd::log(x));
+}
+
+// pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
+// NaN, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf, a negative finite
+// base with a non-integer exponent is NaN, infinities as C99 Annex F. In between, xsimd's pow of
+// |x|.
+template <class B>
+B pow_c(const B& x, const B& y) {
+  using T = typename B::value_type;
+  const B inf(std::numeric_limits<T>::infinity()), zero(0), one(1);
+  B ax = xsimd::abs(x), ay = xsimd::abs(y);
+  B r = xsimd::pow(ax, y);
+  auto y_negative = y < zero;
+  r = xsimd::select(ax == zero, xsimd::select(y_negative, inf, zero), r);
+  r = xsimd::select(ax == inf, xsimd::select(y_negative, zero, inf), r);
+  r = xsimd::select(ay == inf, xsimd::select((ax < one) == y_negative, inf, zero), r);
+  auto integer = xsimd::floor(y) == y;  // true for infinite y too
+  B half = y * B(0.5);
+  auto odd = integer && !(xsimd::floor(half) == half);
+  auto negative = xsimd::copysign(one, x) < zero;  // the sign bit, -0 included
+  r = xsimd::select(negative && odd, -r, r);
+  r = xsimd::select(x < zero && ax < inf && !integer, B(std::numeric_limits<T>::quiet_NaN()), r);
+  r = xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, r);
+  return xsimd::select(y == zero || x == one, one, r);
+}
+
 }  // namespace detail
 
 // Narrow integers live in 32-bit lanes; after each op the value is wrapped into its own type.
@@ -86,30 +147,40 @@ pack<T> unary(const pack<T>& a) {
       return wrap<D>(detail::map(a, [](B x) { return xsimd::abs(x); }));
   } else if constexpr (O == op::relu)
     return detail::map(a, [](B x) { return xsimd::select(x < B(0), B(0), x); });
-  else if constexpr (O == op::exp)
-    return detail::map(a, [](B x) { return xsimd::exp(x); });
-  else if constexpr (O == op::log)
-    return detail::map(a, [](B x) { return xsimd::log(x); });
+  else if constexpr (O == op::exp) {
+    if constexpr (std::is_same_v<T, float>)
+      return detail::map(a, [](B x) { return detail::exp32(x); });
+    else
+      return detail::map(a, [](B x) { return xsimd::exp(x); });
+  } else if constexpr (O == op::log)
+    return detail::map(a, [](B x) { return detail::log_any(x); });
   else if constexpr (O == op::sqrt)
     return detail::map(a, [](B x) { return xsimd::sqrt(x); });
   else if constexpr (O == op::rsqrt)
     return detail::map(a, [](B x) { return B(1) / xsimd::sqrt(x); });
   else if constexpr (O == op::tanh)
     return detail::map(a, [](B x) { return xsimd::tanh(x); });
-  else if constexpr (O == op::sigmoid)
-    return detail::map(a, [](B x) { return B(1) / (B(1) + xsimd::exp(-x)); });
-  else if constexpr (O == op::erf)
-    return detail::map(a, [](B x) { return xsimd::erf(x); });
+  else if constexpr (O == op::sigmoid) {
+    if constexpr (std::is_same_v<T, float>)
+      return detail::map(a, [](B x) { return B(1) / (B(1) + detail::exp32(-x)); });
+    else
+      return detail::map(a, [](B x) { return B(1) / (B(1) + xsimd::exp(-x)); });
+  } else if constexpr (O == op::erf)  // |x| >= 6: erf is 1 to the last bit (xsimd's f64 gives NaN)
+    return detail::map(a, [](B x) {
+      return xsimd::select(xsimd::abs(x) >= B(6), xsimd::copysign(B(1), x), xsimd::erf(x));
+    });
   else if constexpr (O == op::sin)
     return detail::map(a, [](B x) { return xsimd::sin(x); });
   else if constexpr (O == op::cos)
     return detail::map(a, [](B x) { return xsimd::cos(x); });
+  // floor, ceil, round: the result has x's sign, as IEEE says (floor(-0) = -0, ceil(-0.5) = -0);
+  // xsimd's SSE forms return +0 there.
   else if constexpr (O == op::floor)
-    return detail::map(a, [](B x) { return xsimd::floor(x); });
+    return detail::map(a, [](B x) { return xsimd::copysign(xsimd::floor(x), x); });
   else if constexpr (O == op::ceil)
-    return detail::map(a, [](B x) { return xsimd::ceil(x); });
+    return detail::map(a, [](B x) { return xsimd::copysign(xsimd::ceil(x), x); });
   else if constexpr (O == op::round)
-    return detail::map(a, [](B x) { return xsimd::nearbyint(x); });
+    return detail::map(a, [](B x) { return xsimd::copysign(xsimd::nearbyint(x), x); });
   else
     static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
 }
@@ -122,9 +193,18 @@ pack<T> binary(const pack<T>& a, const pack<T>& b) {
     return wrap<D>(detail::map(a, b, [](B x, B y) { return x + y; }));
   else if constexpr (O == op::sub)
     return wrap<D>(detail::map(a, b, [](B x, B y) { return x - y; }));
-  else if constexpr (O == op::mul)
-    return wrap<D>(detail::map(a, b, [](B x, B y) { return x * y; }));
-  else if constexpr (O == op::div) {
+  else if constexpr (O == op::mul) {
+    if constexpr (std::is_signed_v<T> && std::is_integral_v<T>) {
+      // Wrap-around in unsigned arithmetic: xsimd's scalar fallback multiplies signed lanes, and
+      // signed overflow is undefined.
+      using U = xsimd::batch<std::make_unsigned_t<T>>;
+      return wrap<D>(detail::map(a, b, [](B x, B y) {
+        return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<U>(x) * xsimd::bitwise_cast<U>(y));
+      }));
+    } else {
+      return wrap<D>(detail::map(a, b, [](B x, B y) { return x * y; }));
+    }
+  } else if constexpr (O == op::div) {
     if constexpr (std::is_floating_point_v<T>) {
       return detail::map(a, b, [](B x, B y) { return x / y; });
     } else {
@@ -145,7 +225,7 @@ pack<T> binary(const pack<T>& a, const pack<T>& b) {
   else if constexpr (O == op::max)
     return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::max(x, y)); });
   else if constexpr (O == op::pow)
-    return detail::map(a, b, [](B x, B y) { return xsimd::pow(x, y); });
+    return detail::map(a, b, [](B x, B y) { return detail::pow_c(x, y); });
   else
     static_assert(O == op::add, "kiln: no CPU primitive for this binary op");
 }
@@ -156,8 +236,9 @@ mask compare(const pack<T>& a, const pack<T>& b) {
   using B = xsimd::batch<T>;
   if constexpr (O == op::eq)
     return detail::compare(a, b, [](B x, B y) { return x == y; });
-  else if constexpr (O == op::ne)
-    return detail::compare(a, b, [](B x, B y) { return x != y; });
+  else if constexpr (O ==
+                     op::ne)  // not xsimd's !=: its AVX float form is ordered (NaN != NaN false)
+    return detail::compare(a, b, [](B x, B y) { return !(x == y); });
   else if constexpr (O == op::lt)
     return detail::compare(a, b, [](B x, B y) { return x < y; });
   else if constexpr (O == op::le)
@@ -168,12 +249,13 @@ mask compare(const pack<T>& a, const pack<T>& b) {
     return detail::compare(a, b, [](B x, B y) { return x >= y; });
 }
 
+// On bool masks by their bits: xsimd's SSE2 float-mask compare reads all-ones lanes as NaN.
 template <ir::op O>
 mask compare(const mask& a, const mask& b) {
   if constexpr (O == ir::op::eq)
-    return {a.m == b.m};
+    return {!(a.m ^ b.m)};
   else
-    return {a.m != b.m};
+    return {a.m ^ b.m};
 }
 
 template <ir::op O>
