@@ -26,7 +26,7 @@ enum class operand_kind : std::uint8_t {
 
 // Metadata words (push constants, or a small buffer past the device's push-constant size):
 // [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then rank strides for each
-// strided argument in order.
+// strided argument in order, then the region's float constants (kernel::constants).
 inline std::uint32_t metadata_words(int rank, int strided_args) {
   return 2 + static_cast<std::uint32_t>(rank) * (1 + static_cast<std::uint32_t>(strided_args));
 }
@@ -35,8 +35,13 @@ struct kernel {
   words code;                  // the module; empty when the device cannot run the region
   std::string unsupported;     // why not, naming the op and dtype
   std::uint32_t bindings = 0;  // region arguments, then results, then the metadata buffer if any
-  std::uint32_t metadata = 0;  // metadata words
+  std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
+  // The float constants of the region, as words that end the metadata: a kernel reads them at run
+  // time rather than as SPIR-V constants, so no driver can fold them against IEEE rules (llvmpipe
+  // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that
+  // differ only in their constants are one kernel.
+  std::vector<std::uint32_t> constants;
 };
 
 namespace detail {
@@ -123,7 +128,18 @@ class region_emitter {
     int strided = 0;
     for (auto kind : kinds_) strided += kind == operand_kind::strided;
     rank_ = r_.space.rank;
-    k.metadata = metadata_words(rank_, strided);
+    constants_at_ = metadata_words(rank_, strided);
+    for (auto id : r_.nodes) {
+      const ir::node& n = g_.nodes[id];
+      lane_kind lk = lane_of(n.type);
+      if (!is_float_lane(lk)) continue;
+      if (n.kind == ir::op::constant) register_opaque(k, lk, n.value.f);
+      if (n.kind == ir::op::cast && g_.nodes[n.operands[0]].type == dtype::boolean) {
+        register_opaque(k, lk, 0.0);  // bool -> float picks between these two
+        register_opaque(k, lk, 1.0);
+      }
+    }
+    k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
     k.bindings = static_cast<std::uint32_t>(r_.args.size() + r_.results.size()) +
                  (k.metadata_in_buffer ? 1 : 0);
@@ -289,6 +305,15 @@ class region_emitter {
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", {global_id_, groups_id_});
     m_.name(main_, "main");
+    // inf, NaN and -0 survive where the device can promise it (SPV_KHR_float_controls); f32
+    // lanes exist in every kernel (narrow floats and casts compute in them).
+    bool preserve32 = t_.preserve_inf_nan32, preserve64 = f64 && t_.preserve_inf_nan64;
+    if (preserve32 || preserve64) {
+      m_.extension("SPV_KHR_float_controls");
+      m_.capability(spv::Capability::SignedZeroInfNanPreserve);
+      if (preserve32) m_.execution_mode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {32});
+      if (preserve64) m_.execution_mode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {64});
+    }
   }
 
   // ---- memory access --------------------------------------------------------------------------
@@ -570,7 +595,7 @@ class region_emitter {
         f.saturate ? f.max_finite_bits() : (f.has_inf ? f.inf_bits() : f.nan_bits());
     enc = sel(gt(enc, usplat(f.max_finite_bits())), usplat(overflow), enc);
     std::uint32_t inf =
-        f.has_inf ? f.inf_bits() : (f.saturate ? f.max_finite_bits() : f.nan_bits());
+        f.saturate ? f.max_finite_bits() : (f.has_inf ? f.inf_bits() : f.nan_bits());
     enc = sel(eq(a, usplat(0x7F800000)), usplat(inf), enc);
     enc = sel(gt(a, usplat(0x7F800000)), usplat(f.nan_bits()), enc);
     return bin(Op::OpBitwiseOr, sign, enc);
@@ -690,6 +715,65 @@ class region_emitter {
     return select(k, less(k, ax, fsplat(k, 0.5)), small, big);
   }
 
+  // log with C's edges (GLSL leaves x <= 0 undefined): log(±0) = -inf, log(x < 0) = NaN, NaN
+  // stays; subnormal inputs are handled in integers, since drivers may flush them to 0 first:
+  // log(m 2^-149) = log(m) - 149 ln 2, m the mantissa bits, converted exactly.
+  id log32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    id bits = m_.emit(Op::OpBitcast, uvec4(), {x});
+    id subnormal = m_.emit(Op::OpULessThan, bvec4(), {bits, usplat(0x00800000)});  // +0 too
+    id m = m_.emit(Op::OpConvertUToF, t, {bits});
+    id scaled = exact(m_.emit(
+        Op::OpFSub, t, {m_.ext(t, GLSLstd450Log, {m}), fsplat(k, 149 * 0.6931471805599453)}));
+    id r = select(k, subnormal, scaled, m_.ext(t, GLSLstd450Log, {x}));
+    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits, usplat(0x7FFFFFFF)});
+    r = select(k, m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fsplat(k, -HUGE_VAL), r);
+    r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
+    r = select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, HUGE_VAL)}), x, r);
+    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, r);
+  }
+
+  // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN.
+  id sqrt_of(lane_kind k, id x) {
+    id t = vec(k);
+    id r = m_.ext(t, GLSLstd450Sqrt, {x});
+    r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
+    return select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, 0)}), x, r);
+  }
+
+  // pow with C's (and ONNX's) semantics at every edge (GLSL's pow is undefined for x < 0 and for
+  // x = 0, y <= 0): the same rules as the CPU's cpu::detail::pow_c, over GLSL's pow of |x|.
+  id pow32(id x, id y) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    auto fsel = [&](id c, id a, id b) { return select(k, c, a, b); };
+    auto cmp = [&](Op o, id a, id b) { return m_.emit(o, bvec4(), {a, b}); };
+    auto both = [&](id a, id b) { return m_.emit(Op::OpLogicalAnd, bvec4(), {a, b}); };
+    auto either = [&](id a, id b) { return m_.emit(Op::OpLogicalOr, bvec4(), {a, b}); };
+    auto no = [&](id a) { return m_.emit(Op::OpLogicalNot, bvec4(), {a}); };
+    id zero = fsplat(k, 0), one = fsplat(k, 1), inf = fsplat(k, HUGE_VAL);
+    id ax = m_.ext(t, GLSLstd450FAbs, {x}), ay = m_.ext(t, GLSLstd450FAbs, {y});
+    id r = m_.ext(t, GLSLstd450Pow, {ax, y});
+    id y_negative = cmp(Op::OpFOrdLessThan, y, zero);
+    r = fsel(cmp(Op::OpFOrdEqual, ax, zero), fsel(y_negative, inf, zero), r);
+    r = fsel(cmp(Op::OpFOrdEqual, ax, inf), fsel(y_negative, zero, inf), r);
+    id below_one = cmp(Op::OpFOrdLessThan, ax, one);
+    r = fsel(cmp(Op::OpFOrdEqual, ay, inf),
+             fsel(m_.emit(Op::OpLogicalEqual, bvec4(), {below_one, y_negative}), inf, zero), r);
+    id integer = cmp(Op::OpFOrdEqual, m_.ext(t, GLSLstd450Floor, {y}), y);  // inf too
+    id half = exact(m_.emit(Op::OpFMul, t, {y, fsplat(k, 0.5)}));
+    id odd = both(integer, cmp(Op::OpFOrdNotEqual, m_.ext(t, GLSLstd450Floor, {half}), half));
+    id sign_set = m_.emit(Op::OpUGreaterThanEqual, bvec4(),
+                          {m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000u)});
+    r = fsel(both(sign_set, odd), m_.emit(Op::OpFNegate, t, {r}), r);
+    id negative_finite = both(cmp(Op::OpFOrdLessThan, x, zero), cmp(Op::OpFOrdLessThan, ax, inf));
+    r = fsel(both(negative_finite, no(integer)), fsplat(k, NAN), r);
+    id nan = either(m_.emit(Op::OpIsNan, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {y}));
+    r = fsel(nan, exact(m_.emit(Op::OpFAdd, t, {x, y})), r);
+    return fsel(either(cmp(Op::OpFOrdEqual, y, zero), cmp(Op::OpFOrdEqual, x, one)), one, r);
+  }
+
   id unary(const ir::node& n, id x) {
     using ir::op;
     lane_kind k = lane_of(n.type);
@@ -707,11 +791,11 @@ class region_emitter {
       case op::exp:
         return exp_of(k, x);
       case op::log:
-        return m_.ext(t, GLSLstd450Log, {x});
+        return log32(x);
       case op::sqrt:
-        return m_.ext(t, GLSLstd450Sqrt, {x});
+        return sqrt_of(k, x);
       case op::rsqrt:
-        return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), m_.ext(t, GLSLstd450Sqrt, {x})});
+        return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), sqrt_of(k, x)});
       case op::tanh:
         return tanh32(x);
       case op::sigmoid: {
@@ -721,10 +805,12 @@ class region_emitter {
       }
       case op::erf:
         return erf32(x);
-      case op::sin:
-        return m_.ext(t, GLSLstd450Sin, {x});
-      case op::cos:
-        return m_.ext(t, GLSLstd450Cos, {x});
+      case op::sin:  // sin(±inf) = NaN (GLSL leaves it undefined)
+      case op::cos: {
+        id r = m_.ext(t, n.kind == op::sin ? GLSLstd450Sin : GLSLstd450Cos, {x});
+        id inf = m_.emit(Op::OpIsInf, bvec4(), {x});
+        return select(k, inf, fsplat(k, NAN), r);
+      }
       case op::floor:
         return m_.ext(t, GLSLstd450Floor, {x});
       case op::ceil:
@@ -777,7 +863,7 @@ class region_emitter {
         return select(k, nan, m_.emit(Op::OpFAdd, t, {x, y}), r);
       }
       case op::pow:
-        return m_.ext(t, GLSLstd450Pow, {x, y});
+        return pow32(x, y);
       default:
         throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
     }
@@ -832,7 +918,9 @@ class region_emitter {
       if (is_float_lane(fk)) return m_.emit(Op::OpFUnordNotEqual, bvec4(), {x, fsplat(fk, 0)});
       return m_.emit(Op::OpINotEqual, bvec4(), {x, isplat(fk, 0)});
     }
-    if (fk == lane_kind::boolean) return select(tk, x, splat(tk, 1, 1), splat(tk, 0, 0));
+    if (fk == lane_kind::boolean)
+      return is_float_lane(tk) ? select(tk, x, opaque(tk, 1.0), opaque(tk, 0.0))
+                               : select(tk, x, splat(tk, 1, 1), splat(tk, 0, 0));
     if (is_float_lane(fk) && is_float_lane(tk)) {
       id v = fk == tk ? x : m_.emit(Op::OpFConvert, tt, {x});
       return round_narrow(to, v);
@@ -879,9 +967,41 @@ class region_emitter {
     return wrap(to, v);
   }
 
+  // Float values the kernel reads from the metadata (see kernel::constants): the graph's float
+  // constants, and the 0 and 1 a bool -> float cast selects from (a driver that folds the
+  // condition would otherwise see a literal 0.0 divisor).
+  static std::pair<int, std::uint64_t> opaque_key(lane_kind k, double v) {
+    return {static_cast<int>(k), k == lane_kind::f64
+                                     ? std::bit_cast<std::uint64_t>(v)
+                                     : std::bit_cast<std::uint32_t>(static_cast<float>(v))};
+  }
+  void register_opaque(kernel& k, lane_kind lk, double v) {
+    auto key = opaque_key(lk, v);
+    if (opaque_word_.contains(key)) return;
+    opaque_word_[key] = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
+    k.constants.push_back(static_cast<std::uint32_t>(key.second));
+    if (lk == lane_kind::f64) k.constants.push_back(static_cast<std::uint32_t>(key.second >> 32));
+  }
+  // Loads every registered value once, at the kernel's entry.
+  void load_opaque() {
+    for (const auto& [key, w] : opaque_word_) {
+      auto k = static_cast<lane_kind>(key.first);
+      id v;
+      if (k == lane_kind::f64) {
+        id pair = m_.emit(Op::OpCompositeConstruct, m_.type_vector(u32(), 2),
+                          {metadata(w), metadata(w + 1)});
+        v = m_.emit(Op::OpBitcast, scalar_type(k), {pair});
+      } else {
+        v = m_.emit(Op::OpBitcast, scalar_type(k), {metadata(w)});
+      }
+      opaque_value_[key] = compose(vec(k), v, v, v, v);
+    }
+  }
+  id opaque(lane_kind k, double v) { return opaque_value_.at(opaque_key(k, v)); }
+
   id constant(const ir::node& n) {
     lane_kind k = lane_of(n.type);
-    if (is_float_lane(k)) return fsplat(k, n.value.f);
+    if (is_float_lane(k)) return opaque(k, n.value.f);
     return isplat(k, n.value.i);
   }
 
@@ -899,6 +1019,7 @@ class region_emitter {
     id groups = metadata(0);
     total_ = metadata(1);
     for (int i = 0; i < rank_; ++i) dims_.push_back(metadata(2 + i));
+    load_opaque();
     std::uint32_t next = 2 + rank_;
     for (std::size_t a = 0; a < kinds_.size(); ++a) {
       strided_slot_.push_back(static_cast<int>(strides_.size()));
@@ -985,6 +1106,9 @@ class region_emitter {
   std::vector<int> strided_slot_;
   id scalar_types_[6] = {}, vector_types_[6] = {};
   std::map<std::tuple<int, std::uint64_t, std::int64_t>, id> splats_;
+  std::uint32_t constants_at_ = 0;  // metadata word of the first opaque value
+  std::map<std::pair<int, std::uint64_t>, std::uint32_t> opaque_word_;  // (lane, bits) -> word
+  std::map<std::pair<int, std::uint64_t>, id> opaque_value_;            // (lane, bits) -> value
 };
 
 }  // namespace detail

@@ -18,6 +18,10 @@ struct target {
   bool float64 = false;  // shaderFloat64
   bool int64 = false;    // shaderInt64
   bool int16 = false;    // shaderInt16 (not needed: narrow types travel in 32-bit words)
+  // shaderSignedZeroInfNanPreserveFloat32/64 (float controls, Vulkan 1.2): kernels then declare
+  // that inf, NaN and -0 must survive, which stops drivers from assuming finite math.
+  bool preserve_inf_nan32 = false;
+  bool preserve_inf_nan64 = false;
 
   // The workgroup size kiln dispatches with (a specialization constant of every kernel).
   std::uint32_t workgroup_size() const {

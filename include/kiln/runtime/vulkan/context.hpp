@@ -41,17 +41,7 @@ class context {
   // Throws kiln::error (unsupported) when there is no usable device.
   static std::shared_ptr<context> get(int index = -1);
 
-  ~context() {
-    vkDeviceWaitIdle(device_);
-    pipelines_.reset();
-    ring_pool_.reset();
-    device_pool_.reset();
-    host_pool_.reset();
-    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
-    vkDestroySemaphore(device_, timeline_, nullptr);
-    vkDestroyCommandPool(device_, commands_, nullptr);
-    vkDestroyDevice(device_, nullptr);
-  }
+  ~context() { release(); }
   context(const context&) = delete;
   context& operator=(const context&) = delete;
 
@@ -104,6 +94,27 @@ class context {
     retired_.clear();
     ring_used_ = 0;
   }
+
+  // The descriptor pool holds at least `sets` sets and `descriptors` storage-buffer descriptors
+  // (a call's needs; the pool is reset at every call). It grows, at least doubling, and never
+  // shrinks. Callers hold mutex().
+  void reserve_descriptors(std::uint32_t sets, std::uint32_t descriptors) {
+    if (descriptors_ && sets <= pool_sets_ && descriptors <= pool_descriptors_) return;
+    std::uint32_t want_sets = std::max(sets, 2 * pool_sets_);
+    std::uint32_t want_descriptors = std::max(descriptors, 2 * pool_descriptors_);
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, want_descriptors};
+    auto dp = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+    dp.maxSets = want_sets;
+    dp.poolSizeCount = 1;
+    dp.pPoolSizes = &size;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    check(vkCreateDescriptorPool(device_, &dp, nullptr, &pool), "vkCreateDescriptorPool");
+    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
+    descriptors_ = pool;
+    pool_sets_ = want_sets;
+    pool_descriptors_ = want_descriptors;
+  }
+  std::uint32_t descriptor_set_capacity() const { return pool_sets_; }
 
   VkCommandBuffer begin() {
     check(vkResetCommandPool(device_, commands_, 0), "vkResetCommandPool");
@@ -161,6 +172,21 @@ class context {
   }
 
  private:
+  // Destroys what exists, in reverse order of creation (also when the constructor failed half way).
+  void release() {
+    if (!device_) return;
+    vkDeviceWaitIdle(device_);
+    pipelines_.reset();
+    ring_pool_.reset();
+    device_pool_.reset();
+    host_pool_.reset();
+    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
+    vkDestroySemaphore(device_, timeline_, nullptr);
+    vkDestroyCommandPool(device_, commands_, nullptr);
+    vkDestroyDevice(device_, nullptr);
+    device_ = VK_NULL_HANDLE;
+  }
+
   // Why a physical device cannot serve kiln (empty: it can).
   static std::string unusable(VkPhysicalDevice pd) {
     VkPhysicalDeviceProperties p;
@@ -192,8 +218,11 @@ class context {
 
   context(std::shared_ptr<vulkan::instance> inst, VkPhysicalDevice pd, int index)
       : instance_(std::move(inst)), physical_(pd), index_(index) {
+    auto p12 = vk_struct<VkPhysicalDeviceVulkan12Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES);
     auto p11 = vk_struct<VkPhysicalDeviceVulkan11Properties>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES);
+    p11.pNext = &p12;
     auto props =
         vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
     props.pNext = &p11;
@@ -215,6 +244,8 @@ class context {
     target_.float64 = f.features.shaderFloat64;
     target_.int64 = f.features.shaderInt64;
     target_.int16 = f.features.shaderInt16;
+    target_.preserve_inf_nan32 = p12.shaderSignedZeroInfNanPreserveFloat32;
+    target_.preserve_inf_nan64 = p12.shaderSignedZeroInfNanPreserveFloat64;
 
     // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
     auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
@@ -235,13 +266,23 @@ class context {
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     check(vkCreateDevice(pd, &di, nullptr, &device_), "vkCreateDevice");
+    try {
+      create_objects(props.properties, p11);
+    } catch (...) {
+      release();  // no destructor runs for a constructor that throws
+      throw;
+    }
+  }
+
+  // Everything made from the VkDevice: queue, memory pools, pipelines, commands, semaphore,
+  // descriptor pool.
+  void create_objects(const VkPhysicalDeviceProperties& props,
+                      const VkPhysicalDeviceVulkan11Properties& p11) {
     vkGetDeviceQueue(device_, family_, 0, &queue_);
 
     choose_memory();
-    bool feedback =
-        std::min(instance_->api_version(), props.properties.apiVersion) >= VK_API_VERSION_1_3;
-    pipelines_ =
-        std::make_unique<pipeline_cache>(device_, props.properties, p11.deviceUUID, feedback);
+    bool feedback = std::min(instance_->api_version(), props.apiVersion) >= VK_API_VERSION_1_3;
+    pipelines_ = std::make_unique<pipeline_cache>(device_, props, p11.deviceUUID, feedback);
 
     auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     ci.queueFamilyIndex = family_;
@@ -257,13 +298,7 @@ class context {
     auto sc = vk_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
     sc.pNext = &st;
     check(vkCreateSemaphore(device_, &sc, nullptr, &timeline_), "vkCreateSemaphore");
-    // Enough descriptors for a call of many regions; the pool is reset at every call.
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4096};
-    auto dp = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
-    dp.maxSets = 256;
-    dp.poolSizeCount = 1;
-    dp.pPoolSizes = &size;
-    check(vkCreateDescriptorPool(device_, &dp, nullptr, &descriptors_), "vkCreateDescriptorPool");
+    reserve_descriptors(64, 1024);  // grown by calls that need more
     check_validation("device creation");
   }
 
@@ -313,6 +348,7 @@ class context {
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::uint64_t timeline_value_ = 0;
   VkDescriptorPool descriptors_ = VK_NULL_HANDLE;
+  std::uint32_t pool_sets_ = 0, pool_descriptors_ = 0;
   allocation ring_;
   VkDeviceSize ring_used_ = 0;
   std::vector<allocation> retired_;
@@ -348,9 +384,10 @@ KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
                   devices.empty() ? "no Vulkan device (no driver found by the loader)"
                                   : "no usable Vulkan device: " + why);
   } else if (index >= static_cast<int>(devices.size())) {
-    throw error(errc::invalid_argument, "KILN_DEVICE",
-                "vulkan:" + std::to_string(index) + " does not exist (" +
-                    std::to_string(devices.size()) + " Vulkan devices)");
+    throw error(errc::invalid_argument, "device::vulkan",
+                "device index " + std::to_string(index) + " does not exist (" +
+                    std::to_string(devices.size()) + " Vulkan device" +
+                    (devices.size() == 1 ? "" : "s") + ")");
   } else if (auto reason = unusable(devices[index]); !reason.empty()) {
     throw error(errc::unsupported, "vulkan", reason);
   }

@@ -271,6 +271,8 @@ KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::
     // Kernels are per device: two devices may differ in features, limits and so in regions.
     r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
     r.kernel = &detail::kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
+    r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
+                           r.kernel->constants.end());
     std::int64_t largest = 0;
     for (auto a : reg.args) largest = std::max<std::int64_t>(largest, bytes_of_arg(a));
     for (auto res : reg.results) largest = std::max<std::int64_t>(largest, bytes_of_result(res));
@@ -283,6 +285,13 @@ KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::
     }
   }
 
+  std::uint32_t sets = 0, descriptors = 0;
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    if (regions[i].total == 0 || on_cpu[dp.origin[i]]) continue;
+    ++sets;
+    descriptors += regions[i].kernel->bindings;
+  }
+  ctx.reserve_descriptors(sets, descriptors);
   VkCommandBuffer cb = VK_NULL_HANDLE;
   std::uint32_t wg = ctx.target().workgroup_size();
   for (std::size_t i = 0; i < p.regions.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -53,11 +54,7 @@ class pipeline_cache {
       file_ = dir / ("pipelines-" + std::string(hex) + "-" + std::to_string(props.driverVersion) +
                      "-kiln" + version + ".bin");
     }
-    std::vector<char> data;
-    if (!file_.empty()) {
-      std::ifstream in(file_, std::ios::binary);
-      if (in) data.assign(std::istreambuf_iterator<char>(in), {});
-    }
+    std::vector<char> data = read_cache_file(props);
     auto ci = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
     ci.initialDataSize = data.size();
     ci.pInitialData = data.empty() ? nullptr : data.data();
@@ -83,6 +80,43 @@ class pipeline_cache {
   pipeline_cache& operator=(const pipeline_cache&) = delete;
 
   const statistics& stats() const { return stats_; }
+
+  // The cache file's bytes when they are a pipeline cache of this device, else nothing (with a
+  // one-line notice where the file is there but unusable). Never blocks: only a regular file is
+  // opened, so a FIFO or a directory at that path is skipped (and never written either).
+  std::vector<char> read_cache_file(const VkPhysicalDeviceProperties& props) {
+    std::vector<char> data;
+    if (file_.empty()) return data;
+    std::error_code ec;
+    auto status = std::filesystem::status(file_, ec);
+    if (ec || status.type() == std::filesystem::file_type::not_found) return data;
+    auto skip = [&](const char* why) {
+      std::fprintf(stderr, "kiln: pipeline cache %s %s; not used\n", file_.c_str(), why);
+      data.clear();
+      return data;
+    };
+    if (status.type() != std::filesystem::file_type::regular) {
+      file_.clear();
+      return skip("is not a regular file");
+    }
+    try {
+      std::ifstream in(file_, std::ios::binary);
+      if (!in) return skip("cannot be read");
+      data.assign(std::istreambuf_iterator<char>(in), {});
+    } catch (const std::exception&) {
+      return skip("cannot be read");
+    }
+    // VkPipelineCacheHeaderVersionOne: header size, version, vendor, device, cache UUID.
+    VkPipelineCacheHeaderVersionOne h{};
+    if (data.size() < sizeof h) return skip("is truncated");
+    std::memcpy(&h, data.data(), sizeof h);
+    if (h.headerSize < sizeof h || h.headerSize > data.size() ||
+        h.headerVersion != VK_PIPELINE_CACHE_HEADER_VERSION_ONE || h.vendorID != props.vendorID ||
+        h.deviceID != props.deviceID ||
+        std::memcmp(h.pipelineCacheUUID, props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
+      return skip("was written by another device or driver");
+    return data;
+  }
   const std::filesystem::path& file() const { return file_; }
 
   // The pipeline of kernel k run with `workgroup` invocations per workgroup (created at first use).
