@@ -1,9 +1,13 @@
 // Checks that need their own process, each run by ctest with its own environment: no Vulkan
-// driver visible, the on-disk pipeline cache across two processes, and KILN_DUMP_DIR dumps.
+// driver visible, the on-disk pipeline cache across two processes (and unusable cache files), and
+// KILN_DUMP_DIR dumps.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
@@ -104,4 +108,67 @@ TEST(Dumps, EveryStageAndEveryModule) {
     EXPECT_NE(asm_text.find("OpFMul"), std::string::npos);
     EXPECT_NE(asm_text.find("NoContraction"), std::string::npos);
   }
+}
+
+namespace {
+// The path kiln's pipeline cache has for the (only) Vulkan device, found with Vulkan directly
+// before kiln opens the device.
+fs::path cache_path_of_first_device() {
+  auto app = vulkan::vk_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+  app.apiVersion = VK_API_VERSION_1_2;
+  auto ci = vulkan::vk_struct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+  ci.pApplicationInfo = &app;
+  VkInstance inst = VK_NULL_HANDLE;
+  if (vkCreateInstance(&ci, nullptr, &inst) != VK_SUCCESS) return {};
+  std::uint32_t n = 1;
+  VkPhysicalDevice pd = VK_NULL_HANDLE;
+  vkEnumeratePhysicalDevices(inst, &n, &pd);
+  auto p11 = vulkan::vk_struct<VkPhysicalDeviceVulkan11Properties>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES);
+  auto props = vulkan::vk_struct<VkPhysicalDeviceProperties2>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+  props.pNext = &p11;
+  vkGetPhysicalDeviceProperties2(pd, &props);
+  vkDestroyInstance(inst, nullptr);
+  return vulkan::cache_directory() /
+         vulkan::cache_file_name(p11.deviceUUID, props.properties.driverVersion);
+}
+}  // namespace
+
+// Run with KILN_TEST_CACHE_CASE = directory | fifo | header: something other than a cache file at
+// the cache's path is skipped with a notice (no exception escapes, nothing blocks on a FIFO), and
+// the call runs.
+TEST(CachePath, UnusableFileIsSkipped) {
+  const char* c = std::getenv("KILN_TEST_CACHE_CASE");
+  ASSERT_NE(c, nullptr);
+  std::string what = c;
+  fs::path path = cache_path_of_first_device();
+  ASSERT_FALSE(path.empty());
+  fs::remove_all(path.parent_path());
+  fs::create_directories(path.parent_path());
+  if (what == "directory") {
+    fs::create_directories(path);
+  } else if (what == "fifo") {
+    ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  } else {  // a file cut inside the header
+    std::ofstream(path, std::ios::binary) << "trunc";
+  }
+  testing::internal::CaptureStderr();
+  auto d = device::vulkan();
+  expect_relu_fma(d);
+  std::string said = testing::internal::GetCapturedStderr();
+  std::string expected = what == "header" ? "is truncated; not used" : "is not a regular file";
+  EXPECT_NE(said.find(expected), std::string::npos) << said;
+  EXPECT_EQ(d.context()->pipelines().stats().loaded_bytes, 0u);
+}
+
+// Run after PipelineCache.FirstProcessWritesIt, on a copy of its cache cut in half: the header is
+// this device's, the rest is not a whole cache. With KILN_VALIDATE=1 nothing is reported and
+// nothing leaks (the ASan build checks that).
+TEST(CachePath, HalfACacheFile) {
+  fs::path path = cache_path_of_first_device();
+  ASSERT_TRUE(fs::exists(path)) << path;
+  fs::resize_file(path, fs::file_size(path) / 2);
+  auto d = device::vulkan();
+  expect_relu_fma(d);
 }

@@ -88,15 +88,14 @@ B log_any(const B& x) {
   using UB = xsimd::batch<U, typename B::arch_type>;
   constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
   constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
-  auto ax = xsimd::abs(x);
-  auto subnormal = ax < B(std::numeric_limits<T>::min()) && ax > B(0);
+  auto subnormal = x < B(std::numeric_limits<T>::min()) && x > B(0);
   UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
   B scaled = xsimd::log(xsimd::batch_cast<T>(m)) - B(shift * T(0.6931471805599453094));
   return xsimd::select(subnormal, scaled, xsimd::log(x));
 }
 
 // pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
-// NaN, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf, a negative finite
+// NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf, a negative finite
 // base with a non-integer exponent is NaN, infinities as C99 Annex F. In between, xsimd's pow of
 // |x|.
 template <class B>
@@ -116,7 +115,7 @@ B pow_c(const B& x, const B& y) {
   r = xsimd::select(negative && odd, -r, r);
   r = xsimd::select(x < zero && ax < inf && !integer, B(std::numeric_limits<T>::quiet_NaN()), r);
   r = xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, r);
-  return xsimd::select(y == zero || x == one, one, r);
+  return xsimd::select(y == zero || x == one || (x == -one && ay == inf), one, r);
 }
 
 }  // namespace detail

@@ -771,7 +771,11 @@ class region_emitter {
     r = fsel(both(negative_finite, no(integer)), fsplat(k, NAN), r);
     id nan = either(m_.emit(Op::OpIsNan, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {y}));
     r = fsel(nan, exact(m_.emit(Op::OpFAdd, t, {x, y})), r);
-    return fsel(either(cmp(Op::OpFOrdEqual, y, zero), cmp(Op::OpFOrdEqual, x, one)), one, r);
+    id minus_one_to_inf =
+        both(cmp(Op::OpFOrdEqual, x, fsplat(k, -1)), cmp(Op::OpFOrdEqual, ay, inf));
+    id is_one = either(either(cmp(Op::OpFOrdEqual, y, zero), cmp(Op::OpFOrdEqual, x, one)),
+                       minus_one_to_inf);
+    return fsel(is_one, one, r);
   }
 
   id unary(const ir::node& n, id x) {

@@ -40,6 +40,11 @@ class context {
   // The context of device `index` in enumeration order, or of the best device for index < 0.
   // Throws kiln::error (unsupported) when there is no usable device.
   static std::shared_ptr<context> get(int index = -1);
+  // Destroys every context's Vulkan objects and the instance. Registered with std::atexit after
+  // the instance exists, so it runs before the static destructors of the layers and drivers the
+  // loader brought in (destroying a device after those are gone leaks it, and can crash). Buffers
+  // and devices still held after it are inert: freeing them does nothing.
+  static void shutdown_all();
 
   ~context() { release(); }
   context(const context&) = delete;
@@ -57,20 +62,22 @@ class context {
 
   allocation allocate_device(VkDeviceSize bytes) {
     std::lock_guard lock(memory_mutex_);
+    expect_live();
     return device_pool_->allocate(bytes);
   }
   void release_device(const allocation& a) {
     std::lock_guard lock(memory_mutex_);
-    device_pool_->release(a);
+    if (device_pool_) device_pool_->release(a);  // none after shutdown_all
   }
   // Host-visible memory for staging; released by the caller.
   allocation allocate_host(VkDeviceSize bytes) {
     std::lock_guard lock(memory_mutex_);
+    expect_live();
     return host_pool_->allocate(bytes);
   }
   void release_host(const allocation& a) {
     std::lock_guard lock(memory_mutex_);
-    host_pool_->release(a);
+    if (host_pool_) host_pool_->release(a);
   }
 
   // The staging ring for host data of one call (callers hold mutex()). Calls are synchronous, so
@@ -117,6 +124,7 @@ class context {
   std::uint32_t descriptor_set_capacity() const { return pool_sets_; }
 
   VkCommandBuffer begin() {
+    expect_live();
     check(vkResetCommandPool(device_, commands_, 0), "vkResetCommandPool");
     check(vkResetDescriptorPool(device_, descriptors_, 0), "vkResetDescriptorPool");
     auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
@@ -172,6 +180,13 @@ class context {
   }
 
  private:
+  // Work asked of a device after shutdown_all (from a static destructor at exit) is refused.
+  void expect_live() const {
+    if (!device_)
+      throw error(errc::device_error, "vulkan",
+                  name_ + " was shut down at process exit; no more work can run on it");
+  }
+
   // Destroys what exists, in reverse order of creation (also when the constructor failed half way).
   void release() {
     if (!device_) return;
@@ -356,11 +371,35 @@ class context {
 };
 
 #if KILN_RUNTIME_BODY
+namespace detail {
+// The open contexts by device index, and the instance they were made from.
+struct context_registry {
+  std::mutex mutex;
+  std::map<int, std::shared_ptr<context>> contexts;
+  std::shared_ptr<vulkan::instance> instance;
+};
+inline context_registry& registry() {
+  static context_registry r;
+  return r;
+}
+}  // namespace detail
+
+KILN_RUNTIME_API void context::shutdown_all() {
+  auto& r = detail::registry();
+  std::lock_guard lock(r.mutex);
+  for (auto& [index, ctx] : r.contexts) ctx->release();
+  if (r.instance) r.instance->release();
+}
+
 KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
-  static std::mutex m;
-  static std::map<int, std::shared_ptr<context>> contexts;
-  std::lock_guard lock(m);
+  auto& reg = detail::registry();
+  std::lock_guard lock(reg.mutex);
+  auto& contexts = reg.contexts;
   auto inst = instance::get();
+  if (!reg.instance) {
+    reg.instance = inst;
+    std::atexit(&context::shutdown_all);  // after vkCreateInstance loaded the layers: runs first
+  }
   auto devices = inst->physical_devices();
   int chosen = index;
   std::string why;

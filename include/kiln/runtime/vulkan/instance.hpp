@@ -37,13 +37,20 @@ class instance {
     return p;
   }
 
-  ~instance() {
+  ~instance() { release(); }
+
+  // Destroys the VkInstance (and the debug messenger); later calls do nothing. Runs at the latest
+  // at process exit (context::shutdown_all), while the layers and the driver are still loaded.
+  void release() {
+    if (!handle_) return;
     if (messenger_) {
       auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(handle_, "vkDestroyDebugUtilsMessengerEXT"));
       if (destroy) destroy(handle_, messenger_, nullptr);
+      messenger_ = VK_NULL_HANDLE;
     }
     vkDestroyInstance(handle_, nullptr);
+    handle_ = VK_NULL_HANDLE;
   }
   instance(const instance&) = delete;
   instance& operator=(const instance&) = delete;

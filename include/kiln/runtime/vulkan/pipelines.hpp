@@ -29,6 +29,14 @@ inline std::filesystem::path cache_directory() {
   return {};
 }
 
+// The cache file's name for a device: its UUID, driver version and kiln's version.
+inline std::string cache_file_name(const std::uint8_t* device_uuid, std::uint32_t driver_version) {
+  char hex[2 * VK_UUID_SIZE + 1];
+  for (unsigned i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", device_uuid[i]);
+  return "pipelines-" + std::string(hex) + "-" + std::to_string(driver_version) + "-kiln" +
+         version + ".bin";
+}
+
 struct pipeline {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
@@ -48,12 +56,8 @@ class pipeline_cache {
   pipeline_cache(VkDevice device, const VkPhysicalDeviceProperties& props, const std::uint8_t* uuid,
                  bool feedback)
       : device_(device), feedback_(feedback) {
-    if (auto dir = cache_directory(); !dir.empty()) {
-      char hex[2 * VK_UUID_SIZE + 1];
-      for (unsigned i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
-      file_ = dir / ("pipelines-" + std::string(hex) + "-" + std::to_string(props.driverVersion) +
-                     "-kiln" + version + ".bin");
-    }
+    if (auto dir = cache_directory(); !dir.empty())
+      file_ = dir / cache_file_name(uuid, props.driverVersion);
     std::vector<char> data = read_cache_file(props);
     auto ci = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
     ci.initialDataSize = data.size();
