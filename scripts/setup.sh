@@ -2,8 +2,10 @@
 # Installs everything kiln builds, tests and benchmarks with, from Debian 12 packages (as root).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
+# Wait for another apt (an unattended upgrade, a second shell) instead of failing on its lock.
+apt=(apt-get -o DPkg::Lock::Timeout=600)
+"${apt[@]}" update -qq
+"${apt[@]}" install -y -qq --no-install-recommends \
   g++ cmake ninja-build ccache pkg-config \
   libxsimd-dev librange-v3-dev libgtest-dev libgmock-dev libbenchmark-dev \
   libeigen3-dev \

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include <kiln/codegen/spirv/tools.hpp>
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
 
@@ -22,6 +23,12 @@ int main() {
   compile(g).run({{"x", x}, {"y", y}, {"z", z}}, {{"out", out_graph}});
   int matches = 0;
   for (int i = 0; i < 4; ++i) matches += (out[i] == expected[i]) + (out_graph[i] == expected[i]);
-  std::printf("consumer: %d elements match\n", matches);
-  return matches == 8 ? 0 : 1;
+  // kiln::spirv_tools from the installed package: spirv-val on the kernel the graph emitted.
+  auto kernels = compile(g).kernels();
+  bool validated = true;
+  for (const auto& k : kernels)
+    validated = validated && (k.code.empty() || spirv::validate(k.code, 0x00402000).empty());
+  std::printf("consumer: %d elements match%s\n", matches,
+              spirv::have_tools ? ", spirv-val available" : "");
+  return matches == 8 && validated ? 0 : 1;
 }

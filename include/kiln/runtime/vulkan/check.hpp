@@ -2,6 +2,7 @@
 // kiln::error naming the call and its VkResult.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include <vulkan/vulkan.h>
@@ -54,6 +55,21 @@ inline const char* result_name(VkResult r) {
     default:
       return "VkResult";
   }
+}
+
+// Test-only fault injection: set to n >= 0, the n-th Vulkan creation, allocation or submission
+// kiln makes from then on fails with VK_ERROR_OUT_OF_DEVICE_MEMORY without being made (once; the
+// count then stays below zero). Tests use it to check that every failure is a kiln::error, leaks
+// nothing and leaves the device usable.
+inline std::atomic<long> fail_creation_in{-1};
+
+// Runs `call` (a Vulkan call that creates, allocates or submits), unless fault injection says
+// this one fails.
+template <class Call>
+VkResult attempt(Call&& call) {
+  if (fail_creation_in.load(std::memory_order_relaxed) >= 0 && fail_creation_in.fetch_sub(1) == 0)
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  return call();
 }
 
 // Throws kiln::error(device_error) unless r is VK_SUCCESS.

@@ -115,7 +115,8 @@ class context {
     dp.poolSizeCount = 1;
     dp.pPoolSizes = &size;
     VkDescriptorPool pool = VK_NULL_HANDLE;
-    check(vkCreateDescriptorPool(device_, &dp, nullptr, &pool), "vkCreateDescriptorPool");
+    check(attempt([&] { return vkCreateDescriptorPool(device_, &dp, nullptr, &pool); }),
+          "vkCreateDescriptorPool");
     vkDestroyDescriptorPool(device_, descriptors_, nullptr);
     descriptors_ = pool;
     pool_sets_ = want_sets;
@@ -139,7 +140,8 @@ class context {
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &layout;
     VkDescriptorSet set;
-    check(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+    check(attempt([&] { return vkAllocateDescriptorSets(device_, &ai, &set); }),
+          "vkAllocateDescriptorSets");
     return set;
   }
   // Ends the command buffer and submits it, signalling the timeline semaphore; returns the value
@@ -157,7 +159,7 @@ class context {
     si.pCommandBuffers = &command_buffer_;
     si.signalSemaphoreCount = 1;
     si.pSignalSemaphores = &timeline_;
-    check(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+    check(attempt([&] { return vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE); }), "vkQueueSubmit");
     return value;
   }
   void wait(std::uint64_t value) {
@@ -280,7 +282,7 @@ class context {
     di.pNext = &on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
-    check(vkCreateDevice(pd, &di, nullptr, &device_), "vkCreateDevice");
+    check(attempt([&] { return vkCreateDevice(pd, &di, nullptr, &device_); }), "vkCreateDevice");
     try {
       create_objects(props.properties, p11);
     } catch (...) {
@@ -301,18 +303,21 @@ class context {
 
     auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     ci.queueFamilyIndex = family_;
-    check(vkCreateCommandPool(device_, &ci, nullptr, &commands_), "vkCreateCommandPool");
+    check(attempt([&] { return vkCreateCommandPool(device_, &ci, nullptr, &commands_); }),
+          "vkCreateCommandPool");
     auto cb =
         vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     cb.commandPool = commands_;
     cb.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cb.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(device_, &cb, &command_buffer_), "vkAllocateCommandBuffers");
+    check(attempt([&] { return vkAllocateCommandBuffers(device_, &cb, &command_buffer_); }),
+          "vkAllocateCommandBuffers");
     auto st = vk_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
     st.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
     auto sc = vk_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
     sc.pNext = &st;
-    check(vkCreateSemaphore(device_, &sc, nullptr, &timeline_), "vkCreateSemaphore");
+    check(attempt([&] { return vkCreateSemaphore(device_, &sc, nullptr, &timeline_); }),
+          "vkCreateSemaphore");
     reserve_descriptors(64, 1024);  // grown by calls that need more
     check_validation("device creation");
   }

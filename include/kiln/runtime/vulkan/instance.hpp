@@ -2,6 +2,7 @@
 // (every warning or error it reports is collected and turned into a kiln::error by the caller).
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -10,15 +11,22 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/codegen/spirv/tools.hpp"
 #include "kiln/runtime/vulkan/check.hpp"
 
 namespace kiln::vulkan {
 
-// KILN_VALIDATE=1: validation layers (and spirv-val where SPIRV-Tools is built in). Read once.
+// KILN_VALIDATE=1: validation layers (and spirv-val where SPIRV-Tools is built in). Read once,
+// and said once on stderr, with what it turned on.
 inline bool validate_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_VALIDATE");
-    return v && *v && std::string_view(v) != "0";
+    bool enabled = v && *v && std::string_view(v) != "0";
+    if (enabled)
+      std::fprintf(stderr, "kiln: KILN_VALIDATE: Khronos validation layer on; %s\n",
+                   spirv::have_tools ? "spirv-val on every emitted kernel"
+                                     : "no spirv-val (link kiln::spirv_tools for it)");
+    return enabled;
   }();
   return on;
 }
@@ -111,7 +119,7 @@ class instance {
     debug.pfnUserCallback = &instance::on_message;
     debug.pUserData = this;
     if (validate) info.pNext = &debug;  // also catches messages of instance creation itself
-    VkResult created = vkCreateInstance(&info, nullptr, &handle_);
+    VkResult created = attempt([&] { return vkCreateInstance(&info, nullptr, &handle_); });
     if (created == VK_ERROR_INCOMPATIBLE_DRIVER)
       throw error(errc::unsupported, "vulkan",
                   "no Vulkan driver found by the loader (vkCreateInstance: "
@@ -120,9 +128,16 @@ class instance {
     if (validate) {
       auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(handle_, "vkCreateDebugUtilsMessengerEXT"));
-      if (!create)
+      if (!create) {
+        release();
         throw error(errc::device_error, "vulkan", "vkCreateDebugUtilsMessengerEXT missing");
-      check(create(handle_, &debug, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
+      }
+      VkResult r = attempt([&] { return create(handle_, &debug, nullptr, &messenger_); });
+      if (r != VK_SUCCESS) {
+        messenger_ = VK_NULL_HANDLE;
+        release();  // no destructor runs for a constructor that throws
+        check(r, "vkCreateDebugUtilsMessengerEXT");
+      }
     }
   }
 

@@ -110,7 +110,8 @@ class memory_pool {
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    if (VkResult r = vkCreateBuffer(device_, &bi, nullptr, &b->buffer); r != VK_SUCCESS) {
+    if (VkResult r = attempt([&] { return vkCreateBuffer(device_, &bi, nullptr, &b->buffer); });
+        r != VK_SUCCESS) {
       b->buffer = VK_NULL_HANDLE;
       fail(r, "vkCreateBuffer");
     }
@@ -119,7 +120,8 @@ class memory_pool {
     auto ai = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type_;
-    if (VkResult r = vkAllocateMemory(device_, &ai, nullptr, &b->memory); r != VK_SUCCESS) {
+    if (VkResult r = attempt([&] { return vkAllocateMemory(device_, &ai, nullptr, &b->memory); });
+        r != VK_SUCCESS) {
       b->memory = VK_NULL_HANDLE;
       fail(r, "vkAllocateMemory");
     }
@@ -127,7 +129,9 @@ class memory_pool {
       fail(r, "vkBindBufferMemory");
     if (host_visible_) {
       void* p = nullptr;
-      if (VkResult r = vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p); r != VK_SUCCESS)
+      if (VkResult r =
+              attempt([&] { return vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p); });
+          r != VK_SUCCESS)
         fail(r, "vkMapMemory");
       b->mapped = static_cast<unsigned char*>(p);
     }

@@ -63,10 +63,12 @@ class pipeline_cache {
     ci.initialDataSize = data.size();
     ci.pInitialData = data.empty() ? nullptr : data.data();
     // A stale or foreign file is not an error: the driver ignores data it does not recognise.
-    if (vkCreatePipelineCache(device_, &ci, nullptr, &cache_) != VK_SUCCESS) {
+    if (attempt([&] { return vkCreatePipelineCache(device_, &ci, nullptr, &cache_); }) !=
+        VK_SUCCESS) {
       ci.initialDataSize = 0;
       ci.pInitialData = nullptr;
-      check(vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "vkCreatePipelineCache");
+      check(attempt([&] { return vkCreatePipelineCache(device_, &ci, nullptr, &cache_); }),
+            "vkCreatePipelineCache");
     } else {
       stats_.loaded_bytes = data.size();
     }
@@ -130,6 +132,14 @@ class pipeline_cache {
     pipeline p;
     p.bindings = k.bindings;
     p.push_bytes = k.metadata_in_buffer ? 0 : k.metadata * 4;
+    VkShaderModule module = VK_NULL_HANDLE;
+    // A failure destroys what this call made so far, then throws.
+    auto fail = [&](VkResult r, const char* call) {
+      vkDestroyShaderModule(device_, module, nullptr);
+      vkDestroyPipelineLayout(device_, p.layout, nullptr);
+      vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
+      check(r, call);
+    };
     std::vector<VkDescriptorSetLayoutBinding> b(k.bindings);
     for (std::uint32_t i = 0; i < k.bindings; ++i)
       b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -137,20 +147,32 @@ class pipeline_cache {
         VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
     li.bindingCount = k.bindings;
     li.pBindings = b.data();
-    check(vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout),
-          "vkCreateDescriptorSetLayout");
+    if (VkResult r = attempt(
+            [&] { return vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout); });
+        r != VK_SUCCESS) {
+      p.set_layout = VK_NULL_HANDLE;
+      fail(r, "vkCreateDescriptorSetLayout");
+    }
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes};
     auto pl = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
     pl.setLayoutCount = 1;
     pl.pSetLayouts = &p.set_layout;
     pl.pushConstantRangeCount = p.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &range;
-    check(vkCreatePipelineLayout(device_, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
+    if (VkResult r =
+            attempt([&] { return vkCreatePipelineLayout(device_, &pl, nullptr, &p.layout); });
+        r != VK_SUCCESS) {
+      p.layout = VK_NULL_HANDLE;
+      fail(r, "vkCreatePipelineLayout");
+    }
     auto si = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
     si.codeSize = k.code.size() * 4;
     si.pCode = k.code.data();
-    VkShaderModule module;
-    check(vkCreateShaderModule(device_, &si, nullptr, &module), "vkCreateShaderModule");
+    if (VkResult r = attempt([&] { return vkCreateShaderModule(device_, &si, nullptr, &module); });
+        r != VK_SUCCESS) {
+      module = VK_NULL_HANDLE;
+      fail(r, "vkCreateShaderModule");
+    }
     VkSpecializationMapEntry entry{0, 0, 4};
     VkSpecializationInfo spec{1, &entry, 4, &workgroup};
     auto ci =
@@ -169,9 +191,10 @@ class pipeline_cache {
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;
     if (feedback_) ci.pNext = &fb;
-    VkResult r = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p.handle);
+    VkResult r = attempt(
+        [&] { return vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p.handle); });
+    if (r != VK_SUCCESS) fail(r, "vkCreateComputePipelines");
     vkDestroyShaderModule(device_, module, nullptr);
-    check(r, "vkCreateComputePipelines");
     ++stats_.created;
     if (feedback_ && (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
         (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
