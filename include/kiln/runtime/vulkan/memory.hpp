@@ -79,6 +79,14 @@ class memory_pool {
         f.erase(it);
       }
     }
+    // A block that is wholly free again goes back to the driver, but for the first: a large
+    // buffer's memory does not stay held after the buffer is gone.
+    memory_block* b = a.block;
+    if (b != blocks_.front().get() && f.size() == 1 && f.begin()->second == b->size) {
+      vkDestroyBuffer(device_, b->buffer, nullptr);
+      vkFreeMemory(device_, b->memory, nullptr);
+      std::erase_if(blocks_, [&](const auto& p) { return p.get() == b; });
+    }
   }
 
  private:
