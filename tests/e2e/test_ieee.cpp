@@ -252,3 +252,49 @@ TEST(Ieee, Fp8E5M2SaturatesInfinity) {
   EXPECT_EQ(out[4].bits, 0x7B);
   EXPECT_TRUE(std::isnan(static_cast<float>(out[5])));
 }
+
+TEST(Ieee, HalfAndBfloatConversionsAreExact) {
+  // Every f16 and bf16 pattern to f32 and back, and f32 values near every rounding boundary to
+  // both: the CPU's vector conversions (F16C/AVX2 in the native build) against the tests' own
+  // rounding (ties to even, NaN stays NaN, beyond the range infinity).
+  constexpr auto widen = fn<tensor<f16, dyn>, tensor<bf16, dyn>>([](auto h, auto b) {
+    return std::tuple{cast<f32>(h), cast<f32>(b)};
+  });
+  constexpr auto round = fn<tensor<f32, dyn>>([](auto x) {
+    return std::tuple{cast<f16>(x), cast<bf16>(x)};
+  });
+  const std::int64_t n = 65536;
+  std::vector<f16> h(n);
+  std::vector<bf16> b(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    h[i] = f16::from_bits(static_cast<std::uint16_t>(i));
+    b[i] = bf16::from_bits(static_cast<std::uint16_t>(i));
+  }
+  std::vector<float> hf(n), bfl(n);
+  widen(h, b, into(hf, bfl));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(same(hf[i], ref::decode<f16>(static_cast<std::uint32_t>(i)))) << "f16 bits " << i;
+    ASSERT_TRUE(same(bfl[i], ref::decode<bf16>(static_cast<std::uint32_t>(i))))
+        << "bf16 bits " << i;
+  }
+  // Values at and around midpoints: each pattern's value, and a little above and below.
+  std::vector<float> x;
+  for (float v : hf)
+    if (std::isfinite(v)) x.insert(x.end(), {v, std::nextafter(v, inf), std::nextafter(v, -inf)});
+  for (std::int64_t i = 0; i < n; i += 7) {
+    float v = bfl[i];
+    if (std::isfinite(v)) x.insert(x.end(), {v * 1.00390625f, v * 0.998046875f});
+  }
+  x.insert(x.end(), {inf, -inf, qnan, -qnan, 65520.f, -65520.f, 3.4e38f, 1e-45f, -0.f});
+  std::vector<f16> xh(x.size());
+  std::vector<bf16> xb(x.size());
+  round(x, into(xh, xb));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(same(static_cast<float>(xh[i]), ref::round_to<f16>(x[i]))) << "f16 of " << x[i];
+    ASSERT_TRUE(same(static_cast<float>(xb[i]), ref::round_to<bf16>(x[i]))) << "bf16 of " << x[i];
+    if (std::isnan(x[i])) {
+      EXPECT_EQ(xh[i].bits & 0x7FFF, 0x7E00) << "the quiet NaN of f16";
+      EXPECT_EQ(xb[i].bits & 0x7FFF, 0x7FC0) << "the quiet NaN of bf16";
+    }
+  }
+}

@@ -104,7 +104,7 @@ double round_to(double x) {
   if (std::isnan(x)) return NAN;
   using F = format_bits<T>;
   bool saturate = std::is_same_v<T, kiln::float8_e4m3> || std::is_same_v<T, kiln::float8_e5m2>;
-  double a = std::fabs(x), s = x < 0 ? -1 : 1;
+  double a = std::fabs(x), s = std::signbit(x) ? -1 : 1;
   const auto& t = positive_values<T>();
   double top = t.back().first;
   if (std::isinf(a)) return F::fn || saturate ? s * top : s * INFINITY;

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "kiln/codegen/cpu/narrow.hpp"
 #include "kiln/codegen/cpu/pack.hpp"
 #include "kiln/ir/op.hpp"
 
@@ -95,9 +96,9 @@ B log_any(const B& x) {
 }
 
 // pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
-// NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf, a negative finite
-// base with a non-integer exponent is NaN, infinities as C99 Annex F. In between, xsimd's pow of
-// |x|.
+// NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf,
+// a negative finite base with a non-integer exponent is NaN, infinities as C99 Annex F. In between,
+// xsimd's pow of |x|.
 template <class B>
 B pow_c(const B& x, const B& y) {
   using T = typename B::value_type;
@@ -306,6 +307,10 @@ compute_t<D> load(const storage_t<D>* p) {
   using L = lane_t<D>;
   if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
     return compute_t<D>::load(p);
+  } else if constexpr (D == dtype::f16 || D == dtype::bf16) {
+    alignas(64) std::array<float, lanes> a;
+    widen<D>(p, a.data());
+    return from_array(a);
   } else {
     alignas(64) std::array<L, lanes> a;
     for (std::size_t i = 0; i < lanes; ++i) a[i] = static_cast<L>(p[i]);
@@ -324,6 +329,8 @@ void store(const compute_t<D>& v, storage_t<D>* p) {
   using L = lane_t<D>;
   if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
     v.store(p);
+  } else if constexpr (D == dtype::f16 || D == dtype::bf16) {
+    narrow<D>(to_array(v).data(), p);
   } else {
     auto a = to_array(v);
     for (std::size_t i = 0; i < lanes; ++i) p[i] = static_cast<S>(a[i]);
