@@ -1,11 +1,40 @@
 #!/usr/bin/env bash
-# Builds and runs every test (installs dependencies first when run as root).
+# Builds and runs every test (installs dependencies first when run as root): the whole suite,
+# then the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (leak checking
+# on), then the threaded tests under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then scripts/setup.sh; fi
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+jobs=$(nproc)
+supp=$PWD/tests/sanitizers
+
 cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON \
   -DKILN_BUILD_EXAMPLES=ON -DKILN_BUILD_BENCHMARKS=ON "${launcher[@]}"
-cmake --build build/test -j "$(nproc)"
-cd build/test && ctest -j "$(nproc)" --output-on-failure
+cmake --build build/test -j "$jobs"
+(cd build/test && ctest -j "$jobs" --output-on-failure)
+
+# -O1: the sanitizers' usual level; their builds skip examples, benchmarks, compile-fail and
+# package tests (nothing to sanitize there) and compile the runtime once.
+sanitized() {  # build dir, sanitizers, then targets to build (none: all)
+  local dir=$1 sanitize=$2
+  shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS=-O1 \
+    -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=OFF -DKILN_BUILD_BENCHMARKS=OFF \
+    -DKILN_SANITIZE="$sanitize" "${launcher[@]}"
+  if [ $# -eq 0 ]; then cmake --build "$dir" -j "$jobs"; else cmake --build "$dir" -j "$jobs" --target "$@"; fi
+}
+
+sanitized build/asan address,undefined
+(cd build/asan &&
+  ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest -j "$jobs" --output-on-failure)
+
+# The tests that run kiln from several threads: one executable from four threads on both devices
+# (graph), large CPU regions on the worker pool (broadcast), and the pool's own checks.
+sanitized build/tsan thread graph_test_graph e2e_test_broadcast graph_test_bad_inputs
+(cd build/tsan &&
+  TSAN_OPTIONS=suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
+  ctest -j "$jobs" --output-on-failure -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale)\.|^e2e\.cpu\.test_broadcast$')

@@ -100,6 +100,27 @@ struct result_storage<bool> {
   std::vector<bool> take() { return std::vector<bool>(data.get(), data.get() + n); }
 };
 
+// Whether a traced lambda returned a value an op rejected (see rejected_extents).
+template <class R>
+struct returns_rejected : std::bool_constant<rejected_value<R>> {};
+template <class... V>
+struct returns_rejected<std::tuple<V...>> : std::bool_constant<(rejected_value<V> || ...)> {};
+
+// What kiln::fn gives for a lambda a static_assert has already rejected: it takes any use
+// quietly, so that the compile error already given stays the only one.
+struct rejected_function {
+  struct rejected_plan {
+    static constexpr int dispatch_count() { return 0; }
+  };
+  static constexpr rejected_plan plan{};
+  template <class... A>
+  void operator()(A&&...) const {}
+  template <class D>
+  const rejected_function& on(const D&) const {
+    return *this;
+  }
+};
+
 }  // namespace detail
 
 // A compiled function bound to a device: call it like the function itself.
@@ -182,9 +203,10 @@ class function {
     static_assert((tensor_argument<Args> && ...),
                   "kiln::fn call: an argument is not tensor data (std::vector, std::span, a "
                   "contiguous range, kiln::view(ptr, {sizes...}), or a number for a scalar)");
-    static_assert((std::is_same_v<argument_element_t<Args>, typename P::element> && ...),
-                  "kiln::fn call: an argument's element type differs from its declared "
-                  "tensor<T, ...> (kiln never converts implicitly)");
+    if constexpr (sizeof...(Args) == parameter_count && (tensor_argument<Args> && ...))
+      static_assert((std::is_same_v<argument_element_t<Args>, typename P::element> && ...),
+                    "kiln::fn call: an argument's element type differs from its declared "
+                    "tensor<T, ...> (kiln never converts implicitly)");
   }
 
   template <class A>
@@ -253,11 +275,15 @@ consteval auto fn(F) {
       std::is_invocable_v<const F&, parameter_value_t<P>...>,
       "kiln::fn: the lambda must take exactly one argument per declared tensor parameter");
   if constexpr (traceable<F, P...>) {
-    static_assert(function_result<std::invoke_result_t<const F&, parameter_value_t<P>...>>,
+    using R = std::invoke_result_t<const F&, parameter_value_t<P>...>;
+    static_assert(function_result<R>,
                   "kiln::fn: the lambda must return a tensor expression or a std::tuple of them");
-    return function<F, P...>{};
+    if constexpr (detail::returns_rejected<R>::value)
+      return detail::rejected_function{};  // its static_assert has spoken: nothing more to say
+    else
+      return function<F, P...>{};
   } else {
-    return 0;
+    return detail::rejected_function{};
   }
 }
 

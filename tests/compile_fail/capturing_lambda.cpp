@@ -1,4 +1,5 @@
 // expect: kiln::fn: the lambda must not capture anything
+// errors: 2 (the second is the compiler's: a run-time capture in a consteval call)
 #include <kiln/kiln.hpp>
 using namespace kiln;
 int main() {

@@ -1,4 +1,5 @@
-# Builds TARGET, expects the build to fail, and its output to match EXPECTED.
+# Builds TARGET, expects the build to fail, its output to match EXPECTED, and no more than
+# MAX_ERRORS compile errors (one mistake, one error: no cascade after kiln's message).
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
                 RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(result EQUAL 0)
@@ -7,4 +8,9 @@ endif()
 if(NOT "${out}${err}" MATCHES "${EXPECTED}")
   message(FATAL_ERROR "${TARGET} failed without the expected message '${EXPECTED}':\n${out}${err}")
 endif()
-message(STATUS "${TARGET} rejected with: ${EXPECTED}")
+string(REGEX MATCHALL "error: " errors "${out}${err}")
+list(LENGTH errors count)
+if(count GREATER MAX_ERRORS)
+  message(FATAL_ERROR "${TARGET}: ${count} errors, at most ${MAX_ERRORS} expected:\n${out}${err}")
+endif()
+message(STATUS "${TARGET} rejected with: ${EXPECTED} (${count} error)")

@@ -34,37 +34,46 @@ constexpr auto make_unary(const V& a) {
   template <dsl_operand A, dsl_operand B>                                                          \
   requires(tensor_value<A> || tensor_value<B>) constexpr auto NAME(const A& a, const B& b) {       \
     using T = typename detail::tensor_of<A, B>::element;                                           \
-    constexpr bool types_agree = !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>; \
-    static_assert(types_agree, "kiln::" #NAME                                                      \
-                               ": the operands have different element types; convert one with "    \
-                               "kiln::cast<T>(x)");                                                \
-    constexpr bool literal_ok =                                                                    \
-        (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);          \
-    static_assert(literal_ok, "kiln::" #NAME                                                       \
-                              ": the literal does not fit the tensor's element type (a "           \
-                              "floating-point literal beside an integer tensor?)");                \
-    constexpr bool shapes_ok =                                                                     \
-        broadcastable_extents<detail::extents_of<A>, detail::extents_of<B>>;                       \
-    static_assert(shapes_ok, "kiln::" #NAME                                                        \
-                             ": the static extents of the operands do not broadcast (each size "   \
-                             "must be equal or 1)");                                               \
-    constexpr bool elements_ok = ELEMENTS<T>;                                                      \
-    static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements");               \
-    if constexpr (types_agree && literal_ok && shapes_ok && elements_ok)                           \
-      return detail::make_binary<ir::op::OP, T>(a, b);                                             \
-    else                                                                                           \
-      return value<T, extents<>>{};                                                                \
+    if constexpr (any_rejected<A, B>()) {                                                          \
+      return value<T, rejected_extents>{};                                                         \
+    } else {                                                                                       \
+      constexpr bool types_agree =                                                                 \
+          !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>;                        \
+      static_assert(types_agree, "kiln::" #NAME                                                    \
+                                 ": the operands have different element types; convert one with "  \
+                                 "kiln::cast<T>(x)");                                              \
+      constexpr bool literal_ok =                                                                  \
+          (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);        \
+      static_assert(literal_ok, "kiln::" #NAME                                                     \
+                                ": the literal does not fit the tensor's element type (a "         \
+                                "floating-point literal beside an integer tensor?)");              \
+      constexpr bool shapes_ok =                                                                   \
+          broadcastable_extents<detail::extents_of<A>, detail::extents_of<B>>;                     \
+      static_assert(shapes_ok, "kiln::" #NAME                                                      \
+                               ": the static extents of the operands do not broadcast (each size " \
+                               "must be equal or 1)");                                             \
+      constexpr bool elements_ok = ELEMENTS<T>;                                                    \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements");             \
+      if constexpr (types_agree && literal_ok && shapes_ok && elements_ok)                         \
+        return detail::make_binary<ir::op::OP, T>(a, b);                                           \
+      else                                                                                         \
+        return value<T, rejected_extents>{};                                                       \
+    }                                                                                              \
   }
 
-#define KILN_DSL_UNARY(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                            \
-  template <tensor_value A>                                                          \
-  constexpr auto NAME(const A& a) {                                                  \
-    constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
-    static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
-    if constexpr (elements_ok)                                                       \
-      return detail::make_unary<ir::op::OP>(a);                                      \
-    else                                                                             \
-      return a;                                                                      \
+#define KILN_DSL_UNARY(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                              \
+  template <tensor_value A>                                                            \
+  constexpr auto NAME(const A& a) {                                                    \
+    if constexpr (rejected_value<A>) {                                                 \
+      return a;                                                                        \
+    } else {                                                                           \
+      constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
+      if constexpr (elements_ok)                                                       \
+        return detail::make_unary<ir::op::OP>(a);                                      \
+      else                                                                             \
+        return value<typename A::element, rejected_extents>{};                         \
+    }                                                                                  \
   }
 
 KILN_DSL_BINARY(add, add, numeric_element, "numeric (not bool)")
@@ -136,7 +145,10 @@ constexpr auto operator!(const A& a) {
 // cast<U>(x): converts elements to U (floats to integers truncate and saturate, NaN gives 0).
 template <element_type U, tensor_value A>
 constexpr auto cast(const A& a) {
-  return value<U, typename A::extents_type>{a.builder, a.builder->cast(a.id, dtype_of<U>)};
+  if constexpr (rejected_value<A>)
+    return value<U, rejected_extents>{};
+  else
+    return value<U, typename A::extents_type>{a.builder, a.builder->cast(a.id, dtype_of<U>)};
 }
 
 // select(cond, a, b): a where cond is true, else b; a or b may be a literal.
@@ -144,23 +156,28 @@ template <tensor_value C, dsl_operand A, dsl_operand B>
 requires(tensor_value<A> || tensor_value<B>) constexpr auto select(const C& cond, const A& a,
                                                                    const B& b) {
   using T = typename detail::tensor_of<A, B>::element;
-  constexpr bool cond_ok = bool_element<typename C::element>;
-  static_assert(cond_ok, "kiln::select: the condition must be a bool tensor (a comparison)");
-  constexpr bool types_agree = !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>;
-  static_assert(types_agree, "kiln::select: the two branches have different element types");
-  constexpr bool literal_ok =
-      (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);
-  static_assert(literal_ok, "kiln::select: the literal does not fit the tensor's element type");
-  using EAB = broadcast_t<detail::extents_of<A>, detail::extents_of<B>>;
-  constexpr bool shapes_ok = broadcastable_extents<typename C::extents_type, EAB>;
-  static_assert(shapes_ok,
-                "kiln::select: the static extents of condition and branches do not broadcast");
-  if constexpr (cond_ok && types_agree && literal_ok && shapes_ok) {
-    ir::builder* bld = cond.builder;
-    std::int32_t id = bld->select(cond.id, detail::node_of<T>(bld, a), detail::node_of<T>(bld, b));
-    return value<T, broadcast_t<typename C::extents_type, EAB>>{bld, id};
+  if constexpr (any_rejected<C, A, B>()) {
+    return value<T, rejected_extents>{};
   } else {
-    return value<T, extents<>>{};
+    constexpr bool cond_ok = bool_element<typename C::element>;
+    static_assert(cond_ok, "kiln::select: the condition must be a bool tensor (a comparison)");
+    constexpr bool types_agree = !(tensor_value<A> && tensor_value<B>) || same_element_type<A, B>;
+    static_assert(types_agree, "kiln::select: the two branches have different element types");
+    constexpr bool literal_ok =
+        (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);
+    static_assert(literal_ok, "kiln::select: the literal does not fit the tensor's element type");
+    using EAB = broadcast_t<detail::extents_of<A>, detail::extents_of<B>>;
+    constexpr bool shapes_ok = broadcastable_extents<typename C::extents_type, EAB>;
+    static_assert(shapes_ok,
+                  "kiln::select: the static extents of condition and branches do not broadcast");
+    if constexpr (cond_ok && types_agree && literal_ok && shapes_ok) {
+      ir::builder* bld = cond.builder;
+      std::int32_t id =
+          bld->select(cond.id, detail::node_of<T>(bld, a), detail::node_of<T>(bld, b));
+      return value<T, broadcast_t<typename C::extents_type, EAB>>{bld, id};
+    } else {
+      return value<T, rejected_extents>{};
+    }
   }
 }
 

@@ -35,6 +35,24 @@ constexpr auto extents_from() {
 template <class V>
 concept tensor_value = detail::is_value<std::remove_cvref_t<V>>::value;
 
+// The extents of a value whose op was rejected by a static_assert: every later op on it gives
+// another such value without a message, and kiln::fn does not trace a lambda that returns one, so
+// one mistake is one compile error.
+struct rejected_extents {
+  static constexpr int rank = 0;
+  static constexpr shape value() { return {}; }
+};
+
+template <class V>
+concept rejected_value = tensor_value<V> &&
+    std::is_same_v<typename std::remove_cvref_t<V>::extents_type, rejected_extents>;
+
+// Whether either operand of an op is a rejected value (numbers never are).
+template <class... X>
+constexpr bool any_rejected() {
+  return ((tensor_value<X> && rejected_value<X>) || ...);
+}
+
 // A C++ number written beside a tensor (0.5f, 2, true): it becomes a constant of the tensor's type.
 template <class S>
 concept scalar_literal = std::is_arithmetic_v<std::remove_cvref_t<S>>;
