@@ -715,18 +715,46 @@ class region_emitter {
     return select(k, less(k, ax, fsplat(k, 0.5)), small, big);
   }
 
-  // log with C's edges (GLSL leaves x <= 0 undefined): log(±0) = -inf, log(x < 0) = NaN, NaN
-  // stays; subnormal inputs are handled in integers, since drivers may flush them to 0 first:
-  // log(m 2^-149) = log(m) - 149 ln 2, m the mantissa bits, converted exactly.
+  // log in f32 with its own reduction (drivers' GLSL.std.450 Log may be far looser: lavapipe's is
+  // 2,400 ulp off near x = 1): x = m 2^e with m in [sqrt(1/2), sqrt(2)), s = (m - 1) / (m + 1),
+  // log(m) = 2 atanh(s) = 2s + s z (2/3 + z (2/5 + ...)), z = s^2, |s| <= 0.172, and
+  // log(x) = e ln 2 (two parts) + log(m): within 2 ulp, as the CPU's. Subnormal inputs are scaled
+  // in integers (their bits as an integer, e - 149), since drivers may flush them to zero.
+  // Edges as C: log(±0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays.
   id log32(id x) {
     lane_kind k = lane_kind::f32;
-    id t = vec(k);
+    id t = vec(k), iv = vec(lane_kind::s32);
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    auto ubin = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
     id bits = m_.emit(Op::OpBitcast, uvec4(), {x});
     id subnormal = m_.emit(Op::OpULessThan, bvec4(), {bits, usplat(0x00800000)});  // +0 too
-    id m = m_.emit(Op::OpConvertUToF, t, {bits});
-    id scaled = exact(m_.emit(
-        Op::OpFSub, t, {m_.ext(t, GLSLstd450Log, {m}), fsplat(k, 149 * 0.6931471805599453)}));
-    id r = select(k, subnormal, scaled, m_.ext(t, GLSLstd450Log, {x}));
+    id normal_bits = m_.emit(Op::OpBitcast, uvec4(),
+                             {m_.emit(Op::OpConvertUToF, t, {bits})});  // exact below 2^23
+    id u = select(lane_kind::u32, subnormal, normal_bits, bits);
+    id mantissa = ubin(Op::OpBitwiseAnd, u, usplat(0x7FFFFF));
+    id above = m_.emit(Op::OpUGreaterThan, bvec4(), {mantissa, usplat(0x3504F3)});  // m > sqrt 2
+    id m = m_.emit(Op::OpBitcast, t,
+                   {ubin(Op::OpBitwiseOr, mantissa,
+                         select(lane_kind::u32, above, usplat(0x3F000000), usplat(0x3F800000)))});
+    id e = m_.emit(Op::OpISub, iv,
+                   {m_.emit(Op::OpBitcast, iv, {ubin(Op::OpShiftRightLogical, u, usplat(23))}),
+                    isplat(lane_kind::s32, 127)});
+    e = m_.emit(
+        Op::OpIAdd, iv,
+        {e, select(lane_kind::s32, above, isplat(lane_kind::s32, 1), isplat(lane_kind::s32, 0))});
+    e = m_.emit(Op::OpIAdd, iv,
+                {e, select(lane_kind::s32, subnormal, isplat(lane_kind::s32, -149),
+                           isplat(lane_kind::s32, 0))});
+    id f = exact(m_.emit(Op::OpFSub, t, {m, fsplat(k, 1.0)}));  // exact (Sterbenz)
+    id sv = exact(m_.emit(Op::OpFDiv, t, {f, add(f, fsplat(k, 2.0))}));
+    id z = mul(sv, sv);
+    id p = fsplat(k, 2.0 / 13);
+    for (int n = 11; n >= 3; n -= 2) p = add(mul(p, z), fsplat(k, 2.0 / n));
+    id log_m = add(mul(sv, fsplat(k, 2.0)), mul(mul(sv, z), p));
+    id ef = m_.emit(Op::OpConvertSToF, t, {e});
+    id r = add(mul(ef, fsplat(k, 0.693145751953125)),
+               add(mul(ef, fsplat(k, 1.4286068203094172e-06)), log_m));
     id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits, usplat(0x7FFFFFFF)});
     r = select(k, m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fsplat(k, -HUGE_VAL), r);
     r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);

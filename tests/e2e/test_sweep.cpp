@@ -1,0 +1,130 @@
+// Unary f32 functions over their whole range: every 4093rd bit pattern of all 2^32 (about a
+// million values, every binade and sign, subnormals, ±0, ±inf and NaNs included), against std::
+// in long double. Each function has its documented bound (README, "What holds on which device"):
+// ulp of the correctly rounded result, or an absolute bound where the result is tiny. Runs on
+// Vulkan and (by ctest) again on the CPU.
+#include <cfloat>
+#include <cstring>
+#include <limits>
+
+#include "../support/e2e.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> sweep() {
+  std::vector<float> x;
+  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 4093) {
+    auto bits = static_cast<std::uint32_t>(b);
+    float v;
+    std::memcpy(&v, &bits, 4);
+    x.push_back(v);
+  }
+  return x;
+}
+
+// Distance in units in the last place of `want` (as f32), NaN and infinities matched exactly.
+double ulp_error(float got, long double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
+  auto w = static_cast<float>(want);
+  if (std::isinf(w)) return got == w ? 0 : 1e30;
+  if (std::isnan(got) || std::isinf(got)) return 1e30;
+  float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  if (std::fabs(w) < FLT_MIN) ulp = std::numeric_limits<float>::denorm_min();
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+struct bound {
+  double ulps;          // allowed error in ulp of the result
+  double absolute = 0;  // or this much absolute error (results near zero of cancelling formulas)
+};
+
+template <class F, class Ref>
+void check_sweep(const F& f, Ref reference, bound b, const char* name, float lo = -INFINITY,
+                 float hi = INFINITY) {
+  std::vector<float> x;
+  for (float v : sweep())
+    if (std::isnan(v) || (v >= lo && v <= hi)) x.push_back(v);
+  std::vector<float> out(x.size());
+  f(x, into(out));
+  double worst = 0;
+  float worst_at = 0;
+  int failures = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    long double want = reference(static_cast<long double>(x[i]));
+    double e = ulp_error(out[i], want);
+    bool ok = e <= b.ulps || (std::isfinite(out[i]) && std::fabs(out[i] - want) <= b.absolute);
+    if (e > worst && std::isfinite(static_cast<double>(want))) {
+      worst = e;
+      worst_at = x[i];
+    }
+    if (!ok && ++failures <= 3)
+      ADD_FAILURE() << name << "(" << x[i] << ") = " << out[i] << ", expected "
+                    << static_cast<double>(want) << " (" << e << " ulp)";
+  }
+  std::printf("%-8s worst %.2f ulp at %g over %zu values\n", name, worst, worst_at, x.size());
+  EXPECT_EQ(failures, 0) << name;
+}
+
+}  // namespace
+
+TEST(Sweep, Exp) {
+  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return exp(x); });
+  check_sweep(
+      f, [](long double x) { return std::exp(x); }, {2, 1.5e-45}, "exp");
+}
+
+TEST(Sweep, Log) {
+  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) { return log(x); });
+  check_sweep(
+      f, [](long double x) { return std::log(x); }, {2}, "log");
+}
+
+TEST(Sweep, SqrtAndRsqrt) {
+  constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return sqrt(x); });
+  constexpr auto r = fn<tensor<f32, dyn>>([](auto x) { return rsqrt(x); });
+  check_sweep(
+      s, [](long double x) { return std::sqrt(x); }, {1}, "sqrt");
+  check_sweep(
+      r, [](long double x) { return 1 / std::sqrt(x); }, {3}, "rsqrt");
+}
+
+TEST(Sweep, TanhSigmoidErf) {
+  constexpr auto t = fn<tensor<f32, dyn>>([](auto x) { return tanh(x); });
+  constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return sigmoid(x); });
+  constexpr auto e = fn<tensor<f32, dyn>>([](auto x) { return erf(x); });
+  check_sweep(
+      t, [](long double x) { return std::tanh(x); }, {4, 1e-7}, "tanh");
+  check_sweep(
+      s, [](long double x) { return 1 / (1 + std::exp(-x)); }, {4, 1e-7}, "sigmoid");
+  check_sweep(
+      e, [](long double x) { return std::erf(x); }, {8, 1e-7}, "erf");
+}
+
+TEST(Sweep, SinCosWithinTheirDocumentedRange) {
+  // |x| <= 1e4 on both devices (the driver's range reduction on Vulkan is not yet kiln's own).
+  constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return sin(x); });
+  constexpr auto c = fn<tensor<f32, dyn>>([](auto x) { return cos(x); });
+  check_sweep(
+      s, [](long double x) { return std::sin(x); }, {4, 2e-6}, "sin", -1e4f, 1e4f);
+  check_sweep(
+      c, [](long double x) { return std::cos(x); }, {4, 2e-6}, "cos", -1e4f, 1e4f);
+}
+
+TEST(Sweep, RoundingExactly) {
+  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) {
+    return std::tuple{floor(x), ceil(x), round(x)};
+  });
+  auto x = sweep();
+  std::vector<float> fl(x.size()), ce(x.size()), ro(x.size());
+  f(x, into(fl, ce, ro));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto same = [](float a, float b) {
+      return std::isnan(b) ? std::isnan(a) : a == b && std::signbit(a) == std::signbit(b);
+    };
+    ASSERT_TRUE(same(fl[i], std::floor(x[i]))) << "floor(" << x[i] << ")";
+    ASSERT_TRUE(same(ce[i], std::ceil(x[i]))) << "ceil(" << x[i] << ")";
+    ASSERT_TRUE(same(ro[i], std::nearbyint(x[i]))) << "round(" << x[i] << ")";
+  }
+}
