@@ -308,6 +308,13 @@ compute_t<D> load(const storage_t<D>* p) {
   if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
     return compute_t<D>::load(p);
   } else if constexpr (D == dtype::f16 || D == dtype::bf16) {
+#if defined(__AVX2__) && defined(__F16C__)
+    if constexpr (lanes == 8) {  // straight into the register, no trip through memory
+      pack<float> r;
+      r.p[0] = xsimd::batch<float>(widen8<D>(p));
+      return r;
+    }
+#endif
     alignas(64) std::array<float, lanes> a;
     widen<D>(p, a.data());
     return from_array(a);
@@ -330,6 +337,12 @@ void store(const compute_t<D>& v, storage_t<D>* p) {
   if constexpr (std::is_same_v<S, L> || D == dtype::boolean) {
     v.store(p);
   } else if constexpr (D == dtype::f16 || D == dtype::bf16) {
+#if defined(__AVX2__) && defined(__F16C__)
+    if constexpr (lanes == 8) {
+      narrow8<D>(v.p[0], p);
+      return;
+    }
+#endif
     narrow<D>(to_array(v).data(), p);
   } else {
     auto a = to_array(v);

@@ -1,11 +1,14 @@
 // kiln's CPU worker threads: a small pool whose idle workers sleep (no spinning), and which hands
 // a job's tasks out in chunks to whichever thread asks first, the calling thread included. So a
 // call on a loaded machine is never much slower than running it on the calling thread: the caller
-// waits only for chunks a worker has already started, never for a worker that has not woken up.
+// waits only for chunks a worker has already started, never for a worker that has not woken up;
+// and when such a wait was long (the scheduler took the worker away), the next calls run on the
+// calling thread alone for a while.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <charconv>
 #include <condition_variable>
 #include <cstdint>
@@ -74,7 +77,8 @@ class thread_pool {
   template <class Fn>
   void run(std::int64_t tasks, std::int64_t chunk, const Fn& fn) {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
-    if (!busy || workers_.empty() || tasks <= chunk) {
+    if (!busy || workers_.empty() || tasks <= chunk || solo_calls_ > 0) {
+      if (busy && solo_calls_ > 0) --solo_calls_;
       fn(std::int64_t{0}, tasks);
       return;
     }
@@ -90,10 +94,17 @@ class thread_pool {
       ++generation_;
     }
     wake_.notify_all();
+    auto start = std::chrono::steady_clock::now();
     claim();
+    auto claimed = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
     open_ = false;  // a worker that wakes from now on skips this job
     done_.wait(lock, [&] { return active_ == 0; });
+    // Waiting for a worker far longer than working means the scheduler took that worker away
+    // (another process holds the cores): then the next calls run on this thread alone, and a
+    // later call tries the workers again.
+    auto waited = std::chrono::steady_clock::now() - claimed, worked = claimed - start;
+    if (waited > 2 * worked && waited > std::chrono::microseconds(50)) solo_calls_ = 16;
   }
 
   // The process's pool, sized by thread_count(); made at first use.
@@ -134,6 +145,7 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one job at a time
+  int solo_calls_ = 0;    // calls left to run on the caller alone (guarded by run_mutex_)
   std::mutex mutex_;      // guards the fields below (next_ is claimed without it)
   std::condition_variable wake_, done_;
   job job_;
