@@ -762,6 +762,104 @@ class region_emitter {
     return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, r);
   }
 
+  // sin or cos in f32 over the whole range, with kiln's own argument reduction (drivers' may fail
+  // for large |x|: lavapipe's sin(1e10) was -1). |x| = M 2^E (M the 24-bit mantissa) is reduced
+  // exactly in integers (Payne-Hanek): the 96 bits of 2/pi that matter modulo 4 for this E,
+  // times M, give the quadrant q and a 62-bit fraction f of pi/2; y = f pi/2 in [-pi/4, pi/4]
+  // (|x| < pi/4 is its own y), and sin/cos of y by their Taylor series. Within 4 ulp or 2e-7.
+  id sincos32(id x, bool is_sin) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    auto u = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
+    auto usel = [&](id c, id a, id b) { return select(lane_kind::u32, c, a, b); };
+    auto eq = [&](id a, std::uint32_t v) { return m_.emit(Op::OpIEqual, bvec4(), {a, usplat(v)}); };
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    id ax = m_.ext(t, GLSLstd450FAbs, {x});
+    id bits = m_.emit(Op::OpBitcast, uvec4(), {ax});
+    id mant = u(Op::OpBitwiseOr, u(Op::OpBitwiseAnd, bits, usplat(0x7FFFFF)), usplat(0x800000));
+    // The table holds 2/pi's fraction bits b1, b2, ... from bit 63 (b_i at bit i + 62), so that the
+    // window for exponent field e starts at bit e - 89 (= E - 1 + 62 with E = e - 150) >= 0 for
+    // every |x| >= pi/4.
+    static constexpr std::uint32_t two_over_pi[] = {0x00000000, 0x00000001, 0x45F306DC, 0x9C882A53,
+                                                    0xF84EAFA3, 0xEA69BB81, 0xB6C52B32, 0x78872083,
+                                                    0xFCA2C757, 0xBD778AC3};
+    id small = m_.emit(Op::OpFOrdLessThan, bvec4(), {ax, fsplat(k, 0.78539816339744831)});
+    id e = u(Op::OpShiftRightLogical, bits, usplat(23));
+    id start = u(Op::OpISub, usel(small, usplat(126), e), usplat(89));  // any valid start if small
+    id word = u(Op::OpShiftRightLogical, start, usplat(5));
+    id shift = u(Op::OpBitwiseAnd, start, usplat(31));
+    auto table = [&](id index) {  // two_over_pi[index], lane by lane, by selects
+      id r = usplat(two_over_pi[0]);
+      for (std::uint32_t i = 1; i < 10; ++i) r = usel(eq(index, i), usplat(two_over_pi[i]), r);
+      return r;
+    };
+    id w[4];
+    for (std::uint32_t i = 0; i < 4; ++i) w[i] = table(u(Op::OpIAdd, word, usplat(i)));
+    auto window = [&](id hi, id lo) {  // (hi:lo) << shift, top word; shift 0 needs no lo
+      id right = u(Op::OpShiftRightLogical, lo, u(Op::OpISub, usplat(32), shift));
+      return u(Op::OpBitwiseOr, u(Op::OpShiftLeftLogical, hi, shift),
+               usel(eq(shift, 0), usplat(0), right));
+    };
+    id w0 = window(w[0], w[1]), w1 = window(w[1], w[2]), w2 = window(w[2], w[3]);
+    // P = mant * (w0:w1:w2), 120 bits; q = bits 94-95, fraction = bits 32-93.
+    id pair = m_.type_struct({uvec4(), uvec4()});
+    auto mul_ext = [&](id a, id b, id& lo, id& hi) {
+      id r = m_.emit(Op::OpUMulExtended, pair, {a, b});
+      lo = m_.emit(Op::OpCompositeExtract, uvec4(), {r, 0});
+      hi = m_.emit(Op::OpCompositeExtract, uvec4(), {r, 1});
+    };
+    id l0, h0, l1, h1, l2, h2;
+    mul_ext(mant, w0, l0, h0);
+    mul_ext(mant, w1, l1, h1);
+    mul_ext(mant, w2, l2, h2);
+    (void)h0;
+    id a = u(Op::OpIAdd, l1, h2);
+    id carry = usel(m_.emit(Op::OpULessThan, bvec4(), {a, l1}), usplat(1), usplat(0));
+    id b = u(Op::OpIAdd, u(Op::OpIAdd, l0, h1), carry);
+    id q = u(Op::OpShiftRightLogical, b, usplat(30));
+    id fb = u(Op::OpBitwiseAnd, b, usplat(0x3FFFFFFF));
+    // A fraction of a half or more: take 1 - f (two's complement on 62 bits) and the next quadrant.
+    id upper =
+        m_.emit(Op::OpINotEqual, bvec4(), {u(Op::OpBitwiseAnd, fb, usplat(0x20000000)), usplat(0)});
+    id na = u(Op::OpIAdd, m_.emit(Op::OpNot, uvec4(), {a}), usplat(1));
+    id nb =
+        u(Op::OpBitwiseAnd,
+          u(Op::OpIAdd, m_.emit(Op::OpNot, uvec4(), {fb}), usel(eq(a, 0), usplat(1), usplat(0))),
+          usplat(0x3FFFFFFF));
+    id fa = usel(upper, na, a);
+    fb = usel(upper, nb, fb);
+    q = u(Op::OpIAdd, q, usel(upper, usplat(1), usplat(0)));
+    id f = add(mul(m_.emit(Op::OpConvertUToF, t, {fb}), fsplat(k, std::ldexp(1.0, -30))),
+               mul(m_.emit(Op::OpConvertUToF, t, {fa}), fsplat(k, std::ldexp(1.0, -62))));
+    f = select(k, upper, m_.emit(Op::OpFNegate, t, {f}), f);
+    id y = add(mul(f, fsplat(k, 1.5707963705062866)), mul(f, fsplat(k, -4.3711388286737929e-08)));
+    y = select(k, small, ax, y);
+    q = usel(small, usplat(0), u(Op::OpBitwiseAnd, q, usplat(3)));
+    // sin y and cos y, |y| <= pi/4.
+    id y2 = mul(y, y);
+    id ps = fsplat(k, 1.0 / 362880);
+    for (double c : {-1.0 / 5040, 1.0 / 120, -1.0 / 6}) ps = add(mul(ps, y2), fsplat(k, c));
+    id sin_y = add(y, mul(mul(y, y2), ps));
+    id pc = fsplat(k, -1.0 / 3628800);
+    for (double c : {1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5}) pc = add(mul(pc, y2), fsplat(k, c));
+    id cos_y = add(fsplat(k, 1.0), mul(y2, pc));
+    // sin |x| = [sin y, cos y, -sin y, -cos y][q]; cos |x| = [cos y, -sin y, -cos y, sin y][q].
+    id odd = eq(u(Op::OpBitwiseAnd, q, usplat(1)), 1);
+    id r = is_sin ? select(k, odd, cos_y, sin_y) : select(k, odd, sin_y, cos_y);
+    id negate = is_sin ? m_.emit(Op::OpUGreaterThanEqual, bvec4(), {q, usplat(2)})
+                       : m_.emit(Op::OpLogicalOr, bvec4(), {eq(q, 1), eq(q, 2)});
+    r = select(k, negate, m_.emit(Op::OpFNegate, t, {r}), r);
+    if (is_sin)  // sin is odd: the sign of x (and -0 stays -0)
+      r = m_.emit(
+          Op::OpBitcast, t,
+          {u(Op::OpBitwiseXor, m_.emit(Op::OpBitcast, uvec4(), {r}),
+             u(Op::OpBitwiseAnd, m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000)))});
+    id special = m_.emit(Op::OpLogicalOr, bvec4(),
+                         {m_.emit(Op::OpIsInf, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {x})});
+    return select(k, special, fsplat(k, NAN), r);
+  }
+
   // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN.
   id sqrt_of(lane_kind k, id x) {
     id t = vec(k);
@@ -837,12 +935,9 @@ class region_emitter {
       }
       case op::erf:
         return erf32(x);
-      case op::sin:  // sin(±inf) = NaN (GLSL leaves it undefined)
-      case op::cos: {
-        id r = m_.ext(t, n.kind == op::sin ? GLSLstd450Sin : GLSLstd450Cos, {x});
-        id inf = m_.emit(Op::OpIsInf, bvec4(), {x});
-        return select(k, inf, fsplat(k, NAN), r);
-      }
+      case op::sin:  // f32 only: GLSL.std.450 has no 64-bit sin (such regions run on the CPU)
+      case op::cos:
+        return sincos32(x, n.kind == op::sin);
       case op::floor:
         return m_.ext(t, GLSLstd450Floor, {x});
       case op::ceil:
