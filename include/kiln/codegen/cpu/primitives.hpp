@@ -159,7 +159,8 @@ pack<T> unary(const pack<T>& a) {
   else if constexpr (O == op::rsqrt)
     return detail::map(a, [](B x) { return B(1) / xsimd::sqrt(x); });
   else if constexpr (O == op::tanh)
-    return detail::map(a, [](B x) { return xsimd::tanh(x); }); else if constexpr (O == op::sigmoid) {
+    return detail::map(a, [](B x) { return xsimd::tanh(x); });
+  else if constexpr (O == op::sigmoid) {
     if constexpr (std::is_same_v<T, float>)
       return detail::map(a, [](B x) { return B(1) / (B(1) + detail::exp32(-x)); });
     else
