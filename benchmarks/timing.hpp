@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
+#include <thread>
 
 #include <benchmark/benchmark.h>
 
@@ -37,4 +39,25 @@ double measure_kiln(benchmark::State& state, Fn&& kiln_call, std::int64_t bytes_
 template <class Fn>
 void ratio(benchmark::State& state, const char* name, Fn&& anchor, int calls, double kiln_seconds) {
   state.counters[name] = seconds_per_call(anchor, calls) / kiln_seconds;
+}
+
+// Counter `name` the same way, but with kiln timed again beside the anchor: blocks of `calls`
+// calls, kiln and anchor alternating, best of seven each, every block after a 10 ms pause. So
+// both see the same machine (this VM's memory bandwidth drifts by 20 % within seconds), and
+// neither starts while the other's idle threads still hold the cores: libgomp's workers spin for
+// milliseconds after a parallel loop, and kiln's workers, which sleep, cannot start until then.
+template <class Fn, std::invocable Kiln>
+void ratio(benchmark::State& state, const char* name, Fn&& anchor, int calls, Kiln&& kiln_call) {
+  auto block = [&](auto& fn) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+  };
+  double best_anchor = 1e30, best_kiln = 1e30;
+  for (int round = 0; round < 7; ++round) {
+    best_anchor = std::min(best_anchor, block(anchor));
+    best_kiln = std::min(best_kiln, block(kiln_call));
+  }
+  state.counters[name] = best_anchor / best_kiln;
 }

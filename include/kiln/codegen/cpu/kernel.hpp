@@ -96,11 +96,25 @@ struct region_kernel {
     bool contiguous = true;
     for (int k = 0; k < reg.arg_count; ++k)
       contiguous = contiguous && step[Plan.region_args[reg.arg_begin + k]] == 1;
+    // Local copies of the pointer lists: the stores cannot alias them, so the loop keeps the
+    // pointers in registers instead of reloading them after every store.
+    const void* in_local[n_in > 0 ? n_in : 1] = {};
+    void* out_local[n_out];
+    for (int k = 0; k < reg.arg_count; ++k) {
+      int a = Plan.region_args[reg.arg_begin + k];
+      in_local[a] = in[a];
+    }
+    for (int k = 0; k < reg.result_count; ++k) {
+      int r = Plan.region_results[reg.result_begin + k];
+      out_local[r] = out[r];
+    }
     std::int64_t j = 0;
     if (contiguous)
-      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<true>(in, step, out, j);
+      for (; j + std::int64_t(lanes) <= count; j += lanes)
+        step_at<true>(in_local, step, out_local, j);
     else
-      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<false>(in, step, out, j);
+      for (; j + std::int64_t(lanes) <= count; j += lanes)
+        step_at<false>(in_local, step, out_local, j);
     if (j == count) return;
     // Tail: copy the last elements into padded buffers and run one more full step there.
     std::int64_t rest = count - j;

@@ -23,6 +23,10 @@ struct pack {
   static_assert(parts * width == lanes);
   std::array<batch, parts> p;
 
+  // Left uninitialized, also when value-initialized (as a kernel's std::tuple of values is):
+  // every value is assigned before it is read.
+  pack() {}
+
   static pack load(const T* ptr) {
     pack r;
     for (std::size_t i = 0; i < parts; ++i) r.p[i] = batch::load_unaligned(ptr + i * width);
@@ -41,6 +45,8 @@ struct pack {
 // The in-loop form of bool: a float-width mask.
 struct mask {
   xsimd::batch_bool<float> m;
+  mask() {}  // uninitialized, as pack
+  mask(const xsimd::batch_bool<float>& bits) : m(bits) {}
   static mask load(const bool* ptr) { return {xsimd::batch_bool<float>::load_unaligned(ptr)}; }
   static mask splat(bool v) { return {xsimd::batch_bool<float>(v)}; }
   void store(bool* ptr) const { m.store_unaligned(ptr); }

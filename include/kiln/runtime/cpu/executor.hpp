@@ -34,6 +34,8 @@ class row_list {
 
 // Below this many elements a region runs on the calling thread: waking threads costs more.
 inline constexpr std::int64_t parallel_threshold = 1 << 16;
+// The fewest elements a thread claims at a time: far more work than the claim (one atomic add).
+inline constexpr std::int64_t task_grain = 1 << 13;
 
 // One operand of a region: where its data starts, its element size, and its stride (in elements)
 // along each dimension of the iteration space (0 where it is broadcast).
@@ -95,14 +97,15 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
   std::int64_t rows = total / inner;
   thread_pool* pool = total >= parallel_threshold ? &thread_pool::shared() : nullptr;
   int threads = pool ? pool->size() : 1;
-  // Pieces of a row: enough tasks to keep every thread busy, each a whole number of steps.
+  // Tasks of about total / (32 x threads) elements (at least task_grain): a thread that finishes
+  // its last task early then idles for at most 1/32 of the call. Long rows are cut into pieces of
+  // whole steps; short rows are claimed several at a time.
+  std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
   std::int64_t piece = inner;
-  if (threads > 1 && rows < threads * 4) {
-    piece = std::max<std::int64_t>(inner / (threads * 4 / rows + 1), 4096);
-    piece = (piece + lanes - 1) / lanes * lanes;
-  }
+  if (threads > 1 && inner > grain) piece = (grain + lanes - 1) / lanes * lanes;
   std::int64_t pieces = (inner + piece - 1) / piece;
   std::int64_t tasks = rows * pieces;
+  std::int64_t chunk = std::max<std::int64_t>(grain / piece, 1);
   std::size_t n_args = args.size();
 
   // Runs tasks [first, last) on the calling thread.
@@ -136,9 +139,9 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
     run_tasks(0, tasks);
     return;
   }
-  // Chunks of tasks claimed by whichever thread is free: about 8 per thread, for balance when
+  // Chunks of tasks are claimed by whichever thread is free, which also balances the work when
   // another process holds some cores.
-  pool->run(tasks, std::max<std::int64_t>(tasks / (threads * 8), 1), run_tasks);
+  pool->run(tasks, chunk, run_tasks);
 }
 
 }  // namespace kiln::cpu
