@@ -106,28 +106,43 @@ random_graph make_graph(unsigned seed) {
   if (floats.empty()) floats.push_back(b.constant(1.5, dtype::f32));
   if (ints.empty()) ints.push_back(b.constant(7, dtype::i32));
   if (bools.empty()) bools.push_back(b.lt(any(floats), any(floats)));
-  const op float_unary[] = {op::neg,  op::abs,   op::relu,  op::exp, op::tanh, op::sigmoid,
-                            op::sqrt, op::floor, op::round, op::log, op::sin,  op::erf};
-  const op float_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
-  const op int_binary[] = {op::add, op::sub, op::mul, op::div, op::min, op::max};
-  const op compares[] = {op::lt, op::le, op::gt, op::ge, op::eq, op::ne};
+  // The ops drawn, from the op list by class and type rule: a new elementwise op joins by itself.
+  auto ops_where = [](ir::op_class cls, dtype t) {
+    std::vector<op> r;
+    for (int k = 0; k < ir::op_count; ++k)
+      if (ir::op_table[k].cls == cls && ir::accepts(ir::op_table[k].types, t))
+        r.push_back(static_cast<op>(k));
+    return r;
+  };
+  auto float_unary = ops_where(ir::op_class::unary, dtype::f32);
+  auto float_binary = ops_where(ir::op_class::binary, dtype::f32);
+  auto int_binary = ops_where(ir::op_class::binary, dtype::i32);
+  auto compares = ops_where(ir::op_class::compare, dtype::f32);
+  auto logicals = ops_where(ir::op_class::logical, dtype::boolean);
+  auto any_op = [&](const std::vector<op>& v) { return v[pick(static_cast<int>(v.size()))]; };
   int steps = 2 + pick(8);
   for (int s = 0; s < steps; ++s) {
     switch (pick(9)) {
       case 0:
       case 1:
-        floats.push_back(b.apply(float_unary[pick(12)], {any(floats)}));
+        floats.push_back(b.apply(any_op(float_unary), {any(floats)}));
         break;
       case 2:
       case 3:
-        floats.push_back(b.apply(float_binary[pick(6)], {any(floats), any(floats)}));
+        floats.push_back(b.apply(any_op(float_binary), {any(floats), any(floats)}));
         break;
       case 4:
-        ints.push_back(b.apply(int_binary[pick(6)], {any(ints), any(ints)}));
+        ints.push_back(b.apply(any_op(int_binary), {any(ints), any(ints)}));
         break;
       case 5:
-        bools.push_back(pick(2) ? b.apply(compares[pick(6)], {any(floats), any(floats)})
-                                : b.apply(compares[pick(6)], {any(ints), any(ints)}));
+        if (pick(4) == 0) {
+          op o = any_op(logicals);
+          bools.push_back(ir::info(o).arity == 1 ? b.apply(o, {any(bools)})
+                                                 : b.apply(o, {any(bools), any(bools)}));
+        } else {
+          bools.push_back(pick(2) ? b.apply(any_op(compares), {any(floats), any(floats)})
+                                  : b.apply(any_op(compares), {any(ints), any(ints)}));
+        }
         break;
       case 6:
         floats.push_back(b.select(any(bools), any(floats), any(floats)));
@@ -195,6 +210,27 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         break;
       case op::sqrt:
         r = {std::sqrt(in(0).f), std::sqrt(in(0).d)};
+        break;
+      case op::rsqrt:
+        r = {1 / std::sqrt(in(0).f), 1 / std::sqrt(in(0).d)};
+        break;
+      case op::ceil:
+        r = {std::ceil(in(0).f), std::ceil(in(0).f)};
+        break;
+      case op::cos:
+        r = {std::cos(in(0).f), std::cos(in(0).d)};
+        break;
+      case op::pow:
+        r = {std::pow(in(0).f, in(1).f), std::pow(in(0).d, in(1).d)};
+        break;
+      case op::logical_and:
+        r.i = in(0).i && in(1).i;
+        break;
+      case op::logical_or:
+        r.i = in(0).i || in(1).i;
+        break;
+      case op::logical_not:
+        r.i = !in(0).i;
         break;
       case op::floor:
         r = {std::floor(in(0).f), std::floor(in(0).f)};

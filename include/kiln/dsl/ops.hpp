@@ -76,39 +76,38 @@ constexpr auto make_unary(const V& a) {
     }                                                                                  \
   }
 
-KILN_DSL_BINARY(add, add, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(sub, sub, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(mul, mul, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(div, div, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(min, min, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(max, max, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(pow, pow, floating_element, "floating-point")
-KILN_DSL_BINARY(eq, eq, element_type, "any")
-KILN_DSL_BINARY(ne, ne, element_type, "any")
-KILN_DSL_BINARY(lt, lt, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(le, le, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(gt, gt, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(ge, ge, numeric_element, "numeric (not bool)")
-KILN_DSL_BINARY(logical_and, logical_and, bool_element, "bool")
-KILN_DSL_BINARY(logical_or, logical_or, bool_element, "bool")
-
-KILN_DSL_UNARY(neg, neg, numeric_element, "numeric (not bool)")
-KILN_DSL_UNARY(abs, abs, numeric_element, "numeric (not bool)")
-KILN_DSL_UNARY(relu, relu, numeric_element, "numeric (not bool)")
-KILN_DSL_UNARY(exp, exp, floating_element, "floating-point")
-KILN_DSL_UNARY(log, log, floating_element, "floating-point")
-KILN_DSL_UNARY(sqrt, sqrt, floating_element, "floating-point")
-KILN_DSL_UNARY(rsqrt, rsqrt, floating_element, "floating-point")
-KILN_DSL_UNARY(tanh, tanh, floating_element, "floating-point")
-KILN_DSL_UNARY(sigmoid, sigmoid, floating_element, "floating-point")
-KILN_DSL_UNARY(erf, erf, floating_element, "floating-point")
-KILN_DSL_UNARY(sin, sin, floating_element, "floating-point")
-KILN_DSL_UNARY(cos, cos, floating_element, "floating-point")
-KILN_DSL_UNARY(floor, floor, floating_element, "floating-point")
-KILN_DSL_UNARY(ceil, ceil, floating_element, "floating-point")
-KILN_DSL_UNARY(round, round, floating_element, "floating-point")
-KILN_DSL_UNARY(logical_not, logical_not, bool_element, "bool")
-
+// One DSL function per row of ir/op.hpp's list, by its class and arity; leaves, select and cast
+// are written by hand below.
+#define KILN_DSL_ELEMENTS_any element_type, "any"
+#define KILN_DSL_ELEMENTS_numeric numeric_element, "numeric (not bool)"
+#define KILN_DSL_ELEMENTS_floating floating_element, "floating-point"
+#define KILN_DSL_ELEMENTS_bool_only bool_element, "bool"
+#define KILN_DSL_FORM_unary_1 KILN_DSL_UNARY
+#define KILN_DSL_FORM_logical_1 KILN_DSL_UNARY
+#define KILN_DSL_FORM_binary_2 KILN_DSL_BINARY
+#define KILN_DSL_FORM_compare_2 KILN_DSL_BINARY
+#define KILN_DSL_FORM_logical_2 KILN_DSL_BINARY
+#define KILN_DSL_FORM_leaf_0(...)
+#define KILN_DSL_FORM_select_3(...)
+#define KILN_DSL_FORM_cast_1(...)
+#define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
+#define KILN_DSL_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
+  KILN_DSL_EXPAND(KILN_DSL_FORM_##CLASS##_##ARITY, NAME, NAME, KILN_DSL_ELEMENTS_##TYPES)
+KILN_IR_OPS(KILN_DSL_OP)
+#undef KILN_DSL_OP
+#undef KILN_DSL_EXPAND
+#undef KILN_DSL_FORM_unary_1
+#undef KILN_DSL_FORM_logical_1
+#undef KILN_DSL_FORM_binary_2
+#undef KILN_DSL_FORM_compare_2
+#undef KILN_DSL_FORM_logical_2
+#undef KILN_DSL_FORM_leaf_0
+#undef KILN_DSL_FORM_select_3
+#undef KILN_DSL_FORM_cast_1
+#undef KILN_DSL_ELEMENTS_any
+#undef KILN_DSL_ELEMENTS_numeric
+#undef KILN_DSL_ELEMENTS_floating
+#undef KILN_DSL_ELEMENTS_bool_only
 #undef KILN_DSL_BINARY
 #undef KILN_DSL_UNARY
 

@@ -102,43 +102,29 @@ class graph {
   value cast(value a, dtype to) { return wrap(b_.cast(id_of(a, "cast", 1), to)); }
   value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
 
-#define KILN_GRAPH_OP1(NAME) \
+  // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are
+  // written above).
+#define KILN_GRAPH_FORM_unary_1(NAME) \
   value NAME(value a) { return apply(ir::op::NAME, {a}); }
-#define KILN_GRAPH_OP2(NAME) \
+#define KILN_GRAPH_FORM_logical_1 KILN_GRAPH_FORM_unary_1
+#define KILN_GRAPH_FORM_binary_2(NAME) \
   value NAME(value a, value b) { return apply(ir::op::NAME, {a, b}); }
-  KILN_GRAPH_OP2(add)
-  KILN_GRAPH_OP2(sub)
-  KILN_GRAPH_OP2(mul)
-  KILN_GRAPH_OP2(div)
-  KILN_GRAPH_OP2(min)
-  KILN_GRAPH_OP2(max)
-  KILN_GRAPH_OP2(pow)
-  KILN_GRAPH_OP2(eq)
-  KILN_GRAPH_OP2(ne)
-  KILN_GRAPH_OP2(lt)
-  KILN_GRAPH_OP2(le)
-  KILN_GRAPH_OP2(gt)
-  KILN_GRAPH_OP2(ge)
-  KILN_GRAPH_OP2(logical_and)
-  KILN_GRAPH_OP2(logical_or)
-  KILN_GRAPH_OP1(neg)
-  KILN_GRAPH_OP1(abs)
-  KILN_GRAPH_OP1(relu)
-  KILN_GRAPH_OP1(exp)
-  KILN_GRAPH_OP1(log)
-  KILN_GRAPH_OP1(sqrt)
-  KILN_GRAPH_OP1(rsqrt)
-  KILN_GRAPH_OP1(tanh)
-  KILN_GRAPH_OP1(sigmoid)
-  KILN_GRAPH_OP1(erf)
-  KILN_GRAPH_OP1(sin)
-  KILN_GRAPH_OP1(cos)
-  KILN_GRAPH_OP1(floor)
-  KILN_GRAPH_OP1(ceil)
-  KILN_GRAPH_OP1(round)
-  KILN_GRAPH_OP1(logical_not)
-#undef KILN_GRAPH_OP1
-#undef KILN_GRAPH_OP2
+#define KILN_GRAPH_FORM_compare_2 KILN_GRAPH_FORM_binary_2
+#define KILN_GRAPH_FORM_logical_2 KILN_GRAPH_FORM_binary_2
+#define KILN_GRAPH_FORM_leaf_0(NAME)
+#define KILN_GRAPH_FORM_select_3(NAME)
+#define KILN_GRAPH_FORM_cast_1(NAME)
+#define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
+  KILN_IR_OPS(KILN_GRAPH_OP)
+#undef KILN_GRAPH_OP
+#undef KILN_GRAPH_FORM_unary_1
+#undef KILN_GRAPH_FORM_logical_1
+#undef KILN_GRAPH_FORM_binary_2
+#undef KILN_GRAPH_FORM_compare_2
+#undef KILN_GRAPH_FORM_logical_2
+#undef KILN_GRAPH_FORM_leaf_0
+#undef KILN_GRAPH_FORM_select_3
+#undef KILN_GRAPH_FORM_cast_1
 
   // Marks v as the next result, under a name of its own.
   void output(std::string_view name, value v) {

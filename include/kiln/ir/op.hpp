@@ -1,4 +1,5 @@
-// The op table: every IR op described once (name, arity, class, type rule); all layers read it.
+// The op list: every IR op described once (name, arity, class, accepted types, commutativity) in
+// KILN_IR_OPS; the enum, the table, the DSL functions and the graph methods are made from it.
 #pragma once
 
 #include <cstdint>
@@ -6,50 +7,57 @@
 
 #include "kiln/core/dtype.hpp"
 
+// X(name, arity, class, operand types, commutative), in enum order. Adding an op: see "Adding an
+// op" in docs/ARCHITECTURE.md (this row, a CPU primitive, a SPIR-V lowering, the tests' reference).
+#define KILN_IR_OPS(X)                                   \
+  /* leaves */                                           \
+  X(input, 0, leaf, any, false)                          \
+  X(constant, 0, leaf, any, false)                       \
+  /* elementwise arithmetic */                           \
+  X(add, 2, binary, numeric, true)                       \
+  X(sub, 2, binary, numeric, false)                      \
+  X(mul, 2, binary, numeric, true)                       \
+  X(div, 2, binary, numeric, false)                      \
+  X(neg, 1, unary, numeric, false)                       \
+  X(abs, 1, unary, numeric, false)                       \
+  X(min, 2, binary, numeric, true)                       \
+  X(max, 2, binary, numeric, true)                       \
+  X(pow, 2, binary, floating, false)                     \
+  /* elementwise float functions */                      \
+  X(exp, 1, unary, floating, false)                      \
+  X(log, 1, unary, floating, false)                      \
+  X(sqrt, 1, unary, floating, false)                     \
+  X(rsqrt, 1, unary, floating, false)                    \
+  X(tanh, 1, unary, floating, false)                     \
+  X(sigmoid, 1, unary, floating, false)                  \
+  X(relu, 1, unary, numeric, false)                      \
+  X(erf, 1, unary, floating, false)                      \
+  X(sin, 1, unary, floating, false)                      \
+  X(cos, 1, unary, floating, false)                      \
+  X(floor, 1, unary, floating, false)                    \
+  X(ceil, 1, unary, floating, false)                     \
+  X(round, 1, unary, floating, false)                    \
+  /* comparisons (-> bool) */                            \
+  X(eq, 2, compare, any, true)                           \
+  X(ne, 2, compare, any, true)                           \
+  X(lt, 2, compare, numeric, false)                      \
+  X(le, 2, compare, numeric, false)                      \
+  X(gt, 2, compare, numeric, false)                      \
+  X(ge, 2, compare, numeric, false)                      \
+  /* logic on bool */                                    \
+  X(logical_and, 2, logical, bool_only, true)            \
+  X(logical_or, 2, logical, bool_only, true)             \
+  X(logical_not, 1, logical, bool_only, false)           \
+  /* select(cond, a, b), and cast to the node's dtype */ \
+  X(select, 3, select, any, false)                       \
+  X(cast, 1, cast, any, false)
+
 namespace kiln::ir {
 
 enum class op : std::uint8_t {
-  // leaves
-  input,
-  constant,
-  // elementwise arithmetic
-  add,
-  sub,
-  mul,
-  div,
-  neg,
-  abs,
-  min,
-  max,
-  pow,
-  // elementwise float functions
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  tanh,
-  sigmoid,
-  relu,
-  erf,
-  sin,
-  cos,
-  floor,
-  ceil,
-  round,
-  // comparisons (-> bool)
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,
-  // logic on bool
-  logical_and,
-  logical_or,
-  logical_not,
-  // select(cond, a, b) and cast to the node's dtype
-  select,
-  cast,
+#define KILN_IR_OP_ENUM(name, ...) name,
+  KILN_IR_OPS(KILN_IR_OP_ENUM)
+#undef KILN_IR_OP_ENUM
 };
 
 // How an op's operand and result types relate.
@@ -63,7 +71,7 @@ enum class op_class : std::uint8_t {
   cast,     // T -> U
 };
 
-// Which element types an arithmetic op accepts.
+// Which element types an op accepts.
 enum class operand_types : std::uint8_t {
   any,        // every dtype (for leaves, select, cast, compare eq/ne)
   numeric,    // every dtype but bool
@@ -80,51 +88,18 @@ struct op_info {
 };
 
 inline constexpr op_info op_table[] = {
-    {"input", 0, op_class::leaf, operand_types::any, false},
-    {"constant", 0, op_class::leaf, operand_types::any, false},
-    {"add", 2, op_class::binary, operand_types::numeric, true},
-    {"sub", 2, op_class::binary, operand_types::numeric, false},
-    {"mul", 2, op_class::binary, operand_types::numeric, true},
-    {"div", 2, op_class::binary, operand_types::numeric, false},
-    {"neg", 1, op_class::unary, operand_types::numeric, false},
-    {"abs", 1, op_class::unary, operand_types::numeric, false},
-    {"min", 2, op_class::binary, operand_types::numeric, true},
-    {"max", 2, op_class::binary, operand_types::numeric, true},
-    {"pow", 2, op_class::binary, operand_types::floating, false},
-    {"exp", 1, op_class::unary, operand_types::floating, false},
-    {"log", 1, op_class::unary, operand_types::floating, false},
-    {"sqrt", 1, op_class::unary, operand_types::floating, false},
-    {"rsqrt", 1, op_class::unary, operand_types::floating, false},
-    {"tanh", 1, op_class::unary, operand_types::floating, false},
-    {"sigmoid", 1, op_class::unary, operand_types::floating, false},
-    {"relu", 1, op_class::unary, operand_types::numeric, false},
-    {"erf", 1, op_class::unary, operand_types::floating, false},
-    {"sin", 1, op_class::unary, operand_types::floating, false},
-    {"cos", 1, op_class::unary, operand_types::floating, false},
-    {"floor", 1, op_class::unary, operand_types::floating, false},
-    {"ceil", 1, op_class::unary, operand_types::floating, false},
-    {"round", 1, op_class::unary, operand_types::floating, false},
-    {"eq", 2, op_class::compare, operand_types::any, true},
-    {"ne", 2, op_class::compare, operand_types::any, true},
-    {"lt", 2, op_class::compare, operand_types::numeric, false},
-    {"le", 2, op_class::compare, operand_types::numeric, false},
-    {"gt", 2, op_class::compare, operand_types::numeric, false},
-    {"ge", 2, op_class::compare, operand_types::numeric, false},
-    {"logical_and", 2, op_class::logical, operand_types::bool_only, true},
-    {"logical_or", 2, op_class::logical, operand_types::bool_only, true},
-    {"logical_not", 1, op_class::logical, operand_types::bool_only, false},
-    {"select", 3, op_class::select, operand_types::any, false},
-    {"cast", 1, op_class::cast, operand_types::any, false},
+#define KILN_IR_OP_INFO(name, arity, cls, types, commutative) \
+  {#name, arity, op_class::cls, operand_types::types, commutative},
+    KILN_IR_OPS(KILN_IR_OP_INFO)
+#undef KILN_IR_OP_INFO
 };
 
 inline constexpr int op_count = sizeof(op_table) / sizeof(op_table[0]);
-static_assert(op_count == static_cast<int>(op::cast) + 1, "op_table must list every op in order");
 
 // False for a value outside the enum (an importer casting integers can make one).
 constexpr bool is_valid(op o) { return static_cast<int>(o) < op_count; }
 constexpr const op_info& info(op o) { return op_table[static_cast<int>(o)]; }
 constexpr std::string_view name(op o) { return is_valid(o) ? info(o).name : "(not an op)"; }
-
 constexpr bool accepts(operand_types rule, dtype t) {
   switch (rule) {
     case operand_types::any:

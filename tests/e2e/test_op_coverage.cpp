@@ -1,0 +1,174 @@
+// Completeness: every row of the op list (ir/op.hpp's KILN_IR_OPS) reaches every layer. For each
+// op this test calls its DSL function and its graph method (a missing one does not compile), runs
+// it on the default device, on the CPU's compiled kernel (the e2e.cpu run of this suite) and on the
+// CPU interpreter, and compares with this file's scalar reference, whose switch must name every
+// op (a missing entry is a compile error). An op without a CPU primitive or a SPIR-V lowering
+// fails here at its first call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <kiln/executable.hpp>
+
+#include "../support/e2e.hpp"
+
+using namespace kiln;
+using ir::op;
+
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+// The reference value of op o on scalars (bools as 0/1), in double.
+double scalar(op o, double a, double b, double c = 0) {
+  switch (o) {
+    case op::input:
+    case op::constant:
+    case op::cast:
+      return a;
+    case op::add:
+      return a + b;
+    case op::sub:
+      return a - b;
+    case op::mul:
+      return a * b;
+    case op::div:
+      return a / b;
+    case op::neg:
+      return -a;
+    case op::abs:
+      return std::fabs(a);
+    case op::min:
+      return std::fmin(a, b);
+    case op::max:
+      return std::fmax(a, b);
+    case op::pow:
+      return std::pow(a, b);
+    case op::exp:
+      return std::exp(a);
+    case op::log:
+      return std::log(a);
+    case op::sqrt:
+      return std::sqrt(a);
+    case op::rsqrt:
+      return 1 / std::sqrt(a);
+    case op::tanh:
+      return std::tanh(a);
+    case op::sigmoid:
+      return 1 / (1 + std::exp(-a));
+    case op::relu:
+      return a < 0 ? 0 : a;
+    case op::erf:
+      return std::erf(a);
+    case op::sin:
+      return std::sin(a);
+    case op::cos:
+      return std::cos(a);
+    case op::floor:
+      return std::floor(a);
+    case op::ceil:
+      return std::ceil(a);
+    case op::round:
+      return std::nearbyint(a);
+    case op::eq:
+      return a == b;
+    case op::ne:
+      return a != b;
+    case op::lt:
+      return a < b;
+    case op::le:
+      return a <= b;
+    case op::gt:
+      return a > b;
+    case op::ge:
+      return a >= b;
+    case op::logical_and:
+      return a != 0 && b != 0;
+    case op::logical_or:
+      return a != 0 || b != 0;
+    case op::logical_not:
+      return a == 0;
+    case op::select:
+      return a != 0 ? b : c;
+  }
+  ADD_FAILURE() << "no reference for op " << static_cast<int>(o);
+  return NAN;
+}
+#pragma GCC diagnostic pop
+
+// Operands: bools for bool-only ops, else floats in [0.25, 3] where every float op is defined,
+// with repeats so that comparisons also see equal values.
+template <class T>
+ref::arg<T> operand(std::int64_t n, unsigned seed) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return ref::make_arg<bool>({n}, 0, 1, seed);
+  } else {
+    auto a = ref::make_arg<float>({n}, 0.25, 3, seed);
+    for (std::size_t i = 0; i < a.data.size(); i += 3) a.data[i] = std::round(a.data[i]);
+    return a;
+  }
+}
+
+template <op O, class T, class F>
+void check_unary(const F& f) {
+  using R = std::conditional_t<ir::result_dtype(O, dtype_of<T>) == dtype::boolean, bool, T>;
+  SCOPED_TRACE(std::string(ir::name(O)));
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{1027}})
+    ref::check<R>(
+        f, [](T a) { return scalar(O, a, 0); }, ref::approx, operand<T>(n, 1));
+}
+
+template <op O, class T, class F>
+void check_binary(const F& f) {
+  using R = std::conditional_t<ir::result_dtype(O, dtype_of<T>) == dtype::boolean, bool, T>;
+  SCOPED_TRACE(std::string(ir::name(O)));
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{1027}})
+    ref::check<R>(
+        f, [](T a, T b) { return scalar(O, a, b); }, ref::approx, operand<T>(n, 1),
+        operand<T>(n, 2));
+}
+
+// The element type each op is checked on.
+#define KILN_TEST_ELEMENT_any float
+#define KILN_TEST_ELEMENT_numeric float
+#define KILN_TEST_ELEMENT_floating float
+#define KILN_TEST_ELEMENT_bool_only bool
+
+// One check per row, by class and arity; the graph method must exist too.
+#define KILN_TEST_FORM_unary_1(NAME, T)                                              \
+  static_assert(                                                                     \
+      requires(graph g, graph::value v) { g.NAME(v); }, "graph::" #NAME " missing"); \
+  check_unary<op::NAME, T>(fn<tensor<T, dyn>>([](auto x) { return kiln::NAME(x); }));
+#define KILN_TEST_FORM_logical_1 KILN_TEST_FORM_unary_1
+#define KILN_TEST_FORM_binary_2(NAME, T)                                                \
+  static_assert(                                                                        \
+      requires(graph g, graph::value v) { g.NAME(v, v); }, "graph::" #NAME " missing"); \
+  check_binary<op::NAME, T>(                                                            \
+      fn<tensor<T, dyn>, tensor<T, dyn>>([](auto x, auto y) { return kiln::NAME(x, y); }));
+#define KILN_TEST_FORM_compare_2 KILN_TEST_FORM_binary_2
+#define KILN_TEST_FORM_logical_2 KILN_TEST_FORM_binary_2
+#define KILN_TEST_FORM_leaf_0(NAME, T) ++covered;    // every test's inputs and literals
+#define KILN_TEST_FORM_select_3(NAME, T) ++covered;  // OpCoverage.SelectAndCast
+#define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
+#define KILN_TEST_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
+  { KILN_TEST_FORM_##CLASS##_##ARITY(NAME, KILN_TEST_ELEMENT_##TYPES)++ rows; }
+
+TEST(OpCoverage, EveryRowOfTheOpList) {
+  int rows = 0, covered = 0;
+  KILN_IR_OPS(KILN_TEST_OP)
+  EXPECT_EQ(rows, ir::op_count);
+  EXPECT_EQ(covered, 4);  // input, constant, select, cast: checked elsewhere, below
+}
+
+TEST(OpCoverage, SelectAndCast) {
+  constexpr auto s = fn<tensor<bool, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
+      [](auto c, auto a, auto b) { return select(c, a, b); });
+  ref::check<float>(
+      s, [](bool c, float a, float b) { return scalar(op::select, c, a, b); }, ref::exact,
+      operand<bool>(1027, 3), operand<float>(1027, 4), operand<float>(1027, 5));
+  constexpr auto to_int = fn<tensor<f32, dyn>>([](auto x) { return cast<std::int32_t>(x); });
+  ref::check<std::int32_t>(
+      to_int, [](float a) { return std::trunc(a); }, ref::exact, operand<float>(1027, 6));
+}
+
+}  // namespace
