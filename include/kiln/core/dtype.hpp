@@ -41,6 +41,20 @@ using i64 = std::int64_t;
 using u8 = std::uint8_t;
 using u32 = std::uint32_t;
 
+// The bit layout of a storage-only float dtype (f16, bf16, f8e4m3, f8e5m2).
+constexpr minifloat_layout narrow_layout(dtype t) {
+  switch (t) {
+    case dtype::f16:
+      return float16::layout;
+    case dtype::bf16:
+      return bfloat16::layout;
+    case dtype::f8e4m3:
+      return float8_e4m3::layout;
+    default:
+      return float8_e5m2::layout;
+  }
+}
+
 namespace detail {
 template <class T>
 struct dtype_of_impl;

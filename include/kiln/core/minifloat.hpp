@@ -7,22 +7,39 @@
 
 namespace kiln {
 
+// A binary floating format with one sign bit, exp exponent bits and man mantissa bits, as values
+// (the SPIR-V codec emits its decode and encode from the same layout). has_inf: an all-ones
+// exponent with zero mantissa is infinity (IEEE-like); otherwise the format is "fn" (finite +
+// NaN only): only the all-ones pattern is NaN. saturate: values beyond the largest finite number,
+// infinities included, become that number (ONNX's saturate=1 for fp8), else infinity.
+struct minifloat_layout {
+  int exp, man;
+  bool has_inf, saturate;
+  constexpr std::uint32_t bias() const { return (1u << (exp - 1)) - 1; }
+  constexpr std::uint32_t exp_mask() const { return (1u << exp) - 1; }
+  constexpr std::uint32_t sign_bit() const { return 1u << (exp + man); }
+  constexpr std::uint32_t inf_bits() const { return exp_mask() << man; }
+  constexpr std::uint32_t nan_bits() const {
+    return has_inf ? inf_bits() | (1u << (man - 1)) : (exp_mask() << man) | ((1u << man) - 1);
+  }
+  constexpr std::uint32_t max_finite_bits() const {
+    return has_inf ? inf_bits() - 1 : nan_bits() - 1;
+  }
+};
+
 namespace detail {
 
-// A binary floating format with one sign bit, Exp exponent bits and Man mantissa bits.
-// HasInf: an all-ones exponent with zero mantissa is infinity (IEEE-like); otherwise the format is
-// "fn" (finite + NaN only): only the all-ones pattern is NaN. Saturate: values beyond the largest
-// finite number, infinities included, become that number (ONNX's saturate=1 for fp8), else
-// infinity.
-template <int Exp, int Man, bool HasInf, bool Saturate, class Bits>
+// Exact conversions between float and the format of layout L, stored in Bits.
+template <minifloat_layout L, class Bits>
 struct minifloat_format {
-  static constexpr int bias = (1 << (Exp - 1)) - 1;
-  static constexpr std::uint32_t exp_mask = (1u << Exp) - 1;
-  static constexpr std::uint32_t sign_bit = 1u << (Exp + Man);
-  static constexpr std::uint32_t inf_bits = exp_mask << Man;
-  static constexpr std::uint32_t nan_bits =
-      HasInf ? inf_bits | (1u << (Man - 1)) : (exp_mask << Man) | ((1u << Man) - 1);
-  static constexpr std::uint32_t max_finite_bits = HasInf ? inf_bits - 1 : nan_bits - 1;
+  static constexpr int Exp = L.exp, Man = L.man;
+  static constexpr bool HasInf = L.has_inf, Saturate = L.saturate;
+  static constexpr int bias = static_cast<int>(L.bias());
+  static constexpr std::uint32_t exp_mask = L.exp_mask();
+  static constexpr std::uint32_t sign_bit = L.sign_bit();
+  static constexpr std::uint32_t inf_bits = L.inf_bits();
+  static constexpr std::uint32_t nan_bits = L.nan_bits();
+  static constexpr std::uint32_t max_finite_bits = L.max_finite_bits();
 
   static constexpr float decode(Bits b) {
     std::uint32_t bits = b;
@@ -78,7 +95,8 @@ struct minifloat_format {
 // Declares a storage type: a wrapper over its bits with explicit conversions from and to float.
 #define KILN_DEFINE_MINIFLOAT(NAME, BITS, EXP, MAN, HAS_INF, SATURATE)            \
   struct NAME {                                                                   \
-    using format = detail::minifloat_format<EXP, MAN, HAS_INF, SATURATE, BITS>;   \
+    static constexpr minifloat_layout layout = {EXP, MAN, HAS_INF, SATURATE};     \
+    using format = detail::minifloat_format<layout, BITS>;                        \
     BITS bits = 0;                                                                \
     NAME() = default;                                                             \
     constexpr explicit NAME(float f) : bits(format::encode(f)) {}                 \

@@ -9,6 +9,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kiln/core/convert.hpp"
+#include "kiln/core/lanes.hpp"
 
 namespace kiln::cpu {
 
@@ -52,17 +53,10 @@ struct mask {
   void store(bool* ptr) const { m.store_unaligned(ptr); }
 };
 
-// The C++ type arithmetic on dtype D happens in: f32 for storage-only floats, 32-bit lanes for
-// narrow integers (wrapped back into their range after each op), the type itself otherwise.
+// The C++ type arithmetic on dtype D happens in: core/lanes.hpp's rule (f32 for storage-only
+// floats, 32-bit lanes for narrow integers, wrapped back into their range after each op).
 template <dtype D>
-using lane_t = std::conditional_t<
-    is_storage_only(D) || D == dtype::f32, float,
-    std::conditional_t<
-        D == dtype::f64, double,
-        std::conditional_t<
-            D == dtype::i64, std::int64_t,
-            std::conditional_t<D == dtype::u8 || D == dtype::u32, std::uint32_t,
-                               std::conditional_t<D == dtype::boolean, bool, std::int32_t>>>>>;
+using lane_t = lane_type_t<lane_of(D)>;
 
 template <dtype D>
 using compute_t = std::conditional_t<D == dtype::boolean, mask, pack<lane_t<D>>>;

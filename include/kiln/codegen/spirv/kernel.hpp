@@ -1,0 +1,40 @@
+// What the runtime needs of an emitted kernel: its code, bindings and metadata layout, and how
+// each region argument is laid out over the iteration space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/spirv/module.hpp"
+
+namespace kiln::spirv {
+
+// How a region argument is laid out over the iteration space (chosen per call from the extents).
+enum class operand_kind : std::uint8_t {
+  full,     // the argument has the space's extents: element e is at index e
+  uniform,  // a single element, read once
+  strided,  // broadcast: index from the coordinates and per-dimension strides
+};
+
+// Metadata words (push constants, or a small buffer past the device's push-constant size):
+// [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then rank strides for each
+// strided argument in order, then the region's float constants (kernel::constants).
+inline std::uint32_t metadata_words(int rank, int strided_args) {
+  return 2 + static_cast<std::uint32_t>(rank) * (1 + static_cast<std::uint32_t>(strided_args));
+}
+
+struct kernel {
+  words code;                  // the module; empty when the device cannot run the region
+  std::string unsupported;     // why not, naming the op and dtype
+  std::uint32_t bindings = 0;  // region arguments, then results, then the metadata buffer if any
+  std::uint32_t metadata = 0;  // metadata words, the constants' included
+  bool metadata_in_buffer = false;
+  // The float constants of the region, as words that end the metadata: a kernel reads them at run
+  // time rather than as SPIR-V constants, so no driver can fold them against IEEE rules (llvmpipe
+  // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that
+  // differ only in their constants are one kernel.
+  std::vector<std::uint32_t> constants;
+};
+
+}  // namespace kiln::spirv

@@ -1,0 +1,205 @@
+// The lowering table of the SPIR-V back end: one case per op of ir/op.hpp's list (unary, binary,
+// compare, cast), each a GLSL.std.450 instruction, a core instruction, or kiln's own function
+// from math.hpp. An op without a case throws "no lowering" at its first kernel.
+#pragma once
+
+#include <string>
+
+#include "kiln/codegen/spirv/math.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/ir/graph.hpp"
+
+namespace kiln::spirv::detail {
+
+class op_lowering : public math_library {
+ protected:
+  virtual ~op_lowering() = default;
+  // A float the kernel reads at run time rather than as a SPIR-V constant (see kernel::constants).
+  virtual id opaque(lane_kind k, double v) = 0;
+
+  id unary(const ir::node& n, id x) {
+    using ir::op;
+    lane_kind k = lane_of(n.type);
+    id t = vec(k);
+    bool fl = is_float_lane(k);
+    switch (n.kind) {
+      case op::neg:
+        return fl ? m_.emit(Op::OpFNegate, t, {x}) : wrap(n.type, m_.emit(Op::OpSNegate, t, {x}));
+      case op::abs:
+        if (fl) return m_.ext(t, GLSLstd450FAbs, {x});
+        if (!is_signed_lane(k)) return x;
+        return wrap(n.type, select(k, less(k, x, isplat(k, 0)), m_.emit(Op::OpSNegate, t, {x}), x));
+      case op::relu:
+        return select(k, less(k, x, splat(k, 0, 0)), splat(k, 0, 0), x);
+      case op::exp:
+        return exp_of(k, x);
+      case op::log:
+        return log32(x);
+      case op::sqrt:
+        return sqrt_of(k, x);
+      case op::rsqrt:
+        return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), sqrt_of(k, x)});
+      case op::tanh:
+        return tanh32(x);
+      case op::sigmoid: {
+        id e = exp_of(k, m_.emit(Op::OpFNegate, t, {x}));
+        return m_.emit(Op::OpFDiv, t,
+                       {fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+      }
+      case op::erf:
+        return erf32(x);
+      case op::sin:  // f32 only: GLSL.std.450 has no 64-bit sin (such regions run on the CPU)
+      case op::cos:
+        return sincos32(x, n.kind == op::sin);
+      case op::floor:
+        return m_.ext(t, GLSLstd450Floor, {x});
+      case op::ceil:
+        return m_.ext(t, GLSLstd450Ceil, {x});
+      case op::round:
+        return m_.ext(t, GLSLstd450RoundEven, {x});
+      default:
+        throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
+    }
+  }
+
+  id binary(const ir::node& n, id x, id y) {
+    using ir::op;
+    lane_kind k = lane_of(n.type);
+    id t = vec(k);
+    bool fl = is_float_lane(k), sg = is_signed_lane(k);
+    auto arith = [&](Op f, Op i) {
+      return fl ? exact(m_.emit(f, t, {x, y})) : wrap(n.type, m_.emit(i, t, {x, y}));
+    };
+    switch (n.kind) {
+      case op::add:
+        return arith(Op::OpFAdd, Op::OpIAdd);
+      case op::sub:
+        return arith(Op::OpFSub, Op::OpISub);
+      case op::mul:
+        return arith(Op::OpFMul, Op::OpIMul);
+      case op::div: {
+        if (fl) return exact(m_.emit(Op::OpFDiv, t, {x, y}));
+        // x / 0 == 0; MIN / -1 wraps (SPIR-V leaves both undefined).
+        id zero = isplat(k, 0), one = isplat(k, 1);
+        id by_zero = m_.emit(Op::OpIEqual, bvec4(), {y, zero});
+        if (!sg) {
+          id q = m_.emit(Op::OpUDiv, t, {x, select(k, by_zero, one, y)});
+          return wrap(n.type, select(k, by_zero, zero, q));
+        }
+        id by_m1 = m_.emit(Op::OpIEqual, bvec4(), {y, isplat(k, -1)});
+        id safe = select(k, m_.emit(Op::OpLogicalOr, bvec4(), {by_zero, by_m1}), one, y);
+        id q = m_.emit(Op::OpSDiv, t, {x, safe});
+        q = select(k, by_m1, m_.emit(Op::OpSNegate, t, {x}), q);
+        return wrap(n.type, select(k, by_zero, zero, q));
+      }
+      case op::min:
+      case op::max: {
+        // As the CPU: x < y ? x : y (x > y for max), and NaN in either operand propagates.
+        id pick = n.kind == op::min ? less(k, x, y) : less(k, y, x);
+        id r = select(k, pick, x, y);
+        if (!fl) return r;
+        id nan = m_.emit(Op::OpLogicalOr, bvec4(),
+                         {m_.emit(Op::OpIsNan, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {y})});
+        return select(k, nan, m_.emit(Op::OpFAdd, t, {x, y}), r);
+      }
+      case op::pow:
+        return pow32(x, y);
+      default:
+        throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
+    }
+  }
+
+  id compare(const ir::node& n, dtype operand, id x, id y) {
+    using ir::op;
+    lane_kind k = lane_of(operand);
+    if (k == lane_kind::boolean)
+      return m_.emit(n.kind == op::eq ? Op::OpLogicalEqual : Op::OpLogicalNotEqual, bvec4(),
+                     {x, y});
+    bool fl = is_float_lane(k), sg = is_signed_lane(k);
+    Op o = Op::OpIEqual;
+    switch (n.kind) {
+      case op::eq:
+        o = fl ? Op::OpFOrdEqual : Op::OpIEqual;
+        break;
+      case op::ne:
+        o = fl ? Op::OpFUnordNotEqual : Op::OpINotEqual;
+        break;
+      case op::lt:
+        o = fl ? Op::OpFOrdLessThan : sg ? Op::OpSLessThan : Op::OpULessThan;
+        break;
+      case op::le:
+        o = fl ? Op::OpFOrdLessThanEqual : sg ? Op::OpSLessThanEqual : Op::OpULessThanEqual;
+        break;
+      case op::gt:
+        o = fl ? Op::OpFOrdGreaterThan : sg ? Op::OpSGreaterThan : Op::OpUGreaterThan;
+        break;
+      default:
+        o = fl   ? Op::OpFOrdGreaterThanEqual
+            : sg ? Op::OpSGreaterThanEqual
+                 : Op::OpUGreaterThanEqual;
+        break;
+    }
+    return m_.emit(o, bvec4(), {x, y});
+  }
+
+  // Casts with kiln's scalar semantics (core/convert.hpp): saturating float -> int, NaN -> 0,
+  // integers wrap, narrow floats round to nearest even.
+  id cast(dtype from, dtype to, id x) {
+    lane_kind fk = lane_of(from), tk = lane_of(to);
+    id tt = vec(tk);
+    if (tk == lane_kind::boolean) {
+      if (fk == lane_kind::boolean) return x;
+      if (is_float_lane(fk)) return m_.emit(Op::OpFUnordNotEqual, bvec4(), {x, fsplat(fk, 0)});
+      return m_.emit(Op::OpINotEqual, bvec4(), {x, isplat(fk, 0)});
+    }
+    if (fk == lane_kind::boolean)
+      return is_float_lane(tk) ? select(tk, x, opaque(tk, 1.0), opaque(tk, 0.0))
+                               : select(tk, x, splat(tk, 1, 1), splat(tk, 0, 0));
+    if (is_float_lane(fk) && is_float_lane(tk)) {
+      id v = fk == tk ? x : m_.emit(Op::OpFConvert, tt, {x});
+      return round_narrow(to, v);
+    }
+    if (is_float_lane(fk)) {  // float -> integer
+      double lo = static_cast<double>(integer_min(to));
+      double hi =
+          to == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(to)) + 1.0;
+      id small = m_.emit(Op::OpFOrdLessThanEqual, bvec4(), {x, fsplat(fk, lo)});
+      id big = m_.emit(Op::OpFOrdGreaterThanEqual, bvec4(), {x, fsplat(fk, hi)});
+      id nan = m_.emit(Op::OpIsNan, bvec4(), {x});
+      id out =
+          m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpLogicalOr, bvec4(), {small, big}), nan});
+      id safe = select(fk, out, fsplat(fk, 0), x);
+      id conv = m_.emit(is_signed_lane(tk) ? Op::OpConvertFToS : Op::OpConvertFToU, tt, {safe});
+      id r = select(tk, small, isplat(tk, integer_min(to)),
+                    select(tk, big, isplat(tk, integer_max(to)), conv));
+      return select(tk, nan, isplat(tk, 0), r);
+    }
+    if (is_float_lane(tk)) {  // integer -> float, through f64 for i64 as the CPU does
+      Op conv = is_signed_lane(fk) ? Op::OpConvertSToF : Op::OpConvertUToF;
+      if (fk == lane_kind::s64 && tk == lane_kind::f32) {
+        id d = m_.emit(conv, vec(lane_kind::f64), {x});
+        return round_narrow(to, m_.emit(Op::OpFConvert, tt, {d}));
+      }
+      return round_narrow(to, m_.emit(conv, tt, {x}));
+    }
+    // integer -> integer: truncate or extend by the source's signedness, then wrap.
+    id v = x;
+    bool from64 = fk == lane_kind::s64, to64 = tk == lane_kind::s64;
+    if (from64 && !to64) {
+      v = m_.emit(Op::OpSConvert, vec(lane_kind::s32), {v});
+      if (tk == lane_kind::u32) v = m_.emit(Op::OpBitcast, tt, {v});
+    } else if (!from64 && to64) {
+      if (is_signed_lane(fk)) {
+        v = m_.emit(Op::OpSConvert, tt, {v});
+      } else {
+        id u64 = m_.type_vector(m_.type_int(64, false), 4);
+        v = m_.emit(Op::OpBitcast, tt, {m_.emit(Op::OpUConvert, u64, {v})});
+      }
+    } else if (fk != tk) {
+      v = m_.emit(Op::OpBitcast, tt, {v});
+    }
+    return wrap(to, v);
+  }
+};
+
+}  // namespace kiln::spirv::detail

@@ -1,0 +1,311 @@
+// kiln's math library in SPIR-V: the functions kiln implements itself where drivers' GLSL.std.450
+// forms are looser than the README's bounds (or undefined at C's edges), each with its bound.
+// They run on f32 lanes; needs_32bit_float lists the ops with no 64-bit form.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/codegen/spirv/narrow_codec.hpp"
+#include "kiln/ir/op.hpp"
+
+namespace kiln::spirv::detail {
+
+// GLSL.std.450 has only 16/32-bit forms of these: a 64-bit float region falls back to the CPU.
+constexpr bool needs_32bit_float(ir::op o) {
+  using ir::op;
+  switch (o) {
+    case op::exp:
+    case op::log:
+    case op::tanh:
+    case op::sigmoid:
+    case op::erf:
+    case op::sin:
+    case op::cos:
+    case op::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class math_library : public narrow_codec {
+ protected:
+  // exp in f32 with its own range reduction: drivers may be as loose as 3 + 2|x| ulp (lavapipe's
+  // is 2.6e-6 relative near x = 70); this one stays within 2 ulp, as the CPU path does.
+  // exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2, so k * hi is exact),
+  // e^r by its Taylor series to r^7 (|r| <= 0.347: truncation below 1e-8), 2^k in two halves.
+  id exp32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k), iv = vec(lane_kind::s32);
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    id xc = m_.ext(t, GLSLstd450FClamp, {x, fsplat(k, -104.0), fsplat(k, 89.0)});
+    id kf = m_.ext(t, GLSLstd450RoundEven, {mul(xc, fsplat(k, 1.4426950408889634))});
+    id r = exact(m_.emit(Op::OpFSub, t, {xc, mul(kf, fsplat(k, 0.693145751953125))}));
+    r = exact(m_.emit(Op::OpFSub, t, {r, mul(kf, fsplat(k, 1.4286068203094172e-06))}));
+    double c = 1;
+    std::vector<double> coef;
+    for (int n = 0; n <= 7; ++n) {
+      if (n > 0) c /= n;
+      coef.push_back(c);
+    }
+    id p = fsplat(k, coef[7]);
+    for (int n = 6; n >= 0; --n) p = add(mul(p, r), fsplat(k, coef[n]));
+    id ki = m_.emit(Op::OpConvertFToS, iv, {kf});
+    id half = m_.emit(Op::OpShiftRightArithmetic, iv, {ki, usplat(1)});
+    id rest = m_.emit(Op::OpISub, iv, {ki, half});
+    auto pow2 = [&](id e) {  // 2^e for e in [-126, 127], from its exponent bits
+      id biased = m_.emit(Op::OpIAdd, iv, {e, isplat(lane_kind::s32, 127)});
+      return m_.emit(Op::OpBitcast, t, {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
+    };
+    id y = mul(mul(p, pow2(half)), pow2(rest));
+    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, y);
+  }
+  id exp_of(lane_kind k, id x) {
+    return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x});
+  }
+
+  // tanh: odd Taylor polynomial near 0 (no cancellation), 1 - 2e^-2|x| / (1 + e^-2|x|) beyond.
+  id tanh32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    id ax = m_.ext(t, GLSLstd450FAbs, {x});
+    id x2 = m_.emit(Op::OpFMul, t, {x, x});
+    const double c[] = {1.0,         -1.0 / 3,         2.0 / 15,         -17.0 / 315,
+                        62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075};
+    id p = fsplat(k, c[6]);
+    for (int i = 5; i >= 0; --i)
+      p = m_.emit(Op::OpFAdd, t, {m_.emit(Op::OpFMul, t, {p, x2}), fsplat(k, c[i])});
+    id small = m_.emit(Op::OpFMul, t, {x, p});
+    id e = exp32(m_.emit(Op::OpFMul, t, {ax, fsplat(k, -2.0)}));
+    // 1 - 2t / (1 + t): one rounding at the end, so values near 1 come out correctly rounded.
+    id u = m_.emit(
+        Op::OpFDiv, t,
+        {m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+    id big = m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), u});
+    big = m_.emit(Op::OpFMul, t, {m_.ext(t, GLSLstd450FSign, {x}), big});
+    return select(k, less(k, ax, fsplat(k, 0.3)), small, big);
+  }
+
+  // erf: Taylor series below 0.5; 1 - erfc beyond, erfc from a rational-exponential fit with a
+  // fractional error below 1.2e-7 (Numerical Recipes' erfcc formula).
+  id erf32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    auto mul = [&](id a, id b) { return m_.emit(Op::OpFMul, t, {a, b}); };
+    auto add = [&](id a, id b) { return m_.emit(Op::OpFAdd, t, {a, b}); };
+    id ax = m_.ext(t, GLSLstd450FAbs, {x});
+    id x2 = mul(x, x);
+    // 2/sqrt(pi) * (-1)^n / (n! (2n + 1))
+    double fact = 1;
+    std::vector<double> c;
+    for (int n = 0; n <= 7; ++n) {
+      if (n > 0) fact *= n;
+      c.push_back(1.1283791670955126 * (n % 2 ? -1 : 1) / (fact * (2 * n + 1)));
+    }
+    id p = fsplat(k, c.back());
+    for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) p = add(mul(p, x2), fsplat(k, c[i]));
+    id small = mul(x, p);
+    const double r[] = {-1.26551223, 1.00002368,  0.37409196, 0.09678418,  -0.18628806,
+                        0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+    id tt = m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), add(fsplat(k, 1.0), mul(fsplat(k, 0.5), ax))});
+    id poly = fsplat(k, r[9]);
+    for (int i = 8; i >= 0; --i) poly = add(mul(poly, tt), fsplat(k, r[i]));
+    id arg = m_.emit(Op::OpFSub, t, {poly, mul(ax, ax)});
+    id erfc = mul(tt, exp32(arg));
+    id big = mul(m_.ext(t, GLSLstd450FSign, {x}), m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), erfc}));
+    return select(k, less(k, ax, fsplat(k, 0.5)), small, big);
+  }
+
+  // log in f32 with its own reduction (drivers' GLSL.std.450 Log may be far looser: lavapipe's is
+  // 2,400 ulp off near x = 1): x = m 2^e with m in [sqrt(1/2), sqrt(2)), s = (m - 1) / (m + 1),
+  // log(m) = 2 atanh(s) = 2s + s z (2/3 + z (2/5 + ...)), z = s^2, |s| <= 0.172, and
+  // log(x) = e ln 2 (two parts) + log(m): within 2 ulp, as the CPU's. Subnormal inputs are scaled
+  // in integers (their bits as an integer, e - 149), since drivers may flush them to zero.
+  // Edges as C: log(±0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays.
+  id log32(id x) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k), iv = vec(lane_kind::s32);
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    auto ubin = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
+    id bits = m_.emit(Op::OpBitcast, uvec4(), {x});
+    id subnormal = m_.emit(Op::OpULessThan, bvec4(), {bits, usplat(0x00800000)});  // +0 too
+    id normal_bits = m_.emit(Op::OpBitcast, uvec4(),
+                             {m_.emit(Op::OpConvertUToF, t, {bits})});  // exact below 2^23
+    id u = select(lane_kind::u32, subnormal, normal_bits, bits);
+    id mantissa = ubin(Op::OpBitwiseAnd, u, usplat(0x7FFFFF));
+    id above = m_.emit(Op::OpUGreaterThan, bvec4(), {mantissa, usplat(0x3504F3)});  // m > sqrt 2
+    id m = m_.emit(Op::OpBitcast, t,
+                   {ubin(Op::OpBitwiseOr, mantissa,
+                         select(lane_kind::u32, above, usplat(0x3F000000), usplat(0x3F800000)))});
+    id e = m_.emit(Op::OpISub, iv,
+                   {m_.emit(Op::OpBitcast, iv, {ubin(Op::OpShiftRightLogical, u, usplat(23))}),
+                    isplat(lane_kind::s32, 127)});
+    e = m_.emit(
+        Op::OpIAdd, iv,
+        {e, select(lane_kind::s32, above, isplat(lane_kind::s32, 1), isplat(lane_kind::s32, 0))});
+    e = m_.emit(Op::OpIAdd, iv,
+                {e, select(lane_kind::s32, subnormal, isplat(lane_kind::s32, -149),
+                           isplat(lane_kind::s32, 0))});
+    id f = exact(m_.emit(Op::OpFSub, t, {m, fsplat(k, 1.0)}));  // exact (Sterbenz)
+    id sv = exact(m_.emit(Op::OpFDiv, t, {f, add(f, fsplat(k, 2.0))}));
+    id z = mul(sv, sv);
+    id p = fsplat(k, 2.0 / 13);
+    for (int n = 11; n >= 3; n -= 2) p = add(mul(p, z), fsplat(k, 2.0 / n));
+    id log_m = add(mul(sv, fsplat(k, 2.0)), mul(mul(sv, z), p));
+    id ef = m_.emit(Op::OpConvertSToF, t, {e});
+    id r = add(mul(ef, fsplat(k, 0.693145751953125)),
+               add(mul(ef, fsplat(k, 1.4286068203094172e-06)), log_m));
+    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits, usplat(0x7FFFFFFF)});
+    r = select(k, m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fsplat(k, -HUGE_VAL), r);
+    r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
+    r = select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, HUGE_VAL)}), x, r);
+    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, r);
+  }
+
+  // sin or cos in f32 over the whole range, with kiln's own argument reduction (drivers' may fail
+  // for large |x|: lavapipe's sin(1e10) was -1). |x| = M 2^E (M the 24-bit mantissa) is reduced
+  // exactly in integers (Payne-Hanek): the 96 bits of 2/pi that matter modulo 4 for this E,
+  // times M, give the quadrant q and a 62-bit fraction f of pi/2; y = f pi/2 in [-pi/4, pi/4]
+  // (|x| < pi/4 is its own y), and sin/cos of y by their Taylor series. Within 4 ulp or 2e-7.
+  id sincos32(id x, bool is_sin) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    auto u = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
+    auto usel = [&](id c, id a, id b) { return select(lane_kind::u32, c, a, b); };
+    auto eq = [&](id a, std::uint32_t v) { return m_.emit(Op::OpIEqual, bvec4(), {a, usplat(v)}); };
+    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
+    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+    id ax = m_.ext(t, GLSLstd450FAbs, {x});
+    id bits = m_.emit(Op::OpBitcast, uvec4(), {ax});
+    id mant = u(Op::OpBitwiseOr, u(Op::OpBitwiseAnd, bits, usplat(0x7FFFFF)), usplat(0x800000));
+    // The table holds 2/pi's fraction bits b1, b2, ... from bit 63 (b_i at bit i + 62), so that the
+    // window for exponent field e starts at bit e - 89 (= E - 1 + 62 with E = e - 150) >= 0 for
+    // every |x| >= pi/4.
+    static constexpr std::uint32_t two_over_pi[] = {0x00000000, 0x00000001, 0x45F306DC, 0x9C882A53,
+                                                    0xF84EAFA3, 0xEA69BB81, 0xB6C52B32, 0x78872083,
+                                                    0xFCA2C757, 0xBD778AC3};
+    id small = m_.emit(Op::OpFOrdLessThan, bvec4(), {ax, fsplat(k, 0.78539816339744831)});
+    id e = u(Op::OpShiftRightLogical, bits, usplat(23));
+    id start = u(Op::OpISub, usel(small, usplat(126), e), usplat(89));  // any valid start if small
+    id word = u(Op::OpShiftRightLogical, start, usplat(5));
+    id shift = u(Op::OpBitwiseAnd, start, usplat(31));
+    auto table = [&](id index) {  // two_over_pi[index], lane by lane, by selects
+      id r = usplat(two_over_pi[0]);
+      for (std::uint32_t i = 1; i < 10; ++i) r = usel(eq(index, i), usplat(two_over_pi[i]), r);
+      return r;
+    };
+    id w[4];
+    for (std::uint32_t i = 0; i < 4; ++i) w[i] = table(u(Op::OpIAdd, word, usplat(i)));
+    auto window = [&](id hi, id lo) {  // (hi:lo) << shift, top word; shift 0 needs no lo
+      id right = u(Op::OpShiftRightLogical, lo, u(Op::OpISub, usplat(32), shift));
+      return u(Op::OpBitwiseOr, u(Op::OpShiftLeftLogical, hi, shift),
+               usel(eq(shift, 0), usplat(0), right));
+    };
+    id w0 = window(w[0], w[1]), w1 = window(w[1], w[2]), w2 = window(w[2], w[3]);
+    // P = mant * (w0:w1:w2), 120 bits; q = bits 94-95, fraction = bits 32-93.
+    id pair = m_.type_struct({uvec4(), uvec4()});
+    auto mul_ext = [&](id a, id b, id& lo, id& hi) {
+      id r = m_.emit(Op::OpUMulExtended, pair, {a, b});
+      lo = m_.emit(Op::OpCompositeExtract, uvec4(), {r, 0});
+      hi = m_.emit(Op::OpCompositeExtract, uvec4(), {r, 1});
+    };
+    id l0, h0, l1, h1, l2, h2;
+    mul_ext(mant, w0, l0, h0);
+    mul_ext(mant, w1, l1, h1);
+    mul_ext(mant, w2, l2, h2);
+    (void)h0;
+    id a = u(Op::OpIAdd, l1, h2);
+    id carry = usel(m_.emit(Op::OpULessThan, bvec4(), {a, l1}), usplat(1), usplat(0));
+    id b = u(Op::OpIAdd, u(Op::OpIAdd, l0, h1), carry);
+    id q = u(Op::OpShiftRightLogical, b, usplat(30));
+    id fb = u(Op::OpBitwiseAnd, b, usplat(0x3FFFFFFF));
+    // A fraction of a half or more: take 1 - f (two's complement on 62 bits) and the next quadrant.
+    id upper =
+        m_.emit(Op::OpINotEqual, bvec4(), {u(Op::OpBitwiseAnd, fb, usplat(0x20000000)), usplat(0)});
+    id na = u(Op::OpIAdd, m_.emit(Op::OpNot, uvec4(), {a}), usplat(1));
+    id nb =
+        u(Op::OpBitwiseAnd,
+          u(Op::OpIAdd, m_.emit(Op::OpNot, uvec4(), {fb}), usel(eq(a, 0), usplat(1), usplat(0))),
+          usplat(0x3FFFFFFF));
+    id fa = usel(upper, na, a);
+    fb = usel(upper, nb, fb);
+    q = u(Op::OpIAdd, q, usel(upper, usplat(1), usplat(0)));
+    id f = add(mul(m_.emit(Op::OpConvertUToF, t, {fb}), fsplat(k, std::ldexp(1.0, -30))),
+               mul(m_.emit(Op::OpConvertUToF, t, {fa}), fsplat(k, std::ldexp(1.0, -62))));
+    f = select(k, upper, m_.emit(Op::OpFNegate, t, {f}), f);
+    id y = add(mul(f, fsplat(k, 1.5707963705062866)), mul(f, fsplat(k, -4.3711388286737929e-08)));
+    y = select(k, small, ax, y);
+    q = usel(small, usplat(0), u(Op::OpBitwiseAnd, q, usplat(3)));
+    // sin y and cos y, |y| <= pi/4.
+    id y2 = mul(y, y);
+    id ps = fsplat(k, 1.0 / 362880);
+    for (double c : {-1.0 / 5040, 1.0 / 120, -1.0 / 6}) ps = add(mul(ps, y2), fsplat(k, c));
+    id sin_y = add(y, mul(mul(y, y2), ps));
+    id pc = fsplat(k, -1.0 / 3628800);
+    for (double c : {1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5}) pc = add(mul(pc, y2), fsplat(k, c));
+    id cos_y = add(fsplat(k, 1.0), mul(y2, pc));
+    // sin |x| = [sin y, cos y, -sin y, -cos y][q]; cos |x| = [cos y, -sin y, -cos y, sin y][q].
+    id odd = eq(u(Op::OpBitwiseAnd, q, usplat(1)), 1);
+    id r = is_sin ? select(k, odd, cos_y, sin_y) : select(k, odd, sin_y, cos_y);
+    id negate = is_sin ? m_.emit(Op::OpUGreaterThanEqual, bvec4(), {q, usplat(2)})
+                       : m_.emit(Op::OpLogicalOr, bvec4(), {eq(q, 1), eq(q, 2)});
+    r = select(k, negate, m_.emit(Op::OpFNegate, t, {r}), r);
+    if (is_sin)  // sin is odd: the sign of x (and -0 stays -0)
+      r = m_.emit(
+          Op::OpBitcast, t,
+          {u(Op::OpBitwiseXor, m_.emit(Op::OpBitcast, uvec4(), {r}),
+             u(Op::OpBitwiseAnd, m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000)))});
+    id special = m_.emit(Op::OpLogicalOr, bvec4(),
+                         {m_.emit(Op::OpIsInf, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {x})});
+    return select(k, special, fsplat(k, NAN), r);
+  }
+
+  // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN.
+  id sqrt_of(lane_kind k, id x) {
+    id t = vec(k);
+    id r = m_.ext(t, GLSLstd450Sqrt, {x});
+    r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
+    return select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, 0)}), x, r);
+  }
+
+  // pow with C's (and ONNX's) semantics at every edge (GLSL's pow is undefined for x < 0 and for
+  // x = 0, y <= 0): the same rules as the CPU's cpu::detail::pow_c, over GLSL's pow of |x|.
+  id pow32(id x, id y) {
+    lane_kind k = lane_kind::f32;
+    id t = vec(k);
+    auto fsel = [&](id c, id a, id b) { return select(k, c, a, b); };
+    auto cmp = [&](Op o, id a, id b) { return m_.emit(o, bvec4(), {a, b}); };
+    auto both = [&](id a, id b) { return m_.emit(Op::OpLogicalAnd, bvec4(), {a, b}); };
+    auto either = [&](id a, id b) { return m_.emit(Op::OpLogicalOr, bvec4(), {a, b}); };
+    auto no = [&](id a) { return m_.emit(Op::OpLogicalNot, bvec4(), {a}); };
+    id zero = fsplat(k, 0), one = fsplat(k, 1), inf = fsplat(k, HUGE_VAL);
+    id ax = m_.ext(t, GLSLstd450FAbs, {x}), ay = m_.ext(t, GLSLstd450FAbs, {y});
+    id r = m_.ext(t, GLSLstd450Pow, {ax, y});
+    id y_negative = cmp(Op::OpFOrdLessThan, y, zero);
+    r = fsel(cmp(Op::OpFOrdEqual, ax, zero), fsel(y_negative, inf, zero), r);
+    r = fsel(cmp(Op::OpFOrdEqual, ax, inf), fsel(y_negative, zero, inf), r);
+    id below_one = cmp(Op::OpFOrdLessThan, ax, one);
+    r = fsel(cmp(Op::OpFOrdEqual, ay, inf),
+             fsel(m_.emit(Op::OpLogicalEqual, bvec4(), {below_one, y_negative}), inf, zero), r);
+    id integer = cmp(Op::OpFOrdEqual, m_.ext(t, GLSLstd450Floor, {y}), y);  // inf too
+    id half = exact(m_.emit(Op::OpFMul, t, {y, fsplat(k, 0.5)}));
+    id odd = both(integer, cmp(Op::OpFOrdNotEqual, m_.ext(t, GLSLstd450Floor, {half}), half));
+    id sign_set = m_.emit(Op::OpUGreaterThanEqual, bvec4(),
+                          {m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000u)});
+    r = fsel(both(sign_set, odd), m_.emit(Op::OpFNegate, t, {r}), r);
+    id negative_finite = both(cmp(Op::OpFOrdLessThan, x, zero), cmp(Op::OpFOrdLessThan, ax, inf));
+    r = fsel(both(negative_finite, no(integer)), fsplat(k, NAN), r);
+    id nan = either(m_.emit(Op::OpIsNan, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {y}));
+    r = fsel(nan, exact(m_.emit(Op::OpFAdd, t, {x, y})), r);
+    id minus_one_to_inf =
+        both(cmp(Op::OpFOrdEqual, x, fsplat(k, -1)), cmp(Op::OpFOrdEqual, ay, inf));
+    id is_one = either(either(cmp(Op::OpFOrdEqual, y, zero), cmp(Op::OpFOrdEqual, x, one)),
+                       minus_one_to_inf);
+    return fsel(is_one, one, r);
+  }
+};
+
+}  // namespace kiln::spirv::detail
