@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/codegen/spirv/emit_region.hpp"
+#include "kiln/codegen/spirv/kernel.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/version.hpp"
 #include "kiln/runtime/vulkan/check.hpp"
