@@ -70,6 +70,12 @@ double scalar(op o, double a, double b, double c = 0) {
       return std::ceil(a);
     case op::round:
       return std::nearbyint(a);
+    case op::reciprocal:
+      return 1 / a;
+    case op::sign:
+      return a > 0 ? 1 : a < 0 ? -1 : a;
+    case op::softsign:
+      return a / (1 + std::fabs(a));
     case op::eq:
       return a == b;
     case op::ne:

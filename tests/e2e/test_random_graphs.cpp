@@ -211,6 +211,20 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
       case op::sqrt:
         r = {std::sqrt(in(0).f), std::sqrt(in(0).d)};
         break;
+      case op::reciprocal:
+        r = {1 / in(0).f, 1 / in(0).d};
+        break;
+      case op::sign:
+        r = {in(0).f > 0   ? 1.f
+             : in(0).f < 0 ? -1.f
+                           : in(0).f,
+             in(0).d > 0   ? 1.
+             : in(0).d < 0 ? -1.
+                           : in(0).d};
+        break;
+      case op::softsign:
+        r = {in(0).f / (1 + std::fabs(in(0).f)), in(0).d / (1 + std::fabs(in(0).d))};
+        break;
       case op::rsqrt:
         r = {1 / std::sqrt(in(0).f), 1 / std::sqrt(in(0).d)};
         break;

@@ -128,6 +128,16 @@ TEST(Sweep, SinCos) {
   }
 }
 
+TEST(Sweep, ReciprocalAndSoftsign) {
+  // Vulkan's OpFDiv may be 2.5 ulp off (the spec's precision) and flush subnormal results.
+  constexpr auto r = fn<tensor<f32, dyn>>([](auto x) { return reciprocal(x); });
+  constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return softsign(x); });
+  check_sweep(
+      r, [](long double x) { return 1 / x; }, {2.5, 1.2e-38}, "recip");
+  check_sweep(
+      s, [](long double x) { return x / (1 + std::fabs(x)); }, {3}, "softsign");
+}
+
 TEST(Sweep, RoundingExactly) {
   constexpr auto f = fn<tensor<f32, dyn>>([](auto x) {
     return std::tuple{floor(x), ceil(x), round(x)};

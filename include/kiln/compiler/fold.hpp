@@ -47,6 +47,11 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::max:
       if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb > fa ? fb : fa));
       return a.i >= v[1].i ? a : v[1];
+    case op::reciprocal:  // one division, as the kernels do (double then f32 rounds correctly)
+      return num(1.0 / fa);
+    case op::sign:
+      if (fl) return num(fa > 0 ? 1.0 : fa < 0 ? -1.0 : fa);  // keeps NaN and the zero's sign
+      return scalar::of_integer(t, a.i > 0 ? 1 : a.i < 0 ? -1 : 0);
     case op::relu:
       if (fl) return num(fa > 0 ? fa : (fa != fa ? fa : 0.0));
       return a.i > 0 ? a : scalar::of_integer(t, 0);

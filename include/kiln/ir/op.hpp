@@ -37,6 +37,9 @@
   X(floor, 1, unary, floating, false)                    \
   X(ceil, 1, unary, floating, false)                     \
   X(round, 1, unary, floating, false)                    \
+  X(reciprocal, 1, unary, floating, false)               \
+  X(sign, 1, unary, numeric, false)                      \
+  X(softsign, 1, unary, floating, false)                 \
   /* comparisons (-> bool) */                            \
   X(eq, 2, compare, any, true)                           \
   X(ne, 2, compare, any, true)                           \

@@ -211,6 +211,20 @@ pack<T> unary(const pack<T>& a) {
     return detail::map(a, [](B x) { return xsimd::copysign(xsimd::ceil(x), x); });
   else if constexpr (O == op::round)
     return detail::map(a, [](B x) { return xsimd::copysign(xsimd::nearbyint(x), x); });
+  else if constexpr (O == op::reciprocal)
+    return detail::map(a, [](B x) { return B(1) / x; });
+  else if constexpr (O == op::sign) {  // -1, 0 or 1; floats keep NaN and the sign of zero
+    if constexpr (std::is_floating_point_v<T>)
+      return detail::map(
+          a, [](B x) { return xsimd::select(x > B(0), B(1), xsimd::select(x < B(0), B(-1), x)); });
+    else if constexpr (std::is_unsigned_v<T>)
+      return detail::map(a, [](B x) { return xsimd::select(x > B(0), B(1), B(0)); });
+    else
+      return detail::map(a, [](B x) {
+        return xsimd::select(x > B(0), B(1), xsimd::select(x < B(0), B(-1), B(0)));
+      });
+  } else if constexpr (O == op::softsign)
+    return detail::map(a, [](B x) { return x / (B(1) + xsimd::abs(x)); });
   else
     static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
 }

@@ -57,6 +57,17 @@ class op_lowering : public math_library {
         return m_.ext(t, GLSLstd450Ceil, {x});
       case op::round:
         return m_.ext(t, GLSLstd450RoundEven, {x});
+      case op::reciprocal:
+        return exact(m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), x}));
+      case op::sign: {  // by comparisons: NaN and the sign of zero stay (FSign leaves them open)
+        id zero = splat(k, 0, 0);
+        id r = select(k, less(k, x, zero), splat(k, -1, -1), fl ? x : zero);
+        return select(k, less(k, zero, x), splat(k, 1, 1), r);
+      }
+      case op::softsign: {
+        id den = exact(m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), m_.ext(t, GLSLstd450FAbs, {x})}));
+        return exact(m_.emit(Op::OpFDiv, t, {x, den}));
+      }
       default:
         throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
     }
