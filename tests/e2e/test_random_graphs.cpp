@@ -30,7 +30,17 @@ struct rv {
   float f = 0;
   double d = 0;
   std::int32_t i = 0;
+  // The value hangs on a discontinuity the reference cannot decide: a float within rounding
+  // distance of an integer boundary cast to an integer, or two such floats compared. Every
+  // function is within its bound, yet truncation can move the result by one; such elements (and
+  // all that depends on them) are not compared.
+  bool undecided = false;
 };
+
+// How far a kernel's float may be from the reference's float w (the comparison's tolerance).
+double slack(const rv& w) {
+  return 1e-5 * std::fabs(w.f) + 1e-6 + 8 * std::fabs(double(w.f) - w.d);
+}
 
 float narrow_round(dtype t, float v) {
   switch (t) {
@@ -336,6 +346,14 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         ADD_FAILURE() << "no reference for " << ir::name(n.kind);
         break;
     }
+    for (int o = 0; o < ir::info(n.kind).arity; ++o) r.undecided = r.undecided || in(o).undecided;
+    if (n.kind == op::cast && is_floating(g.nodes[n.operands[0]].type) && !is_floating(n.type) &&
+        n.type != dtype::boolean)
+      r.undecided = r.undecided || std::fabs(in(0).f - std::trunc(in(0).f)) <= slack(in(0)) ||
+                    std::fabs(in(0).f - std::trunc(in(0).f)) >= 1 - slack(in(0));
+    if (ir::info(n.kind).cls == ir::op_class::compare && is_floating(g.nodes[n.operands[0]].type))
+      r.undecided =
+          r.undecided || std::fabs(double(in(0).f) - in(1).f) <= slack(in(0)) + slack(in(1));
     v[k] = r;
   }
   return v;
@@ -491,6 +509,7 @@ bool run_seed(unsigned seed, const device& vk) {
         for (std::size_t a = 0; a < point_inputs.size(); ++a)
           point_inputs[a] = arg_values[a][source_index(rg.arg_dims[a], dims, point)];
         rv want = evaluate(p.graph, point_inputs)[o];
+        if (want.undecided) continue;
         double got = load(t, result_data[r].data() + e * size_in_bytes(t));
         bool ok;
         if (!is_floating(t) && t != dtype::f16) {
