@@ -9,16 +9,19 @@
 
 #include <benchmark/benchmark.h>
 
+// Mean seconds per call over one block of `calls` calls of fn.
+template <class Fn>
+double block_seconds(Fn& fn, int calls) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
 // Best-of-five mean seconds per call of fn (the min filters out interference).
 template <class Fn>
 double seconds_per_call(Fn&& fn, int calls) {
   double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
-  }
+  for (int rep = 0; rep < 5; ++rep) best = std::min(best, block_seconds(fn, calls));
   return best;
 }
 
@@ -50,9 +53,7 @@ template <class Fn, std::invocable Kiln>
 void ratio(benchmark::State& state, const char* name, Fn&& anchor, int calls, Kiln&& kiln_call) {
   auto block = [&](auto& fn) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+    return block_seconds(fn, calls);
   };
   double best_anchor = 1e30, best_kiln = 1e30;
   for (int round = 0; round < 7; ++round) {
