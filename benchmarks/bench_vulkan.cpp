@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <kiln/kiln.hpp>
+#include <kiln/runtime/vulkan/executor.hpp>
 
 #include "timing.hpp"
 
@@ -40,8 +41,8 @@ struct glsl_anchor {
 
   void run(const buffer<float>* bufs, std::uint32_t n) {
     std::lock_guard lock(ctx.mutex());
-    VkCommandBuffer cb = ctx.begin();
-    VkDescriptorSet set = ctx.descriptor_set(pl.set_layout);
+    VkCommandBuffer cb = ctx.queue().begin(1, 4);
+    VkDescriptorSet set = ctx.queue().descriptor_set(pl.set_layout);
     VkDescriptorBufferInfo info[4];
     VkWriteDescriptorSet writes[4];
     for (int b = 0; b < 4; ++b) {
@@ -61,7 +62,7 @@ struct glsl_anchor {
     vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &groups);
     std::uint32_t count = std::min((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
     vkCmdDispatch(cb, count, 1, 1);
-    ctx.wait(ctx.submit());
+    ctx.queue().wait(ctx.queue().submit());
   }
 };
 

@@ -4,19 +4,19 @@
 
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kiln/codegen/spirv/kernel.hpp"
 #include "kiln/core/result.hpp"
 #include "kiln/function.hpp"
 #include "kiln/graph/graph.hpp"
 #include "kiln/interop/arguments.hpp"
-#include "kiln/runtime/cpu/interpreted.hpp"
 #include "kiln/runtime/device.hpp"
-#include "kiln/runtime/vulkan/executor.hpp"
+#include "kiln/runtime/execute.hpp"
+#include "kiln/runtime/program.hpp"
 
 namespace kiln {
 
@@ -75,23 +75,17 @@ struct named_tensor {
 class executable {
  public:
   // Takes a compiled plan and the names of its inputs and outputs (what compile() does).
-  executable(compiler::plan p, const ir::graph& traced, std::vector<std::string> inputs,
-             std::vector<std::string> outputs)
-      : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs))) {}
+  KILN_RUNTIME_API executable(compiler::plan p, const ir::graph& traced,
+                              std::vector<std::string> inputs, std::vector<std::string> outputs);
 
-  const compiler::plan& plan() const { return st().program.plan; }
+  KILN_RUNTIME_API const compiler::plan& plan() const;
   int dispatch_count() const { return plan().dispatch_count(); }
-  const std::vector<std::string>& input_names() const { return st().inputs; }
-  const std::vector<std::string>& output_names() const { return st().outputs; }
+  KILN_RUNTIME_API const std::vector<std::string>& input_names() const;
+  KILN_RUNTIME_API const std::vector<std::string>& output_names() const;
   // "graph-<hash>": in notices, errors and dump paths.
-  const std::string& name() const { return st().program.name; }
+  KILN_RUNTIME_API const std::string& name() const;
   // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
-  std::vector<spirv::kernel> kernels() const {
-    std::vector<spirv::kernel> out;
-    std::lock_guard lock(st().program.mutex);
-    for (const auto& [key, k] : st().program.kernels) out.push_back(k);
-    return out;
-  }
+  KILN_RUNTIME_API std::vector<spirv::kernel> kernels() const;
 
   // Runs on `d`: arguments in the graph's input order, results in its output order.
   void run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
@@ -105,8 +99,8 @@ class executable {
   // Runs with arguments and results by name, in any order.
   void run(std::initializer_list<named_tensor> args, std::initializer_list<named_tensor> results,
            const device& d = device::default_device()) const {
-    auto a = by_position(args, st().inputs, "argument");
-    auto r = by_position(results, st().outputs, "result");
+    auto a = by_position(args, input_names(), "argument");
+    auto r = by_position(results, output_names(), "result");
     run_on(d, a, r);
   }
 
@@ -127,116 +121,15 @@ class executable {
   }
 
  private:
-  // The plan and its Vulkan kernels (emitted at the first call on a device), the CPU's tile
-  // programs, and the names of inputs and outputs.
-  struct state {
-    state(compiler::plan p, const ir::graph& traced, std::vector<std::string> in,
-          std::vector<std::string> out)
-        : program(std::move(p), ""), inputs(std::move(in)), outputs(std::move(out)) {
-      program.name = vulkan::name_and_dump("graph", traced, program.plan);
-      cpu = cpu::tile_programs(program.plan);
-    }
-    vulkan::program program;
-    std::vector<std::string> inputs, outputs;
-    std::vector<cpu::tile_program> cpu;
-  };
+  struct state;  // the runtime program, the CPU's tile programs, the names
 
-  std::vector<tensor_ref> by_position(std::initializer_list<named_tensor> given,
-                                      const std::vector<std::string>& names,
-                                      const char* what) const {
-    std::vector<tensor_ref> out;
-    std::string all;
-    for (const auto& n : names) all += (all.empty() ? "'" : ", '") + n + "'";
-    for (const named_tensor& g : given) {
-      bool known = false;
-      for (const auto& n : names) known = known || n == g.name;
-      if (!known)
-        throw error(errc::invalid_argument, st().program.name,
-                    "no " + std::string(what) + " is named '" + std::string(g.name) +
-                        "' (the graph has " + all + ")");
-    }
-    for (const auto& n : names) {
-      const tensor_ref* found = nullptr;
-      for (const named_tensor& g : given) {
-        if (g.name != n) continue;
-        if (found)
-          throw error(errc::invalid_argument, st().program.name,
-                      std::string(what) + " '" + n + "' is given twice");
-        found = &g.tensor;
-      }
-      if (!found)
-        throw error(errc::invalid_argument, st().program.name,
-                    std::string(what) + " '" + n + "' is missing (the graph has " + all + ")");
-      out.push_back(*found);
-    }
-    return out;
-  }
-
-  void run_on(const device& d, std::span<const tensor_ref> given_args,
-              std::span<const tensor_ref> given_results) const {
-    const compiler::plan& p = st().program.plan;
-    const ir::graph& g = p.graph;
-    const std::string& who = st().program.name;
-    auto count = [&](std::size_t got, std::size_t want, const char* what,
-                     const std::vector<std::string>& names) {
-      if (got == want) return;
-      std::string all;
-      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-      throw error(errc::invalid_argument, who,
-                  "takes " + std::to_string(want) + " " + what + "s (" + all + "), got " +
-                      std::to_string(got));
-    };
-    count(given_args.size(), g.inputs.size(), "argument", st().inputs);
-    count(given_results.size(), g.outputs.size(), "result", st().outputs);
-    std::vector<runtime::buffer_ref> args, results;
-    for (std::size_t a = 0; a < given_args.size(); ++a) {
-      dtype want = g.inputs[a].type, got = given_args[a].type;
-      if (got != want)
-        throw error(errc::dtype_mismatch, who,
-                    "argument " + std::to_string(a + 1) + " ('" + st().inputs[a] + "') is " +
-                        std::string(kiln::name(got)) + " but the graph declares " +
-                        runtime::declared_text(g.inputs[a]));
-      args.push_back(given_args[a].ref);
-    }
-    for (std::size_t r = 0; r < given_results.size(); ++r) {
-      dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
-      auto what = [&] {
-        return "result " + std::to_string(r + 1) + " ('" + st().outputs[r] + "')";
-      };
-      if (got != want)
-        throw error(errc::dtype_mismatch, who,
-                    what() + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
-                        std::string(kiln::name(got)));
-      if (!given_results[r].writable)
-        throw error(errc::invalid_argument, who, what() + " is read-only (const data or a number)");
-      results.push_back(given_results[r].ref);
-    }
-    std::vector<std::int64_t> sym(g.symbols.size() + 1);
-    runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints, g.outputs, p.dispatch_count(),
-                        args, results, sym.data(), who);
-    switch (d.type()) {
-      case device::kind::cpu:
-        runtime::check_host(args, results, who);
-        cpu::run_interpreted(p, st().cpu, args, results, sym.data());
-        break;
-      case device::kind::vulkan:
-        vulkan::run(st().program, *d.context(), args, results, sym.data(),
-                    [&](auto host_args, auto host_results, const std::vector<bool>& regions) {
-                      cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(),
-                                           &regions);
-                    });
-        break;
-    }
-  }
-
+  KILN_RUNTIME_API std::vector<tensor_ref> by_position(std::initializer_list<named_tensor> given,
+                                                       const std::vector<std::string>& names,
+                                                       const char* what) const;
+  KILN_RUNTIME_API void run_on(const device& d, std::span<const tensor_ref> given_args,
+                               std::span<const tensor_ref> given_results) const;
   // The state, or a clear error for a moved-from executable (whose state went with the move).
-  state& st() const {
-    if (!s_)
-      throw error(errc::invalid_argument, "executable",
-                  "this executable was moved from; use the one it was moved to (or copy it: "
-                  "copies share the compiled kernels)");
-    return *s_;
-  }
+  KILN_RUNTIME_API state& st() const;
 
   std::shared_ptr<state> s_;  // copies share the compiled kernels
 };
@@ -265,3 +158,138 @@ inline result<executable> try_compile(const graph& g, compiler::options opt = {}
 }
 
 }  // namespace kiln
+
+// The definitions behind the declarations above (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+#include <mutex>
+
+#include "kiln/runtime/cpu/interpreted.hpp"
+#include "kiln/runtime/vulkan/executor.hpp"
+
+namespace kiln {
+
+// The plan and its Vulkan kernels (emitted at the first call on a device), the CPU's tile
+// programs, and the names of inputs and outputs.
+struct executable::state {
+  state(compiler::plan p, const ir::graph& traced, std::vector<std::string> in,
+        std::vector<std::string> out)
+      : program("graph", traced, std::move(p)),
+        inputs(std::move(in)),
+        outputs(std::move(out)),
+        cpu(cpu::tile_programs(program.plan())) {}
+  runtime::program program;
+  std::vector<std::string> inputs, outputs;
+  std::vector<cpu::tile_program> cpu;
+};
+
+KILN_RUNTIME_API executable::executable(compiler::plan p, const ir::graph& traced,
+                                        std::vector<std::string> inputs,
+                                        std::vector<std::string> outputs)
+    : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs))) {}
+
+KILN_RUNTIME_API const compiler::plan& executable::plan() const { return st().program.plan(); }
+KILN_RUNTIME_API const std::vector<std::string>& executable::input_names() const {
+  return st().inputs;
+}
+KILN_RUNTIME_API const std::vector<std::string>& executable::output_names() const {
+  return st().outputs;
+}
+KILN_RUNTIME_API const std::string& executable::name() const { return st().program.name(); }
+
+KILN_RUNTIME_API std::vector<spirv::kernel> executable::kernels() const {
+  std::vector<spirv::kernel> out;
+  vulkan::kernel_cache& cache = st().program.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  for (const auto& [key, k] : cache.kernels) out.push_back(k);
+  return out;
+}
+
+KILN_RUNTIME_API std::vector<tensor_ref> executable::by_position(
+    std::initializer_list<named_tensor> given, const std::vector<std::string>& names,
+    const char* what) const {
+  std::vector<tensor_ref> out;
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "'" : ", '") + n + "'";
+  for (const named_tensor& g : given) {
+    bool known = false;
+    for (const auto& n : names) known = known || n == g.name;
+    if (!known)
+      throw error(errc::invalid_argument, st().program.name(),
+                  "no " + std::string(what) + " is named '" + std::string(g.name) +
+                      "' (the graph has " + all + ")");
+  }
+  for (const auto& n : names) {
+    const tensor_ref* found = nullptr;
+    for (const named_tensor& g : given) {
+      if (g.name != n) continue;
+      if (found)
+        throw error(errc::invalid_argument, st().program.name(),
+                    std::string(what) + " '" + n + "' is given twice");
+      found = &g.tensor;
+    }
+    if (!found)
+      throw error(errc::invalid_argument, st().program.name(),
+                  std::string(what) + " '" + n + "' is missing (the graph has " + all + ")");
+    out.push_back(*found);
+  }
+  return out;
+}
+
+KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor_ref> given_args,
+                                         std::span<const tensor_ref> given_results) const {
+  const compiler::plan& p = st().program.plan();
+  const ir::graph& g = p.graph;
+  const std::string& who = st().program.name();
+  auto count = [&](std::size_t got, std::size_t want, const char* what,
+                   const std::vector<std::string>& names) {
+    if (got == want) return;
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    throw error(errc::invalid_argument, who,
+                "takes " + std::to_string(want) + " " + what + "s (" + all + "), got " +
+                    std::to_string(got));
+  };
+  count(given_args.size(), g.inputs.size(), "argument", st().inputs);
+  count(given_results.size(), g.outputs.size(), "result", st().outputs);
+  std::vector<runtime::buffer_ref> args, results;
+  for (std::size_t a = 0; a < given_args.size(); ++a) {
+    dtype want = g.inputs[a].type, got = given_args[a].type;
+    if (got != want)
+      throw error(errc::dtype_mismatch, who,
+                  "argument " + std::to_string(a + 1) + " ('" + st().inputs[a] + "') is " +
+                      std::string(kiln::name(got)) + " but the graph declares " +
+                      runtime::declared_text(g.inputs[a]));
+    args.push_back(given_args[a].ref);
+  }
+  for (std::size_t r = 0; r < given_results.size(); ++r) {
+    dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
+    auto what = [&] { return "result " + std::to_string(r + 1) + " ('" + st().outputs[r] + "')"; };
+    if (got != want)
+      throw error(errc::dtype_mismatch, who,
+                  what() + " is " + std::string(kiln::name(want)) + " but its buffer holds " +
+                      std::string(kiln::name(got)));
+    if (!given_results[r].writable)
+      throw error(errc::invalid_argument, who, what() + " is read-only (const data or a number)");
+    results.push_back(given_results[r].ref);
+  }
+  std::vector<std::int64_t> sym(g.symbols.size() + 1);
+  runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints, g.outputs, p.dispatch_count(),
+                      args, results, sym.data(), who);
+  auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
+                     std::span<const runtime::buffer_ref> host_results,
+                     const std::vector<bool>* only) {
+    cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only);
+  };
+  runtime::execute(d, st().program, args, results, sym.data(), who, on_host);
+}
+
+KILN_RUNTIME_API executable::state& executable::st() const {
+  if (!s_)
+    throw error(errc::invalid_argument, "executable",
+                "this executable was moved from; use the one it was moved to (or copy it: "
+                "copies share the compiled kernels)");
+  return *s_;
+}
+
+}  // namespace kiln
+#endif  // KILN_RUNTIME_BODY

@@ -10,7 +10,8 @@
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/device.hpp"
-#include "kiln/runtime/vulkan/executor.hpp"
+#include "kiln/runtime/execute.hpp"
+#include "kiln/runtime/program.hpp"
 
 namespace kiln {
 
@@ -42,7 +43,7 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
 template <const auto& Plan>
 void run_cpu(std::span<const runtime::buffer_ref> args,
              std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-             const std::vector<bool>* only = nullptr) {
+             const std::vector<bool>* only) {
   constexpr auto S = Plan.sizes;
   std::array<cpu::operand_layout, S.inputs + 1> ins{};
   std::array<cpu::operand_layout, S.outputs> outs{};
@@ -69,14 +70,10 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
   }
 }
 
-// A function's Vulkan program: its plan in vector form, named (and dumped) at creation.
+// A function's runtime program: its plan in vector form, named (and dumped) at the first call.
 template <class F, class... P>
-vulkan::program& vulkan_program() {
-  static vulkan::program prog = [] {
-    compiler::plan p = frozen_plan_v<F, P...>.thaw();
-    std::string name = vulkan::name_and_dump("fn", trace_graph<F, P...>(), p);
-    return vulkan::program(std::move(p), std::move(name));
-  }();
+const runtime::program& program_of() {
+  static const runtime::program prog("fn", trace_graph<F, P...>(), frozen_plan_v<F, P...>.thaw());
   return prog;
 }
 
@@ -247,18 +244,12 @@ class function {
         outs.views);
     auto in = std::span<const runtime::buffer_ref>(in_refs.data(), parameter_count);
     auto sym = detail::bind_call<plan>(in, out_refs);
-    switch (d.type()) {
-      case device::kind::cpu:
-        runtime::check_host(in, out_refs, "fn");
-        detail::run_cpu<plan>(in, out_refs, sym.data());
-        break;
-      case device::kind::vulkan:
-        vulkan::run(detail::vulkan_program<F, P...>(), *d.context(), in, out_refs, sym.data(),
-                    [&](auto args, auto results, const std::vector<bool>& regions) {
-                      detail::run_cpu<plan>(args, results, sym.data(), &regions);
-                    });
-        break;
-    }
+    auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
+                       std::span<const runtime::buffer_ref> host_results,
+                       const std::vector<bool>* only) {
+      detail::run_cpu<plan>(host_args, host_results, sym.data(), only);
+    };
+    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host);
   }
 };
 

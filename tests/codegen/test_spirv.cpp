@@ -2,6 +2,8 @@
 // dtype under every operand layout emitted and accepted by spirv-val for its target environment.
 #include <gtest/gtest.h>
 
+#include <vulkan/vulkan.h>
+
 #include <kiln/codegen/spirv/emit_region.hpp>
 #include <kiln/codegen/spirv/tools.hpp>
 #include <kiln/kiln.hpp>

@@ -12,6 +12,7 @@
 
 #include <kiln/codegen/spirv/tools.hpp>
 #include <kiln/executable.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
 
 #include "../support/reference.hpp"
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <kiln/executable.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
 
 #include "../support/reference.hpp"
 

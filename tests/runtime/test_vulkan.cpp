@@ -1,12 +1,18 @@
 // The Vulkan back end on lavapipe: device choice and its target description, device-resident
 // buffers across calls, staging of host data, in-place, errors naming the device, the CPU
 // fallback for what the device cannot run, grid-stride over more groups than one dispatch has,
-// and metadata spilled past the push constants.
+// and metadata spilled past the push constants; the queue's wait and signal lists chaining two
+// calls on the device with one host wait.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
+#include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
+#include <kiln/runtime/vulkan/executor.hpp>
 
 using namespace kiln;
 
@@ -183,4 +189,98 @@ TEST(VulkanCall, BroadcastMetadataSpilledToABuffer) {
           r = r - h[l];
           ASSERT_EQ(out[((i * B + j) * C + k) * D + l], r) << i << j << k << l;
         }
+}
+
+namespace {
+// A compiled graph of one op over f32[n], as the runtime keeps it (no symbols: static extents).
+runtime::program unary_program(std::int64_t n, bool square) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {n});
+  g.output("y", square ? g.mul(x, x)
+                       : g.add(g.mul(x, g.constant(2.0, dtype::f32)), g.constant(1.0, dtype::f32)));
+  return runtime::program("graph", g.ir(), compiler::compile(g.ir()));
+}
+runtime::buffer_ref ref_of(const buffer<float>& b) {
+  return {nullptr, b.dims(), false, b.memory()};
+}
+}  // namespace
+
+// Two calls, the second reading what the first writes, submitted back to back: the second waits
+// on the device for the first's signal, and the host waits once, for the second's.
+TEST(VulkanQueue, TwoDependentCallsWithOneHostWait) {
+  device d = device::vulkan();
+  vulkan::context& ctx = *d.context();
+  constexpr std::int64_t n = 100000;
+  runtime::program twice_plus_one = unary_program(n, false), square = unary_program(n, true);
+  std::vector<float> host(n);
+  for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1000) * 0.01f - 5.0f;
+  buffer<float> x = d.upload(host, {n}), y = d.alloc<float>(shape{n}), z = d.alloc<float>(shape{n});
+  VkSemaphore s = vulkan::queue::create_timeline(ctx.device());
+  std::int64_t sym[1] = {0};
+  vulkan::semaphore_value first{s, 1}, second{s, 2};
+  runtime::buffer_ref xr = ref_of(x), yr = ref_of(y), zr = ref_of(z);
+  std::uint64_t a = vulkan::submit(twice_plus_one, ctx, std::span(&xr, 1), std::span(&yr, 1), sym,
+                                   {}, std::span(&first, 1));
+  std::uint64_t b = vulkan::submit(square, ctx, std::span(&yr, 1), std::span(&zr, 1), sym,
+                                   std::span(&first, 1), std::span(&second, 1));
+  EXPECT_EQ(b, a + 1);  // consecutive submissions of the device's queue
+  vulkan::queue::wait_all(ctx.device(), std::span(&second, 1));  // the one host wait
+  std::uint64_t reached = 0, queue_reached = 0;
+  ASSERT_EQ(vkGetSemaphoreCounterValue(ctx.device(), s, &reached), VK_SUCCESS);
+  ASSERT_EQ(vkGetSemaphoreCounterValue(ctx.device(), ctx.queue().timeline(), &queue_reached),
+            VK_SUCCESS);
+  EXPECT_EQ(reached, 2u);
+  EXPECT_GE(queue_reached, b);  // both calls finished: the first before the second could start
+  vkDestroySemaphore(ctx.device(), s, nullptr);
+  std::vector<float> out(n);
+  z.download(out);
+  for (std::int64_t i = 0; i < n; ++i) {
+    float t = host[i] * 2.0f + 1.0f;  // each step rounds to f32, as on the device
+    ASSERT_EQ(out[i], t * t) << i;
+  }
+}
+
+// A call submitted without a host wait takes device buffers only: host data would have to be
+// copied back after the device finishes, which nobody waits for.
+TEST(VulkanQueue, SubmissionRefusesHostData) {
+  device d = device::vulkan();
+  runtime::program p = unary_program(4, true);
+  std::vector<float> in = {1, 2, 3, 4}, out(4);
+  runtime::buffer_ref a{in.data(), shape{4}, false, nullptr},
+      r{out.data(), shape{4}, false, nullptr};
+  std::int64_t sym[1] = {0};
+  try {
+    vulkan::submit(p, *d.context(), std::span(&a, 1), std::span(&r, 1), sym, {}, {});
+    FAIL() << "host data was accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 1 is host data"), std::string::npos) << e.what();
+  }
+}
+
+// The wait list holds a submission back on the device: nothing runs until the host signals.
+TEST(VulkanQueue, SubmissionStartsOnlyOnceItsWaitListIsReached) {
+  device d = device::vulkan();
+  vulkan::context& ctx = *d.context();
+  runtime::program square = unary_program(4, true);
+  buffer<float> x = d.upload(std::vector<float>{1.5f, -2, 3, 0.25f}, {4});
+  buffer<float> y = d.upload(std::vector<float>{7, 7, 7, 7}, {4});
+  VkSemaphore s = vulkan::queue::create_timeline(ctx.device());
+  vulkan::semaphore_value go{s, 1}, done{s, 2};
+  runtime::buffer_ref xr = ref_of(x), yr = ref_of(y);
+  std::int64_t sym[1] = {0};
+  std::uint64_t v = vulkan::submit(square, ctx, std::span(&xr, 1), std::span(&yr, 1), sym,
+                                   std::span(&go, 1), std::span(&done, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::uint64_t reached = 0;
+  ASSERT_EQ(vkGetSemaphoreCounterValue(ctx.device(), ctx.queue().timeline(), &reached), VK_SUCCESS);
+  EXPECT_LT(reached, v);  // still waiting for `go`
+  auto signal = vulkan::vk_struct<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+  signal.semaphore = s;
+  signal.value = 1;
+  ASSERT_EQ(vkSignalSemaphore(ctx.device(), &signal), VK_SUCCESS);
+  vulkan::queue::wait_all(ctx.device(), std::span(&done, 1));
+  vkDestroySemaphore(ctx.device(), s, nullptr);
+  std::vector<float> out(4);
+  y.download(out);
+  EXPECT_EQ(out, (std::vector<float>{2.25f, 4, 9, 0.0625f}));
 }

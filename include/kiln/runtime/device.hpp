@@ -3,18 +3,20 @@
 // Vulkan device if there is one, else the CPU, with a one-line notice saying why).
 #pragma once
 
-#include <charconv>
-#include <cstdio>
-#include <cstdlib>
+#include <memory>
 #include <ranges>
+#include <span>
 #include <string>
-#include <string_view>
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/buffer.hpp"
-#include "kiln/runtime/vulkan/device_memory.hpp"
 
 namespace kiln {
+
+namespace vulkan {
+class context;
+}
 
 class device {
  public:
@@ -23,45 +25,15 @@ class device {
   static device cpu() { return device(kind::cpu, nullptr); }
   // The Vulkan device `index` (enumeration order), or the best one (discrete > integrated >
   // virtual > CPU) when index < 0. Throws kiln::error when there is none.
-  static device vulkan(int index = -1) { return device(kind::vulkan, vulkan::context::get(index)); }
+  KILN_RUNTIME_API static device vulkan(int index = -1);
 
-  static device default_device() {
-    static const device d = [] {
-      const char* env = std::getenv("KILN_DEVICE");
-      std::string_view v = env ? env : "";
-      if (v == "cpu") return cpu();
-      if (v == "vulkan") return vulkan();
-      if (v.starts_with("vulkan:")) {
-        int index = -1;
-        auto s = v.substr(7);
-        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), index);
-        if (ec != std::errc() || end != s.data() + s.size() || index < 0)
-          throw error(errc::invalid_argument, "KILN_DEVICE",
-                      "'" + std::string(v) + "' is not vulkan:N with N a device index");
-        try {
-          return vulkan(index);
-        } catch (const error& e) {  // say that the environment asked for it
-          throw error(e.code(), "KILN_DEVICE", "'" + std::string(v) + "': " + e.what());
-        }
-      }
-      if (!v.empty())
-        throw error(errc::invalid_argument, "KILN_DEVICE",
-                    "'" + std::string(v) + "' is not a device (expected cpu, vulkan or vulkan:N)");
-      try {
-        return vulkan();
-      } catch (const error& e) {
-        std::fprintf(stderr, "kiln: no usable Vulkan device (%s); running on the CPU\n", e.what());
-        return cpu();
-      }
-    }();
-    return d;
-  }
+  // The default device (KILN_DEVICE: cpu | vulkan | vulkan:N; unset: the best Vulkan device, or
+  // the CPU with a one-line notice saying why), chosen at the first call.
+  KILN_RUNTIME_API static device default_device();
 
   kind type() const { return kind_; }
-  std::string name() const {
-    if (kind_ == kind::cpu) return "cpu";
-    return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
-  }
+  // "cpu", or "vulkan:N (driver's device name)".
+  KILN_RUNTIME_API std::string name() const;
   // The Vulkan context (null for the CPU).
   vulkan::context* context() const { return ctx_.get(); }
   friend bool operator==(const device& a, const device& b) {
@@ -100,19 +72,77 @@ class device {
  private:
   device(kind k, std::shared_ptr<vulkan::context> ctx) : kind_(k), ctx_(std::move(ctx)) {}
 
-  std::shared_ptr<runtime::device_memory> memory(std::int64_t bytes, const char* what) const {
-    if (kind_ == kind::cpu)
-      throw error(errc::unsupported, std::string("device::") + what,
-                  "the CPU device works on host data directly; pass std::vector / std::span");
-    if (bytes < 0)
-      throw error(errc::invalid_argument, std::string("device::") + what, "negative size");
-    // shared_ptr<vulkan::context> keeps the device alive as long as the memory.
-    return std::make_shared<vulkan::device_memory>(std::shared_ptr<vulkan::context>(ctx_),
-                                                   static_cast<std::size_t>(bytes));
-  }
+  KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> memory(std::int64_t bytes,
+                                                                  const char* what) const;
 
   kind kind_;
   std::shared_ptr<vulkan::context> ctx_;
 };
 
 }  // namespace kiln
+
+// The definitions behind the declarations above (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "kiln/runtime/vulkan/device_memory.hpp"
+
+namespace kiln {
+
+KILN_RUNTIME_API device device::vulkan(int index) {
+  return device(kind::vulkan, vulkan::context::get(index));
+}
+
+KILN_RUNTIME_API device device::default_device() {
+  static const device d = [] {
+    const char* env = std::getenv("KILN_DEVICE");
+    std::string_view v = env ? env : "";
+    if (v == "cpu") return cpu();
+    if (v == "vulkan") return vulkan();
+    if (v.starts_with("vulkan:")) {
+      int index = -1;
+      auto s = v.substr(7);
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), index);
+      if (ec != std::errc() || end != s.data() + s.size() || index < 0)
+        throw error(errc::invalid_argument, "KILN_DEVICE",
+                    "'" + std::string(v) + "' is not vulkan:N with N a device index");
+      try {
+        return vulkan(index);
+      } catch (const error& e) {  // say that the environment asked for it
+        throw error(e.code(), "KILN_DEVICE", "'" + std::string(v) + "': " + e.what());
+      }
+    }
+    if (!v.empty())
+      throw error(errc::invalid_argument, "KILN_DEVICE",
+                  "'" + std::string(v) + "' is not a device (expected cpu, vulkan or vulkan:N)");
+    try {
+      return vulkan();
+    } catch (const error& e) {
+      std::fprintf(stderr, "kiln: no usable Vulkan device (%s); running on the CPU\n", e.what());
+      return cpu();
+    }
+  }();
+  return d;
+}
+
+KILN_RUNTIME_API std::string device::name() const {
+  if (kind_ == kind::cpu) return "cpu";
+  return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
+}
+
+KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> device::memory(std::int64_t bytes,
+                                                                        const char* what) const {
+  if (kind_ == kind::cpu)
+    throw error(errc::unsupported, std::string("device::") + what,
+                "the CPU device works on host data directly; pass std::vector / std::span");
+  if (bytes < 0)
+    throw error(errc::invalid_argument, std::string("device::") + what, "negative size");
+  // shared_ptr<vulkan::context> keeps the device alive as long as the memory.
+  return std::make_shared<vulkan::device_memory>(std::shared_ptr<vulkan::context>(ctx_),
+                                                 static_cast<std::size_t>(bytes));
+}
+}  // namespace kiln
+#endif  // KILN_RUNTIME_BODY

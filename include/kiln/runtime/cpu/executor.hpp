@@ -1,5 +1,5 @@
 // Runs one region's row function over its iteration space: broadcast strides, collapsed
-// dimensions, and the worker threads of thread_pool (KILN_NUM_THREADS) for large spaces.
+// dimensions, and kiln's worker threads (parallel.hpp, KILN_NUM_THREADS) for large spaces.
 #pragma once
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kiln/codegen/cpu/kernel.hpp"
-#include "kiln/runtime/cpu/thread_pool.hpp"
+#include "kiln/runtime/cpu/parallel.hpp"
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::cpu {
@@ -95,8 +95,8 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
   }
   std::int64_t inner = dims[rank - 1];
   std::int64_t rows = total / inner;
-  thread_pool* pool = total >= parallel_threshold ? &thread_pool::shared() : nullptr;
-  int threads = pool ? pool->size() : 1;
+  bool parallel = total >= parallel_threshold;
+  int threads = parallel ? thread_count() : 1;
   // Tasks of about total / (32 x threads) elements (at least task_grain): a thread that finishes
   // its last task early then idles for at most 1/32 of the call. Long rows are cut into pieces of
   // whole steps; short rows are claimed several at a time.
@@ -135,13 +135,13 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
       row(in_ptr.data(), step.data(), out_ptr.data(), count);
     }
   };
-  if (!pool) {
+  if (!parallel) {
     run_tasks(0, tasks);
     return;
   }
   // Chunks of tasks are claimed by whichever thread is free, which also balances the work when
   // another process holds some cores.
-  pool->run(tasks, chunk, run_tasks);
+  parallel_for(tasks, chunk, run_tasks);
 }
 
 }  // namespace kiln::cpu

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/runtime/cpu/parallel.hpp"
+
 namespace kiln::cpu {
 
 // Threads for large regions, read once: KILN_NUM_THREADS when it is a positive integer (clamped to
@@ -46,12 +48,6 @@ inline int parse_thread_count(const char* env, int hardware) {
   return n;
 }
 
-inline int thread_count() {
-  static const int n = parse_thread_count(std::getenv("KILN_NUM_THREADS"),
-                                          static_cast<int>(std::thread::hardware_concurrency()));
-  return n;
-}
-
 class thread_pool {
  public:
   // `threads` in all: the calling thread and threads - 1 workers.
@@ -74,8 +70,7 @@ class thread_pool {
   // Runs fn(first, last) over [0, tasks) in pieces of `chunk` tasks, on the calling thread and
   // the workers; returns when every piece has run. fn must not throw. While another thread's job
   // holds the pool, the whole range runs on the calling thread.
-  template <class Fn>
-  void run(std::int64_t tasks, std::int64_t chunk, const Fn& fn) {
+  void run(std::int64_t tasks, std::int64_t chunk, task_range fn) {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     if (!busy || workers_.empty() || tasks <= chunk || solo_calls_ > 0) {
       if (busy && solo_calls_ > 0) --solo_calls_;
@@ -84,9 +79,7 @@ class thread_pool {
     }
     {
       std::lock_guard lock(mutex_);
-      job_ = {&fn, [](const void* f, std::int64_t a, std::int64_t b) {
-                (*static_cast<const Fn*>(f))(a, b);
-              }};
+      job_ = &fn;
       tasks_ = tasks;
       chunk_ = std::max<std::int64_t>(chunk, 1);
       next_.store(0, std::memory_order_relaxed);
@@ -107,24 +100,13 @@ class thread_pool {
     if (waited > 2 * worked && waited > std::chrono::microseconds(50)) solo_calls_ = 16;
   }
 
-  // The process's pool, sized by thread_count(); made at first use.
-  static thread_pool& shared() {
-    static thread_pool pool(thread_count());
-    return pool;
-  }
-
  private:
-  struct job {
-    const void* fn = nullptr;
-    void (*call)(const void*, std::int64_t, std::int64_t) = nullptr;
-  };
-
   // Takes chunks until none is left.
   void claim() {
     for (;;) {
       std::int64_t first = next_.fetch_add(chunk_, std::memory_order_relaxed);
       if (first >= tasks_) return;
-      job_.call(job_.fn, first, std::min(first + chunk_, tasks_));
+      (*job_)(first, std::min(first + chunk_, tasks_));
     }
   }
 
@@ -148,12 +130,26 @@ class thread_pool {
   int solo_calls_ = 0;    // calls left to run on the caller alone (guarded by run_mutex_)
   std::mutex mutex_;      // guards the fields below (next_ is claimed without it)
   std::condition_variable wake_, done_;
-  job job_;
+  const task_range* job_ = nullptr;  // the running job's, alive until run() returns
   std::int64_t tasks_ = 0, chunk_ = 1;
   std::atomic<std::int64_t> next_{0};
   std::uint64_t generation_ = 0;
   int active_ = 0;
   bool open_ = false, stop_ = false;
 };
+
+// The definitions behind parallel.hpp's declarations (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API int thread_count() {
+  static const int n = parse_thread_count(std::getenv("KILN_NUM_THREADS"),
+                                          static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
+
+KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn) {
+  static thread_pool pool(thread_count());
+  pool.run(tasks, chunk, fn);
+}
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::cpu

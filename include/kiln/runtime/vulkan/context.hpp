@@ -1,6 +1,6 @@
-// One Vulkan device as kiln uses it: the chosen physical device, its target description, a
-// compute queue, memory pools, the staging ring, and the command buffer with its timeline
-// semaphore. One context per device per process, shared by every function and buffer.
+// One Vulkan device as kiln uses it: the chosen physical device, its target description, memory
+// pools, the staging ring, pipelines, and the compute queue (queue.hpp). One context per device
+// per process, shared by every function and buffer.
 #pragma once
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "kiln/runtime/vulkan/instance.hpp"
 #include "kiln/runtime/vulkan/memory.hpp"
 #include "kiln/runtime/vulkan/pipelines.hpp"
+#include "kiln/runtime/vulkan/queue.hpp"
 
 namespace kiln::vulkan {
 
@@ -102,72 +103,24 @@ class context {
     ring_used_ = 0;
   }
 
-  // The descriptor pool holds at least `sets` sets and `descriptors` storage-buffer descriptors
-  // (a call's needs; the pool is reset at every call). It grows, at least doubling, and never
-  // shrinks. Callers hold mutex().
-  void reserve_descriptors(std::uint32_t sets, std::uint32_t descriptors) {
-    if (descriptors_ && sets <= pool_sets_ && descriptors <= pool_descriptors_) return;
-    std::uint32_t want_sets = std::max(sets, 2 * pool_sets_);
-    std::uint32_t want_descriptors = std::max(descriptors, 2 * pool_descriptors_);
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, want_descriptors};
-    auto dp = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
-    dp.maxSets = want_sets;
-    dp.poolSizeCount = 1;
-    dp.pPoolSizes = &size;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    check(attempt([&] { return vkCreateDescriptorPool(device_, &dp, nullptr, &pool); }),
-          "vkCreateDescriptorPool");
-    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
-    descriptors_ = pool;
-    pool_sets_ = want_sets;
-    pool_descriptors_ = want_descriptors;
-  }
-  std::uint32_t descriptor_set_capacity() const { return pool_sets_; }
-
-  VkCommandBuffer begin() {
+  // The compute queue: submissions with wait and signal lists, their command buffers and
+  // descriptor pools. Callers hold mutex().
+  vulkan::queue& queue() {
     expect_live();
-    check(vkResetCommandPool(device_, commands_, 0), "vkResetCommandPool");
-    check(vkResetDescriptorPool(device_, descriptors_, 0), "vkResetDescriptorPool");
-    auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    check(vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer");
-    return command_buffer_;
+    return *queue_;
   }
-  VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout) {
-    auto ai =
-        vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
-    ai.descriptorPool = descriptors_;
-    ai.descriptorSetCount = 1;
-    ai.pSetLayouts = &layout;
-    VkDescriptorSet set;
-    check(attempt([&] { return vkAllocateDescriptorSets(device_, &ai, &set); }),
-          "vkAllocateDescriptorSets");
-    return set;
+  // Waits until every submission made so far has finished (before the host touches device memory
+  // that a submission nobody waited for may use).
+  void finish_submitted() {
+    if (queue_ && queue_->last_submitted()) queue_->wait(queue_->last_submitted());
   }
-  // Ends the command buffer and submits it, signalling the timeline semaphore; returns the value
-  // that wait() waits for.
-  std::uint64_t submit() {
-    check(vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
-    std::uint64_t value = ++timeline_value_;
-    auto ti =
-        vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
-    ti.signalSemaphoreValueCount = 1;
-    ti.pSignalSemaphoreValues = &value;
-    auto si = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-    si.pNext = &ti;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &command_buffer_;
-    si.signalSemaphoreCount = 1;
-    si.pSignalSemaphores = &timeline_;
-    check(attempt([&] { return vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE); }), "vkQueueSubmit");
-    return value;
-  }
-  void wait(std::uint64_t value) {
-    auto wi = vk_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &timeline_;
-    wi.pValues = &value;
-    check(vkWaitSemaphores(device_, &wi, UINT64_MAX), "vkWaitSemaphores");
+  // One synchronous submission: runs record(command_buffer) into a fresh command buffer, submits
+  // it and waits for it.
+  template <class Record>
+  void submit_and_wait(Record&& record) {
+    VkCommandBuffer cb = queue().begin(0, 0);
+    record(cb);
+    queue_->wait(queue_->submit());
   }
 
   // Throws kiln::error when the validation layer reported anything since the last check.
@@ -193,13 +146,11 @@ class context {
   void release() {
     if (!device_) return;
     vkDeviceWaitIdle(device_);
+    queue_.reset();
     pipelines_.reset();
     ring_pool_.reset();
     device_pool_.reset();
     host_pool_.reset();
-    vkDestroyDescriptorPool(device_, descriptors_, nullptr);
-    vkDestroySemaphore(device_, timeline_, nullptr);
-    vkDestroyCommandPool(device_, commands_, nullptr);
     vkDestroyDevice(device_, nullptr);
     device_ = VK_NULL_HANDLE;
   }
@@ -291,34 +242,13 @@ class context {
     }
   }
 
-  // Everything made from the VkDevice: queue, memory pools, pipelines, commands, semaphore,
-  // descriptor pool.
+  // Everything made from the VkDevice: memory pools, pipelines, the queue.
   void create_objects(const VkPhysicalDeviceProperties& props,
                       const VkPhysicalDeviceVulkan11Properties& p11) {
-    vkGetDeviceQueue(device_, family_, 0, &queue_);
-
     choose_memory();
     bool feedback = std::min(instance_->api_version(), props.apiVersion) >= VK_API_VERSION_1_3;
     pipelines_ = std::make_unique<pipeline_cache>(device_, props, p11.deviceUUID, feedback);
-
-    auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-    ci.queueFamilyIndex = family_;
-    check(attempt([&] { return vkCreateCommandPool(device_, &ci, nullptr, &commands_); }),
-          "vkCreateCommandPool");
-    auto cb =
-        vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    cb.commandPool = commands_;
-    cb.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cb.commandBufferCount = 1;
-    check(attempt([&] { return vkAllocateCommandBuffers(device_, &cb, &command_buffer_); }),
-          "vkAllocateCommandBuffers");
-    auto st = vk_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
-    st.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    auto sc = vk_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
-    sc.pNext = &st;
-    check(attempt([&] { return vkCreateSemaphore(device_, &sc, nullptr, &timeline_); }),
-          "vkCreateSemaphore");
-    reserve_descriptors(64, 1024);  // grown by calls that need more
+    queue_ = std::make_unique<vulkan::queue>(device_, family_);
     check_validation("device creation");
   }
 
@@ -359,16 +289,10 @@ class context {
   std::string name_;
   spirv::target target_;
   VkDevice device_ = VK_NULL_HANDLE;
-  VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t family_ = 0;
   std::unique_ptr<memory_pool> device_pool_, host_pool_, ring_pool_;
   std::unique_ptr<pipeline_cache> pipelines_;
-  VkCommandPool commands_ = VK_NULL_HANDLE;
-  VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
-  VkSemaphore timeline_ = VK_NULL_HANDLE;
-  std::uint64_t timeline_value_ = 0;
-  VkDescriptorPool descriptors_ = VK_NULL_HANDLE;
-  std::uint32_t pool_sets_ = 0, pool_descriptors_ = 0;
+  std::unique_ptr<vulkan::queue> queue_;
   allocation ring_;
   VkDeviceSize ring_used_ = 0;
   std::vector<allocation> retired_;

@@ -24,7 +24,8 @@ class device_memory final : public runtime::device_memory {
 
   void write(const void* src, std::size_t bytes) override {
     if (unsigned char* p = range_.host()) {
-      std::lock_guard lock(ctx_->mutex());  // never while a call of this device runs
+      std::lock_guard lock(ctx_->mutex());  // never while a call of this device is recorded
+      ctx_->finish_submitted();             // nor while one the host did not wait for runs
       std::memcpy(p, src, bytes);
       return;
     }
@@ -34,6 +35,7 @@ class device_memory final : public runtime::device_memory {
   void read(void* dst, std::size_t bytes) const override {
     if (const unsigned char* p = range_.host()) {
       std::lock_guard lock(ctx_->mutex());
+      ctx_->finish_submitted();
       std::memcpy(dst, p, bytes);
       return;
     }
@@ -46,21 +48,22 @@ class device_memory final : public runtime::device_memory {
   template <class Fn>
   void copy(std::size_t bytes, Fn&& host_side, bool to_device) {
     std::lock_guard lock(ctx_->mutex());
+    ctx_->finish_submitted();
     allocation staging = ctx_->allocate_host(bytes);
     try {
       if (to_device) host_side(staging.host());
-      VkCommandBuffer cb = ctx_->begin();
-      VkBufferCopy region{to_device ? staging.offset : range_.offset,
-                          to_device ? range_.offset : staging.offset, bytes};
-      vkCmdCopyBuffer(cb, to_device ? staging.buffer() : range_.buffer(),
-                      to_device ? range_.buffer() : staging.buffer(), 1, &region);
-      auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
-      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                           &mb, 0, nullptr, 0, nullptr);
-      ctx_->wait(ctx_->submit());
+      ctx_->submit_and_wait([&](VkCommandBuffer cb) {
+        VkBufferCopy region{to_device ? staging.offset : range_.offset,
+                            to_device ? range_.offset : staging.offset, bytes};
+        vkCmdCopyBuffer(cb, to_device ? staging.buffer() : range_.buffer(),
+                        to_device ? range_.buffer() : staging.buffer(), 1, &region);
+        auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                             1, &mb, 0, nullptr, 0, nullptr);
+      });
       if (!to_device) host_side(staging.host());
     } catch (...) {
       ctx_->release_host(staging);

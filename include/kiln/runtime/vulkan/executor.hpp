@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "kiln/codegen/spirv/tools.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/program.hpp"
 #include "kiln/runtime/signature.hpp"
 #include "kiln/runtime/vulkan/device_memory.hpp"
 
@@ -37,17 +37,9 @@ inline void write_file(const std::filesystem::path& p, const void* data, std::si
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
 }
 
-// A compiled function's name: `prefix`-<hash of its plan's text>. With KILN_DUMP_DIR set, writes
-// there, under that name, the traced IR, the IR after canonicalization, the regions and the plan.
-KILN_RUNTIME_API std::string name_and_dump(const char* prefix, const ir::graph& traced,
-                                           const compiler::plan& p);
-
-// A compiled function's state on Vulkan devices: its plan, and its kernels per region and
-// operand layout. Lives as long as the function (a static of the function's type, or shared by
-// copies of an executable).
-struct program {
-  program(compiler::plan p, std::string n) : plan(std::move(p)), name(std::move(n)) {}
-
+// What the Vulkan back end keeps of a runtime::program: its kernels per region and operand
+// layout, its plan as each binding limit runs it, and the fallbacks it has already noticed.
+struct kernel_cache {
   // The plan as a device with `max_bindings` storage buffers per stage runs it: `plan` itself, or
   // its regions formed again so that none binds more (one binding kept for spilled metadata).
   // origin[k]: the region of `plan` that computes region k's results.
@@ -55,10 +47,8 @@ struct program {
     compiler::plan plan;
     std::vector<int> origin;
   };
-  const device_plan& for_device(std::uint32_t max_bindings);
+  const device_plan& for_device(const compiler::plan& plan, std::uint32_t max_bindings);
 
-  compiler::plan plan;
-  std::string name;  // in notices and dump paths
   std::mutex mutex;
   std::map<std::string, spirv::kernel> kernels;
   std::map<std::uint32_t, device_plan> by_bindings;
@@ -106,27 +96,28 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   return c;
 }
 
-inline const spirv::kernel& kernel_for(program& prog, const compiler::plan& p,
+inline const spirv::kernel& kernel_for(const runtime::program& prog, const compiler::plan& p,
                                        const region_call& call, int index, const spirv::target& t) {
-  std::lock_guard lock(prog.mutex);
-  auto it = prog.kernels.find(call.key);
-  if (it != prog.kernels.end()) return it->second;
+  kernel_cache& cache = prog.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  auto it = cache.kernels.find(call.key);
+  if (it != cache.kernels.end()) return it->second;
   spirv::kernel k = spirv::emit_region(p, p.regions[index], call.kinds, t);
   if (!k.code.empty()) {
     if (validate_enabled())
       if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
         throw error(errc::device_error, "spirv-val",
-                    prog.name + " region " + std::to_string(index) + ": " + msg);
+                    prog.name() + " region " + std::to_string(index) + ": " + msg);
     if (const auto& dir = dump_directory(); !dir.empty()) {
       std::string stem =
           "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
-      auto base = dir / prog.name / stem;
+      auto base = dir / prog.name() / stem;
       write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
       std::string text = spirv::disassemble(k.code);
       if (!text.empty()) write_file(base.string() + ".spvasm", text.data(), text.size());
     }
   }
-  return prog.kernels.emplace(call.key, std::move(k)).first->second;
+  return cache.kernels.emplace(call.key, std::move(k)).first->second;
 }
 
 }  // namespace detail
@@ -144,35 +135,57 @@ inline std::string cannot_run(const spirv::kernel& k, const context& ctx, std::i
   return "";
 }
 
-// Runs every region of prog's plan for one call. sym: the resolved symbols. cpu(args, results,
-// regions) runs the marked regions of prog.plan on the CPU (with host pointers in the refs).
-using cpu_regions =
-    std::function<void(std::span<const runtime::buffer_ref>, std::span<const runtime::buffer_ref>,
-                       const std::vector<bool>&)>;
-KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+// Runs every region of prog's plan for one call and waits for it. sym: the resolved symbols.
+// cpu(args, results, regions) runs the marked regions of prog.plan() on the CPU (with host
+// pointers in the refs), while the device works.
+KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
+                          std::span<const runtime::buffer_ref> args,
                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                          const cpu_regions& cpu);
+                          runtime::host_regions cpu);
+
+// Submits one call without waiting for it: it starts once every `wait` point is reached and
+// signals every `signal` point when done; returns its value on ctx.queue().timeline(). Every
+// argument and result must be device memory of ctx, and every region must run on the device
+// (kiln::error otherwise: there is no host step to do after the device).
+KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx,
+                                      std::span<const runtime::buffer_ref> args,
+                                      std::span<const runtime::buffer_ref> results,
+                                      const std::int64_t* sym,
+                                      std::span<const semaphore_value> wait,
+                                      std::span<const semaphore_value> signal);
 
 // The definitions behind the runtime boundary (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
 
-KILN_RUNTIME_API std::string name_and_dump(const char* prefix, const ir::graph& traced,
-                                           const compiler::plan& p) {
-  std::string text = compiler::print(p);
+}  // namespace kiln::vulkan
+
+namespace kiln::runtime {
+
+KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, compiler::plan p)
+    : plan_(std::move(p)), vulkan_(std::make_unique<vulkan::kernel_cache>()) {
+  std::string text = compiler::print(plan_);
   char name[48];
   std::snprintf(name, sizeof name, "%s-%016llx", prefix,
                 static_cast<unsigned long long>(kiln::detail::fnv1a(text)));
-  if (const auto& dir = dump_directory(); !dir.empty()) {
+  name_ = name;
+  if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {
     std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
                               {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
-                              {"2-regions.txt", compiler::print_regions(p)},
+                              {"2-regions.txt", compiler::print_regions(plan_)},
                               {"3-plan.txt", text}};
-    for (auto& [file, body] : files) write_file(dir / name / file, body.data(), body.size());
+    for (auto& [file, body] : files)
+      vulkan::write_file(dir / name_ / file, body.data(), body.size());
   }
-  return name;
 }
 
-KILN_RUNTIME_API const program::device_plan& program::for_device(std::uint32_t max_bindings) {
+KILN_RUNTIME_API program::~program() = default;
+
+}  // namespace kiln::runtime
+
+namespace kiln::vulkan {
+
+KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
+    const compiler::plan& plan, std::uint32_t max_bindings) {
   std::lock_guard lock(mutex);
   auto it = by_bindings.find(max_bindings);
   if (it != by_bindings.end()) return it->second;
@@ -196,134 +209,183 @@ KILN_RUNTIME_API const program::device_plan& program::for_device(std::uint32_t m
   return by_bindings.emplace(max_bindings, std::move(d)).first->second;
 }
 
-KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
-                          std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                          const cpu_regions& cpu) {
-  const program::device_plan& dp = prog.for_device(ctx.target().max_storage_buffers);
-  const compiler::plan& p = dp.plan;
-  const ir::graph& g = p.graph;
-  auto device_of = [&](const runtime::buffer_ref& b,
-                       const std::string& what) -> const device_memory* {
-    if (!b.memory) return nullptr;
+namespace detail {
+
+// Checks that every argument and result in device memory lives on ctx.
+inline void check_devices(const runtime::program& prog, const context& ctx,
+                          std::span<const runtime::buffer_ref> args,
+                          std::span<const runtime::buffer_ref> results) {
+  auto check_one = [&](const runtime::buffer_ref& b, const std::string& what) {
+    if (!b.memory) return;
     auto* m = dynamic_cast<const device_memory*>(b.memory);
     if (!m || &m->owner() != &ctx)
-      throw error(errc::invalid_argument, prog.name,
+      throw error(errc::invalid_argument, prog.name(),
                   what + " lives on " + b.memory->device_name() + " but the call runs on vulkan:" +
                       std::to_string(ctx.index()) + " (" + ctx.name() + ")");
-    return m;
   };
   for (std::size_t a = 0; a < args.size(); ++a)
-    device_of(args[a], "argument " + std::to_string(a + 1));
+    check_one(args[a], "argument " + std::to_string(a + 1));
   for (std::size_t r = 0; r < results.size(); ++r)
-    device_of(results[r], "result " + std::to_string(r + 1));
+    check_one(results[r], "result " + std::to_string(r + 1));
+}
 
-  std::lock_guard lock(ctx.mutex());
-  ctx.ring_reset();
-  std::vector<bool> on_cpu(prog.plan.regions.size(), false);  // by region of prog.plan
-  // Descriptor of each argument and result, made at its first use (null buffer: not yet).
-  std::vector<VkDescriptorBufferInfo> arg_info(args.size()), result_info(results.size());
-  struct staged_result {
+// One call as the device will run it: per region of the device plan, its kernel and metadata;
+// per region of prog.plan(), whether it runs on the CPU instead.
+struct call_plan {
+  struct region {
+    region_call call;
+    const spirv::kernel* kernel = nullptr;
+    std::int64_t total = 0;
+  };
+  const kernel_cache::device_plan* device = nullptr;
+  std::vector<region> regions;
+  std::vector<bool> on_cpu;
+  std::uint32_t sets = 0, descriptors = 0;  // what the dispatches bind
+
+  bool dispatched(std::size_t i) const {
+    return regions[i].total > 0 && !on_cpu[device->origin[i]];
+  }
+  bool any_on_cpu() const { return std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end(); }
+};
+
+inline std::size_t bytes_of(const runtime::buffer_ref& b, dtype t) {
+  return static_cast<std::size_t>(b.dims.element_count()) * size_in_bytes(t);
+}
+
+// Every region's kernel (emitted at first use); a region the device cannot run sends the region
+// of prog.plan() it came from to the CPU whole, so no result is written by both.
+inline call_plan plan_call(const runtime::program& prog, context& ctx,
+                           std::span<const runtime::buffer_ref> args,
+                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym) {
+  kernel_cache& cache = prog.vulkan_kernels();
+  call_plan c;
+  c.device = &cache.for_device(prog.plan(), ctx.target().max_storage_buffers);
+  const compiler::plan& p = c.device->plan;
+  const ir::graph& g = p.graph;
+  c.on_cpu.assign(prog.plan().regions.size(), false);
+  c.regions.resize(p.regions.size());
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    const compiler::region& reg = p.regions[i];
+    shape space = runtime::concrete(reg.space, sym);
+    call_plan::region& r = c.regions[i];
+    r.total = space.element_count();
+    if (r.total == 0) continue;
+    r.call = layout_call(p, static_cast<int>(i), space, args);
+    // Kernels are per device: two devices may differ in features, limits and so in regions.
+    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
+    r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
+    r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
+                           r.kernel->constants.end());
+    std::int64_t largest = 0;
+    for (auto a : reg.args)
+      largest = std::max<std::int64_t>(largest, bytes_of(args[a], g.inputs[a].type));
+    for (auto res : reg.results)
+      largest =
+          std::max<std::int64_t>(largest, bytes_of(results[res], g.nodes[g.outputs[res]].type));
+    if (auto why = cannot_run(*r.kernel, ctx, r.total, largest); !why.empty()) {
+      int origin = c.device->origin[i];
+      c.on_cpu[origin] = true;
+      std::lock_guard lock(cache.mutex);
+      if (cache.noticed.insert(r.call.key + why).second)
+        std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name().c_str(),
+                     origin, why.c_str());
+    }
+  }
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    if (!c.dispatched(i)) continue;
+    ++c.sets;
+    c.descriptors += c.regions[i].kernel->bindings;
+  }
+  return c;
+}
+
+// The buffers a call binds: device memory as it is, host data through the staging ring (copied
+// in for arguments now, copied out for results after the wait).
+class call_bindings {
+ public:
+  call_bindings(context& ctx, std::span<const runtime::buffer_ref> args,
+                std::span<const runtime::buffer_ref> results, const ir::graph& g)
+      : ctx_(ctx),
+        args_(args),
+        results_(results),
+        g_(g),
+        arg_info_(args.size()),
+        result_info_(results.size()) {}
+
+  VkDescriptorBufferInfo arg(int a) {
+    return bind(arg_info_[a], args_[a], bytes_of(args_[a], g_.inputs[a].type), false);
+  }
+  VkDescriptorBufferInfo result(int r) {
+    return bind(result_info_[r], results_[r], bytes_of(results_[r], g_.nodes[g_.outputs[r]].type),
+                true);
+  }
+  // Copies the staged results to the host (after the device finished).
+  void copy_back() const {
+    for (const staged& s : staged_results_)
+      std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
+  }
+
+ private:
+  struct staged {
     const runtime::buffer_ref* ref;
     allocation range;
     std::size_t bytes;
   };
-  std::vector<staged_result> copy_back;
-  auto bytes_of_arg = [&](std::size_t a) {
-    return static_cast<std::size_t>(args[a].dims.element_count()) * size_in_bytes(g.inputs[a].type);
-  };
-  auto bytes_of_result = [&](std::size_t r) {
-    return static_cast<std::size_t>(results[r].dims.element_count()) *
-           size_in_bytes(g.nodes[g.outputs[r]].type);
-  };
-  // Device memory binds as it is; host data goes through the ring (copied in for arguments,
-  // copied out after the wait for results).
-  auto bind = [&](VkDescriptorBufferInfo& info, const runtime::buffer_ref& b, std::size_t bytes,
-                  bool is_result) {
-    if (info.buffer) return info;
-    if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by device_of above
+  VkDescriptorBufferInfo bind(VkDescriptorBufferInfo& info, const runtime::buffer_ref& b,
+                              std::size_t bytes, bool is_result) {
+    if (info.buffer) return info;  // bound by an earlier region of this call
+    if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by check_devices
       info = {m->range().buffer(), m->range().offset, m->range().size};
     } else {
-      allocation s = ctx.ring_take(bytes);
+      allocation s = ctx_.ring_take(bytes);
       if (is_result)
-        copy_back.push_back({&b, s, bytes});
+        staged_results_.push_back({&b, s, bytes});
       else
         std::memcpy(s.host(), b.data, bytes);
       info = {s.buffer(), s.offset, s.size};
     }
     return info;
-  };
-
-  // First every region's kernel; a region the device cannot run sends the region of prog.plan it
-  // came from to the CPU whole, so no result is written by both.
-  struct planned {
-    detail::region_call call;
-    const spirv::kernel* kernel = nullptr;
-    std::int64_t total = 0;
-  };
-  std::vector<planned> regions(p.regions.size());
-  for (std::size_t i = 0; i < p.regions.size(); ++i) {
-    const compiler::region& reg = p.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
-    planned& r = regions[i];
-    r.total = space.element_count();
-    if (r.total == 0) continue;
-    r.call = detail::layout_call(p, static_cast<int>(i), space, args);
-    // Kernels are per device: two devices may differ in features, limits and so in regions.
-    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
-    r.kernel = &detail::kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
-    r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
-                           r.kernel->constants.end());
-    std::int64_t largest = 0;
-    for (auto a : reg.args) largest = std::max<std::int64_t>(largest, bytes_of_arg(a));
-    for (auto res : reg.results) largest = std::max<std::int64_t>(largest, bytes_of_result(res));
-    if (auto why = cannot_run(*r.kernel, ctx, r.total, largest); !why.empty()) {
-      on_cpu[dp.origin[i]] = true;
-      std::lock_guard plock(prog.mutex);
-      if (prog.noticed.insert(r.call.key + why).second)
-        std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name.c_str(),
-                     dp.origin[i], why.c_str());
-    }
   }
 
-  std::uint32_t sets = 0, descriptors = 0;
-  for (std::size_t i = 0; i < p.regions.size(); ++i) {
-    if (regions[i].total == 0 || on_cpu[dp.origin[i]]) continue;
-    ++sets;
-    descriptors += regions[i].kernel->bindings;
-  }
-  ctx.reserve_descriptors(sets, descriptors);
-  VkCommandBuffer cb = VK_NULL_HANDLE;
+  context& ctx_;
+  std::span<const runtime::buffer_ref> args_, results_;
+  const ir::graph& g_;
+  std::vector<VkDescriptorBufferInfo> arg_info_, result_info_;  // null buffer: not bound yet
+  std::vector<staged> staged_results_;
+};
+
+// Records the call's dispatches into one command buffer of ctx's queue, between a barrier that
+// makes earlier submissions' writes visible and one that makes this call's visible to the host.
+// False when no region runs on the device (nothing recorded).
+inline bool record_call(context& ctx, const call_plan& c, call_bindings& bindings) {
+  if (c.sets == 0) return false;
+  const compiler::plan& p = c.device->plan;
+  vulkan::queue& q = ctx.queue();
+  VkCommandBuffer cb = q.begin(c.sets, c.descriptors);
+  auto before = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+  before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  before.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
   std::uint32_t wg = ctx.target().workgroup_size();
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    if (!c.dispatched(i)) continue;
     const compiler::region& reg = p.regions[i];
-    const auto& [call, kernel, total] = regions[i];
-    if (total == 0 || on_cpu[dp.origin[i]]) continue;
-    const spirv::kernel& k = *kernel;
+    const call_plan::region& r = c.regions[i];
+    const spirv::kernel& k = *r.kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
-    if (!cb) {
-      cb = ctx.begin();
-      // Earlier submissions' writes (results, uploads) become visible to this call's shaders.
-      auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      vkCmdPipelineBarrier(cb,
-                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-    }
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto a : reg.args) infos.push_back(bind(arg_info[a], args[a], bytes_of_arg(a), false));
-    for (auto r : reg.results)
-      infos.push_back(bind(result_info[r], results[r], bytes_of_result(r), true));
+    for (auto a : reg.args) infos.push_back(bindings.arg(a));
+    for (auto res : reg.results) infos.push_back(bindings.result(res));
     if (k.metadata_in_buffer) {
-      allocation m = ctx.ring_take(call.metadata.size() * 4);
-      std::memcpy(m.host(), call.metadata.data(), call.metadata.size() * 4);
+      allocation m = ctx.ring_take(r.call.metadata.size() * 4);
+      std::memcpy(m.host(), r.call.metadata.data(), r.call.metadata.size() * 4);
       infos.push_back({m.buffer(), m.offset, m.size});
     }
-    VkDescriptorSet set = ctx.descriptor_set(pl.set_layout);
+    VkDescriptorSet set = q.descriptor_set(pl.set_layout);
     std::vector<VkWriteDescriptorSet> writes(infos.size());
     for (std::size_t b = 0; b < infos.size(); ++b) {
-      writes[b] = {};
-      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[b] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
       writes[b].dstSet = set;
       writes[b].dstBinding = static_cast<std::uint32_t>(b);
       writes[b].descriptorCount = 1;
@@ -336,60 +398,115 @@ KILN_RUNTIME_API void run(program& prog, context& ctx, std::span<const runtime::
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
     if (pl.push_bytes)
       vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
-                         call.metadata.data());
-    std::uint64_t groups = (static_cast<std::uint64_t>(total) + 3) / 4;
+                         r.call.metadata.data());
+    std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
     std::uint64_t count =
         std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
     vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
   }
+  auto after = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+  after.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  after.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                       &after, 0, nullptr, 0, nullptr);
+  return true;
+}
+
+// Runs the regions marked in c.on_cpu through `cpu`, on host data: device buffers through their
+// mapping. Device-only memory (a discrete GPU's) is refused rather than copied behind the
+// caller's back.
+inline void run_on_host(const runtime::program& prog, const call_plan& c,
+                        std::span<const runtime::buffer_ref> args,
+                        std::span<const runtime::buffer_ref> results, runtime::host_regions cpu) {
+  std::vector<runtime::buffer_ref> host_args(args.begin(), args.end());
+  std::vector<runtime::buffer_ref> host_results(results.begin(), results.end());
+  auto host_of = [&](runtime::buffer_ref& b, const std::string& what) {
+    if (!b.memory) return;
+    unsigned char* h = dynamic_cast<const device_memory*>(b.memory)->range().host();
+    if (!h)
+      throw error(errc::unsupported, prog.name(),
+                  what +
+                      " is in device-only memory but a region the device cannot run needs it on "
+                      "the CPU; pass host data instead");
+    b.data = h;
+    b.memory = nullptr;
+  };
+  for (std::size_t i = 0; i < prog.plan().regions.size(); ++i) {
+    if (!c.on_cpu[i]) continue;
+    for (auto a : prog.plan().regions[i].args)
+      host_of(host_args[a], "argument " + std::to_string(a + 1));
+    for (auto r : prog.plan().regions[i].results)
+      host_of(host_results[r], "result " + std::to_string(r + 1));
+  }
+  cpu(std::span<const runtime::buffer_ref>(host_args),
+      std::span<const runtime::buffer_ref>(host_results), &c.on_cpu);
+}
+
+}  // namespace detail
+
+KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
+                          std::span<const runtime::buffer_ref> args,
+                          std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+                          runtime::host_regions cpu) {
+  detail::check_devices(prog, ctx, args, results);
+  std::lock_guard lock(ctx.mutex());
+  ctx.finish_submitted();  // the staging ring starts over: nothing submitted may still read it
+  ctx.ring_reset();
+  detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
+  detail::call_bindings bindings(ctx, args, results, c.device->plan.graph);
   std::uint64_t done = 0;
-  if (cb) {
-    auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                         &mb, 0, nullptr, 0, nullptr);
-    done = ctx.submit();
+  if (detail::record_call(ctx, c, bindings)) {
+    done = ctx.queue().submit();
     ctx.pipelines().save();
   }
+  // The CPU regions run while the device works; the device is waited for even when they fail.
   std::exception_ptr cpu_failure;
-  if (std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end()) {
-    // The CPU regions run while the GPU works, on host data: device buffers through their
-    // mapping. Device-only memory (a discrete GPU's) is refused rather than copied behind the
-    // caller's back.
+  if (c.any_on_cpu()) {
     try {
-      std::vector<runtime::buffer_ref> host_args(args.begin(), args.end());
-      std::vector<runtime::buffer_ref> host_results(results.begin(), results.end());
-      auto host_of = [&](runtime::buffer_ref& b, const std::string& what) {
-        if (!b.memory) return;
-        unsigned char* h = dynamic_cast<const device_memory*>(b.memory)->range().host();
-        if (!h)
-          throw error(errc::unsupported, prog.name,
-                      what +
-                          " is in device-only memory but a region the device cannot run needs "
-                          "it on the CPU; pass host data instead");
-        b.data = h;
-        b.memory = nullptr;
-      };
-      for (std::size_t i = 0; i < prog.plan.regions.size(); ++i) {
-        if (!on_cpu[i]) continue;
-        for (auto a : prog.plan.regions[i].args)
-          host_of(host_args[a], "argument " + std::to_string(a + 1));
-        for (auto r : prog.plan.regions[i].results)
-          host_of(host_results[r], "result " + std::to_string(r + 1));
-      }
-      cpu(std::span<const runtime::buffer_ref>(host_args),
-          std::span<const runtime::buffer_ref>(host_results), on_cpu);
+      detail::run_on_host(prog, c, args, results, cpu);
     } catch (...) {
       cpu_failure = std::current_exception();
     }
   }
-  if (cb) ctx.wait(done);
-  for (const staged_result& s : copy_back)
-    std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
+  if (done) ctx.queue().wait(done);
+  bindings.copy_back();
   ctx.ring_end_call();
-  ctx.check_validation(prog.name + " call");
+  ctx.check_validation(prog.name() + " call");
   if (cpu_failure) std::rethrow_exception(cpu_failure);
+}
+
+KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx,
+                                      std::span<const runtime::buffer_ref> args,
+                                      std::span<const runtime::buffer_ref> results,
+                                      const std::int64_t* sym,
+                                      std::span<const semaphore_value> wait,
+                                      std::span<const semaphore_value> signal) {
+  detail::check_devices(prog, ctx, args, results);
+  auto require_device = [&](std::span<const runtime::buffer_ref> refs, const char* what) {
+    for (std::size_t i = 0; i < refs.size(); ++i)
+      if (!refs[i].memory)
+        throw error(errc::invalid_argument, prog.name(),
+                    std::string(what) + " " + std::to_string(i + 1) +
+                        " is host data; a call submitted without a host wait takes device "
+                        "buffers only (device::upload / device::alloc)");
+  };
+  require_device(args, "argument");
+  require_device(results, "result");
+  std::lock_guard lock(ctx.mutex());
+  detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
+  for (std::size_t i = 0; i < c.regions.size(); ++i)
+    if (c.regions[i].total > 0 &&
+        (c.on_cpu[c.device->origin[i]] || c.regions[i].kernel->metadata_in_buffer))
+      throw error(errc::unsupported, prog.name(),
+                  "region " + std::to_string(c.device->origin[i]) +
+                      " needs the host (it runs on the CPU, or its metadata is staged), so this "
+                      "call cannot be submitted without a host wait");
+  detail::call_bindings bindings(ctx, args, results, c.device->plan.graph);
+  if (!detail::record_call(ctx, c, bindings)) ctx.queue().begin(0, 0);  // an empty submission
+  std::uint64_t value = ctx.queue().submit(wait, signal);
+  ctx.pipelines().save();
+  ctx.check_validation(prog.name() + " submission");
+  return value;
 }
 
 #endif  // KILN_RUNTIME_BODY

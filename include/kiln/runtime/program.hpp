@@ -1,0 +1,48 @@
+// runtime::program: a compiled function as the runtime keeps it, shared by every call of one
+// kiln::fn or by the copies of one executable: its plan, its name (in notices, errors and dump
+// paths), and what the Vulkan back end has made of it so far (kernels per region and layout).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/compiler/plan.hpp"
+#include "kiln/core/function_ref.hpp"
+#include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/signature.hpp"
+
+namespace kiln::vulkan {
+struct kernel_cache;
+}
+
+namespace kiln::runtime {
+
+// How a door runs a program's regions on the CPU, on host data: those marked in `only`, or all
+// when it is null (the kiln::fn's compiled kernels, or an executable's interpreter).
+using host_regions =
+    function_ref<void(std::span<const buffer_ref> args, std::span<const buffer_ref> results,
+                      const std::vector<bool>* only)>;
+
+class program {
+ public:
+  // Names the plan `prefix`-<hash of its text>; with KILN_DUMP_DIR set, writes there, under that
+  // name, the traced IR, the IR after canonicalization, the regions and the plan.
+  KILN_RUNTIME_API program(const char* prefix, const ir::graph& traced, compiler::plan p);
+  KILN_RUNTIME_API ~program();
+  program(const program&) = delete;
+  program& operator=(const program&) = delete;
+
+  const compiler::plan& plan() const { return plan_; }
+  const std::string& name() const { return name_; }
+  // Kernels, per-device plans and notices of the Vulkan back end (runtime/vulkan/executor.hpp).
+  vulkan::kernel_cache& vulkan_kernels() const { return *vulkan_; }
+
+ private:
+  compiler::plan plan_;
+  std::string name_;
+  std::unique_ptr<vulkan::kernel_cache> vulkan_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,6 @@
+// relu(x * y + z) through kiln's run-time door; false when spirv-val rejects an emitted kernel.
+#pragma once
+#include <vector>
+
+bool relu_fma_graph(const std::vector<float>& x, const std::vector<float>& y,
+                    const std::vector<float>& z, std::vector<float>& out);
