@@ -2,10 +2,9 @@
 # Compile time and peak memory of g++ at -O2, then -O3 (OPT="-O2 -O3" by default) on: a TU
 # including kiln.hpp, one with a 30-op kiln::fn that is called (kernels instantiated), the same 30
 # ops written with Eigen arrays (the anchor), one including <Eigen/Dense>, one including
-# executable.hpp (the run-time door), one that builds, compiles and runs a graph (the interpreter's
-# primitives instantiated); then the 30-op fn and the graph again with KILN_SEPARATE_RUNTIME (the
-# Vulkan runtime and the interpreter only declared) and the one implementation file that compiles
-# them for the program.
+# executable.hpp (the run-time door), one that builds, compiles and runs a graph; all as kiln::kiln
+# compiles them (KILN_SEPARATE_RUNTIME: the runtime declared only), then the runtime's one file
+# (src/runtime.cpp, once per program), then the kiln files again header-only (a plain #include).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -70,22 +69,20 @@ void run(std::vector<float>& xv, std::vector<float>& yv, std::vector<float>& zv,
   A(o.data(), n) = g + c.floor() * 0.25f;
 }
 CPP
-cat > "$work/implementation.cpp" <<'CPP'
-#define KILN_RUNTIME_IMPLEMENTATION
-#include <kiln/executable.hpp>
-CPP
 for opt in ${OPT:-"-O2" "-O3"}; do
   flags="$common $opt"
   printf '%-34s %10s %12s\n' "translation unit ($opt)" "seconds" "peak MB"
-  for tu in include_kiln include_eigen fn30 eigen30 include_executable graph_run; do
-    /usr/bin/time -f "%e %M" -o "$work/t" $cxx $flags "$work/$tu.cpp" -o "$work/$tu.o"
+  measure() {  # name, extra flags, source
+    /usr/bin/time -f "%e %M" -o "$work/t" $cxx $flags $2 "$3" -o "$work/out.o"
     read -r secs kb < "$work/t"
-    printf '%-34s %10s %12d\n' "$tu.cpp" "$secs" $((kb / 1024))
+    printf '%-34s %10s %12d\n' "$1" "$secs" $((kb / 1024))
+  }
+  for tu in include_eigen eigen30; do measure "$tu.cpp" "" "$work/$tu.cpp"; done
+  for tu in include_kiln fn30 include_executable graph_run; do
+    measure "$tu.cpp" -DKILN_SEPARATE_RUNTIME "$work/$tu.cpp"
   done
-  for tu in fn30 graph_run implementation; do
-    /usr/bin/time -f "%e %M" -o "$work/t" $cxx $flags -DKILN_SEPARATE_RUNTIME "$work/$tu.cpp" \
-      -o "$work/$tu.o"
-    read -r secs kb < "$work/t"
-    printf '%-34s %10s %12d\n' "$tu.cpp (separate)" "$secs" $((kb / 1024))
+  measure "src/runtime.cpp (once)" "" "$here/src/runtime.cpp"
+  for tu in include_kiln fn30 include_executable graph_run; do
+    measure "$tu.cpp (header-only)" "" "$work/$tu.cpp"
   done
 done
