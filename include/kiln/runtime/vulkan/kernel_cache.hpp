@@ -1,0 +1,181 @@
+// What the Vulkan back end keeps of a runtime::program (its kernels per region and operand
+// layout, emitted at first use, validated and dumped; its plan as each binding limit runs it),
+// and the program's naming and IR dumps (KILN_DUMP_DIR).
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/spirv/emit_region.hpp"
+#include "kiln/codegen/spirv/tools.hpp"
+#include "kiln/core/hash.hpp"
+#include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/program.hpp"
+#include "kiln/runtime/signature.hpp"
+#include "kiln/runtime/vulkan/instance.hpp"
+
+namespace kiln::vulkan {
+
+// KILN_DUMP_DIR, read once (empty: no dumps).
+inline const std::filesystem::path& dump_directory() {
+  static const std::filesystem::path dir = [] {
+    const char* d = std::getenv("KILN_DUMP_DIR");
+    return d && *d ? std::filesystem::path(d) : std::filesystem::path();
+  }();
+  return dir;
+}
+
+inline void write_file(const std::filesystem::path& p, const void* data, std::size_t bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(p, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+}
+
+// What the Vulkan back end keeps of a runtime::program: its kernels per region and operand
+// layout, its plan as each binding limit runs it, and the fallbacks it has already noticed.
+struct kernel_cache {
+  // The plan as a device with `max_bindings` storage buffers per stage runs it: `plan` itself, or
+  // its regions formed again so that none binds more (one binding kept for spilled metadata).
+  // origin[k]: the region of `plan` that computes region k's results.
+  struct device_plan {
+    compiler::plan plan;
+    std::vector<int> origin;
+  };
+  const device_plan& for_device(const compiler::plan& plan, std::uint32_t max_bindings);
+
+  std::mutex mutex;
+  std::map<std::string, spirv::kernel> kernels;
+  std::map<std::uint32_t, device_plan> by_bindings;
+  std::set<std::string> noticed;
+};
+
+namespace detail {
+
+// The metadata words of one dispatch and the kernel variant they go with.
+struct region_call {
+  std::vector<spirv::operand_kind> kinds;
+  std::vector<std::uint32_t> metadata;
+  std::string key;
+};
+
+inline region_call layout_call(const compiler::plan& p, int index, const shape& space,
+                               std::span<const runtime::buffer_ref> args) {
+  const compiler::region& reg = p.regions[index];
+  region_call c;
+  std::int64_t total = space.element_count();
+  c.metadata = {static_cast<std::uint32_t>((total + 3) / 4), static_cast<std::uint32_t>(total)};
+  for (int i = 0; i < space.rank; ++i)
+    c.metadata.push_back(static_cast<std::uint32_t>(space.dims[i]));
+  c.key = std::to_string(index) + ":";
+  for (auto a : reg.args) {
+    const ir::input_decl& d = p.graph.inputs[a];
+    shape dims = args[a].dims.rank == d.dims.rank ? args[a].dims : d.dims;
+    std::int64_t n = dims.element_count();
+    spirv::operand_kind k = n == 1       ? spirv::operand_kind::uniform
+                            : n == total ? spirv::operand_kind::full
+                                         : spirv::operand_kind::strided;
+    c.kinds.push_back(k);
+    c.key += "fus"[static_cast<int>(k)];
+    if (k != spirv::operand_kind::strided) continue;
+    // Right-aligned numpy broadcasting: size-1 dimensions repeat (stride 0).
+    std::vector<std::uint32_t> stride(space.rank, 0);
+    std::int64_t s = 1;
+    for (int i = dims.rank - 1; i >= 0; --i) {
+      int si = space.rank - dims.rank + i;
+      stride[si] = dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(s);
+      s *= dims.dims[i];
+    }
+    c.metadata.insert(c.metadata.end(), stride.begin(), stride.end());
+  }
+  return c;
+}
+
+inline const spirv::kernel& kernel_for(const runtime::program& prog, const compiler::plan& p,
+                                       const region_call& call, int index, const spirv::target& t) {
+  kernel_cache& cache = prog.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  auto it = cache.kernels.find(call.key);
+  if (it != cache.kernels.end()) return it->second;
+  spirv::kernel k = spirv::emit_region(p, p.regions[index], call.kinds, t);
+  if (!k.code.empty()) {
+    if (validate_enabled())
+      if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
+        throw error(errc::device_error, "spirv-val",
+                    prog.name() + " region " + std::to_string(index) + ": " + msg);
+    if (const auto& dir = dump_directory(); !dir.empty()) {
+      std::string stem =
+          "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
+      auto base = dir / prog.name() / stem;
+      write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
+      std::string text = spirv::disassemble(k.code);
+      if (!text.empty()) write_file(base.string() + ".spvasm", text.data(), text.size());
+    }
+  }
+  return cache.kernels.emplace(call.key, std::move(k)).first->second;
+}
+
+}  // namespace detail
+
+// The definitions behind the runtime boundary (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+}  // namespace kiln::vulkan
+
+namespace kiln::runtime {
+
+KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, compiler::plan p)
+    : plan_(std::move(p)), vulkan_(std::make_unique<vulkan::kernel_cache>()) {
+  std::string text = compiler::print(plan_);
+  char name[48];
+  std::snprintf(name, sizeof name, "%s-%016llx", prefix,
+                static_cast<unsigned long long>(kiln::detail::fnv1a(text)));
+  name_ = name;
+  if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {
+    std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
+                              {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
+                              {"2-regions.txt", compiler::print_regions(plan_)},
+                              {"3-plan.txt", text}};
+    for (auto& [file, body] : files)
+      vulkan::write_file(dir / name_ / file, body.data(), body.size());
+  }
+}
+
+KILN_RUNTIME_API program::~program() = default;
+
+}  // namespace kiln::runtime
+
+namespace kiln::vulkan {
+
+KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
+    const compiler::plan& plan, std::uint32_t max_bindings) {
+  std::lock_guard lock(mutex);
+  auto it = by_bindings.find(max_bindings);
+  if (it != by_bindings.end()) return it->second;
+  device_plan d{plan, {}};
+  bool fits = true;
+  for (const auto& r : plan.regions)
+    fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
+  if (!fits) {
+    try {
+      compiler::region_options opt{static_cast<int>(max_bindings) - 1};
+      d.plan.regions = compiler::form_dispatch_regions(plan.graph, opt);
+    } catch (const error&) {
+      d.plan.regions = plan.regions;  // one result alone binds too many: that region falls back
+    }
+  }
+  // Regions group results by iteration space, so every new region lies inside one old one.
+  for (const auto& r : d.plan.regions)
+    for (std::size_t o = 0; o < plan.regions.size(); ++o)
+      if (std::ranges::find(plan.regions[o].results, r.results[0]) != plan.regions[o].results.end())
+        d.origin.push_back(static_cast<int>(o));
+  return by_bindings.emplace(max_bindings, std::move(d)).first->second;
+}
+#endif  // KILN_RUNTIME_BODY
+
+}  // namespace kiln::vulkan
