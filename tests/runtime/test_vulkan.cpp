@@ -231,6 +231,9 @@ TEST(VulkanQueue, TwoDependentCallsWithOneHostWait) {
             VK_SUCCESS);
   EXPECT_EQ(reached, 2u);
   EXPECT_GE(queue_reached, b);  // both calls finished: the first before the second could start
+  // lavapipe's queue thread may still hold its record of the wait on `s` for a moment after the
+  // signal (LeakSanitizer saw it leak when `s` was destroyed right away): idle first.
+  vkDeviceWaitIdle(ctx.device());
   vkDestroySemaphore(ctx.device(), s, nullptr);
   std::vector<float> out(n);
   z.download(out);
@@ -279,6 +282,7 @@ TEST(VulkanQueue, SubmissionStartsOnlyOnceItsWaitListIsReached) {
   signal.value = 1;
   ASSERT_EQ(vkSignalSemaphore(ctx.device(), &signal), VK_SUCCESS);
   vulkan::queue::wait_all(ctx.device(), std::span(&done, 1));
+  vkDeviceWaitIdle(ctx.device());  // as above
   vkDestroySemaphore(ctx.device(), s, nullptr);
   std::vector<float> out(4);
   y.download(out);
