@@ -112,7 +112,7 @@ class context {
   // Waits until every submission made so far has finished (before the host touches device memory
   // that a submission nobody waited for may use).
   void finish_submitted() {
-    if (queue_ && queue_->last_submitted()) queue_->wait(queue_->last_submitted());
+    if (queue_) queue_->wait(queue_->last_submitted());
   }
   // One synchronous submission: runs record(command_buffer) into a fresh command buffer, submits
   // it and waits for it.

@@ -51,10 +51,9 @@ class queue {
   // descriptor pool holds at least `sets` sets and `descriptors` storage-buffer descriptors.
   VkCommandBuffer begin(std::uint32_t sets, std::uint32_t descriptors) {
     if (recording_) batches_[current_].done_at = 0;  // a recording abandoned by an exception
-    std::uint64_t finished = 0;
-    check(vkGetSemaphoreCounterValue(device_, timeline_, &finished), "vkGetSemaphoreCounterValue");
+    check(vkGetSemaphoreCounterValue(device_, timeline_, &finished_), "vkGetSemaphoreCounterValue");
     auto free =
-        std::ranges::find_if(batches_, [&](const batch& b) { return b.done_at <= finished; });
+        std::ranges::find_if(batches_, [&](const batch& b) { return b.done_at <= finished_; });
     if (free == batches_.end()) {
       batches_.push_back(make_batch());
       free = batches_.end() - 1;
@@ -132,10 +131,13 @@ class queue {
     return submitted_;
   }
 
-  // Blocks the calling thread until submission `value` of this queue has finished.
-  void wait(std::uint64_t value) const {
+  // Blocks the calling thread until submission `value` of this queue has finished (no driver
+  // call when it is already known to have: every synchronous call has waited for its own).
+  void wait(std::uint64_t value) {
+    if (value <= finished_) return;
     semaphore_value point{timeline_, value};
     wait_all(device_, std::span(&point, 1));
+    finished_ = value;
   }
 
   // Blocks until every point in `points` is reached.
@@ -227,6 +229,7 @@ class queue {
   VkCommandPool commands_ = VK_NULL_HANDLE;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::uint64_t submitted_ = 0;
+  std::uint64_t finished_ = 0;  // timeline() is known to have reached this value
   std::vector<batch> batches_;
   std::size_t current_ = 0;  // the batch being recorded, or last recorded
   bool recording_ = false;
