@@ -138,6 +138,9 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
           case ir::op_class::select:
             r = b.select(b.input(dtype::boolean, {}), x, y);
             break;
+          case ir::op_class::ternary:
+            r = b.ternary(kind, x, y, b.input(t, {}));
+            break;
           default:
             r = info.arity == 1 ? b.unary(kind, x) : b.binary(kind, x, y);
         }

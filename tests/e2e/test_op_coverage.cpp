@@ -96,21 +96,113 @@ double scalar(op o, double a, double b, double c = 0) {
       return a == 0;
     case op::select:
       return a != 0 ? b : c;
+    case op::tan:
+      return std::tan(a);
+    case op::asin:
+      return std::asin(a);
+    case op::acos:
+      return std::acos(a);
+    case op::atan:
+      return std::atan(a);
+    case op::sinh:
+      return std::sinh(a);
+    case op::cosh:
+      return std::cosh(a);
+    case op::asinh:
+      return std::asinh(a);
+    case op::acosh:
+      return std::acosh(a);
+    case op::atanh:
+      return std::atanh(a);
+    case op::exp2:
+      return std::exp2(a);
+    case op::expm1:
+      return std::expm1(a);
+    case op::log2:
+      return std::log2(a);
+    case op::log1p:
+      return std::log1p(a);
+    case op::softplus:
+      return std::log1p(std::exp(a));
+    case op::erfc:
+      return std::erfc(a);
+    case op::mod: {  // Python's: the divisor's sign
+      double r = std::fmod(a, b);
+      return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+    }
+    case op::fmod:
+      return std::fmod(a, b);
+    case op::clip:
+      return std::fmin(std::fmax(a, b), c);
+    case op::isnan:
+      return std::isnan(a);
+    case op::isinf:
+      return std::isinf(a);
+    // Integer ops, on i32 operands: counts out of [0, 32) shift every bit out (numpy's rule).
+    case op::bitwise_and:
+      return static_cast<std::int32_t>(a) & static_cast<std::int32_t>(b);
+    case op::bitwise_or:
+      return static_cast<std::int32_t>(a) | static_cast<std::int32_t>(b);
+    case op::bitwise_xor:
+      return static_cast<std::int32_t>(a) ^ static_cast<std::int32_t>(b);
+    case op::bitwise_not:
+      return ~static_cast<std::int32_t>(a);
+    case op::shift_left:
+      return b < 0 || b >= 32
+                 ? 0
+                 : static_cast<std::int32_t>(static_cast<std::uint32_t>(a) << static_cast<int>(b));
+    case op::shift_right:
+      return b < 0 || b >= 32 ? (a < 0 ? -1 : 0)
+                              : static_cast<std::int32_t>(a) >> static_cast<int>(b);
   }
   ADD_FAILURE() << "no reference for op " << static_cast<int>(o);
   return NAN;
 }
 #pragma GCC diagnostic pop
 
-// Operands: bools for bool-only ops, else floats in [0.25, 3] where every float op is defined,
-// with repeats so that comparisons also see equal values.
+// Where each op is checked: floats in [0.25, 3] by default (every float op is defined there),
+// in (-1, 1) for asin, acos and atanh, from 1 for acosh, across zero for remainders; integers
+// across zero, shift counts past the width on both sides.
+struct domain {
+  double lo = 0.25, hi = 3;
+};
+constexpr domain domain_of(op o) {
+  switch (o) {
+    case op::asin:
+    case op::acos:
+    case op::atanh:
+      return {-0.95, 0.95};
+    case op::acosh:
+      return {1, 5};
+    case op::mod:
+    case op::fmod:
+      return {-5, 5};
+    case op::shift_left:
+    case op::shift_right:
+      return {-40, 40};
+    default:
+      return {};
+  }
+}
+
+// Operands: bools for bool-only ops, else values of the op's domain with repeats (comparisons
+// also see equal values) and, for the float tests, NaN and infinities.
 template <class T>
-ref::arg<T> operand(std::int64_t n, unsigned seed) {
+ref::arg<T> operand(std::int64_t n, unsigned seed, op o = op::add) {
   if constexpr (std::is_same_v<T, bool>) {
     return ref::make_arg<bool>({n}, 0, 1, seed);
+  } else if constexpr (std::is_integral_v<T>) {
+    domain d = domain_of(o);
+    return ref::make_arg<T>({n}, d.lo == 0.25 ? -1000 : d.lo, d.hi == 3 ? 1000 : d.hi, seed);
   } else {
-    auto a = ref::make_arg<float>({n}, 0.25, 3, seed);
+    domain d = domain_of(o);
+    auto a = ref::make_arg<float>({n}, d.lo, d.hi, seed);
     for (std::size_t i = 0; i < a.data.size(); i += 3) a.data[i] = std::round(a.data[i]);
+    if (ir::info(o).cls == ir::op_class::test && a.data.size() > 8) {
+      a.data[1] = NAN;
+      a.data[4] = INFINITY;
+      a.data[7] = -INFINITY;
+    }
     return a;
   }
 }
@@ -121,7 +213,16 @@ void check_unary(const F& f) {
   SCOPED_TRACE(std::string(ir::name(O)));
   for (std::int64_t n : {std::int64_t{1}, std::int64_t{1027}})
     ref::check<R>(
-        f, [](T a) { return scalar(O, a, 0); }, ref::approx, operand<T>(n, 1));
+        f, [](T a) { return scalar(O, a, 0); }, ref::approx, operand<T>(n, 1, O));
+}
+
+template <op O, class T, class F>
+void check_ternary(const F& f) {
+  SCOPED_TRACE(std::string(ir::name(O)));
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{1027}})
+    ref::check<T>(
+        f, [](T a, T b, T c) { return scalar(O, a, b, c); }, ref::exact, operand<T>(n, 1, O),
+        operand<T>(n, 2, O), operand<T>(n, 3, O));
 }
 
 template <op O, class T, class F>
@@ -130,8 +231,8 @@ void check_binary(const F& f) {
   SCOPED_TRACE(std::string(ir::name(O)));
   for (std::int64_t n : {std::int64_t{1}, std::int64_t{1027}})
     ref::check<R>(
-        f, [](T a, T b) { return scalar(O, a, b); }, ref::approx, operand<T>(n, 1),
-        operand<T>(n, 2));
+        f, [](T a, T b) { return scalar(O, a, b); }, ref::approx, operand<T>(n, 1, O),
+        operand<T>(n, 2, O));
 }
 
 // The element type each op is checked on.
@@ -139,6 +240,7 @@ void check_binary(const F& f) {
 #define KILN_TEST_ELEMENT_numeric float
 #define KILN_TEST_ELEMENT_floating float
 #define KILN_TEST_ELEMENT_bool_only bool
+#define KILN_TEST_ELEMENT_integer std::int32_t
 
 // One check per row, by class and arity; the graph method must exist too.
 #define KILN_TEST_FORM_unary_1(NAME, T)                                              \
@@ -146,6 +248,12 @@ void check_binary(const F& f) {
       requires(graph g, graph::value v) { g.NAME(v); }, "graph::" #NAME " missing"); \
   check_unary<op::NAME, T>(fn<tensor<T, dyn>>([](auto x) { return kiln::NAME(x); }));
 #define KILN_TEST_FORM_logical_1 KILN_TEST_FORM_unary_1
+#define KILN_TEST_FORM_test_1 KILN_TEST_FORM_unary_1
+#define KILN_TEST_FORM_ternary_3(NAME, T)                                                  \
+  static_assert(                                                                           \
+      requires(graph g, graph::value v) { g.NAME(v, v, v); }, "graph::" #NAME " missing"); \
+  check_ternary<op::NAME, T>(fn<tensor<T, dyn>, tensor<T, dyn>, tensor<T, dyn>>(           \
+      [](auto x, auto y, auto z) { return kiln::NAME(x, y, z); }));
 #define KILN_TEST_FORM_binary_2(NAME, T)                                                \
   static_assert(                                                                        \
       requires(graph g, graph::value v) { g.NAME(v, v); }, "graph::" #NAME " missing"); \

@@ -130,6 +130,10 @@ random_graph make_graph(unsigned seed) {
   auto int_binary = ops_where(ir::op_class::binary, dtype::i32);
   auto compares = ops_where(ir::op_class::compare, dtype::f32);
   auto logicals = ops_where(ir::op_class::logical, dtype::boolean);
+  auto float_tests = ops_where(ir::op_class::test, dtype::f32);
+  auto float_ternary = ops_where(ir::op_class::ternary, dtype::f32);
+  auto int_ternary = ops_where(ir::op_class::ternary, dtype::i32);
+  auto int_unary = ops_where(ir::op_class::unary, dtype::i32);
   auto any_op = [&](const std::vector<op>& v) { return v[pick(static_cast<int>(v.size()))]; };
   int steps = 2 + pick(8);
   for (int s = 0; s < steps; ++s) {
@@ -156,10 +160,19 @@ random_graph make_graph(unsigned seed) {
         }
         break;
       case 6:
-        floats.push_back(b.select(any(bools), any(floats), any(floats)));
+        if (pick(3) == 0)
+          floats.push_back(b.apply(any_op(float_ternary), {any(floats), any(floats), any(floats)}));
+        else if (pick(4) == 0)
+          ints.push_back(b.apply(any_op(int_ternary), {any(ints), any(ints), any(ints)}));
+        else
+          floats.push_back(b.select(any(bools), any(floats), any(floats)));
         break;
       case 7:
-        ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32) : b.neg(any(ints)));
+        if (pick(4) == 0)
+          bools.push_back(b.apply(any_op(float_tests), {any(floats)}));
+        else
+          ints.push_back(pick(2) ? b.cast(any(floats), dtype::i32)
+                                 : b.apply(any_op(int_unary), {any(ints)}));
         break;
       default:
         floats.push_back(b.cast(any(pick(2) ? ints : bools), dtype::f32));
@@ -205,10 +218,12 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         r = fl ? rv{-in(0).f, -in(0).d} : rv{0, 0, wrap(n.type, -std::int64_t(in(0).i))};
         break;
       case op::abs:
-        r = {std::fabs(in(0).f), std::fabs(in(0).d)};
+        r = fl ? rv{std::fabs(in(0).f), std::fabs(in(0).d)}
+               : rv{0, 0, wrap(n.type, std::abs(std::int64_t(in(0).i)))};
         break;
       case op::relu:
-        r = {in(0).f < 0 ? 0.f : in(0).f, in(0).d < 0 ? 0. : in(0).d};
+        r = fl ? rv{in(0).f < 0 ? 0.f : in(0).f, in(0).d < 0 ? 0. : in(0).d}
+               : rv{0, 0, std::max(in(0).i, 0)};
         break;
       case op::exp:
         r = {std::exp(in(0).f), std::exp(in(0).d)};
@@ -226,6 +241,10 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         r = {1 / in(0).f, 1 / in(0).d};
         break;
       case op::sign:
+        if (!fl) {
+          r.i = (in(0).i > 0) - (in(0).i < 0);
+          break;
+        }
         r = {in(0).f > 0   ? 1.f
              : in(0).f < 0 ? -1.f
                            : in(0).f,
@@ -272,6 +291,115 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
       case op::erf:
         r = {std::erf(in(0).f), std::erf(in(0).d)};
         break;
+      case op::tan:
+        r = {std::tan(in(0).f), std::tan(in(0).d)};
+        break;
+      case op::asin:
+        r = {std::asin(in(0).f), std::asin(in(0).d)};
+        break;
+      case op::acos:
+        r = {std::acos(in(0).f), std::acos(in(0).d)};
+        break;
+      case op::atan:
+        r = {std::atan(in(0).f), std::atan(in(0).d)};
+        break;
+      case op::sinh:
+        r = {std::sinh(in(0).f), std::sinh(in(0).d)};
+        break;
+      case op::cosh:
+        r = {std::cosh(in(0).f), std::cosh(in(0).d)};
+        break;
+      case op::asinh:
+        r = {std::asinh(in(0).f), std::asinh(in(0).d)};
+        break;
+      case op::acosh:
+        r = {std::acosh(in(0).f), std::acosh(in(0).d)};
+        break;
+      case op::atanh:
+        r = {std::atanh(in(0).f), std::atanh(in(0).d)};
+        break;
+      case op::exp2:
+        r = {std::exp2(in(0).f), std::exp2(in(0).d)};
+        break;
+      case op::expm1:
+        r = {std::expm1(in(0).f), std::expm1(in(0).d)};
+        break;
+      case op::log2:
+        r = {std::log2(in(0).f), std::log2(in(0).d)};
+        break;
+      case op::log1p:
+        r = {std::log1p(in(0).f), std::log1p(in(0).d)};
+        break;
+      case op::softplus: {
+        auto sp = [](auto x) {
+          return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+        };
+        r = {sp(in(0).f), sp(in(0).d)};
+        break;
+      }
+      case op::erfc:
+        r = {std::erfc(in(0).f), std::erfc(in(0).d)};
+        break;
+      case op::isnan:
+        r.i = std::isnan(in(0).f);
+        break;
+      case op::isinf:
+        r.i = std::isinf(in(0).f);
+        break;
+      case op::clip: {
+        auto c = [](auto x, auto lo, auto hi) {
+          return x != x || lo != lo || hi != hi ? x + lo + hi : std::min(std::max(x, lo), hi);
+        };
+        if (fl)
+          r = {c(in(0).f, in(1).f, in(2).f), c(in(0).d, in(1).d, in(2).d)};
+        else
+          r.i = std::min(std::max(in(0).i, in(1).i), in(2).i);
+        break;
+      }
+      case op::mod:
+      case op::fmod: {
+        bool python = n.kind == op::mod;
+        if (fl) {
+          auto m = [python](auto x, auto y) {
+            auto q = std::fmod(x, y);
+            if (python && q != 0 && (q < 0) != (y < 0)) q += y;
+            return q;
+          };
+          r = {m(in(0).f, in(1).f), m(in(0).d, in(1).d)};
+          // Near a multiple of y the remainder jumps by y: rounding of either operand decides it.
+          double s = slack(in(0)) + slack(in(1)) * std::fabs(double(in(0).f) / in(1).f);
+          double q = std::fabs(std::fmod(double(in(0).f), double(in(1).f)));
+          r.undecided = q <= s || std::fabs(std::fabs(double(in(1).f)) - q) <= s;
+        } else {
+          std::int64_t a = in(0).i, b = in(1).i;
+          std::int64_t q = b == 0 ? 0 : a % b;
+          if (python && q != 0 && (q < 0) != (b < 0)) q += b;
+          r.i = wrap(n.type, q);
+        }
+        break;
+      }
+      case op::bitwise_and:
+        r.i = in(0).i & in(1).i;
+        break;
+      case op::bitwise_or:
+        r.i = in(0).i | in(1).i;
+        break;
+      case op::bitwise_xor:
+        r.i = in(0).i ^ in(1).i;
+        break;
+      case op::bitwise_not:
+        r.i = ~in(0).i;
+        break;
+      case op::shift_left:
+      case op::shift_right: {  // i32 values; counts outside [0, 32) shift every bit out
+        auto count = static_cast<std::uint32_t>(in(1).i);
+        std::int32_t a = in(0).i;
+        if (n.kind == op::shift_left)
+          r.i = count >= 32 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(a) << count);
+        else
+          r.i = count >= 32 ? (a < 0 ? -1 : 0) : a >> count;
+        break;
+      }
       case op::add:
         r = fl ? rv{in(0).f + in(1).f, in(0).d + in(1).d}
                : rv{0, 0, wrap(n.type, std::int64_t(in(0).i) + in(1).i)};
@@ -352,6 +480,24 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         n.type != dtype::boolean)
       r.undecided = r.undecided || std::fabs(in(0).f - std::trunc(in(0).f)) <= slack(in(0)) ||
                     std::fabs(in(0).f - std::trunc(in(0).f)) >= 1 - slack(in(0));
+    // Functions defined on part of the line: an operand within rounding of the edge may fall on
+    // either side (a value or NaN).
+    auto near = [&](double edge) { return std::fabs(in(0).f - edge) <= slack(in(0)); };
+    switch (n.kind) {
+      case op::asin:
+      case op::acos:
+      case op::atanh:
+        r.undecided = r.undecided || near(1) || near(-1);
+        break;
+      case op::acosh:
+        r.undecided = r.undecided || near(1);
+        break;
+      case op::log1p:
+        r.undecided = r.undecided || near(-1);
+        break;
+      default:
+        break;
+    }
     if (ir::info(n.kind).cls == ir::op_class::compare && is_floating(g.nodes[n.operands[0]].type))
       r.undecided =
           r.undecided || std::fabs(double(in(0).f) - in(1).f) <= slack(in(0)) + slack(in(1));

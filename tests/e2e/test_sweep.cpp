@@ -154,3 +154,59 @@ TEST(Sweep, RoundingExactly) {
     ASSERT_TRUE(same(ro[i], std::nearbyint(x[i]))) << "round(" << x[i] << ")";
   }
 }
+
+TEST(Sweep, InverseTrigonometric) {
+  constexpr auto t = fn<tensor<f32, dyn>>([](auto x) { return tan(x); });
+  constexpr auto as = fn<tensor<f32, dyn>>([](auto x) { return asin(x); });
+  constexpr auto ac = fn<tensor<f32, dyn>>([](auto x) { return acos(x); });
+  constexpr auto at = fn<tensor<f32, dyn>>([](auto x) { return atan(x); });
+  check_sweep(
+      t, [](long double x) { return std::tan(x); }, {6}, "tan");
+  check_sweep(
+      as, [](long double x) { return std::asin(x); }, {4}, "asin");
+  check_sweep(
+      ac, [](long double x) { return std::acos(x); }, {4}, "acos");
+  check_sweep(
+      at, [](long double x) { return std::atan(x); }, {4}, "atan");
+}
+
+TEST(Sweep, Hyperbolic) {
+  constexpr auto sh = fn<tensor<f32, dyn>>([](auto x) { return sinh(x); });
+  constexpr auto ch = fn<tensor<f32, dyn>>([](auto x) { return cosh(x); });
+  constexpr auto ash = fn<tensor<f32, dyn>>([](auto x) { return asinh(x); });
+  constexpr auto ach = fn<tensor<f32, dyn>>([](auto x) { return acosh(x); });
+  constexpr auto ath = fn<tensor<f32, dyn>>([](auto x) { return atanh(x); });
+  check_sweep(
+      sh, [](long double x) { return std::sinh(x); }, {4}, "sinh");
+  check_sweep(
+      ch, [](long double x) { return std::cosh(x); }, {4}, "cosh");
+  check_sweep(
+      ash, [](long double x) { return std::asinh(x); }, {4}, "asinh");
+  check_sweep(
+      ach, [](long double x) { return std::acosh(x); }, {4}, "acosh");
+  check_sweep(
+      ath, [](long double x) { return std::atanh(x); }, {4}, "atanh");
+}
+
+TEST(Sweep, ExpAndLogRelatives) {
+  constexpr auto e2 = fn<tensor<f32, dyn>>([](auto x) { return exp2(x); });
+  constexpr auto em1 = fn<tensor<f32, dyn>>([](auto x) { return expm1(x); });
+  constexpr auto l2 = fn<tensor<f32, dyn>>([](auto x) { return log2(x); });
+  constexpr auto l1p = fn<tensor<f32, dyn>>([](auto x) { return log1p(x); });
+  constexpr auto sp = fn<tensor<f32, dyn>>([](auto x) { return softplus(x); });
+  constexpr auto ec = fn<tensor<f32, dyn>>([](auto x) { return erfc(x); });
+  check_sweep(
+      e2, [](long double x) { return std::exp2(x); }, {2, 1.5e-45}, "exp2");
+  check_sweep(
+      em1, [](long double x) { return std::expm1(x); }, {3}, "expm1");
+  check_sweep(
+      l2, [](long double x) { return std::log2(x); }, {3}, "log2");
+  check_sweep(
+      l1p, [](long double x) { return std::log1p(x); }, {3}, "log1p");
+  check_sweep(
+      sp,
+      [](long double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); },
+      {3}, "softplus");
+  check_sweep(
+      ec, [](long double x) { return std::erfc(x); }, {6}, "erfc");
+}

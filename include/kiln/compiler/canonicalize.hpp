@@ -97,6 +97,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       case ir::op_class::select:
         id = b.select(ops[0], ops[1], ops[2]);
         break;
+      case ir::op_class::ternary:
+        id = b.ternary(old.kind, ops[0], ops[1], ops[2]);
+        break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
     }

@@ -52,6 +52,52 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::sign:
       if (fl) return num(fa > 0 ? 1.0 : fa < 0 ? -1.0 : fa);  // keeps NaN and the zero's sign
       return scalar::of_integer(t, a.i > 0 ? 1 : a.i < 0 ? -1 : 0);
+    case op::mod:  // integers only: float remainders are left to the kernels (exact there)
+    case op::fmod: {
+      if (fl) return std::nullopt;
+      if (v[1].i == 0) return integer(0);  // as division: x % 0 == 0
+      std::int64_t r = 0;
+      if (is_unsigned_integer(t)) {
+        r = static_cast<std::int64_t>(ua % ub);
+      } else {
+        r = v[1].i == -1 ? 0 : a.i % v[1].i;  // truncated; MIN % -1 is 0
+        if (o == op::mod && r != 0 && (r < 0) != (v[1].i < 0)) r += v[1].i;
+      }
+      return integer(static_cast<std::uint64_t>(r));
+    }
+    case op::clip: {
+      if (fl) {  // min(max(x, lo), hi), NaN in any operand propagates
+        double lo = v[1].f, hi = v[2].f;
+        if (fa != fa || lo != lo || hi != hi) return num(fa + lo + hi);
+        double m = lo > fa ? lo : fa;
+        return num(hi < m ? hi : m);
+      }
+      const scalar& m = v[1].i >= a.i ? v[1] : a;
+      return v[2].i <= m.i ? v[2] : m;
+    }
+    case op::bitwise_and:
+      return integer(ua & ub);
+    case op::bitwise_or:
+      return integer(ua | ub);
+    case op::bitwise_xor:
+      return integer(ua ^ ub);
+    case op::bitwise_not:
+      return integer(~ua);
+    case op::shift_left:
+    case op::shift_right: {
+      // The count as an unsigned value of the type's width; a count of the width or more (or a
+      // negative one) shifts every bit out, as numpy defines it.
+      int bits = size_in_bytes(t) * 8;
+      std::uint64_t count = bits == 64 ? ub : ub & ((std::uint64_t{1} << bits) - 1);
+      if (o == op::shift_left) return integer(count < std::uint64_t(bits) ? ua << count : 0);
+      if (is_unsigned_integer(t)) return integer(count < std::uint64_t(bits) ? ua >> count : 0);
+      if (count >= std::uint64_t(bits)) return integer(a.i < 0 ? ~std::uint64_t{0} : 0);
+      return integer(static_cast<std::uint64_t>(a.i >> count));
+    }
+    case op::isnan:
+      return boolean(fa != fa);
+    case op::isinf:
+      return boolean(fa - fa != fa - fa && fa == fa);
     case op::relu:
       if (fl) return num(fa > 0 ? fa : (fa != fa ? fa : 0.0));
       return a.i > 0 ? a : scalar::of_integer(t, 0);

@@ -76,14 +76,53 @@ constexpr auto make_unary(const V& a) {
     }                                                                                  \
   }
 
+// A ternary op on a tensor x and two more operands, each a tensor or a literal of x's type.
+#define KILN_DSL_TERNARY(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                                  \
+  template <tensor_value X, dsl_operand A, dsl_operand B>                                    \
+  constexpr auto NAME(const X& x, const A& a, const B& b) {                                  \
+    using T = typename X::element;                                                           \
+    if constexpr (any_rejected<X, A, B>()) {                                                 \
+      return value<T, rejected_extents>{};                                                   \
+    } else {                                                                                 \
+      constexpr bool types_agree = (!tensor_value<A> || same_element_type<X, A>)&&(          \
+          !tensor_value<B> || same_element_type<X, B>);                                      \
+      static_assert(types_agree, "kiln::" #NAME                                              \
+                                 ": the operands have different element types; convert one " \
+                                 "with kiln::cast<T>(x)");                                   \
+      constexpr bool literal_ok =                                                            \
+          (tensor_value<A> || literal_fits<A, T>)&&(tensor_value<B> || literal_fits<B, T>);  \
+      static_assert(literal_ok,                                                              \
+                    "kiln::" #NAME ": the literal does not fit the tensor's element type");  \
+      using EXA = broadcast_t<typename X::extents_type, detail::extents_of<A>>;              \
+      constexpr bool shapes_ok =                                                             \
+          broadcastable_extents<typename X::extents_type, detail::extents_of<A>> &&          \
+          broadcastable_extents<EXA, detail::extents_of<B>>;                                 \
+      static_assert(shapes_ok,                                                               \
+                    "kiln::" #NAME ": the static extents of the operands do not broadcast"); \
+      constexpr bool elements_ok = ELEMENTS<T>;                                              \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements");       \
+      if constexpr (types_agree && literal_ok && shapes_ok && elements_ok) {                 \
+        ir::builder* bld = x.builder;                                                        \
+        std::int32_t id = bld->ternary(ir::op::OP, x.id, detail::node_of<T>(bld, a),         \
+                                       detail::node_of<T>(bld, b));                          \
+        return value<T, broadcast_t<EXA, detail::extents_of<B>>>{bld, id};                   \
+      } else {                                                                               \
+        return value<T, rejected_extents>{};                                                 \
+      }                                                                                      \
+    }                                                                                        \
+  }
+
 // One DSL function per row of ir/op.hpp's list, by its class and arity; leaves, select and cast
 // are written by hand below.
 #define KILN_DSL_ELEMENTS_any element_type, "any"
 #define KILN_DSL_ELEMENTS_numeric numeric_element, "numeric (not bool)"
 #define KILN_DSL_ELEMENTS_floating floating_element, "floating-point"
+#define KILN_DSL_ELEMENTS_integer integer_element, "integer"
 #define KILN_DSL_ELEMENTS_bool_only bool_element, "bool"
 #define KILN_DSL_FORM_unary_1 KILN_DSL_UNARY
 #define KILN_DSL_FORM_logical_1 KILN_DSL_UNARY
+#define KILN_DSL_FORM_test_1 KILN_DSL_UNARY
+#define KILN_DSL_FORM_ternary_3 KILN_DSL_TERNARY
 #define KILN_DSL_FORM_binary_2 KILN_DSL_BINARY
 #define KILN_DSL_FORM_compare_2 KILN_DSL_BINARY
 #define KILN_DSL_FORM_logical_2 KILN_DSL_BINARY
@@ -98,6 +137,8 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_EXPAND
 #undef KILN_DSL_FORM_unary_1
 #undef KILN_DSL_FORM_logical_1
+#undef KILN_DSL_FORM_test_1
+#undef KILN_DSL_FORM_ternary_3
 #undef KILN_DSL_FORM_binary_2
 #undef KILN_DSL_FORM_compare_2
 #undef KILN_DSL_FORM_logical_2
@@ -107,9 +148,11 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_ELEMENTS_any
 #undef KILN_DSL_ELEMENTS_numeric
 #undef KILN_DSL_ELEMENTS_floating
+#undef KILN_DSL_ELEMENTS_integer
 #undef KILN_DSL_ELEMENTS_bool_only
 #undef KILN_DSL_BINARY
 #undef KILN_DSL_UNARY
+#undef KILN_DSL_TERNARY
 
 // Operators: the same ops as the named functions above.
 #define KILN_DSL_OPERATOR(SYMBOL, NAME)                                                     \

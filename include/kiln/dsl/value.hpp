@@ -91,6 +91,9 @@ concept numeric_element = dtype_of<T>
 != dtype::boolean;
 
 template <class T>
+concept integer_element = is_integer(dtype_of<T>);
+
+template <class T>
 concept bool_element = dtype_of<T>
 == dtype::boolean;
 

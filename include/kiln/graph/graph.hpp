@@ -95,6 +95,8 @@ class graph {
       case 2:
         return wrap(b_.binary(o, ids[0], ids[1]));
       default:
+        if (ir::info(o).cls == ir::op_class::ternary)
+          return wrap(b_.ternary(o, ids[0], ids[1], ids[2]));
         return wrap(b_.select(ids[0], ids[1], ids[2]));
     }
   }
@@ -107,18 +109,23 @@ class graph {
 #define KILN_GRAPH_FORM_unary_1(NAME) \
   value NAME(value a) { return apply(ir::op::NAME, {a}); }
 #define KILN_GRAPH_FORM_logical_1 KILN_GRAPH_FORM_unary_1
+#define KILN_GRAPH_FORM_test_1 KILN_GRAPH_FORM_unary_1
 #define KILN_GRAPH_FORM_binary_2(NAME) \
   value NAME(value a, value b) { return apply(ir::op::NAME, {a, b}); }
 #define KILN_GRAPH_FORM_compare_2 KILN_GRAPH_FORM_binary_2
 #define KILN_GRAPH_FORM_logical_2 KILN_GRAPH_FORM_binary_2
 #define KILN_GRAPH_FORM_leaf_0(NAME)
 #define KILN_GRAPH_FORM_select_3(NAME)
+#define KILN_GRAPH_FORM_ternary_3(NAME) \
+  value NAME(value a, value b, value c) { return apply(ir::op::NAME, {a, b, c}); }
 #define KILN_GRAPH_FORM_cast_1(NAME)
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)
 #undef KILN_GRAPH_OP
 #undef KILN_GRAPH_FORM_unary_1
 #undef KILN_GRAPH_FORM_logical_1
+#undef KILN_GRAPH_FORM_test_1
+#undef KILN_GRAPH_FORM_ternary_3
 #undef KILN_GRAPH_FORM_binary_2
 #undef KILN_GRAPH_FORM_compare_2
 #undef KILN_GRAPH_FORM_logical_2

@@ -85,6 +85,27 @@ class builder {
     return append(n);
   }
 
+  // An op of class ternary: three operands of one type, broadcast together, result of that type.
+  constexpr std::int32_t ternary(op o, std::int32_t a, std::int32_t b, std::int32_t c) {
+    expect_arity(o, 3);
+    if (info(o).cls != op_class::ternary) fail(o, errc::invalid_argument, "use builder::select");
+    const node& x = at(a, o);
+    const node& y = at(b, o);
+    const node& z = at(c, o);
+    if (x.type != y.type || x.type != z.type)
+      fail(o, errc::dtype_mismatch,
+           std::string("operand types differ: ") + std::string(name(x.type)) + ", " +
+               std::string(name(y.type)) + " and " + std::string(name(z.type)) +
+               " (insert a cast)");
+    check_type(o, x.type);
+    node n;
+    n.kind = o;
+    n.type = x.type;
+    n.dims = broadcast(o, broadcast(o, x.dims, y.dims), z.dims);
+    n.operands = {a, b, c};
+    return append(n);
+  }
+
   constexpr std::int32_t select(std::int32_t cond, std::int32_t a, std::int32_t b) {
     const node& c = at(cond, op::select);
     const node& x = at(a, op::select);

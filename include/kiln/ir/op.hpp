@@ -40,6 +40,37 @@
   X(reciprocal, 1, unary, floating, false)               \
   X(sign, 1, unary, numeric, false)                      \
   X(softsign, 1, unary, floating, false)                 \
+  X(tan, 1, unary, floating, false)                      \
+  X(asin, 1, unary, floating, false)                     \
+  X(acos, 1, unary, floating, false)                     \
+  X(atan, 1, unary, floating, false)                     \
+  X(sinh, 1, unary, floating, false)                     \
+  X(cosh, 1, unary, floating, false)                     \
+  X(asinh, 1, unary, floating, false)                    \
+  X(acosh, 1, unary, floating, false)                    \
+  X(atanh, 1, unary, floating, false)                    \
+  X(exp2, 1, unary, floating, false)                     \
+  X(expm1, 1, unary, floating, false)                    \
+  X(log2, 1, unary, floating, false)                     \
+  X(log1p, 1, unary, floating, false)                    \
+  X(softplus, 1, unary, floating, false)                 \
+  X(erfc, 1, unary, floating, false)                     \
+  /* remainders: mod as Python (the divisor's sign), */  \
+  /* fmod as C (the dividend's sign) */                  \
+  X(mod, 2, binary, numeric, false)                      \
+  X(fmod, 2, binary, numeric, false)                     \
+  /* clip(x, lo, hi) = min(max(x, lo), hi) */            \
+  X(clip, 3, ternary, numeric, false)                    \
+  /* bits of integers */                                 \
+  X(bitwise_and, 2, binary, integer, true)               \
+  X(bitwise_or, 2, binary, integer, true)                \
+  X(bitwise_xor, 2, binary, integer, true)               \
+  X(bitwise_not, 1, unary, integer, false)               \
+  X(shift_left, 2, binary, integer, false)               \
+  X(shift_right, 2, binary, integer, false)              \
+  /* float classification (-> bool) */                   \
+  X(isnan, 1, test, floating, false)                     \
+  X(isinf, 1, test, floating, false)                     \
   /* comparisons (-> bool) */                            \
   X(eq, 2, compare, any, true)                           \
   X(ne, 2, compare, any, true)                           \
@@ -68,6 +99,8 @@ enum class op_class : std::uint8_t {
   leaf,     // input / constant
   unary,    // T -> T
   binary,   // (T, T) -> T
+  ternary,  // (T, T, T) -> T
+  test,     // T -> bool
   compare,  // (T, T) -> bool
   logical,  // bool... -> bool
   select,   // (bool, T, T) -> T
@@ -79,6 +112,7 @@ enum class operand_types : std::uint8_t {
   any,        // every dtype (for leaves, select, cast, compare eq/ne)
   numeric,    // every dtype but bool
   floating,   // floating dtypes only
+  integer,    // integer dtypes only
   bool_only,  // bool only
 };
 
@@ -111,6 +145,8 @@ constexpr bool accepts(operand_types rule, dtype t) {
       return t != dtype::boolean;
     case operand_types::floating:
       return is_floating(t);
+    case operand_types::integer:
+      return is_integer(t);
     case operand_types::bool_only:
       return t == dtype::boolean;
   }
@@ -122,6 +158,7 @@ constexpr dtype result_dtype(op o, dtype t) {
   switch (info(o).cls) {
     case op_class::compare:
     case op_class::logical:
+    case op_class::test:
       return dtype::boolean;
     default:
       return t;

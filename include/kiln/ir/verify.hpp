@@ -74,6 +74,14 @@ constexpr std::vector<std::string> verify(const graph& g) {
       case op_class::unary:
         if (n.type != x.type) report(id, "result type differs from the operand's");
         break;
+      case op_class::test:
+        if (n.type != dtype::boolean) report(id, "result type is not bool");
+        break;
+      case op_class::ternary:
+        if (g.nodes[n.operands[1]].type != x.type || g.nodes[n.operands[2]].type != x.type)
+          report(id, "operand types differ");
+        if (n.type != x.type) report(id, "result type differs from the operands'");
+        break;
       case op_class::select:
         if (x.type != dtype::boolean) report(id, "condition is not bool");
         if (g.nodes[n.operands[1]].type != g.nodes[n.operands[2]].type || n.type != value_type)

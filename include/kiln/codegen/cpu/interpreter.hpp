@@ -123,6 +123,16 @@ void apply_compare(const instruction& s, const tile_frame& f) {
   for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
     write<dtype::boolean>(compare<O>(read<D>(s, f, 0, k), read<D>(s, f, 1, k)), s, f, k);
 }
+template <ir::op O, dtype D>
+void apply_test(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<dtype::boolean>(test<O>(read<D>(s, f, 0, k)), s, f, k);
+}
+template <ir::op O, dtype D>
+void apply_ternary(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
+    write<D>(ternary<O, D>(read<D>(s, f, 0, k), read<D>(s, f, 1, k), read<D>(s, f, 2, k)), s, f, k);
+}
 template <ir::op O>
 void apply_logical(const instruction& s, const tile_frame& f) {
   constexpr dtype B = dtype::boolean;
@@ -178,15 +188,20 @@ inline instruction_fn function_for(const ir::node& n, dtype operand) {
     constexpr op_class cls = ir::info(O).cls;
     if constexpr (cls == op_class::logical) {
       return &apply_logical<O>;
-    } else if constexpr (cls == op_class::unary || cls == op_class::binary) {
-      return with_dtype(compute_dtype(n.type), [](auto d) -> instruction_fn {
+    } else if constexpr (cls == op_class::unary || cls == op_class::binary ||
+                         cls == op_class::ternary || cls == op_class::test) {
+      return with_dtype(compute_dtype(operand), [](auto d) -> instruction_fn {
         constexpr dtype D = decltype(d)::value;
         if constexpr (!ir::accepts(ir::info(O).types, D) || is_storage_only(D))
           return nullptr;
         else if constexpr (cls == op_class::unary)
           return &apply_unary<O, D>;
-        else
+        else if constexpr (cls == op_class::binary)
           return &apply_binary<O, D>;
+        else if constexpr (cls == op_class::ternary)
+          return &apply_ternary<O, D>;
+        else
+          return &apply_test<O, D>;
       });
     } else if constexpr (cls == op_class::compare) {
       return with_dtype(compute_dtype(operand), [](auto d) -> instruction_fn {

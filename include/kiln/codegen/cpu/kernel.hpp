@@ -61,6 +61,10 @@ struct region_kernel {
       return logical<n.kind>(operand<K, 0>(v), operand<K, 1>(v));
     } else if constexpr (ir::info(n.kind).cls == ir::op_class::compare) {
       return cpu::compare<n.kind>(operand<K, 0>(v), operand<K, 1>(v));
+    } else if constexpr (ir::info(n.kind).cls == ir::op_class::test) {
+      return cpu::test<n.kind>(operand<K, 0>(v));
+    } else if constexpr (ir::info(n.kind).cls == ir::op_class::ternary) {
+      return ternary<n.kind, n.type>(operand<K, 0>(v), operand<K, 1>(v), operand<K, 2>(v));
     } else if constexpr (ir::info(n.kind).arity == 1) {
       return unary<n.kind, n.type>(operand<K, 0>(v));
     } else {

@@ -2,8 +2,10 @@
 // constant folding (NaN-propagating min/max, integer x / 0 == 0, saturating float-to-int casts).
 #pragma once
 
+#include <cmath>
 #include <limits>
 
+#include "kiln/codegen/cpu/math.hpp"
 #include "kiln/codegen/cpu/narrow.hpp"
 #include "kiln/codegen/cpu/pack.hpp"
 #include "kiln/ir/op.hpp"
@@ -61,89 +63,54 @@ B nan_aware(const B& x, const B& y, const B& r) {
     return r;
 }
 
-// exp in f32 with kiln's own range reduction, the algorithm the SPIR-V emitter uses too:
-// exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2), e^r by its Taylor series
-// to r^7, and 2^k applied in two halves, so results near the top of the range (x up to 88.72)
-// stay finite and those below 2^-126 come out as subnormals instead of 0. Within 2 ulp.
-template <class B>
-B exp32(const B& x) {
-  using I = xsimd::batch<std::int32_t, typename B::arch_type>;
-  B xc = xsimd::min(xsimd::max(x, B(-104.f)), B(89.f));
-  B kf = xsimd::nearbyint(xc * B(1.4426950408889634f));
-  B r = (xc - kf * B(0.693145751953125f)) - kf * B(1.4286068203094172e-06f);
-  constexpr float c[] = {1.f, 1.f, 1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720, 1.f / 5040};
-  B p(c[7]);
-  for (int n = 6; n >= 0; --n) p = p * r + B(c[n]);
-  I k = xsimd::batch_cast<std::int32_t>(kf);
-  I half = k >> 1, rest = k - half;
-  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(127)) << 23); };
-  return xsimd::select(xsimd::isnan(x), x, p * pow2(half) * pow2(rest));
+// Lane by lane through arrays, for ops with no SIMD instruction (the compiler may still
+// vectorize the loop).
+template <class T, class Fn>
+pack<T> lanewise(const pack<T>& a, const pack<T>& b, Fn fn) {
+  auto x = to_array(a), y = to_array(b);
+  for (std::size_t i = 0; i < lanes; ++i) x[i] = fn(x[i], y[i]);
+  return from_array(x);
 }
 
-// tanh in f32 with one division for both of its forms. Below |x| = 0.625, tanh(x) = x + x t N(t)
-// / Q(t), t = x^2: a rational of degrees 2/1 in t fitted by kiln (scripts/fit_tanh.py 0.625 2 1,
-// 4e-9 relative), written as x plus a small correction so that its rounding barely shows. Above,
-// tanh(x) = 1 - 2 / (1 + e^2x), with e^2x from kiln's reduction and a degree-6 Taylor polynomial:
-// the quotient is small there, so results near 1 keep their last bit (gelu's 1 + tanh(z) for
-// negative z cancels to it). Within 1.6 ulp over every f32 (the sweep test holds it to 4 ulp).
-template <class B>
-B tanh32(const B& x) {
-  using I = xsimd::batch<std::int32_t, typename B::arch_type>;
-  B a = xsimd::min(xsimd::abs(x), B(10.f));  // tanh(10) is 1 in f32; e^20 stays finite
-  auto small = a < B(0.625f);
-  B t = a * a;
-  B n = xsimd::fma(B(-1.53973015273e-3f), t, B(-0.333332987918f));
-  B q = xsimd::fma(B(0.404605182553f), t, B(1.f));
-  B y = a + a;
-  B k = xsimd::nearbyint(y * B(1.4426950408889634f));
-  B r = xsimd::fnma(k, B(1.4286068203094172e-06f), xsimd::fnma(k, B(0.693145751953125f), y));
-  constexpr float c[] = {1.f, 1.f, 1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720};
-  B p(c[6]);
-  for (int i = 5; i >= 0; --i) p = xsimd::fma(p, r, B(c[i]));
-  B e2x = p * xsimd::bitwise_cast<B>((xsimd::batch_cast<std::int32_t>(k) + I(127)) << 23);
-  B base = xsimd::select(small, a, B(1.f));
-  B num = xsimd::select(small, a * t * n, B(-2.f));
-  B den = xsimd::select(small, q, B(1.f) + e2x);
-  return xsimd::select(xsimd::isnan(x), x, xsimd::copysign(base + num / den, x));
+// fmod as C's (exact; the dividend's sign) and mod as Python's (the divisor's sign: r + y when
+// the signs differ, and a zero takes y's sign). Integers: x % 0 == 0 and MIN % -1 == 0.
+template <ir::op O, class T>
+T remainder(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(x, y);
+    if constexpr (O == ir::op::mod) {
+      if (r != 0 && (r < 0) != (y < 0)) r += y;
+      if (r == 0) r = std::copysign(T(0), y);
+    }
+    return r;
+  } else {
+    if (y == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      T r = y == -1 ? 0 : T(x % y);
+      if (O == ir::op::mod && r != 0 && (r < 0) != (y < 0)) r += y;
+      return r;
+    } else {
+      return x % y;
+    }
+  }
 }
 
-// log with subnormal inputs handled exactly: log(m 2^-149) = log(m) - 149 ln 2 for f32 (1074 for
-// f64), m the mantissa as an integer (xsimd's log treats subnormals as far too large).
-template <class B>
-B log_any(const B& x) {
-  using T = typename B::value_type;
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  using UB = xsimd::batch<U, typename B::arch_type>;
-  constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
-  constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
-  auto subnormal = x < B(std::numeric_limits<T>::min()) && x > B(0);
-  UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
-  B scaled = xsimd::log(xsimd::batch_cast<T>(m)) - B(shift * T(0.6931471805599453094));
-  return xsimd::select(subnormal, scaled, xsimd::log(x));
-}
-
-// pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
-// NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf,
-// a negative finite base with a non-integer exponent is NaN, infinities as C99 Annex F. In between,
-// xsimd's pow of |x|.
-template <class B>
-B pow_c(const B& x, const B& y) {
-  using T = typename B::value_type;
-  const B inf(std::numeric_limits<T>::infinity()), zero(0), one(1);
-  B ax = xsimd::abs(x), ay = xsimd::abs(y);
-  B r = xsimd::pow(ax, y);
-  auto y_negative = y < zero;
-  r = xsimd::select(ax == zero, xsimd::select(y_negative, inf, zero), r);
-  r = xsimd::select(ax == inf, xsimd::select(y_negative, zero, inf), r);
-  r = xsimd::select(ay == inf, xsimd::select((ax < one) == y_negative, inf, zero), r);
-  auto integer = xsimd::floor(y) == y;  // true for infinite y too
-  B half = y * B(0.5);
-  auto odd = integer && !(xsimd::floor(half) == half);
-  auto negative = xsimd::copysign(one, x) < zero;  // the sign bit, -0 included
-  r = xsimd::select(negative && odd, -r, r);
-  r = xsimd::select(x < zero && ax < inf && !integer, B(std::numeric_limits<T>::quiet_NaN()), r);
-  r = xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, r);
-  return xsimd::select(y == zero || x == one || (x == -one && ay == inf), one, r);
+// A shift by n bits of dtype D (narrow types live sign- or zero-extended in 32-bit lanes); a count
+// of D's width or more, or a negative one, shifts every bit out (numpy's definition): 0, or -1
+// for a negative value shifted right.
+template <ir::op O, dtype D, class T>
+T shift(T x, T n) {
+  using U = std::make_unsigned_t<T>;
+  constexpr int bits = size_in_bytes(D) * 8;
+  U count = static_cast<U>(n);
+  if constexpr (bits < int(sizeof(T) * 8)) count &= (U(1) << bits) - 1;
+  bool out = count >= U(bits);
+  if constexpr (O == ir::op::shift_left)
+    return out ? T(0) : T(static_cast<U>(x) << count);
+  else if constexpr (std::is_signed_v<T>)
+    return out ? T(x < 0 ? -1 : 0) : T(x >> count);
+  else
+    return out ? T(0) : T(x >> count);
 }
 
 }  // namespace detail
@@ -225,6 +192,61 @@ pack<T> unary(const pack<T>& a) {
       });
   } else if constexpr (O == op::softsign)
     return detail::map(a, [](B x) { return x / (B(1) + xsimd::abs(x)); });
+  else if constexpr (O == op::tan)
+    return detail::map(a, [](B x) { return xsimd::tan(x); });
+  else if constexpr (O == op::asin)
+    return detail::map(a, [](B x) { return xsimd::asin(x); });
+  else if constexpr (O == op::acos)
+    return detail::map(a, [](B x) { return xsimd::acos(x); });
+  else if constexpr (O == op::atan)
+    return detail::map(a, [](B x) { return xsimd::atan(x); });
+  else if constexpr (O == op::sinh)
+    return detail::map(a, [](B x) { return xsimd::sinh(x); });
+  else if constexpr (O == op::cosh)
+    return detail::map(a, [](B x) { return xsimd::cosh(x); });
+  else if constexpr (O == op::asinh)
+    return detail::map(a, [](B x) { return xsimd::asinh(x); });
+  else if constexpr (O == op::acosh)  // NaN below 1 (xsimd's gives -inf for x <= -1)
+    return detail::map(a, [](B x) {
+      return xsimd::select(x < B(1), B(std::numeric_limits<T>::quiet_NaN()), xsimd::acosh(x));
+    });
+  else if constexpr (O == op::atanh)
+    return detail::map(a, [](B x) { return xsimd::atanh(x); });
+  else if constexpr (O == op::exp2) {  // xsimd's f32 form overflows from 127
+    if constexpr (std::is_same_v<T, float>)
+      return detail::map(a, [](B x) { return detail::exp2_32(x); });
+    else
+      return detail::map(a, [](B x) { return xsimd::exp2(x); });
+  } else if constexpr (O == op::expm1) {  // e^x itself from 40 (xsimd's overflows early)
+    if constexpr (std::is_same_v<T, float>)
+      return detail::map(
+          a, [](B x) { return xsimd::select(x > B(40), detail::exp32(x), xsimd::expm1(x)); });
+    else
+      return detail::map(
+          a, [](B x) { return xsimd::select(x > B(40), xsimd::exp(x), xsimd::expm1(x)); });
+  } else if constexpr (O == op::log2)
+    return detail::map(a, [](B x) { return xsimd::log2(x); });
+  else if constexpr (O == op::log1p)
+    return detail::map(a, [](B x) { return xsimd::log1p(x); });
+  else if constexpr (O == op::softplus) {  // max(x, 0) + log1p(e^-|x|): no overflow
+    return detail::map(a, [](B x) {
+      B e;
+      if constexpr (std::is_same_v<T, float>)
+        e = detail::exp32(-xsimd::abs(x));  // subnormal results kept
+      else
+        e = xsimd::exp(-xsimd::abs(x));
+      return xsimd::select(xsimd::isnan(x), x, xsimd::max(x, B(0)) + xsimd::log1p(e));
+    });
+  } else if constexpr (O == op::erfc) {
+    if constexpr (std::is_same_v<T, float>)  // xsimd's f32 erfc is 1e5 ulp off near 9
+      return detail::map(a, [](B x) {
+        B r = xsimd::select(x < B(0.5f), B(1.f) - xsimd::erf(x), detail::erfc_tail32(x));
+        return xsimd::select(xsimd::isnan(x), x, r);
+      });
+    else
+      return detail::map(a, [](B x) { return xsimd::erfc(x); });
+  } else if constexpr (O == op::bitwise_not)
+    return wrap<D>(detail::map(a, [](B x) { return ~x; }));
   else
     static_assert(O == op::neg, "kiln: no CPU primitive for this unary op");
 }
@@ -270,6 +292,16 @@ pack<T> binary(const pack<T>& a, const pack<T>& b) {
     return detail::map(a, b, [](B x, B y) { return detail::nan_aware(x, y, xsimd::max(x, y)); });
   else if constexpr (O == op::pow)
     return detail::map(a, b, [](B x, B y) { return detail::pow_c(x, y); });
+  else if constexpr (O == op::mod || O == op::fmod)
+    return wrap<D>(detail::lanewise(a, b, [](T x, T y) { return detail::remainder<O>(x, y); }));
+  else if constexpr (O == op::bitwise_and)
+    return detail::map(a, b, [](B x, B y) { return x & y; });
+  else if constexpr (O == op::bitwise_or)
+    return detail::map(a, b, [](B x, B y) { return x | y; });
+  else if constexpr (O == op::bitwise_xor)
+    return detail::map(a, b, [](B x, B y) { return x ^ y; });
+  else if constexpr (O == op::shift_left || O == op::shift_right)
+    return wrap<D>(detail::lanewise(a, b, [](T x, T n) { return detail::shift<O, D>(x, n); }));
   else
     static_assert(O == op::add, "kiln: no CPU primitive for this binary op");
 }
@@ -300,6 +332,26 @@ mask compare(const mask& a, const mask& b) {
     return {!(a.m ^ b.m)};
   else
     return {a.m ^ b.m};
+}
+
+// Float classification (-> bool).
+template <ir::op O, class T>
+mask test(const pack<T>& a) {
+  using B = xsimd::batch<T>;
+  auto fn = [](B x, B) {
+    if constexpr (O == ir::op::isnan)
+      return xsimd::isnan(x);
+    else
+      return xsimd::abs(x) == B(std::numeric_limits<T>::infinity());
+  };
+  return detail::compare(a, a, fn);
+}
+
+// clip(x, lo, hi) = min(max(x, lo), hi), with the binary ops' NaN rule.
+template <ir::op O, dtype D, class T>
+pack<T> ternary(const pack<T>& x, const pack<T>& lo, const pack<T>& hi) {
+  static_assert(O == ir::op::clip, "kiln: no CPU primitive for this ternary op");
+  return binary<ir::op::min, D>(binary<ir::op::max, D>(x, lo), hi);
 }
 
 template <ir::op O>

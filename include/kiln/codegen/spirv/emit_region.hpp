@@ -446,6 +446,12 @@ class region_emitter final : public op_lowering {
         case op_class::binary:
           value[nid] = binary(n, in(0), in(1));
           break;
+        case op_class::ternary:
+          value[nid] = ternary(n, in(0), in(1), in(2));
+          break;
+        case op_class::test:
+          value[nid] = test(n, in(0));
+          break;
         case op_class::compare:
           value[nid] = compare(n, g_.nodes[n.operands[0]].type, in(0), in(1));
           break;

@@ -5,13 +5,13 @@
 
 #include <string>
 
-#include "kiln/codegen/spirv/math.hpp"
+#include "kiln/codegen/spirv/math_functions.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/graph.hpp"
 
 namespace kiln::spirv::detail {
 
-class op_lowering : public math_library {
+class op_lowering : public function_library {
  protected:
   virtual ~op_lowering() = default;
   // A float the kernel reads at run time rather than as a SPIR-V constant (see kernel::constants).
@@ -68,6 +68,38 @@ class op_lowering : public math_library {
         id den = exact(m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), m_.ext(t, GLSLstd450FAbs, {x})}));
         return exact(m_.emit(Op::OpFDiv, t, {x, den}));
       }
+      case op::tan:
+        return tan32(x);
+      case op::asin:
+        return asin32(x);
+      case op::acos:
+        return acos32(x);
+      case op::atan:
+        return atan32(x);
+      case op::sinh:
+        return sinh32(x);
+      case op::cosh:
+        return cosh32(x);
+      case op::asinh:
+        return asinh32(x);
+      case op::acosh:
+        return acosh32(x);
+      case op::atanh:
+        return atanh32(x);
+      case op::exp2:
+        return exp2_32(x);
+      case op::expm1:
+        return expm1_32(x);
+      case op::log2:
+        return log2_32(x);
+      case op::log1p:
+        return log1p32(x);
+      case op::softplus:
+        return softplus32(x);
+      case op::erfc:
+        return erfc32(x);
+      case op::bitwise_not:
+        return wrap(n.type, m_.emit(Op::OpNot, t, {x}));
       default:
         throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
     }
@@ -115,9 +147,78 @@ class op_lowering : public math_library {
       }
       case op::pow:
         return pow32(x, y);
+      case op::mod:
+      case op::fmod:
+        if (fl) return n.kind == op::mod ? mod32(x, y) : fmod32(x, y);
+        return integer_remainder(n, x, y);
+      case op::bitwise_and:
+        return m_.emit(Op::OpBitwiseAnd, t, {x, y});
+      case op::bitwise_or:
+        return m_.emit(Op::OpBitwiseOr, t, {x, y});
+      case op::bitwise_xor:
+        return m_.emit(Op::OpBitwiseXor, t, {x, y});
+      case op::shift_left:
+      case op::shift_right:
+        return shift(n, x, y);
       default:
         throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
     }
+  }
+
+  // clip(x, lo, hi) = min(max(x, lo), hi), through the binary ops' lowering.
+  id ternary(const ir::node& n, id x, id lo, id hi) {
+    if (n.kind != ir::op::clip)
+      throw error(errc::unsupported, "spirv", "no lowering for " + std::string(ir::name(n.kind)));
+    ir::node step = n;
+    step.kind = ir::op::max;
+    id at_least = binary(step, x, lo);
+    step.kind = ir::op::min;
+    return binary(step, at_least, hi);
+  }
+
+  id test(const ir::node& n, id x) {
+    if (n.kind == ir::op::isnan) return m_.emit(Op::OpIsNan, bvec4(), {x});
+    return m_.emit(Op::OpIsInf, bvec4(), {x});
+  }
+
+  // Integer remainders: x % 0 == 0 and MIN % -1 == 0 (SPIR-V leaves both undefined); mod adds y
+  // where the truncated remainder's sign differs from y's (Python's rule).
+  id integer_remainder(const ir::node& n, id x, id y) {
+    lane_kind k = lane_of(n.type);
+    id t = vec(k), zero = isplat(k, 0), one = isplat(k, 1);
+    id by_zero = m_.emit(Op::OpIEqual, bvec4(), {y, zero});
+    if (!is_signed_lane(k)) {
+      id r = m_.emit(Op::OpUMod, t, {x, select(k, by_zero, one, y)});
+      return select(k, by_zero, zero, r);
+    }
+    id by_m1 = m_.emit(Op::OpIEqual, bvec4(), {y, isplat(k, -1)});
+    id trivial = m_.emit(Op::OpLogicalOr, bvec4(), {by_zero, by_m1});
+    id r = m_.emit(Op::OpSRem, t, {x, select(k, trivial, one, y)});
+    r = select(k, trivial, zero, r);
+    if (n.kind == ir::op::fmod) return r;
+    id differ = m_.emit(Op::OpLogicalNotEqual, bvec4(), {less(k, r, zero), less(k, y, zero)});
+    id fix =
+        m_.emit(Op::OpLogicalAnd, bvec4(), {m_.emit(Op::OpINotEqual, bvec4(), {r, zero}), differ});
+    return wrap(n.type, select(k, fix, m_.emit(Op::OpIAdd, t, {r, y}), r));
+  }
+
+  // Shifts with numpy's rule: a count of the type's width or more (or a negative one, read as
+  // unsigned) shifts every bit out; SPIR-V leaves counts of the lane width or more undefined.
+  id shift(const ir::node& n, id x, id count) {
+    lane_kind k = lane_of(n.type);
+    id t = vec(k);
+    std::int64_t bits = size_in_bytes(n.type) * 8;
+    id c = count;
+    if (bits < 32) c = m_.emit(Op::OpBitwiseAnd, t, {c, isplat(k, (std::int64_t{1} << bits) - 1)});
+    id out = m_.emit(Op::OpUGreaterThanEqual, bvec4(), {c, isplat(k, bits)});
+    id safe = select(k, out, isplat(k, 0), c);
+    if (n.kind == ir::op::shift_left)
+      return wrap(n.type,
+                  select(k, out, isplat(k, 0), m_.emit(Op::OpShiftLeftLogical, t, {x, safe})));
+    if (!is_signed_lane(k))
+      return select(k, out, isplat(k, 0), m_.emit(Op::OpShiftRightLogical, t, {x, safe}));
+    id fill = select(k, less(k, x, isplat(k, 0)), isplat(k, -1), isplat(k, 0));
+    return select(k, out, fill, m_.emit(Op::OpShiftRightArithmetic, t, {x, safe}));
   }
 
   id compare(const ir::node& n, dtype operand, id x, id y) {

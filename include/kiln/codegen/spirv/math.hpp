@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "kiln/codegen/spirv/narrow_codec.hpp"
@@ -23,6 +24,23 @@ constexpr bool needs_32bit_float(ir::op o) {
     case op::sin:
     case op::cos:
     case op::pow:
+    case op::tan:
+    case op::asin:
+    case op::acos:
+    case op::atan:
+    case op::sinh:
+    case op::cosh:
+    case op::asinh:
+    case op::acosh:
+    case op::atanh:
+    case op::exp2:
+    case op::expm1:
+    case op::log2:
+    case op::log1p:
+    case op::softplus:
+    case op::erfc:
+    case op::mod:  // the exact remainder works on f32's bits
+    case op::fmod:
       return true;
     default:
       return false;
@@ -31,27 +49,39 @@ constexpr bool needs_32bit_float(ir::op o) {
 
 class math_library : public narrow_codec {
  protected:
-  // exp in f32 with its own range reduction: drivers may be as loose as 3 + 2|x| ulp (lavapipe's
-  // is 2.6e-6 relative near x = 70); this one stays within 2 ulp, as the CPU path does.
-  // exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2, so k * hi is exact),
-  // e^r by its Taylor series to r^7 (|r| <= 0.347: truncation below 1e-8), 2^k in two halves.
-  id exp32(id x) {
-    lane_kind k = lane_kind::f32;
-    id t = vec(k), iv = vec(lane_kind::s32);
-    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
-    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
-    id xc = m_.ext(t, GLSLstd450FClamp, {x, fsplat(k, -104.0), fsplat(k, 89.0)});
-    id kf = m_.ext(t, GLSLstd450RoundEven, {mul(xc, fsplat(k, 1.4426950408889634))});
-    id r = exact(m_.emit(Op::OpFSub, t, {xc, mul(kf, fsplat(k, 0.693145751953125))}));
-    r = exact(m_.emit(Op::OpFSub, t, {r, mul(kf, fsplat(k, 1.4286068203094172e-06))}));
-    double c = 1;
-    std::vector<double> coef;
-    for (int n = 0; n <= 7; ++n) {
-      if (n > 0) c /= n;
-      coef.push_back(c);
-    }
-    id p = fsplat(k, coef[7]);
-    for (int n = 6; n >= 0; --n) p = add(mul(p, r), fsplat(k, coef[n]));
+  // Small helpers on f32 lanes (each rounds as IEEE says: see exact()).
+  id fc(double v) { return fsplat(lane_kind::f32, v); }
+  id fop(Op o, id a, id b) { return exact(m_.emit(o, vec(lane_kind::f32), {a, b})); }
+  id fadd(id a, id b) { return fop(Op::OpFAdd, a, b); }
+  id fsub(id a, id b) { return fop(Op::OpFSub, a, b); }
+  id fmul(id a, id b) { return fop(Op::OpFMul, a, b); }
+  id fdiv(id a, id b) { return fop(Op::OpFDiv, a, b); }
+  id fabs32(id x) { return m_.ext(vec(lane_kind::f32), GLSLstd450FAbs, {x}); }
+  id fsel(id c, id a, id b) { return select(lane_kind::f32, c, a, b); }
+  id fcmp(Op o, id a, id b) { return m_.emit(o, bvec4(), {a, b}); }
+  id is_nan(id x) { return m_.emit(Op::OpIsNan, bvec4(), {x}); }
+  // |r| with the sign bit of s.
+  id copysign32(id r, id s) {
+    auto bits = [&](id v) { return m_.emit(Op::OpBitcast, uvec4(), {v}); };
+    id mag = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits(r), usplat(0x7FFFFFFF)});
+    id sign = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits(s), usplat(0x80000000)});
+    return m_.emit(Op::OpBitcast, vec(lane_kind::f32),
+                   {m_.emit(Op::OpBitwiseOr, uvec4(), {mag, sign})});
+  }
+  // Horner's rule: c[0] + z (c[1] + z (c[2] + ...)).
+  id horner(id z, std::initializer_list<double> c) {
+    const double* first = c.begin();
+    id p = fc(first[c.size() - 1]);
+    for (std::size_t i = c.size() - 1; i-- > 0;) p = fadd(fmul(p, z), fc(first[i]));
+    return p;
+  }
+
+  // e^r 2^k for |r| <= 0.35 and an integral kf in [-152, 128]: e^r by its Taylor series to r^7
+  // (truncation below 1e-8), 2^k applied in two halves so that results near the top of the range
+  // stay finite and those below 2^-126 come out as subnormals, rounded once.
+  id exp_scaled(id kf, id r) {
+    id iv = vec(lane_kind::s32), t = vec(lane_kind::f32);
+    id p = horner(r, {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
     id ki = m_.emit(Op::OpConvertFToS, iv, {kf});
     id half = m_.emit(Op::OpShiftRightArithmetic, iv, {ki, usplat(1)});
     id rest = m_.emit(Op::OpISub, iv, {ki, half});
@@ -59,8 +89,25 @@ class math_library : public narrow_codec {
       id biased = m_.emit(Op::OpIAdd, iv, {e, isplat(lane_kind::s32, 127)});
       return m_.emit(Op::OpBitcast, t, {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
     };
-    id y = mul(mul(p, pow2(half)), pow2(rest));
-    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, y);
+    return fmul(fmul(p, pow2(half)), pow2(rest));
+  }
+
+  // e^(hi + lo) for |lo| much smaller than |hi|, hi + lo in [-104, 89]: k = round((hi + lo) /
+  // ln 2), r = hi - k ln 2 + lo with ln 2 in two parts (k ln2_hi is exact, and so is hi minus it).
+  // An argument given in two parts keeps the bits a single f32 would round away (erfc's -x^2).
+  id exp_split(id hi, id lo) {
+    id kf = m_.ext(vec(lane_kind::f32), GLSLstd450RoundEven,
+                   {fmul(fadd(hi, lo), fc(1.4426950408889634))});
+    id r = fadd(fsub(hi, fmul(kf, fc(0.693145751953125))), lo);
+    return exp_scaled(kf, fsub(r, fmul(kf, fc(1.4286068203094172e-06))));
+  }
+
+  // exp in f32 with its own range reduction: drivers may be as loose as 3 + 2|x| ulp (lavapipe's
+  // is 2.6e-6 relative near x = 70); this one stays within 2 ulp, as the CPU path does.
+  // exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2, so k * hi is exact).
+  id exp32(id x) {
+    id xc = m_.ext(vec(lane_kind::f32), GLSLstd450FClamp, {x, fc(-104.0), fc(89.0)});
+    return fsel(is_nan(x), x, exp_split(xc, fc(0)));
   }
   id exp_of(lane_kind k, id x) {
     return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x});
@@ -88,15 +135,29 @@ class math_library : public narrow_codec {
     return select(k, less(k, ax, fsplat(k, 0.3)), small, big);
   }
 
-  // erf: Taylor series below 0.5; 1 - erfc beyond, erfc from a rational-exponential fit with a
-  // fractional error below 1.2e-7 (Numerical Recipes' erfcc formula).
+  // erfc(a) for a >= 0.5: t e^(-a^2 + P(t)), t = 1 / (1 + a/2), P of degree 9 from a
+  // rational-exponential fit with a fractional error below 1.2e-7 (the erfcc formula of Numerical
+  // Recipes). -a^2 is kept in two parts (a = ah + al, ah with 12 significant bits, so ah^2 is
+  // exact), since rounding it alone would cost up to 64 ulp near a = 9. 0 beyond a = 10.5.
+  id erfc_tail(id a) {
+    id ac = m_.ext(vec(lane_kind::f32), GLSLstd450FMin, {a, fc(10.5)});
+    id t = fdiv(fc(1.0), fadd(fc(1.0), fmul(fc(0.5), ac)));
+    id poly = horner(t, {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+                         -1.13520398, 1.48851587, -0.82215223, 0.17087277});
+    id ah = m_.emit(Op::OpBitcast, vec(lane_kind::f32),
+                    {m_.emit(Op::OpBitwiseAnd, uvec4(),
+                             {m_.emit(Op::OpBitcast, uvec4(), {ac}), usplat(0xFFFFF000)})});
+    id al = fsub(ac, ah);
+    id hi = m_.emit(Op::OpFNegate, vec(lane_kind::f32), {fmul(ah, ah)});
+    id lo = fsub(poly, fmul(al, fadd(ac, ah)));
+    id r = fmul(t, exp_split(hi, lo));
+    return fsel(fcmp(Op::OpFOrdLessThan, a, fc(10.5)), r, fc(0));
+  }
+
+  // erf: Taylor series below 0.5; 1 - erfc beyond.
   id erf32(id x) {
-    lane_kind k = lane_kind::f32;
-    id t = vec(k);
-    auto mul = [&](id a, id b) { return m_.emit(Op::OpFMul, t, {a, b}); };
-    auto add = [&](id a, id b) { return m_.emit(Op::OpFAdd, t, {a, b}); };
-    id ax = m_.ext(t, GLSLstd450FAbs, {x});
-    id x2 = mul(x, x);
+    id ax = fabs32(x);
+    id x2 = fmul(x, x);
     // 2/sqrt(pi) * (-1)^n / (n! (2n + 1))
     double fact = 1;
     std::vector<double> c;
@@ -104,18 +165,11 @@ class math_library : public narrow_codec {
       if (n > 0) fact *= n;
       c.push_back(1.1283791670955126 * (n % 2 ? -1 : 1) / (fact * (2 * n + 1)));
     }
-    id p = fsplat(k, c.back());
-    for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) p = add(mul(p, x2), fsplat(k, c[i]));
-    id small = mul(x, p);
-    const double r[] = {-1.26551223, 1.00002368,  0.37409196, 0.09678418,  -0.18628806,
-                        0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
-    id tt = m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), add(fsplat(k, 1.0), mul(fsplat(k, 0.5), ax))});
-    id poly = fsplat(k, r[9]);
-    for (int i = 8; i >= 0; --i) poly = add(mul(poly, tt), fsplat(k, r[i]));
-    id arg = m_.emit(Op::OpFSub, t, {poly, mul(ax, ax)});
-    id erfc = mul(tt, exp32(arg));
-    id big = mul(m_.ext(t, GLSLstd450FSign, {x}), m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), erfc}));
-    return select(k, less(k, ax, fsplat(k, 0.5)), small, big);
+    id p = fc(c.back());
+    for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) p = fadd(fmul(p, x2), fc(c[i]));
+    id small = fmul(x, p);
+    id big = copysign32(fsub(fc(1.0), erfc_tail(ax)), x);
+    return fsel(fcmp(Op::OpFOrdLessThan, ax, fc(0.5)), small, fsel(is_nan(x), x, big));
   }
 
   // log in f32 with its own reduction (drivers' GLSL.std.450 Log may be far looser: lavapipe's is
@@ -124,12 +178,14 @@ class math_library : public narrow_codec {
   // log(x) = e ln 2 (two parts) + log(m): within 2 ulp, as the CPU's. Subnormal inputs are scaled
   // in integers (their bits as an integer, e - 149), since drivers may flush them to zero.
   // Edges as C: log(±0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays.
-  id log32(id x) {
-    lane_kind k = lane_kind::f32;
-    id t = vec(k), iv = vec(lane_kind::s32);
-    auto mul = [&](id a, id b) { return exact(m_.emit(Op::OpFMul, t, {a, b})); };
-    auto add = [&](id a, id b) { return exact(m_.emit(Op::OpFAdd, t, {a, b})); };
+  // x = m 2^e as above: e as a float and log(m) (within an ulp), for log, log2 and log1p.
+  struct log_parts {
+    id e, log_m;
+  };
+  log_parts log_reduce(id x) {
+    id t = vec(lane_kind::f32), iv = vec(lane_kind::s32);
     auto ubin = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
+    auto ival = [&](std::int64_t v) { return isplat(lane_kind::s32, v); };
     id bits = m_.emit(Op::OpBitcast, uvec4(), {x});
     id subnormal = m_.emit(Op::OpULessThan, bvec4(), {bits, usplat(0x00800000)});  // +0 too
     id normal_bits = m_.emit(Op::OpBitcast, uvec4(),
@@ -140,29 +196,31 @@ class math_library : public narrow_codec {
     id m = m_.emit(Op::OpBitcast, t,
                    {ubin(Op::OpBitwiseOr, mantissa,
                          select(lane_kind::u32, above, usplat(0x3F000000), usplat(0x3F800000)))});
-    id e = m_.emit(Op::OpISub, iv,
-                   {m_.emit(Op::OpBitcast, iv, {ubin(Op::OpShiftRightLogical, u, usplat(23))}),
-                    isplat(lane_kind::s32, 127)});
-    e = m_.emit(
-        Op::OpIAdd, iv,
-        {e, select(lane_kind::s32, above, isplat(lane_kind::s32, 1), isplat(lane_kind::s32, 0))});
-    e = m_.emit(Op::OpIAdd, iv,
-                {e, select(lane_kind::s32, subnormal, isplat(lane_kind::s32, -149),
-                           isplat(lane_kind::s32, 0))});
-    id f = exact(m_.emit(Op::OpFSub, t, {m, fsplat(k, 1.0)}));  // exact (Sterbenz)
-    id sv = exact(m_.emit(Op::OpFDiv, t, {f, add(f, fsplat(k, 2.0))}));
-    id z = mul(sv, sv);
-    id p = fsplat(k, 2.0 / 13);
-    for (int n = 11; n >= 3; n -= 2) p = add(mul(p, z), fsplat(k, 2.0 / n));
-    id log_m = add(mul(sv, fsplat(k, 2.0)), mul(mul(sv, z), p));
-    id ef = m_.emit(Op::OpConvertSToF, t, {e});
-    id r = add(mul(ef, fsplat(k, 0.693145751953125)),
-               add(mul(ef, fsplat(k, 1.4286068203094172e-06)), log_m));
-    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits, usplat(0x7FFFFFFF)});
-    r = select(k, m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fsplat(k, -HUGE_VAL), r);
-    r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
-    r = select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, HUGE_VAL)}), x, r);
-    return select(k, m_.emit(Op::OpIsNan, bvec4(), {x}), x, r);
+    id e = m_.emit(
+        Op::OpISub, iv,
+        {m_.emit(Op::OpBitcast, iv, {ubin(Op::OpShiftRightLogical, u, usplat(23))}), ival(127)});
+    e = m_.emit(Op::OpIAdd, iv, {e, select(lane_kind::s32, above, ival(1), ival(0))});
+    e = m_.emit(Op::OpIAdd, iv, {e, select(lane_kind::s32, subnormal, ival(-149), ival(0))});
+    id f = fsub(m, fc(1.0));  // exact (Sterbenz)
+    id sv = fdiv(f, fadd(f, fc(2.0)));
+    id z = fmul(sv, sv);
+    id p = horner(z, {2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11, 2.0 / 13});
+    id log_m = fadd(fmul(sv, fc(2.0)), fmul(fmul(sv, z), p));
+    return {m_.emit(Op::OpConvertSToF, t, {e}), log_m};
+  }
+  // C's edges of a logarithm: f(±0) = -inf, f(x < 0) = NaN, f(inf) = inf, NaN stays.
+  id log_edges(id x, id r) {
+    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(),
+                           {m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x7FFFFFFF)});
+    r = fsel(m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fc(-HUGE_VAL), r);
+    r = fsel(fcmp(Op::OpFOrdLessThan, x, fc(0)), fc(NAN), r);
+    r = fsel(fcmp(Op::OpFOrdEqual, x, fc(HUGE_VAL)), x, r);
+    return fsel(is_nan(x), x, r);
+  }
+  id log32(id x) {
+    auto [e, log_m] = log_reduce(x);
+    id r = fadd(fmul(e, fc(0.693145751953125)), fadd(fmul(e, fc(1.4286068203094172e-06)), log_m));
+    return log_edges(x, r);
   }
 
   // sin or cos in f32 over the whole range, with kiln's own argument reduction (drivers' may fail
@@ -170,7 +228,10 @@ class math_library : public narrow_codec {
   // exactly in integers (Payne-Hanek): the 96 bits of 2/pi that matter modulo 4 for this E,
   // times M, give the quadrant q and a 62-bit fraction f of pi/2; y = f pi/2 in [-pi/4, pi/4]
   // (|x| < pi/4 is its own y), and sin/cos of y by their Taylor series. Within 4 ulp or 2e-7.
-  id sincos32(id x, bool is_sin) {
+  struct quadrant {
+    id y, q;  // |x| = q pi/2 + y (q modulo 4), |y| <= pi/4
+  };
+  quadrant reduce_half_pi(id x) {
     lane_kind k = lane_kind::f32;
     id t = vec(k);
     auto u = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
@@ -239,28 +300,49 @@ class math_library : public narrow_codec {
     id y = add(mul(f, fsplat(k, 1.5707963705062866)), mul(f, fsplat(k, -4.3711388286737929e-08)));
     y = select(k, small, ax, y);
     q = usel(small, usplat(0), u(Op::OpBitwiseAnd, q, usplat(3)));
-    // sin y and cos y, |y| <= pi/4.
-    id y2 = mul(y, y);
-    id ps = fsplat(k, 1.0 / 362880);
-    for (double c : {-1.0 / 5040, 1.0 / 120, -1.0 / 6}) ps = add(mul(ps, y2), fsplat(k, c));
-    id sin_y = add(y, mul(mul(y, y2), ps));
-    id pc = fsplat(k, -1.0 / 3628800);
-    for (double c : {1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5}) pc = add(mul(pc, y2), fsplat(k, c));
-    id cos_y = add(fsplat(k, 1.0), mul(y2, pc));
+    return {y, q};
+  }
+
+  id sin_poly(id y) {  // |y| <= pi/4
+    id y2 = fmul(y, y);
+    return fadd(y, fmul(fmul(y, y2), horner(y2, {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880})));
+  }
+  id cos_poly(id y) {
+    id y2 = fmul(y, y);
+    return fadd(fc(1.0),
+                fmul(y2, horner(y2, {-0.5, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800})));
+  }
+  id odd_quadrant(id q) {
+    return m_.emit(Op::OpIEqual, bvec4(),
+                   {m_.emit(Op::OpBitwiseAnd, uvec4(), {q, usplat(1)}), usplat(1)});
+  }
+  // The sign of x on r (an odd function of |x|): -0 stays -0.
+  id odd_sign(id r, id x) {
+    auto u = [&](Op o, id a, id b) { return m_.emit(o, uvec4(), {a, b}); };
+    return m_.emit(
+        Op::OpBitcast, vec(lane_kind::f32),
+        {u(Op::OpBitwiseXor, m_.emit(Op::OpBitcast, uvec4(), {r}),
+           u(Op::OpBitwiseAnd, m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000)))});
+  }
+  id nan_beyond_finite(id x, id r) {  // f(±inf) = f(NaN) = NaN
+    id special = m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpIsInf, bvec4(), {x}), is_nan(x)});
+    return fsel(special, fc(NAN), r);
+  }
+
+  // sin or cos in f32 over the whole range: the reduction above, then sin/cos of y by their
+  // Taylor series. Within 4 ulp or 2e-7.
+  id sincos32(id x, bool is_sin) {
+    auto [y, q] = reduce_half_pi(x);
+    id sin_y = sin_poly(y), cos_y = cos_poly(y);
+    auto eq = [&](id a, std::uint32_t v) { return m_.emit(Op::OpIEqual, bvec4(), {a, usplat(v)}); };
     // sin |x| = [sin y, cos y, -sin y, -cos y][q]; cos |x| = [cos y, -sin y, -cos y, sin y][q].
-    id odd = eq(u(Op::OpBitwiseAnd, q, usplat(1)), 1);
-    id r = is_sin ? select(k, odd, cos_y, sin_y) : select(k, odd, sin_y, cos_y);
+    id odd = odd_quadrant(q);
+    id r = is_sin ? fsel(odd, cos_y, sin_y) : fsel(odd, sin_y, cos_y);
     id negate = is_sin ? m_.emit(Op::OpUGreaterThanEqual, bvec4(), {q, usplat(2)})
                        : m_.emit(Op::OpLogicalOr, bvec4(), {eq(q, 1), eq(q, 2)});
-    r = select(k, negate, m_.emit(Op::OpFNegate, t, {r}), r);
-    if (is_sin)  // sin is odd: the sign of x (and -0 stays -0)
-      r = m_.emit(
-          Op::OpBitcast, t,
-          {u(Op::OpBitwiseXor, m_.emit(Op::OpBitcast, uvec4(), {r}),
-             u(Op::OpBitwiseAnd, m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000)))});
-    id special = m_.emit(Op::OpLogicalOr, bvec4(),
-                         {m_.emit(Op::OpIsInf, bvec4(), {x}), m_.emit(Op::OpIsNan, bvec4(), {x})});
-    return select(k, special, fsplat(k, NAN), r);
+    r = fsel(negate, m_.emit(Op::OpFNegate, vec(lane_kind::f32), {r}), r);
+    if (is_sin) r = odd_sign(r, x);  // sin is odd
+    return nan_beyond_finite(x, r);
   }
 
   // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN.
