@@ -42,7 +42,7 @@ struct glsl_anchor {
   void run(const buffer<float>* bufs, std::uint32_t n) {
     std::lock_guard lock(ctx.mutex());
     VkCommandBuffer cb = ctx.queue().begin(1, 4);
-    VkDescriptorSet set = ctx.queue().descriptor_set(pl.set_layout);
+    VkDescriptorSet set = ctx.queue().descriptor_set(pl.set_layout.get());
     VkDescriptorBufferInfo info[4];
     VkWriteDescriptorSet writes[4];
     for (int b = 0; b < 4; ++b) {
@@ -56,10 +56,11 @@ struct glsl_anchor {
       writes[b].pBufferInfo = &info[b];
     }
     vkUpdateDescriptorSets(ctx.device(), 4, writes, 0, nullptr);
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle);
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle.get());
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout.get(), 0, 1, &set, 0,
+                            nullptr);
     std::uint32_t groups = (n + 3) / 4, wg = ctx.target().workgroup_size();
-    vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &groups);
+    vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &groups);
     std::uint32_t count = std::min((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
     vkCmdDispatch(cb, count, 1, 1);
     ctx.queue().wait(ctx.queue().submit());

@@ -53,8 +53,7 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
     shape space = runtime::concrete(reg.space, sym);
     for (int k = 0; k < reg.arg_count; ++k) {
       int a = Plan.region_args[reg.arg_begin + k];
-      shape dims =
-          args[a].dims.rank == Plan.inputs[a].dims.rank ? args[a].dims : Plan.inputs[a].dims;
+      shape dims = runtime::argument_dims(args[a], Plan.inputs[a].dims);
       ins[a] = cpu::layout_over(args[a].data, size_in_bytes(Plan.inputs[a].type), dims, space);
     }
     for (int k = 0; k < reg.result_count; ++k) {

@@ -21,6 +21,12 @@ struct buffer_ref {
   const device_memory* memory = nullptr;  // a kiln::buffer's memory (then data is null)
 };
 
+// The extents an argument is read with: its own, or the declared (static) ones for a flat range
+// of another rank, which check_arguments accepts when the element counts agree.
+inline shape argument_dims(const buffer_ref& b, const shape& declared) {
+  return b.dims.rank == declared.rank ? b.dims : declared;
+}
+
 inline std::string declared_text(const ir::input_decl& d) {
   return std::string(name(d.type)) + to_string(d.dims);
 }

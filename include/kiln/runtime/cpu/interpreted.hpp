@@ -27,7 +27,7 @@ inline void run_interpreted(const compiler::plan& p, std::span<const tile_progra
     shape space = runtime::concrete(reg.space, sym);
     for (auto a : reg.args) {
       const ir::input_decl& d = g.inputs[a];
-      shape dims = args[a].dims.rank == d.dims.rank ? args[a].dims : d.dims;
+      shape dims = runtime::argument_dims(args[a], d.dims);
       ins[a] = layout_over(args[a].data, size_in_bytes(d.type), dims, space);
     }
     for (auto r : reg.results)

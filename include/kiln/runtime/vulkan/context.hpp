@@ -1,6 +1,6 @@
-// One Vulkan device as kiln uses it: the chosen physical device, its target description, memory
-// pools, the staging ring, pipelines, and the compute queue (queue.hpp). One context per device
-// per process, shared by every function and buffer.
+// One Vulkan device as kiln uses it: the opened VkDevice with its memory pools, staging ring,
+// pipelines and compute queue, made from a physical device chosen and described by
+// physical_device.hpp. One context per device per process, shared by every function and buffer.
 #pragma once
 
 #include <cstdio>
@@ -13,28 +13,15 @@
 
 #include "kiln/codegen/spirv/target.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/vulkan/handle.hpp"
 #include "kiln/runtime/vulkan/instance.hpp"
 #include "kiln/runtime/vulkan/memory.hpp"
+#include "kiln/runtime/vulkan/physical_device.hpp"
 #include "kiln/runtime/vulkan/pipelines.hpp"
 #include "kiln/runtime/vulkan/queue.hpp"
+#include "kiln/runtime/vulkan/staging_ring.hpp"
 
 namespace kiln::vulkan {
-
-// Discrete > integrated > virtual > CPU (lower is better).
-inline int type_rank(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-      return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-      return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-      return 3;
-    default:
-      return 4;
-  }
-}
 
 class context {
  public:
@@ -56,7 +43,7 @@ class context {
   int index() const { return index_; }
   // Device-local memory the host can map (lavapipe, integrated GPUs): uploads are one memcpy.
   bool unified() const { return device_pool_->host_visible(); }
-  VkDevice device() const { return device_; }
+  VkDevice device() const { return device_.get(); }
   vulkan::instance& instance() { return *instance_; }
   pipeline_cache& pipelines() { return *pipelines_; }
   std::mutex& mutex() { return mutex_; }
@@ -81,26 +68,10 @@ class context {
     if (host_pool_) host_pool_->release(a);
   }
 
-  // The staging ring for host data of one call (callers hold mutex()). Calls are synchronous, so
-  // the ring starts over at each call; it grows to the largest call seen.
-  void ring_reset() { ring_used_ = 0; }
-  allocation ring_take(VkDeviceSize bytes) {
-    VkDeviceSize size = padded(bytes);
-    if (ring_used_ + size > ring_.size) {
-      // Grow: a new ring for what is left of this call and everything after. Ranges already
-      // handed out in this call stay valid in the old block until the call ends.
-      if (ring_.block) retired_.push_back(ring_);
-      ring_ = ring_pool_->allocate(std::max<VkDeviceSize>(2 * (ring_.size + size), 1 << 20));
-      ring_used_ = 0;
-    }
-    allocation a{ring_.block, ring_.offset + ring_used_, size};
-    ring_used_ += size;
-    return a;
-  }
-  void ring_end_call() {
-    for (auto& r : retired_) ring_pool_->release(r);
-    retired_.clear();
-    ring_used_ = 0;
+  // The staging ring for host data of one call (callers hold mutex()).
+  staging_ring& ring() {
+    expect_live();
+    return *ring_;
   }
 
   // The compute queue: submissions with wait and signal lists, their command buffers and
@@ -142,88 +113,34 @@ class context {
                   name_ + " was shut down at process exit; no more work can run on it");
   }
 
-  // Destroys what exists, in reverse order of creation (also when the constructor failed half way).
+  // Destroys what exists, in reverse order of creation: at exit (shutdown_all) and from the
+  // destructor. A constructor that throws leaves its members to their own destructors.
   void release() {
     if (!device_) return;
-    vkDeviceWaitIdle(device_);
+    vkDeviceWaitIdle(device_.get());
     queue_.reset();
     pipelines_.reset();
+    ring_.reset();
     ring_pool_.reset();
     device_pool_.reset();
     host_pool_.reset();
-    vkDestroyDevice(device_, nullptr);
-    device_ = VK_NULL_HANDLE;
-  }
-
-  // Why a physical device cannot serve kiln (empty: it can).
-  static std::string unusable(VkPhysicalDevice pd) {
-    VkPhysicalDeviceProperties p;
-    vkGetPhysicalDeviceProperties(pd, &p);
-    std::string who = p.deviceName;
-    if (p.apiVersion < VK_API_VERSION_1_2) return who + " supports only Vulkan < 1.2";
-    auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
-    auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-    f.pNext = &f12;
-    vkGetPhysicalDeviceFeatures2(pd, &f);
-    if (!f12.timelineSemaphore) return who + " lacks timeline semaphores";
-    if (compute_family(pd) < 0) return who + " has no compute queue";
-    return "";
-  }
-  static int compute_family(VkPhysicalDevice pd) {
-    std::uint32_t n = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
-    std::vector<VkQueueFamilyProperties> q(n);
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q.data());
-    int best = -1;
-    for (int i = 0; i < static_cast<int>(n); ++i) {
-      if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-      // Prefer a compute-only family (async compute on discrete GPUs).
-      if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = i;
-    }
-    return best;
+    device_.reset();
   }
 
   context(std::shared_ptr<vulkan::instance> inst, VkPhysicalDevice pd, int index)
       : instance_(std::move(inst)), physical_(pd), index_(index) {
-    auto p12 = vk_struct<VkPhysicalDeviceVulkan12Properties>(
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES);
-    auto p11 = vk_struct<VkPhysicalDeviceVulkan11Properties>(
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES);
-    p11.pNext = &p12;
-    auto props =
-        vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
-    props.pNext = &p11;
-    vkGetPhysicalDeviceProperties2(pd, &props);
-    const VkPhysicalDeviceLimits& lim = props.properties.limits;
-    name_ = props.properties.deviceName;
-    auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-    vkGetPhysicalDeviceFeatures2(pd, &f);
-
-    target_.vulkan_version = props.properties.apiVersion;
-    target_.subgroup_size = p11.subgroupSize ? p11.subgroupSize : 32;
-    target_.max_workgroup_size_x =
-        std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
-    target_.max_workgroup_count_x = lim.maxComputeWorkGroupCount[0];
-    target_.shared_memory_bytes = lim.maxComputeSharedMemorySize;
-    target_.max_storage_buffers = std::min(lim.maxPerStageDescriptorStorageBuffers, 64u);
-    target_.push_constant_bytes = lim.maxPushConstantsSize;
-    target_.max_storage_buffer_range = lim.maxStorageBufferRange;
-    target_.float64 = f.features.shaderFloat64;
-    target_.int64 = f.features.shaderInt64;
-    target_.int16 = f.features.shaderInt16;
-    target_.preserve_inf_nan32 = p12.shaderSignedZeroInfNanPreserveFloat32;
-    target_.preserve_inf_nan64 = p12.shaderSignedZeroInfNanPreserveFloat64;
-
+    physical_description d = describe(pd);
+    name_ = d.name;
+    target_ = d.target;
+    family_ = d.family;
     // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
     auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     on12.timelineSemaphore = VK_TRUE;
     auto on = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     on.pNext = &on12;
-    on.features.shaderFloat64 = f.features.shaderFloat64;
-    on.features.shaderInt64 = f.features.shaderInt64;
-    family_ = static_cast<std::uint32_t>(compute_family(pd));
+    on.features.shaderFloat64 = d.float64;
+    on.features.shaderInt64 = d.int64;
     float priority = 1.0f;
     auto qi = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
     qi.queueFamilyIndex = family_;
@@ -233,25 +150,21 @@ class context {
     di.pNext = &on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
-    check(attempt([&] { return vkCreateDevice(pd, &di, nullptr, &device_); }), "vkCreateDevice");
-    try {
-      create_objects(props.properties, p11);
-    } catch (...) {
-      release();  // no destructor runs for a constructor that throws
-      throw;
-    }
-  }
-
-  // Everything made from the VkDevice: memory pools, pipelines, the queue.
-  void create_objects(const VkPhysicalDeviceProperties& props,
-                      const VkPhysicalDeviceVulkan11Properties& p11) {
+    VkResult r = attempt([&] { return vkCreateDevice(pd, &di, nullptr, device_.receive()); });
+    if (r != VK_SUCCESS) device_.abandon();
+    check(r, "vkCreateDevice");
+    // From here a throw destroys the members made so far (each owns its objects), the VkDevice
+    // last; none of them is in use yet, so no wait is needed.
     choose_memory();
-    bool feedback = std::min(instance_->api_version(), props.apiVersion) >= VK_API_VERSION_1_3;
-    pipelines_ = std::make_unique<pipeline_cache>(device_, props, p11.deviceUUID, feedback);
-    queue_ = std::make_unique<vulkan::queue>(device_, family_);
+    ring_ = std::make_unique<staging_ring>(*ring_pool_);
+    bool feedback =
+        std::min(instance_->api_version(), d.properties.apiVersion) >= VK_API_VERSION_1_3;
+    pipelines_ = std::make_unique<pipeline_cache>(device_.get(), d.properties, d.uuid, feedback);
+    queue_ = std::make_unique<vulkan::queue>(device_.get(), family_);
     check_validation("device creation");
   }
 
+  // The memory types of the device, host and staging pools.
   void choose_memory() {
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(physical_, &mp);
@@ -272,14 +185,14 @@ class context {
     bool is_unified = unified >= 0 && mp.memoryHeaps[mp.memoryTypes[unified].heapIndex].size >=
                                           (VkDeviceSize(1) << 30);
     if (is_unified) {
-      device_pool_ = std::make_unique<memory_pool>(device_, unified, true);
-      host_pool_ = std::make_unique<memory_pool>(device_, unified, true);
-      ring_pool_ = std::make_unique<memory_pool>(device_, unified, true);
+      device_pool_ = std::make_unique<memory_pool>(device_.get(), unified, true);
+      host_pool_ = std::make_unique<memory_pool>(device_.get(), unified, true);
+      ring_pool_ = std::make_unique<memory_pool>(device_.get(), unified, true);
     } else {
       device_pool_ = std::make_unique<memory_pool>(
-          device_, device_type < 0 ? host_type : device_type, device_type < 0);
-      host_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
-      ring_pool_ = std::make_unique<memory_pool>(device_, host_type, true);
+          device_.get(), device_type < 0 ? host_type : device_type, device_type < 0);
+      host_pool_ = std::make_unique<memory_pool>(device_.get(), host_type, true);
+      ring_pool_ = std::make_unique<memory_pool>(device_.get(), host_type, true);
     }
   }
 
@@ -288,14 +201,13 @@ class context {
   int index_ = 0;
   std::string name_;
   spirv::target target_;
-  VkDevice device_ = VK_NULL_HANDLE;
+  // Destroyed in reverse order of declaration: the queue first, the VkDevice last.
+  logical_device device_;
   std::uint32_t family_ = 0;
   std::unique_ptr<memory_pool> device_pool_, host_pool_, ring_pool_;
+  std::unique_ptr<staging_ring> ring_;
   std::unique_ptr<pipeline_cache> pipelines_;
   std::unique_ptr<vulkan::queue> queue_;
-  allocation ring_;
-  VkDeviceSize ring_used_ = 0;
-  std::vector<allocation> retired_;
   std::mutex mutex_, memory_mutex_;
 };
 
@@ -329,36 +241,8 @@ KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
     reg.instance = inst;
     std::atexit(&context::shutdown_all);  // after vkCreateInstance loaded the layers: runs first
   }
+  int chosen = choose_physical_device(inst->physical_devices(), index);
   auto devices = inst->physical_devices();
-  int chosen = index;
-  std::string why;
-  if (index < 0) {
-    int best_rank = 99;
-    for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
-      std::string reason = unusable(devices[i]);
-      if (!reason.empty()) {
-        why += (why.empty() ? "" : "; ") + reason;
-        continue;
-      }
-      VkPhysicalDeviceProperties p;
-      vkGetPhysicalDeviceProperties(devices[i], &p);
-      if (type_rank(p.deviceType) < best_rank) {
-        best_rank = type_rank(p.deviceType);
-        chosen = i;
-      }
-    }
-    if (chosen < 0)
-      throw error(errc::unsupported, "vulkan",
-                  devices.empty() ? "no Vulkan device (no driver found by the loader)"
-                                  : "no usable Vulkan device: " + why);
-  } else if (index >= static_cast<int>(devices.size())) {
-    throw error(errc::invalid_argument, "device::vulkan",
-                "device index " + std::to_string(index) + " does not exist (" +
-                    std::to_string(devices.size()) + " Vulkan device" +
-                    (devices.size() == 1 ? "" : "s") + ")");
-  } else if (auto reason = unusable(devices[index]); !reason.empty()) {
-    throw error(errc::unsupported, "vulkan", reason);
-  }
   auto& slot = contexts[chosen];
   if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
   return slot;

@@ -181,7 +181,7 @@ class call_bindings {
     if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by check_devices
       info = {m->range().buffer(), m->range().offset, m->range().size};
     } else {
-      allocation s = ctx_.ring_take(bytes);
+      allocation s = ctx_.ring().take(bytes);
       if (is_result)
         staged_results_.push_back({&b, s, bytes});
       else
@@ -222,11 +222,11 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     for (auto a : reg.args) infos.push_back(bindings.arg(a));
     for (auto res : reg.results) infos.push_back(bindings.result(res));
     if (k.metadata_in_buffer) {
-      allocation m = ctx.ring_take(r.call.metadata.size() * 4);
+      allocation m = ctx.ring().take(r.call.metadata.size() * 4);
       std::memcpy(m.host(), r.call.metadata.data(), r.call.metadata.size() * 4);
       infos.push_back({m.buffer(), m.offset, m.size});
     }
-    VkDescriptorSet set = q.descriptor_set(pl.set_layout);
+    VkDescriptorSet set = q.descriptor_set(pl.set_layout.get());
     std::vector<VkWriteDescriptorSet> writes(infos.size());
     for (std::size_t b = 0; b < infos.size(); ++b) {
       writes[b] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
@@ -238,10 +238,11 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     }
     vkUpdateDescriptorSets(ctx.device(), static_cast<std::uint32_t>(writes.size()), writes.data(),
                            0, nullptr);
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle);
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1, &set, 0, nullptr);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle.get());
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout.get(), 0, 1, &set, 0,
+                            nullptr);
     if (pl.push_bytes)
-      vkCmdPushConstants(cb, pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
+      vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
                          r.call.metadata.data());
     std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
     std::uint64_t count =
@@ -295,7 +296,7 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   detail::check_devices(prog, ctx, args, results);
   std::lock_guard lock(ctx.mutex());
   ctx.finish_submitted();  // the staging ring starts over: nothing submitted may still read it
-  ctx.ring_reset();
+  ctx.ring().reset();
   detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
   detail::call_bindings bindings(ctx, args, results, c.device->plan.graph);
   std::uint64_t done = 0;
@@ -314,7 +315,7 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   }
   if (done) ctx.queue().wait(done);
   bindings.copy_back();
-  ctx.ring_end_call();
+  ctx.ring().end_call();
   ctx.check_validation(prog.name() + " call");
   if (cpu_failure) std::rethrow_exception(cpu_failure);
 }

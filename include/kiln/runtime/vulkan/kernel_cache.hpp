@@ -76,7 +76,7 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   c.key = std::to_string(index) + ":";
   for (auto a : reg.args) {
     const ir::input_decl& d = p.graph.inputs[a];
-    shape dims = args[a].dims.rank == d.dims.rank ? args[a].dims : d.dims;
+    shape dims = runtime::argument_dims(args[a], d.dims);
     std::int64_t n = dims.element_count();
     spirv::operand_kind k = n == 1       ? spirv::operand_kind::uniform
                             : n == total ? spirv::operand_kind::full

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/runtime/vulkan/check.hpp"
+#include "kiln/runtime/vulkan/handle.hpp"
 
 namespace kiln::vulkan {
 
@@ -21,8 +22,8 @@ inline constexpr VkDeviceSize padded(VkDeviceSize bytes) {
 }
 
 struct memory_block {
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkBuffer buffer = VK_NULL_HANDLE;
+  memory_handle memory;  // declared first: the buffer over it is destroyed before it is freed
+  buffer_handle buffer;
   VkDeviceSize size = 0;
   unsigned char* mapped = nullptr;            // host address when the memory type is host-visible
   std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
@@ -32,7 +33,7 @@ struct memory_block {
 struct allocation {
   memory_block* block = nullptr;
   VkDeviceSize offset = 0, size = 0;
-  VkBuffer buffer() const { return block->buffer; }
+  VkBuffer buffer() const { return block->buffer.get(); }
   unsigned char* host() const { return block->mapped ? block->mapped + offset : nullptr; }
 };
 
@@ -46,12 +47,6 @@ class memory_pool {
       : device_(device), type_(type), host_visible_(host_visible) {}
   memory_pool(const memory_pool&) = delete;
   memory_pool& operator=(const memory_pool&) = delete;
-  ~memory_pool() {
-    for (auto& b : blocks_) {
-      vkDestroyBuffer(device_, b->buffer, nullptr);
-      vkFreeMemory(device_, b->memory, nullptr);
-    }
-  }
 
   bool host_visible() const { return host_visible_; }
 
@@ -82,11 +77,8 @@ class memory_pool {
     // A block that is wholly free again goes back to the driver, but for the first: a large
     // buffer's memory does not stay held after the buffer is gone.
     memory_block* b = a.block;
-    if (b != blocks_.front().get() && f.size() == 1 && f.begin()->second == b->size) {
-      vkDestroyBuffer(device_, b->buffer, nullptr);
-      vkFreeMemory(device_, b->memory, nullptr);
+    if (b != blocks_.front().get() && f.size() == 1 && f.begin()->second == b->size)
       std::erase_if(blocks_, [&](const auto& p) { return p.get() == b; });
-    }
   }
 
  private:
@@ -102,13 +94,12 @@ class memory_pool {
     return {};
   }
 
-  // A new block; a failure names the call and the size, and leaves nothing behind.
+  // A new block; a failure names the call and the size, and leaves nothing behind (the handles
+  // destroy what was made).
   std::unique_ptr<memory_block> make_block(VkDeviceSize size) {
     auto b = std::make_unique<memory_block>();
     b->size = size;
     auto fail = [&](VkResult r, const char* call) {
-      if (b->memory) vkFreeMemory(device_, b->memory, nullptr);
-      if (b->buffer) vkDestroyBuffer(device_, b->buffer, nullptr);
       throw error(errc::device_error, "vulkan",
                   std::string(call) + " failed for a block of " + std::to_string(size) +
                       " bytes: " + result_name(r) + " (" + std::to_string(r) + ")");
@@ -118,27 +109,30 @@ class memory_pool {
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    if (VkResult r = attempt([&] { return vkCreateBuffer(device_, &bi, nullptr, &b->buffer); });
+    if (VkResult r = attempt(
+            [&] { return vkCreateBuffer(device_, &bi, nullptr, b->buffer.receive(device_)); });
         r != VK_SUCCESS) {
-      b->buffer = VK_NULL_HANDLE;
+      b->buffer.abandon();  // a failed call may leave anything in its output
       fail(r, "vkCreateBuffer");
     }
     VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(device_, b->buffer, &req);
+    vkGetBufferMemoryRequirements(device_, b->buffer.get(), &req);
     auto ai = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type_;
-    if (VkResult r = attempt([&] { return vkAllocateMemory(device_, &ai, nullptr, &b->memory); });
+    if (VkResult r = attempt(
+            [&] { return vkAllocateMemory(device_, &ai, nullptr, b->memory.receive(device_)); });
         r != VK_SUCCESS) {
-      b->memory = VK_NULL_HANDLE;
+      b->memory.abandon();
       fail(r, "vkAllocateMemory");
     }
-    if (VkResult r = vkBindBufferMemory(device_, b->buffer, b->memory, 0); r != VK_SUCCESS)
+    if (VkResult r = vkBindBufferMemory(device_, b->buffer.get(), b->memory.get(), 0);
+        r != VK_SUCCESS)
       fail(r, "vkBindBufferMemory");
     if (host_visible_) {
       void* p = nullptr;
-      if (VkResult r =
-              attempt([&] { return vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p); });
+      if (VkResult r = attempt(
+              [&] { return vkMapMemory(device_, b->memory.get(), 0, VK_WHOLE_SIZE, 0, &p); });
           r != VK_SUCCESS)
         fail(r, "vkMapMemory");
       b->mapped = static_cast<unsigned char*>(p);

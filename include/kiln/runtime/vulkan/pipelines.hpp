@@ -16,6 +16,7 @@
 #include "kiln/core/hash.hpp"
 #include "kiln/core/version.hpp"
 #include "kiln/runtime/vulkan/check.hpp"
+#include "kiln/runtime/vulkan/handle.hpp"
 
 namespace kiln::vulkan {
 
@@ -37,10 +38,11 @@ inline std::string cache_file_name(const std::uint8_t* device_uuid, std::uint32_
          version + ".bin";
 }
 
+// Destroyed in reverse order of declaration: the pipeline, then its layouts.
 struct pipeline {
-  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline handle = VK_NULL_HANDLE;
+  set_layout_handle set_layout;
+  pipeline_layout_handle layout;
+  pipeline_handle handle;
   std::uint32_t bindings = 0;
   std::uint32_t push_bytes = 0;  // 0: metadata travels in the last binding
 };
@@ -63,25 +65,21 @@ class pipeline_cache {
     ci.initialDataSize = data.size();
     ci.pInitialData = data.empty() ? nullptr : data.data();
     // A stale or foreign file is not an error: the driver ignores data it does not recognise.
-    if (attempt([&] { return vkCreatePipelineCache(device_, &ci, nullptr, &cache_); }) !=
-        VK_SUCCESS) {
+    if (attempt([&] {
+          return vkCreatePipelineCache(device_, &ci, nullptr, cache_.receive(device_));
+        }) != VK_SUCCESS) {
+      cache_.abandon();
       ci.initialDataSize = 0;
       ci.pInitialData = nullptr;
-      check(attempt([&] { return vkCreatePipelineCache(device_, &ci, nullptr, &cache_); }),
-            "vkCreatePipelineCache");
+      VkResult r = attempt(
+          [&] { return vkCreatePipelineCache(device_, &ci, nullptr, cache_.receive(device_)); });
+      if (r != VK_SUCCESS) cache_.abandon();
+      check(r, "vkCreatePipelineCache");
     } else {
       stats_.loaded_bytes = data.size();
     }
   }
-  ~pipeline_cache() {
-    save();
-    for (auto& [key, p] : pipelines_) {
-      vkDestroyPipeline(device_, p.handle, nullptr);
-      vkDestroyPipelineLayout(device_, p.layout, nullptr);
-      vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
-    }
-    vkDestroyPipelineCache(device_, cache_, nullptr);
-  }
+  ~pipeline_cache() { save(); }  // then the pipelines, then the VkPipelineCache
   pipeline_cache(const pipeline_cache&) = delete;
   pipeline_cache& operator=(const pipeline_cache&) = delete;
 
@@ -132,14 +130,9 @@ class pipeline_cache {
     pipeline p;
     p.bindings = k.bindings;
     p.push_bytes = k.metadata_in_buffer ? 0 : k.metadata * 4;
-    VkShaderModule module = VK_NULL_HANDLE;
-    // A failure destroys what this call made so far, then throws.
-    auto fail = [&](VkResult r, const char* call) {
-      vkDestroyShaderModule(device_, module, nullptr);
-      vkDestroyPipelineLayout(device_, p.layout, nullptr);
-      vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
-      check(r, call);
-    };
+    shader_module_handle module;
+    // A failure throws; the handles destroy what this call made so far.
+    auto fail = [&](VkResult r, const char* call) { check(r, call); };
     std::vector<VkDescriptorSetLayoutBinding> b(k.bindings);
     for (std::uint32_t i = 0; i < k.bindings; ++i)
       b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -147,30 +140,34 @@ class pipeline_cache {
         VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
     li.bindingCount = k.bindings;
     li.pBindings = b.data();
-    if (VkResult r = attempt(
-            [&] { return vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout); });
+    if (VkResult r = attempt([&] {
+          return vkCreateDescriptorSetLayout(device_, &li, nullptr, p.set_layout.receive(device_));
+        });
         r != VK_SUCCESS) {
-      p.set_layout = VK_NULL_HANDLE;
+      p.set_layout.abandon();
       fail(r, "vkCreateDescriptorSetLayout");
     }
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes};
     auto pl = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
     pl.setLayoutCount = 1;
-    pl.pSetLayouts = &p.set_layout;
+    VkDescriptorSetLayout set_layout = p.set_layout.get();
+    pl.pSetLayouts = &set_layout;
     pl.pushConstantRangeCount = p.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &range;
-    if (VkResult r =
-            attempt([&] { return vkCreatePipelineLayout(device_, &pl, nullptr, &p.layout); });
+    if (VkResult r = attempt([&] {
+          return vkCreatePipelineLayout(device_, &pl, nullptr, p.layout.receive(device_));
+        });
         r != VK_SUCCESS) {
-      p.layout = VK_NULL_HANDLE;
+      p.layout.abandon();
       fail(r, "vkCreatePipelineLayout");
     }
     auto si = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
     si.codeSize = k.code.size() * 4;
     si.pCode = k.code.data();
-    if (VkResult r = attempt([&] { return vkCreateShaderModule(device_, &si, nullptr, &module); });
+    if (VkResult r = attempt(
+            [&] { return vkCreateShaderModule(device_, &si, nullptr, module.receive(device_)); });
         r != VK_SUCCESS) {
-      module = VK_NULL_HANDLE;
+      module.abandon();
       fail(r, "vkCreateShaderModule");
     }
     VkSpecializationMapEntry entry{0, 0, 4};
@@ -180,10 +177,10 @@ class pipeline_cache {
     ci.stage = {};
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    ci.stage.module = module;
+    ci.stage.module = module.get();
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spec;
-    ci.layout = p.layout;
+    ci.layout = p.layout.get();
     VkPipelineCreationFeedback whole{}, stage{};
     auto fb = vk_struct<VkPipelineCreationFeedbackCreateInfo>(
         VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO);
@@ -191,16 +188,21 @@ class pipeline_cache {
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;
     if (feedback_) ci.pNext = &fb;
-    VkResult r = attempt(
-        [&] { return vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p.handle); });
-    if (r != VK_SUCCESS) fail(r, "vkCreateComputePipelines");
-    vkDestroyShaderModule(device_, module, nullptr);
+    VkResult r = attempt([&] {
+      return vkCreateComputePipelines(device_, cache_.get(), 1, &ci, nullptr,
+                                      p.handle.receive(device_));
+    });
+    if (r != VK_SUCCESS) {
+      p.handle.abandon();
+      fail(r, "vkCreateComputePipelines");
+    }
+    module.reset();
     ++stats_.created;
     if (feedback_ && (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
         (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
       ++stats_.cache_hits;
     dirty_ = true;
-    return pipelines_.emplace(key, p).first->second;
+    return pipelines_.emplace(key, std::move(p)).first->second;
   }
 
   // Writes the VkPipelineCache to its file (through a temporary file, so readers never see half).
@@ -208,9 +210,9 @@ class pipeline_cache {
     if (!dirty_ || file_.empty()) return;
     dirty_ = false;
     std::size_t n = 0;
-    if (vkGetPipelineCacheData(device_, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+    if (vkGetPipelineCacheData(device_, cache_.get(), &n, nullptr) != VK_SUCCESS || n == 0) return;
     std::vector<char> data(n);
-    if (vkGetPipelineCacheData(device_, cache_, &n, data.data()) != VK_SUCCESS) return;
+    if (vkGetPipelineCacheData(device_, cache_.get(), &n, data.data()) != VK_SUCCESS) return;
     std::error_code ec;
     std::filesystem::create_directories(file_.parent_path(), ec);
     auto tmp = file_;
@@ -226,7 +228,7 @@ class pipeline_cache {
  private:
   VkDevice device_;
   bool feedback_;
-  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  pipeline_cache_handle cache_;  // declared before the pipelines: destroyed after them
   std::filesystem::path file_;
   std::map<std::uint64_t, pipeline> pipelines_;
   statistics stats_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/runtime/vulkan/check.hpp"
+#include "kiln/runtime/vulkan/handle.hpp"
 
 namespace kiln::vulkan {
 
@@ -23,27 +24,24 @@ struct semaphore_value {
 class queue {
  public:
   // The queue `family`'s first queue of `device`, with its command pool and timeline semaphore.
-  // A failure half way destroys what was made.
+  // A failure half way destroys what was made (the handles do). The owner makes sure the device
+  // is idle before the queue goes.
   queue(VkDevice device, std::uint32_t family) : device_(device) {
     vkGetDeviceQueue(device_, family, 0, &queue_);
-    try {
-      auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-      ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-      ci.queueFamilyIndex = family;
-      check(attempt([&] { return vkCreateCommandPool(device_, &ci, nullptr, &commands_); }),
-            "vkCreateCommandPool");
-      timeline_ = create_timeline(device_);
-    } catch (...) {
-      release();
-      throw;
-    }
+    auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+    ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    ci.queueFamilyIndex = family;
+    VkResult r = attempt(
+        [&] { return vkCreateCommandPool(device_, &ci, nullptr, commands_.receive(device_)); });
+    if (r != VK_SUCCESS) commands_.abandon();
+    check(r, "vkCreateCommandPool");
+    *timeline_.receive(device_) = create_timeline(device_);
   }
-  ~queue() { release(); }
   queue(const queue&) = delete;
   queue& operator=(const queue&) = delete;
 
   // The queue's own timeline: submission n signals value n.
-  VkSemaphore timeline() const { return timeline_; }
+  VkSemaphore timeline() const { return timeline_.get(); }
   // The last submission's value on timeline() (0 before the first).
   std::uint64_t last_submitted() const { return submitted_; }
 
@@ -51,7 +49,8 @@ class queue {
   // descriptor pool holds at least `sets` sets and `descriptors` storage-buffer descriptors.
   VkCommandBuffer begin(std::uint32_t sets, std::uint32_t descriptors) {
     if (recording_) batches_[current_].done_at = 0;  // a recording abandoned by an exception
-    check(vkGetSemaphoreCounterValue(device_, timeline_, &finished_), "vkGetSemaphoreCounterValue");
+    check(vkGetSemaphoreCounterValue(device_, timeline_.get(), &finished_),
+          "vkGetSemaphoreCounterValue");
     auto free =
         std::ranges::find_if(batches_, [&](const batch& b) { return b.done_at <= finished_; });
     if (free == batches_.end()) {
@@ -63,7 +62,7 @@ class queue {
     b.done_at = UINT64_MAX;  // recording: not free until its submission finishes
     recording_ = true;
     grow_descriptors(b, sets, descriptors);
-    check(vkResetDescriptorPool(device_, b.descriptors, 0), "vkResetDescriptorPool");
+    check(vkResetDescriptorPool(device_, b.descriptors.get(), 0), "vkResetDescriptorPool");
     check(vkResetCommandBuffer(b.commands, 0), "vkResetCommandBuffer");
     auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -75,7 +74,7 @@ class queue {
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout) {
     auto ai =
         vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
-    ai.descriptorPool = batches_[current_].descriptors;
+    ai.descriptorPool = batches_[current_].descriptors.get();
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &layout;
     VkDescriptorSet set;
@@ -99,7 +98,7 @@ class queue {
     b.done_at = 0;  // free again unless the submission below is made
     recording_ = false;
     check(vkEndCommandBuffer(b.commands), "vkEndCommandBuffer");
-    std::vector<VkSemaphore> wait_semaphores, signal_semaphores{timeline_};
+    std::vector<VkSemaphore> wait_semaphores, signal_semaphores{timeline_.get()};
     std::vector<std::uint64_t> wait_values, signal_values{submitted_ + 1};
     std::vector<VkPipelineStageFlags> stages;
     for (const semaphore_value& w : wait) {
@@ -135,7 +134,7 @@ class queue {
   // call when it is already known to have: every synchronous call has waited for its own).
   void wait(std::uint64_t value) {
     if (value <= finished_) return;
-    semaphore_value point{timeline_, value};
+    semaphore_value point{timeline_.get(), value};
     wait_all(device_, std::span(&point, 1));
     finished_ = value;
   }
@@ -171,7 +170,7 @@ class queue {
   // One submission's command buffer and descriptor pool; free once timeline() reaches done_at.
   struct batch {
     VkCommandBuffer commands = VK_NULL_HANDLE;
-    VkDescriptorPool descriptors = VK_NULL_HANDLE;
+    descriptor_pool_handle descriptors;
     std::uint32_t sets = 0, descriptor_count = 0;
     std::uint64_t done_at = 0;
   };
@@ -180,7 +179,7 @@ class queue {
     batch b;
     auto ai =
         vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    ai.commandPool = commands_;
+    ai.commandPool = commands_.get();
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
     check(attempt([&] { return vkAllocateCommandBuffers(device_, &ai, &b.commands); }),
@@ -188,7 +187,7 @@ class queue {
     try {
       grow_descriptors(b, 64, 1024);
     } catch (...) {
-      vkFreeCommandBuffers(device_, commands_, 1, &b.commands);
+      vkFreeCommandBuffers(device_, commands_.get(), 1, &b.commands);
       throw;
     }
     return b;
@@ -208,26 +207,17 @@ class queue {
     VkDescriptorPool pool = VK_NULL_HANDLE;
     check(attempt([&] { return vkCreateDescriptorPool(device_, &dp, nullptr, &pool); }),
           "vkCreateDescriptorPool");
-    vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
-    b.descriptors = pool;
+    b.descriptors = descriptor_pool_handle(device_, pool);  // the old pool goes
     b.sets = want_sets;
     b.descriptor_count = want_descriptors;
   }
 
-  // Destroys what exists (the caller made sure the device is idle).
-  void release() {
-    for (batch& b : batches_) vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
-    batches_.clear();
-    vkDestroySemaphore(device_, timeline_, nullptr);
-    vkDestroyCommandPool(device_, commands_, nullptr);  // frees its command buffers
-    timeline_ = VK_NULL_HANDLE;
-    commands_ = VK_NULL_HANDLE;
-  }
-
   VkDevice device_;
   VkQueue queue_ = VK_NULL_HANDLE;
-  VkCommandPool commands_ = VK_NULL_HANDLE;
-  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  // Destroyed in reverse order: the batches' descriptor pools, the semaphore, the command pool
+  // (which frees its command buffers).
+  command_pool_handle commands_;
+  semaphore_handle timeline_;
   std::uint64_t submitted_ = 0;
   std::uint64_t finished_ = 0;  // timeline() is known to have reached this value
   std::vector<batch> batches_;
