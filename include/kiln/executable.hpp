@@ -149,7 +149,7 @@ executable compile(const function<F, P...>& f) {
   std::vector<std::string> inputs, outputs;
   for (int a = 1; a <= f.parameter_count; ++a) inputs.push_back("arg" + std::to_string(a));
   for (int r = 1; r <= f.result_count; ++r) outputs.push_back("result" + std::to_string(r));
-  return executable(f.plan.thaw(), detail::trace_graph<F, P...>(), std::move(inputs),
+  return executable(f.plan.thaw(), detail::frozen_trace_v<F, P...>.thaw().graph, std::move(inputs),
                     std::move(outputs));
 }
 

@@ -72,7 +72,8 @@ void run_cpu(std::span<const runtime::buffer_ref> args,
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
 template <class F, class... P>
 const runtime::program& program_of() {
-  static const runtime::program prog("fn", trace_graph<F, P...>(), frozen_plan_v<F, P...>.thaw());
+  static const runtime::program prog("fn", frozen_trace_v<F, P...>.thaw().graph,
+                                     frozen_plan_v<F, P...>.thaw());
   return prog;
 }
 

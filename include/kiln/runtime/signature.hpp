@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/ir/print.hpp"
 #include "kiln/runtime/buffer.hpp"
@@ -27,31 +28,94 @@ inline shape argument_dims(const buffer_ref& b, const shape& declared) {
   return b.dims.rank == declared.rank ? b.dims : declared;
 }
 
-inline std::string declared_text(const ir::input_decl& d) {
-  return std::string(name(d.type)) + to_string(d.dims);
-}
+KILN_RUNTIME_API std::string declared_text(const ir::input_decl& d);
 
 // "the graph" for an executable (named graph-<hash>), else "the function": who declared it.
-inline std::string declarer(const std::string& who) {
-  return who.rfind("graph", 0) == 0 ? "the graph" : "the function";
-}
+KILN_RUNTIME_API std::string declarer(const std::string& who);
 
 // "argument 2 axis 0": an input size among those symbol `sym` joins whose run-time value is
 // `size` (the argument a broadcast error is about).
-inline std::string symbol_source(std::span<const ir::symbol> symbols, const std::int64_t* values,
-                                 std::int32_t sym, std::int64_t size) {
+KILN_RUNTIME_API std::string symbol_source(std::span<const ir::symbol> symbols,
+                                           const std::int64_t* values, std::int32_t sym,
+                                           std::int64_t size);
+
+// Fills sym[i] with the run-time size of symbol i. `who` names the function in messages.
+KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
+                                      std::span<const ir::node> nodes,
+                                      std::span<const ir::symbol> symbols,
+                                      std::span<const ir::constraint> constraints,
+                                      std::span<const buffer_ref> args, std::int64_t* sym,
+                                      const std::string& who);
+
+// The caller's buffer for a result must have exactly the result's extents (a flat range: the same
+// element count).
+KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& expected,
+                                   std::size_t index, const std::string& who);
+
+// Results must not overlap each other, nor arguments except in place: safe only where every
+// element is read before it is written, so one region, and the result and the argument identical
+// in address (or device memory), type and extents.
+KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
+                                    std::span<const ir::node> nodes,
+                                    std::span<const std::int32_t> outputs, int region_count,
+                                    std::span<const buffer_ref> args,
+                                    std::span<const buffer_ref> results, const std::string& who);
+
+// Every check of a call, for both doors: arguments against their declarations (filling sym with
+// the run-time sizes), results against their extents, and no overlap but exact in-place.
+KILN_RUNTIME_API void check_call(
+    std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
+    std::span<const ir::symbol> symbols, std::span<const ir::constraint> constraints,
+    std::span<const std::int32_t> outputs, int region_count, std::span<const buffer_ref> args,
+    std::span<const buffer_ref> results, std::int64_t* sym, const std::string& who);
+
+// A call on the CPU takes host data only (a kiln::buffer is read back with download()).
+KILN_RUNTIME_API void check_host(std::span<const buffer_ref> args,
+                                 std::span<const buffer_ref> results, const std::string& who);
+
+// Concrete extents of a symbolic shape.
+inline shape concrete(const shape& s, const std::int64_t* sym) {
+  shape r = s;
+  for (int i = 0; i < s.rank; ++i)
+    if (ir::is_symbol(s.dims[i])) r.dims[i] = sym[ir::symbol_of(s.dims[i])];
+  return r;
+}
+
+// Whether two buffers share any byte (device memory: the same memory; empty buffers never).
+inline bool overlaps(const buffer_ref& a, std::int64_t a_bytes, const buffer_ref& b,
+                     std::int64_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  if (a.memory || b.memory) return a.memory == b.memory;
+  auto lo = reinterpret_cast<std::uintptr_t>(a.data),
+       blo = reinterpret_cast<std::uintptr_t>(b.data);
+  return lo < blo + static_cast<std::uintptr_t>(b_bytes) &&
+         blo < lo + static_cast<std::uintptr_t>(a_bytes);
+}
+
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API std::string declared_text(const ir::input_decl& d) {
+  return std::string(name(d.type)) + to_string(d.dims);
+}
+
+KILN_RUNTIME_API std::string declarer(const std::string& who) {
+  return who.rfind("graph", 0) == 0 ? "the graph" : "the function";
+}
+
+KILN_RUNTIME_API std::string symbol_source(std::span<const ir::symbol> symbols,
+                                           const std::int64_t* values, std::int32_t sym,
+                                           std::int64_t size) {
   const ir::symbol& s = symbols[sym];
   if (s.kind == ir::symbol_kind::input)
     return "argument " + std::to_string(s.a + 1) + " axis " + std::to_string(s.b);
   return symbol_source(symbols, values, values[s.a] == size ? s.a : s.b, size);
 }
 
-// Fills sym[i] with the run-time size of symbol i. `who` names the function in messages.
-inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
-                            std::span<const ir::symbol> symbols,
-                            std::span<const ir::constraint> constraints,
-                            std::span<const buffer_ref> args, std::int64_t* sym,
-                            const std::string& who) {
+KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
+                                      std::span<const ir::node> nodes,
+                                      std::span<const ir::symbol> symbols,
+                                      std::span<const ir::constraint> constraints,
+                                      std::span<const buffer_ref> args, std::int64_t* sym,
+                                      const std::string& who) {
   for (std::size_t a = 0; a < inputs.size(); ++a) {
     const ir::input_decl& d = inputs[a];
     const buffer_ref& b = args[a];
@@ -99,18 +163,8 @@ inline void resolve_symbols(std::span<const ir::input_decl> inputs, std::span<co
                       " (it must be 1 or " + std::to_string(c.size) + ")");
 }
 
-// Concrete extents of a symbolic shape.
-inline shape concrete(const shape& s, const std::int64_t* sym) {
-  shape r = s;
-  for (int i = 0; i < s.rank; ++i)
-    if (ir::is_symbol(s.dims[i])) r.dims[i] = sym[ir::symbol_of(s.dims[i])];
-  return r;
-}
-
-// The caller's buffer for a result must have exactly the result's extents (a flat range: the same
-// element count).
-inline void check_result(const buffer_ref& b, dtype t, const shape& expected, std::size_t index,
-                         const std::string& who) {
+KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& expected,
+                                   std::size_t index, const std::string& who) {
   auto res = [&] { return "result " + std::to_string(index + 1); };
   std::int64_t count = checked_element_count(expected, size_in_bytes(t), who, res());
   bool ok = b.flat ? b.dims.element_count() == count : b.dims == expected;
@@ -125,24 +179,11 @@ inline void check_result(const buffer_ref& b, dtype t, const shape& expected, st
                 res() + " has null data for " + std::to_string(count) + " elements");
 }
 
-// Whether two buffers share any byte (device memory: the same memory; empty buffers never).
-inline bool overlaps(const buffer_ref& a, std::int64_t a_bytes, const buffer_ref& b,
-                     std::int64_t b_bytes) {
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  if (a.memory || b.memory) return a.memory == b.memory;
-  auto lo = reinterpret_cast<std::uintptr_t>(a.data),
-       blo = reinterpret_cast<std::uintptr_t>(b.data);
-  return lo < blo + static_cast<std::uintptr_t>(b_bytes) &&
-         blo < lo + static_cast<std::uintptr_t>(a_bytes);
-}
-
-// Results must not overlap each other, nor arguments except in place: safe only where every
-// element is read before it is written, so one region, and the result and the argument identical
-// in address (or device memory), type and extents.
-inline void check_overlap(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
-                          std::span<const std::int32_t> outputs, int region_count,
-                          std::span<const buffer_ref> args, std::span<const buffer_ref> results,
-                          const std::string& who) {
+KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
+                                    std::span<const ir::node> nodes,
+                                    std::span<const std::int32_t> outputs, int region_count,
+                                    std::span<const buffer_ref> args,
+                                    std::span<const buffer_ref> results, const std::string& who) {
   auto result_bytes = [&](std::size_t r) {
     return results[r].dims.element_count() * size_in_bytes(nodes[outputs[r]].type);
   };
@@ -180,14 +221,11 @@ inline void check_overlap(std::span<const ir::input_decl> inputs, std::span<cons
   }
 }
 
-// Every check of a call, for both doors: arguments against their declarations (filling sym with
-// the run-time sizes), results against their extents, and no overlap but exact in-place.
-inline void check_call(std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
-                       std::span<const ir::symbol> symbols,
-                       std::span<const ir::constraint> constraints,
-                       std::span<const std::int32_t> outputs, int region_count,
-                       std::span<const buffer_ref> args, std::span<const buffer_ref> results,
-                       std::int64_t* sym, const std::string& who) {
+KILN_RUNTIME_API void check_call(
+    std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
+    std::span<const ir::symbol> symbols, std::span<const ir::constraint> constraints,
+    std::span<const std::int32_t> outputs, int region_count, std::span<const buffer_ref> args,
+    std::span<const buffer_ref> results, std::int64_t* sym, const std::string& who) {
   resolve_symbols(inputs, nodes, symbols, constraints, args, sym, who);
   for (std::size_t r = 0; r < results.size(); ++r) {
     const ir::node& n = nodes[outputs[r]];
@@ -196,9 +234,8 @@ inline void check_call(std::span<const ir::input_decl> inputs, std::span<const i
   check_overlap(inputs, nodes, outputs, region_count, args, results, who);
 }
 
-// A call on the CPU takes host data only (a kiln::buffer is read back with download()).
-inline void check_host(std::span<const buffer_ref> args, std::span<const buffer_ref> results,
-                       const std::string& who) {
+KILN_RUNTIME_API void check_host(std::span<const buffer_ref> args,
+                                 std::span<const buffer_ref> results, const std::string& who) {
   auto check = [&](const buffer_ref& b, const char* what, std::size_t i) {
     if (b.memory)
       throw error(errc::invalid_argument, who,
@@ -208,5 +245,6 @@ inline void check_host(std::span<const buffer_ref> args, std::span<const buffer_
   for (std::size_t a = 0; a < args.size(); ++a) check(args[a], "argument", a);
   for (std::size_t r = 0; r < results.size(); ++r) check(results[r], "result", r);
 }
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::runtime

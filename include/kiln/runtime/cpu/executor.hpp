@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kiln/codegen/cpu/kernel.hpp"
+#include "kiln/core/function_ref.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/cpu/parallel.hpp"
 #include "kiln/runtime/signature.hpp"
 
@@ -59,12 +61,24 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
   return l;
 }
 
-// Runs `row` (a cpu::row_fn, or anything callable like one) over `space`. ins/outs are indexed
-// by parameter / result, only those of the region set.
-template <class Row>
-void run_region(const Row& row, const shape& space, std::span<const std::int32_t> args,
-                std::span<const operand_layout> ins, std::span<const std::int32_t> results,
-                std::span<const operand_layout> outs) {
+// A region's row function as run_region takes it: a cpu::row_fn, or anything callable like one.
+using row_ref = function_ref<void(const void* const* in, const std::int64_t* step, void* const* out,
+                                  std::int64_t count)>;
+
+// Runs `row` over `space`. ins/outs are indexed by parameter / result, only those of the region
+// set. Behind the runtime boundary: one copy per program, not one per file that calls a function.
+KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
+                                 std::span<const std::int32_t> args,
+                                 std::span<const operand_layout> ins,
+                                 std::span<const std::int32_t> results,
+                                 std::span<const operand_layout> outs);
+
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
+                                 std::span<const std::int32_t> args,
+                                 std::span<const operand_layout> ins,
+                                 std::span<const std::int32_t> results,
+                                 std::span<const operand_layout> outs) {
   std::int64_t total = space.element_count();
   if (total == 0) return;
   // Collapse: drop size-1 dimensions, merge neighbours that every operand walks contiguously.
@@ -143,5 +157,6 @@ void run_region(const Row& row, const shape& space, std::span<const std::int32_t
   // another process holds some cores.
   parallel_for(tasks, chunk, run_tasks);
 }
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::cpu
