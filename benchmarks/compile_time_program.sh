@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A three-file program as a user builds it: each file defines and calls one or two fused
-# elementwise functions; kiln through find_package(kiln) from an installed copy (so kiln_runtime
-# is built once for the program), the anchor the same program written with Eigen arrays. Both are
+# elementwise functions; kiln through find_package(kiln) from an installed copy (its runtime
+# library built when kiln was, not in the program's build), the anchor the same program written
+# with Eigen arrays. Both are
 # configured Release and built with one job; prints each build's wall time and the ratio.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,6 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake -S "$here" -B "$work/package-build" -G Ninja -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF \
   >/dev/null
+cmake --build "$work/package-build" >/dev/null  # kiln itself: its prebuilt runtime library
 cmake --install "$work/package-build" --prefix "$work/prefix" >/dev/null
 
 mkdir -p "$work/kiln" "$work/eigen"
@@ -37,10 +39,10 @@ cat > "$work/kiln/b.cpp" <<'CPP'
 using namespace kiln;
 constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
     [](auto x, auto y, auto z) { return relu(x * y + z); });
-constexpr auto softplus = fn<tensor<f32, dyn>>([](auto x) { return log(1.f + exp(x)); });
+constexpr auto log1p_exp = fn<tensor<f32, dyn>>([](auto x) { return log(1.f + exp(x)); });
 void run_b(const std::vector<float>& x, std::vector<float>& o) {
   relu_fma(x, x, x, into(o));
-  softplus(o, into(o));
+  log1p_exp(o, into(o));
 }
 CPP
 cat > "$work/kiln/main.cpp" <<'CPP'
@@ -112,7 +114,7 @@ build() {  # source dir -> seconds for configure-free build with one job
     -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
   local start end
   start=$(date +%s.%N)
-  cmake --build "$work/$1-build" -j1 >/dev/null
+  cmake --build "$work/$1-build" -j1 >"$work/$1-build.log" || { cat "$work/$1-build.log" >&2; exit 1; }
   end=$(date +%s.%N)
   "$work/$1-build/program" >/dev/null
   echo "$end - $start" | bc

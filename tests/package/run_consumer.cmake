@@ -12,7 +12,7 @@ step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK_DIR}/build -G ${GENERATOR}
      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step(${WORK_DIR}/build/consumer)
-if(NOT step_output MATCHES "consumer: 8 elements match, spirv-val available")
+if(NOT step_output MATCHES "consumer: 16 elements match, spirv-val available")
   message(FATAL_ERROR "consumer printed: ${step_output}")
 endif()
 message(STATUS "${step_output}")

@@ -6,7 +6,7 @@
 #include <kiln/executable.hpp>
 
 bool relu_fma_graph(const std::vector<float>& x, const std::vector<float>& y,
-                    const std::vector<float>& z, std::vector<float>& out) {
+                    const std::vector<float>& z, std::vector<float>& out, const kiln::device& d) {
   using namespace kiln;
   graph g;
   auto gx = g.input("x", dtype::f32, {dyn});
@@ -14,7 +14,7 @@ bool relu_fma_graph(const std::vector<float>& x, const std::vector<float>& y,
   auto gz = g.input("z", dtype::f32, {dyn});
   g.output("out", g.relu(g.add(g.mul(gx, gy), gz)));
   executable exe = compile(g);
-  exe.run({{"x", x}, {"y", y}, {"z", z}}, {{"out", out}});
+  exe.run({{"x", x}, {"y", y}, {"z", z}}, {{"out", out}}, d);
   // kiln::spirv_tools from the installed package: spirv-val on the kernels the call emitted.
   bool validated = true;
   for (const auto& k : exe.kernels())

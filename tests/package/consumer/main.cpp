@@ -15,11 +15,17 @@ int main() {
   std::vector<float> x = {1, 2, 3, 4}, y = {2, -2, 0.5f, 1}, z = {1, 1, 1, -5}, out(4);
   f(x, y, z, into(out));
   const float expected[] = {3, 0, 2.5f, 0};  // 1*2+1, max(-4+1,0), 1.5+1, max(4-5,0)
-  std::vector<float> out_graph(4);
-  bool validated = relu_fma_graph(x, y, z, out_graph);
+  std::vector<float> out_graph(4), out_cpu(4), out_graph_cpu(4);
+  bool validated = relu_fma_graph(x, y, z, out_graph, device::default_device());
+  // On the CPU: this file's compiled kernel (built with -march=native where the compiler takes
+  // it) and the library's interpreter (built with kiln's flags) in one program.
+  f.on(device::cpu())(x, y, z, into(out_cpu));
+  relu_fma_graph(x, y, z, out_graph_cpu, device::cpu());
   int matches = 0;
-  for (int i = 0; i < 4; ++i) matches += (out[i] == expected[i]) + (out_graph[i] == expected[i]);
+  for (int i = 0; i < 4; ++i)
+    matches += (out[i] == expected[i]) + (out_graph[i] == expected[i]) +
+               (out_cpu[i] == expected[i]) + (out_graph_cpu[i] == expected[i]);
   std::printf("consumer: %d elements match%s\n", matches,
               spirv::have_tools ? ", spirv-val available" : "");
-  return matches == 8 && validated ? 0 : 1;
+  return matches == 16 && validated ? 0 : 1;
 }

@@ -6,12 +6,13 @@
 #include <cstring>
 #include <utility>
 #include <vector>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #include "kiln/codegen/cpu/primitives.hpp"
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // Elements one instruction works on per dispatch: enough to hide the indirect call, few enough
 // that a region's live slots stay in the L1 cache (at most 8 bytes a lane: 1 KiB a slot); 64 to
@@ -340,4 +341,4 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
 }
 #endif  // KILN_RUNTIME_BODY
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA

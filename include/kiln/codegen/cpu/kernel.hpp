@@ -5,11 +5,12 @@
 #include <cstring>
 #include <tuple>
 #include <utility>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #include "kiln/codegen/cpu/primitives.hpp"
 #include "kiln/compiler/freeze.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // One row of a region: `count` elements. in[a] points at parameter a's first element for this
 // row and advances by step[a] (1, or 0 for a broadcast parameter); out[r] at result r's.
@@ -150,4 +151,4 @@ inline constexpr auto region_rows = []<int... R>(std::integer_sequence<int, R...
 }
 (std::make_integer_sequence<int, Plan.sizes.regions>{});
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA

@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #include <xsimd/xsimd.hpp>
 
-namespace kiln::cpu::detail {
+namespace kiln::cpu::inline KILN_CPU_ISA::detail {
 
 // e^r 2^k in f32 for |r| <= 0.35 and an integral kf in [-152, 128]: e^r by its Taylor series to
 // r^7, 2^k applied in two halves (results near the top stay finite, those below 2^-126 come out
@@ -137,4 +138,4 @@ B pow_c(const B& x, const B& y) {
   return xsimd::select(y == zero || x == one || (x == -one && ay == inf), one, r);
 }
 
-}  // namespace kiln::cpu::detail
+}  // namespace kiln::cpu::inline KILN_CPU_ISA::detail

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -11,7 +12,7 @@
 
 #include "kiln/codegen/cpu/pack.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 #if defined(__AVX2__) && defined(__F16C__)
 inline constexpr bool hardware_narrow = true;
@@ -84,4 +85,4 @@ void narrow(const float* in, storage_t<D>* p) {
   for (; i < lanes; ++i) p[i] = storage_t<D>(in[i]);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA

@@ -5,13 +5,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #include <xsimd/xsimd.hpp>
 
 #include "kiln/core/convert.hpp"
 #include "kiln/core/lanes.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // Lanes per loop step: one native float batch (4 with SSE2, 8 with AVX2, 16 with AVX-512).
 inline constexpr std::size_t lanes = xsimd::batch<float>::size;
@@ -80,4 +81,4 @@ pack<T> from_array(const std::array<T, lanes>& a) {
 }
 inline mask from_array(const std::array<bool, lanes>& a) { return mask::load(a.data()); }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA

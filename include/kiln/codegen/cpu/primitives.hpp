@@ -4,13 +4,14 @@
 
 #include <cmath>
 #include <limits>
+#include "kiln/codegen/cpu/isa.hpp"
 
 #include "kiln/codegen/cpu/math.hpp"
 #include "kiln/codegen/cpu/narrow.hpp"
 #include "kiln/codegen/cpu/pack.hpp"
 #include "kiln/ir/op.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 namespace detail {
 
@@ -446,4 +447,4 @@ void store(const compute_t<D>& v, storage_t<D>* p) {
   }
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA

@@ -3,9 +3,10 @@
 #pragma once
 
 #include "kiln/codegen/cpu/interpreter.hpp"
+#include "kiln/codegen/cpu/isa.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 
-namespace kiln::cpu {
+namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // One tile program per region of p.
 inline std::vector<tile_program> tile_programs(const compiler::plan& p) {
@@ -40,4 +41,4 @@ inline void run_interpreted(const compiler::plan& p, std::span<const tile_progra
   }
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::inline KILN_CPU_ISA
