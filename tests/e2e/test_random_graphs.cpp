@@ -5,6 +5,7 @@
 // the build's KILN_RANDOM_GRAPHS, 500 in CI, from seed 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -712,4 +713,49 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
     }
   }
   EXPECT_EQ(failed, 0) << "failing seeds:" << seeds;
+}
+
+// Completeness of this file: every op of the list is one the generator can draw (by its class and
+// type rule, on the f32, i32 and bool values it builds) and one the evaluator knows.
+TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
+  using ir::op_class;
+  const op_class drawn[] = {op_class::unary,  op_class::binary,  op_class::ternary,
+                            op_class::test,   op_class::compare, op_class::logical,
+                            op_class::select, op_class::cast,    op_class::leaf};
+  for (int k = 0; k < ir::op_count; ++k) {
+    const ir::op_info& info = ir::op_table[k];
+    auto o = static_cast<op>(k);
+    SCOPED_TRACE(std::string(info.name));
+    EXPECT_NE(std::find(std::begin(drawn), std::end(drawn), info.cls), std::end(drawn))
+        << "the generator draws no op of this class";
+    if (info.cls == op_class::leaf) continue;
+    dtype t = ir::accepts(info.types, dtype::f32)   ? dtype::f32
+              : ir::accepts(info.types, dtype::i32) ? dtype::i32
+                                                    : dtype::boolean;
+    EXPECT_TRUE(t != dtype::boolean || info.types == ir::operand_types::bool_only ||
+                info.cls == op_class::select)
+        << "accepts neither f32 nor i32, which the generator builds";
+    kiln::graph g;
+    auto x = g.input("x", t, {});
+    auto c = g.input("c", dtype::boolean, {});
+    kiln::graph::value r = x;
+    switch (info.cls) {
+      case op_class::cast:
+        r = g.cast(x, t == dtype::f32 ? dtype::i32 : dtype::f32);
+        break;
+      case op_class::select:
+        r = g.select(c, x, x);
+        break;
+      default:
+        r = info.arity == 1   ? g.apply(o, {x})
+            : info.arity == 2 ? g.apply(o, {x, x})
+                              : g.apply(o, {x, x, x});
+    }
+    g.output("r", r);
+    std::vector<rv> in = {t == dtype::f32 ? rv{1.5f, 1.5} : rv{0, 0, t == dtype::i32 ? 3 : 1},
+                          rv{0, 0, 1}};
+    bool before = ::testing::Test::HasNonfatalFailure();
+    evaluate(g.ir(), in);
+    EXPECT_EQ(::testing::Test::HasNonfatalFailure(), before) << "the evaluator has no case";
+  }
 }
