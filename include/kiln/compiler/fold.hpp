@@ -40,12 +40,13 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::neg:
       return fl ? num(-fa) : integer(0 - ua);
     case op::abs:
-      return fl ? num(fa < 0 ? -fa : fa) : integer(a.i < 0 ? 0 - ua : ua);
+      return fl ? num(fa == 0 ? 0.0 : fa < 0 ? -fa : fa) : integer(a.i < 0 ? 0 - ua : ua);
     case op::min:
-      if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb < fa ? fb : fa));
+      // As the kernels: x < y ? x : y (so min(-0, 0) is 0), NaN in either operand propagates.
+      if (fl) return num(fa != fa || fb != fb ? fa + fb : (fa < fb ? fa : fb));
       return a.i <= v[1].i ? a : v[1];
     case op::max:
-      if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb > fa ? fb : fa));
+      if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb < fa ? fa : fb));
       return a.i >= v[1].i ? a : v[1];
     case op::reciprocal:  // one division, as the kernels do (double then f32 rounds correctly)
       return num(1.0 / fa);
@@ -69,8 +70,8 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
       if (fl) {  // min(max(x, lo), hi), NaN in any operand propagates
         double lo = v[1].f, hi = v[2].f;
         if (fa != fa || lo != lo || hi != hi) return num(fa + lo + hi);
-        double m = lo > fa ? lo : fa;
-        return num(hi < m ? hi : m);
+        double m = lo < fa ? fa : lo;  // max(x, lo), then min(m, hi), as the kernels order them
+        return num(m < hi ? m : hi);
       }
       const scalar& m = v[1].i >= a.i ? v[1] : a;
       return v[2].i <= m.i ? v[2] : m;
@@ -99,7 +100,7 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::isinf:
       return boolean(fa - fa != fa - fa && fa == fa);
     case op::relu:
-      if (fl) return num(fa > 0 ? fa : (fa != fa ? fa : 0.0));
+      if (fl) return num(fa < 0 ? 0.0 : fa);  // as the kernels: NaN and -0 stay
       return a.i > 0 ? a : scalar::of_integer(t, 0);
     case op::eq:
       return boolean(fl ? fa == fb : a.i == v[1].i);

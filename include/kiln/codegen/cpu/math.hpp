@@ -114,6 +114,55 @@ B log_any(const B& x) {
   return xsimd::select(subnormal, scaled, xsimd::log(x));
 }
 
+// log2 with subnormal inputs handled exactly, as log_any: log2(m 2^-149) = log2(m) - 149.
+template <class B>
+B log2_any(const B& x) {
+  using T = typename B::value_type;
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  using UB = xsimd::batch<U, typename B::arch_type>;
+  constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
+  constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
+  auto subnormal = x < B(std::numeric_limits<T>::min()) && x > B(0);
+  UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
+  B scaled = xsimd::log2(xsimd::batch_cast<T>(m)) - B(shift);
+  return xsimd::select(subnormal, scaled, xsimd::log2(x));
+}
+
+// p 2^k for an integral kf whose halves are normal exponents of T: applied in two halves, so
+// results near the top stay finite and those below the normal range come out subnormal, rounded
+// once.
+template <class B>
+B scale_pow2(const B& p, const B& kf) {
+  using T = typename B::value_type;
+  using S = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  using I = xsimd::batch<S, typename B::arch_type>;
+  constexpr int mantissa_bits = sizeof(T) == 4 ? 23 : 52;
+  constexpr S bias = sizeof(T) == 4 ? 127 : 1023;
+  I k = xsimd::batch_cast<S>(kf);
+  I half = k >> 1, rest = k - half;
+  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(bias)) << mantissa_bits); };
+  return p * pow2(half) * pow2(rest);
+}
+
+// e^x in f64 with subnormal results kept (xsimd's flushes them below 2^-1022): 2^k e^r, k =
+// round(x / ln 2), r = x - k ln 2 (ln 2 in two parts), e^r by xsimd.
+template <class B>
+B exp_f64(const B& x) {
+  B xc = xsimd::min(xsimd::max(x, B(-746.0)), B(710.0));
+  B kf = xsimd::nearbyint(xc * B(1.4426950408889634));
+  B r = (xc - kf * B(0.693145751953125)) - kf * B(1.4286068203094172321e-06);
+  return xsimd::select(xsimd::isnan(x), x, scale_pow2(xsimd::exp(r), kf));
+}
+
+// 2^x in f64: 2^k 2^f, k = round(x), f = x - k (exact); finite to just below 1024, subnormal
+// results kept (xsimd's overflows early and flushes).
+template <class B>
+B exp2_f64(const B& x) {
+  B xc = xsimd::min(xsimd::max(x, B(-1076.0)), B(1025.0));
+  B kf = xsimd::nearbyint(xc);
+  return xsimd::select(xsimd::isnan(x), x, scale_pow2(xsimd::exp2(xc - kf), kf));
+}
+
 // pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
 // NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf,
 // a negative finite base with a non-integer exponent is NaN, infinities as C99 Annex F. In between,
