@@ -11,6 +11,42 @@
 
 namespace kiln::spirv::detail {
 
+// The width limit of the table below: these lower to f32-only code (kiln's own functions, or
+// GLSL.std.450's 16/32-bit forms), so a 64-bit float region of them runs on the CPU.
+constexpr bool needs_32bit_float(ir::op o) {
+  using ir::op;
+  switch (o) {
+    case op::exp:
+    case op::log:
+    case op::tanh:
+    case op::sigmoid:
+    case op::erf:
+    case op::sin:
+    case op::cos:
+    case op::pow:
+    case op::tan:
+    case op::asin:
+    case op::acos:
+    case op::atan:
+    case op::sinh:
+    case op::cosh:
+    case op::asinh:
+    case op::acosh:
+    case op::atanh:
+    case op::exp2:
+    case op::expm1:
+    case op::log2:
+    case op::log1p:
+    case op::softplus:
+    case op::erfc:
+    case op::mod:  // the exact remainder works on f32's bits
+    case op::fmod:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class op_lowering : public function_library {
  protected:
   virtual ~op_lowering() = default;

@@ -1,6 +1,6 @@
 // kiln's math library in SPIR-V: the functions kiln implements itself where drivers' GLSL.std.450
 // forms are looser than the README's bounds (or undefined at C's edges), each with its bound.
-// They run on f32 lanes; needs_32bit_float lists the ops with no 64-bit form.
+// They run on f32 lanes (lowering.hpp's needs_32bit_float sends f64 regions of them to the CPU).
 #pragma once
 
 #include <cmath>
@@ -8,44 +8,8 @@
 #include <vector>
 
 #include "kiln/codegen/spirv/narrow_codec.hpp"
-#include "kiln/ir/op.hpp"
 
 namespace kiln::spirv::detail {
-
-// GLSL.std.450 has only 16/32-bit forms of these: a 64-bit float region falls back to the CPU.
-constexpr bool needs_32bit_float(ir::op o) {
-  using ir::op;
-  switch (o) {
-    case op::exp:
-    case op::log:
-    case op::tanh:
-    case op::sigmoid:
-    case op::erf:
-    case op::sin:
-    case op::cos:
-    case op::pow:
-    case op::tan:
-    case op::asin:
-    case op::acos:
-    case op::atan:
-    case op::sinh:
-    case op::cosh:
-    case op::asinh:
-    case op::acosh:
-    case op::atanh:
-    case op::exp2:
-    case op::expm1:
-    case op::log2:
-    case op::log1p:
-    case op::softplus:
-    case op::erfc:
-    case op::mod:  // the exact remainder works on f32's bits
-    case op::fmod:
-      return true;
-    default:
-      return false;
-  }
-}
 
 class math_library : public narrow_codec {
  protected:
