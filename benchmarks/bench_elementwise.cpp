@@ -191,6 +191,81 @@ void BM_relu_fma_narrow(benchmark::State& state) {
 
 }  // namespace
 
+// kiln's own f32 functions (the op list's newer rows) on one thread's worth of data, beside the C
+// library's function in a plain loop, single-threaded and under OpenMP (kiln's call uses its
+// worker threads).
+template <int F>
+float libm(float x) {
+  if constexpr (F == 0) return std::atan(x);
+  if constexpr (F == 1) return std::erfc(x);
+  if constexpr (F == 2) return std::expm1(x);
+  if constexpr (F == 3) return std::log1p(x);
+  if constexpr (F == 4) return std::asinh(x);
+  return std::fmod(x, 0.7f);
+}
+template <int F>
+constexpr auto kiln_function = fn<tensor<f32, dyn>>([](auto x) {
+  if constexpr (F == 0) return atan(x);
+  if constexpr (F == 1) return erfc(x);
+  if constexpr (F == 2) return expm1(x);
+  if constexpr (F == 3) return log1p(abs(x));
+  if constexpr (F == 4) return asinh(x);
+  if constexpr (F == 5) return fmod(x, 0.7f);
+});
+template <int F>
+void BM_function(benchmark::State& state) {
+  std::size_t n = state.range(0);
+  auto x = data(n, 3.f);
+  std::vector<float> o(n);
+  float *px = x.data(), *po = o.data();
+  auto fused = [&] { kiln_function<F>.on(kiln::device::cpu())(x, into(o)); };
+  auto arg = [](float v) { return F == 3 ? std::fabs(v) : v; };
+  measure_kiln(state, fused, n * 8, 20);
+  ratio(
+      state, "x_vs_libm_loop",
+      [&] {
+        for (std::size_t i = 0; i < n; ++i) po[i] = libm<F>(arg(px[i]));
+      },
+      20, fused);
+  ratio(
+      state, "x_vs_libm_omp",
+      [&] {
+#pragma omp parallel for schedule(static)
+        for (std::size_t i = 0; i < n; ++i) po[i] = libm<F>(arg(px[i]));
+      },
+      20, fused);
+}
+BENCHMARK(BM_function<0>)
+    ->Name("BM_atan")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_function<1>)
+    ->Name("BM_erfc")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_function<2>)
+    ->Name("BM_expm1")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_function<3>)
+    ->Name("BM_log1p")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_function<4>)
+    ->Name("BM_asinh")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_function<5>)
+    ->Name("BM_fmod")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 BENCHMARK(BM_relu_fma_under_load)->Arg(1 << 20)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_relu_fma_narrow<kiln::bf16>)
     ->Arg(1 << 24)
