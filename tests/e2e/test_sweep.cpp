@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "../support/e2e.hpp"
 
@@ -34,14 +35,16 @@ std::vector<float> sweep() {
   return x;
 }
 
-// Distance in units in the last place of `want` (as f32), NaN and infinities matched exactly.
-double ulp_error(float got, long double want) {
+// Distance in units in the last place of `want` (as T: float or double), NaN and infinities
+// matched exactly.
+template <class T>
+double ulp_error(T got, long double want) {
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
-  auto w = static_cast<float>(want);
+  auto w = static_cast<T>(want);
   if (std::isinf(w)) return got == w ? 0 : 1e30;
   if (std::isnan(got) || std::isinf(got)) return 1e30;
-  float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
-  if (std::fabs(w) < FLT_MIN) ulp = std::numeric_limits<float>::denorm_min();
+  T ulp = std::nextafter(std::fabs(w), T(INFINITY)) - std::fabs(w);
+  if (std::fabs(w) < std::numeric_limits<T>::min()) ulp = std::numeric_limits<T>::denorm_min();
   return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
 }
 
@@ -50,16 +53,13 @@ struct bound {
   double absolute = 0;  // or this much absolute error (results near zero of cancelling formulas)
 };
 
-template <class F, class Ref>
-void check_sweep(const F& f, Ref reference, bound b, const char* name, float lo = -INFINITY,
-                 float hi = INFINITY) {
-  std::vector<float> x;
-  for (float v : sweep())
-    if (std::isnan(v) || (v >= lo && v <= hi)) x.push_back(v);
-  std::vector<float> out(x.size());
+// Runs f on x and compares every result with reference (in long double) within bound b.
+template <class T, class F, class Ref>
+void check_values(const F& f, const std::vector<T>& x, Ref reference, bound b, const char* name) {
+  std::vector<T> out(x.size());
   f(x, into(out));
   double worst = 0;
-  float worst_at = 0;
+  T worst_at = 0;
   int failures = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     long double want = reference(static_cast<long double>(x[i]));
@@ -73,8 +73,19 @@ void check_sweep(const F& f, Ref reference, bound b, const char* name, float lo 
       ADD_FAILURE() << name << "(" << x[i] << ") = " << out[i] << ", expected "
                     << static_cast<double>(want) << " (" << e << " ulp)";
   }
-  std::printf("%-8s worst %.2f ulp at %g over %zu values\n", name, worst, worst_at, x.size());
+  std::printf("%s %-8s worst %.2f ulp at %g over %zu values\n",
+              std::is_same_v<T, float> ? "f32" : "f64", name, worst, static_cast<double>(worst_at),
+              x.size());
   EXPECT_EQ(failures, 0) << name;
+}
+
+template <class F, class Ref>
+void check_sweep(const F& f, Ref reference, bound b, const char* name, float lo = -INFINITY,
+                 float hi = INFINITY) {
+  std::vector<float> x;
+  for (float v : sweep())
+    if (std::isnan(v) || (v >= lo && v <= hi)) x.push_back(v);
+  check_values(f, x, reference, b, name);
 }
 
 }  // namespace
@@ -216,16 +227,6 @@ TEST(Sweep, ExpAndLogRelatives) {
 // bit patterns over every exponent, against std:: in long double, each within its stated bound
 // (README: xsimd's functions with C's edges fixed).
 namespace {
-double ulp_error64(double got, long double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e300;
-  auto w = static_cast<double>(want);
-  if (std::isinf(w)) return got == w ? 0 : 1e300;
-  if (std::isnan(got) || std::isinf(got)) return 1e300;
-  double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
-  if (std::fabs(w) < DBL_MIN) ulp = std::numeric_limits<double>::denorm_min();
-  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
-}
-
 template <class F, class Ref>
 void check_f64(const F& f, Ref reference, double bound, const char* name) {
   std::mt19937_64 gen(11);
@@ -236,24 +237,7 @@ void check_f64(const F& f, Ref reference, double bound, const char* name) {
     if (b & 1) b = (b & 0x800FFFFFFFFFFFFFull) | ((0x3F0ull + (b >> 52) % 48) << 52);
     std::memcpy(&v, &b, 8);
   }
-  std::vector<double> out(x.size());
-  f(x, into(out));
-  double worst = 0;
-  double worst_at = 0;
-  int failures = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    long double want = reference(static_cast<long double>(x[i]));
-    double e = ulp_error64(out[i], want);
-    if (e > worst && std::isfinite(static_cast<double>(want))) {
-      worst = e;
-      worst_at = x[i];
-    }
-    if (e > bound && ++failures <= 3)
-      ADD_FAILURE() << name << "(" << x[i] << ") = " << out[i] << ", expected "
-                    << static_cast<double>(want) << " (" << e << " ulp)";
-  }
-  std::printf("f64 %-8s worst %.2f ulp at %g\n", name, worst, worst_at);
-  EXPECT_EQ(failures, 0) << name;
+  check_values(f, x, reference, {bound}, name);
 }
 }  // namespace
 

@@ -12,19 +12,31 @@
 
 namespace kiln::cpu::inline KILN_CPU_ISA::detail {
 
+// p 2^k for an integral kf whose halves are normal exponents of T: applied in two halves, so
+// results near the top stay finite and those below the normal range come out subnormal, rounded
+// once.
+template <class B>
+B scale_pow2(const B& p, const B& kf) {
+  using T = typename B::value_type;
+  using S = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  using I = xsimd::batch<S, typename B::arch_type>;
+  constexpr int mantissa_bits = sizeof(T) == 4 ? 23 : 52;
+  constexpr S bias = sizeof(T) == 4 ? 127 : 1023;
+  I k = xsimd::batch_cast<S>(kf);
+  I half = k >> 1, rest = k - half;
+  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(bias)) << mantissa_bits); };
+  return p * pow2(half) * pow2(rest);
+}
+
 // e^r 2^k in f32 for |r| <= 0.35 and an integral kf in [-152, 128]: e^r by its Taylor series to
 // r^7, 2^k applied in two halves (results near the top stay finite, those below 2^-126 come out
 // as subnormals). The SPIR-V emitter's exp_scaled is the same algorithm.
 template <class B>
 B exp_scaled(const B& kf, const B& r) {
-  using I = xsimd::batch<std::int32_t, typename B::arch_type>;
   constexpr float c[] = {1.f, 1.f, 1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720, 1.f / 5040};
   B p(c[7]);
   for (int n = 6; n >= 0; --n) p = p * r + B(c[n]);
-  I k = xsimd::batch_cast<std::int32_t>(kf);
-  I half = k >> 1, rest = k - half;
-  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(127)) << 23); };
-  return p * pow2(half) * pow2(rest);
+  return scale_pow2(p, kf);
 }
 
 // e^(hi + lo) for |lo| much smaller than |hi|, hi + lo in [-104, 89]: k = round((hi + lo) / ln 2),
@@ -99,49 +111,26 @@ B tanh32(const B& x) {
   return xsimd::select(xsimd::isnan(x), x, xsimd::copysign(base + num / den, x));
 }
 
-// log with subnormal inputs handled exactly: log(m 2^-149) = log(m) - 149 ln 2 for f32 (1074 for
-// f64), m the mantissa as an integer (xsimd's log treats subnormals as far too large).
-template <class B>
+// log (or, with Base2, log2) with subnormal inputs handled exactly: log(m 2^-149) = log(m) -
+// 149 ln 2 for f32 (1074 for f64), m the mantissa as an integer (xsimd's log and log2 treat
+// subnormals as far too large).
+template <bool Base2, class B>
 B log_any(const B& x) {
   using T = typename B::value_type;
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   using UB = xsimd::batch<U, typename B::arch_type>;
   constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
   constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
+  auto log = [](const B& v) {
+    if constexpr (Base2)
+      return xsimd::log2(v);
+    else
+      return xsimd::log(v);
+  };
   auto subnormal = x < B(std::numeric_limits<T>::min()) && x > B(0);
   UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
-  B scaled = xsimd::log(xsimd::batch_cast<T>(m)) - B(shift * T(0.6931471805599453094));
-  return xsimd::select(subnormal, scaled, xsimd::log(x));
-}
-
-// log2 with subnormal inputs handled exactly, as log_any: log2(m 2^-149) = log2(m) - 149.
-template <class B>
-B log2_any(const B& x) {
-  using T = typename B::value_type;
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  using UB = xsimd::batch<U, typename B::arch_type>;
-  constexpr U mantissa = sizeof(T) == 4 ? 0x7FFFFFu : 0xFFFFFFFFFFFFFull;
-  constexpr T shift = sizeof(T) == 4 ? T(149) : T(1074);
-  auto subnormal = x < B(std::numeric_limits<T>::min()) && x > B(0);
-  UB m = xsimd::bitwise_cast<UB>(x) & UB(mantissa);
-  B scaled = xsimd::log2(xsimd::batch_cast<T>(m)) - B(shift);
-  return xsimd::select(subnormal, scaled, xsimd::log2(x));
-}
-
-// p 2^k for an integral kf whose halves are normal exponents of T: applied in two halves, so
-// results near the top stay finite and those below the normal range come out subnormal, rounded
-// once.
-template <class B>
-B scale_pow2(const B& p, const B& kf) {
-  using T = typename B::value_type;
-  using S = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  using I = xsimd::batch<S, typename B::arch_type>;
-  constexpr int mantissa_bits = sizeof(T) == 4 ? 23 : 52;
-  constexpr S bias = sizeof(T) == 4 ? 127 : 1023;
-  I k = xsimd::batch_cast<S>(kf);
-  I half = k >> 1, rest = k - half;
-  auto pow2 = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(bias)) << mantissa_bits); };
-  return p * pow2(half) * pow2(rest);
+  B scaled = log(xsimd::batch_cast<T>(m)) - B(Base2 ? shift : shift * T(0.6931471805599453094));
+  return xsimd::select(subnormal, scaled, log(x));
 }
 
 // e^x in f64 with subnormal results kept (xsimd's flushes them below 2^-1022): 2^k e^r, k =

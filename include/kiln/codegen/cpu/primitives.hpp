@@ -148,7 +148,7 @@ pack<T> unary(const pack<T>& a) {
     else  // subnormal results kept, as in f32
       return detail::map(a, [](B x) { return detail::exp_f64(x); });
   } else if constexpr (O == op::log)
-    return detail::map(a, [](B x) { return detail::log_any(x); });
+    return detail::map(a, [](B x) { return detail::log_any<false>(x); });
   else if constexpr (O == op::sqrt)
     return detail::map(a, [](B x) { return xsimd::sqrt(x); });
   else if constexpr (O == op::rsqrt)
@@ -226,7 +226,7 @@ pack<T> unary(const pack<T>& a) {
       return detail::map(
           a, [](B x) { return xsimd::select(x > B(40), xsimd::exp(x), xsimd::expm1(x)); });
   } else if constexpr (O == op::log2)  // subnormal inputs exactly (xsimd's are far off)
-    return detail::map(a, [](B x) { return detail::log2_any(x); });
+    return detail::map(a, [](B x) { return detail::log_any<true>(x); });
   else if constexpr (O == op::log1p)
     return detail::map(a, [](B x) { return xsimd::log1p(x); });
   else if constexpr (O == op::softplus) {  // max(x, 0) + log1p(e^-|x|): no overflow

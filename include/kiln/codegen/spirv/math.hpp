@@ -40,20 +40,26 @@ class math_library : public narrow_codec {
     return p;
   }
 
-  // e^r 2^k for |r| <= 0.35 and an integral kf in [-152, 128]: e^r by its Taylor series to r^7
-  // (truncation below 1e-8), 2^k applied in two halves so that results near the top of the range
-  // stay finite and those below 2^-126 come out as subnormals, rounded once.
-  id exp_scaled(id kf, id r) {
-    id iv = vec(lane_kind::s32), t = vec(lane_kind::f32);
-    id p = horner(r, {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
-    id ki = m_.emit(Op::OpConvertFToS, iv, {kf});
-    id half = m_.emit(Op::OpShiftRightArithmetic, iv, {ki, usplat(1)});
-    id rest = m_.emit(Op::OpISub, iv, {ki, half});
-    auto pow2 = [&](id e) {  // 2^e for e in [-126, 127], from its exponent bits
+  // p 2^k for an s32 k whose halves are in [-126, 127]: 2^k applied in two halves, each from its
+  // exponent bits, so that results near the top of the range stay finite and those below 2^-126
+  // come out as subnormals, rounded once.
+  id scale_pow2(id p, id k) {
+    id iv = vec(lane_kind::s32);
+    id half = m_.emit(Op::OpShiftRightArithmetic, iv, {k, usplat(1)});
+    id rest = m_.emit(Op::OpISub, iv, {k, half});
+    auto pow2 = [&](id e) {
       id biased = m_.emit(Op::OpIAdd, iv, {e, isplat(lane_kind::s32, 127)});
-      return m_.emit(Op::OpBitcast, t, {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
+      return m_.emit(Op::OpBitcast, vec(lane_kind::f32),
+                     {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
     };
     return fmul(fmul(p, pow2(half)), pow2(rest));
+  }
+
+  // e^r 2^k for |r| <= 0.35 and an integral kf in [-152, 128]: e^r by its Taylor series to r^7
+  // (truncation below 1e-8), then scale_pow2.
+  id exp_scaled(id kf, id r) {
+    id p = horner(r, {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
+    return scale_pow2(p, m_.emit(Op::OpConvertFToS, vec(lane_kind::s32), {kf}));
   }
 
   // e^(hi + lo) for |lo| much smaller than |hi|, hi + lo in [-104, 89]: k = round((hi + lo) /
@@ -181,10 +187,13 @@ class math_library : public narrow_codec {
     r = fsel(fcmp(Op::OpFOrdEqual, x, fc(HUGE_VAL)), x, r);
     return fsel(is_nan(x), x, r);
   }
+  // e ln 2 + log(m), ln 2 in two parts.
+  id log_from(id e, id log_m) {
+    return fadd(fmul(e, fc(0.693145751953125)), fadd(fmul(e, fc(1.4286068203094172e-06)), log_m));
+  }
   id log32(id x) {
     auto [e, log_m] = log_reduce(x);
-    id r = fadd(fmul(e, fc(0.693145751953125)), fadd(fmul(e, fc(1.4286068203094172e-06)), log_m));
-    return log_edges(x, r);
+    return log_edges(x, log_from(e, log_m));
   }
 
   // sin or cos in f32 over the whole range, with kiln's own argument reduction (drivers' may fail

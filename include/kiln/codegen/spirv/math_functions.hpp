@@ -114,8 +114,7 @@ class function_library : public math_library {
   }
   id log_plus_ln2(id a) {  // log(2a) for large a
     auto [e, log_m] = log_reduce(a);
-    id e1 = fadd(e, fc(1.0));
-    return fadd(fmul(e1, fc(0.693145751953125)), fadd(fmul(e1, fc(1.4286068203094172e-06)), log_m));
+    return log_from(fadd(e, fc(1.0)), log_m);
   }
 
   // 2^x = 2^k e^(f ln 2), k = round(x), f = x - k (exact).
@@ -135,7 +134,7 @@ class function_library : public math_library {
     id r = fsub(fsub(xc, fmul(kf, fc(0.693145751953125))), fmul(kf, fc(1.4286068203094172e-06)));
     id q = fmul(r, horner(r, {1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
                               1.0 / 40320}));
-    id scale = exp_scaled(kf, fc(0));  // 2^k, exact
+    id scale = scale_pow2(fc(1.0), m_.emit(Op::OpConvertFToS, vec(lane_kind::s32), {kf}));  // 2^k
     id small = fadd(fmul(scale, q), fsub(scale, fc(1.0)));
     id y = fsel(fcmp(Op::OpFOrdGreaterThan, x, fc(40.0)), exp32(x), small);
     return fsel(is_nan(x), x, keep_zero(x, y));
@@ -204,15 +203,7 @@ class function_library : public math_library {
     // |result| = r 2^(ey - 150), scaled in two exact steps (the result is representable).
     id iv = vec(lane_kind::s32);
     id e = m_.emit(Op::OpISub, iv, {m_.emit(Op::OpBitcast, iv, {ey}), isplat(lane_kind::s32, 150)});
-    id half = m_.emit(Op::OpShiftRightArithmetic, iv, {e, usplat(1)});
-    id rest = m_.emit(Op::OpISub, iv, {e, half});
-    auto pow2 = [&](id p) {
-      id biased = m_.emit(Op::OpIAdd, iv, {p, isplat(lane_kind::s32, 127)});
-      return m_.emit(Op::OpBitcast, vec(lane_kind::f32),
-                     {m_.emit(Op::OpShiftLeftLogical, iv, {biased, usplat(23)})});
-    };
-    id magnitude =
-        fmul(fmul(m_.emit(Op::OpConvertUToF, vec(lane_kind::f32), {r}), pow2(half)), pow2(rest));
+    id magnitude = scale_pow2(m_.emit(Op::OpConvertUToF, vec(lane_kind::f32), {r}), e);
     id result = copysign32(magnitude, x);
     result = fsel(m_.emit(Op::OpULessThan, bvec4(), {ax, ay}), x, result);
     id nan = m_.emit(Op::OpLogicalOr, bvec4(),

@@ -241,8 +241,8 @@ KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
     reg.instance = inst;
     std::atexit(&context::shutdown_all);  // after vkCreateInstance loaded the layers: runs first
   }
-  int chosen = choose_physical_device(inst->physical_devices(), index);
   auto devices = inst->physical_devices();
+  int chosen = choose_physical_device(devices, index);
   auto& slot = contexts[chosen];
   if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
   return slot;
