@@ -8,7 +8,7 @@
 
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
-#include "kiln/runtime/cpu/executor.hpp"
+#include "kiln/runtime/cpu/run_plan.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/execute.hpp"
 #include "kiln/runtime/program.hpp"
@@ -37,36 +37,6 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
   runtime::check_call(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, Plan.outputs,
                       Plan.sizes.regions, args, results, sym.data(), "fn");
   return sym;
-}
-
-// Runs the plan's regions on the CPU (those marked in `only`, or all), on host data.
-template <const auto& Plan>
-void run_cpu(std::span<const runtime::buffer_ref> args,
-             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-             const std::vector<bool>* only) {
-  constexpr auto S = Plan.sizes;
-  std::array<cpu::operand_layout, S.inputs + 1> ins{};
-  std::array<cpu::operand_layout, S.outputs> outs{};
-  for (int i = 0; i < S.regions; ++i) {
-    if (only && !(*only)[i]) continue;
-    const compiler::frozen_region& reg = Plan.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
-    for (int k = 0; k < reg.arg_count; ++k) {
-      int a = Plan.region_args[reg.arg_begin + k];
-      shape dims = runtime::argument_dims(args[a], Plan.inputs[a].dims);
-      ins[a] = cpu::layout_over(args[a].data, size_in_bytes(Plan.inputs[a].type), dims, space);
-    }
-    for (int k = 0; k < reg.result_count; ++k) {
-      int r = Plan.region_results[reg.result_begin + k];
-      outs[r] = cpu::layout_over(results[r].data, size_in_bytes(Plan.nodes[Plan.outputs[r]].type),
-                                 space, space);
-    }
-    cpu::run_region(cpu::region_rows<Plan>[i], space,
-                    std::span(Plan.region_args.data() + reg.arg_begin, reg.arg_count),
-                    std::span(ins.data(), S.inputs),
-                    std::span(Plan.region_results.data() + reg.result_begin, reg.result_count),
-                    std::span(outs.data(), S.outputs));
-  }
 }
 
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
@@ -247,7 +217,11 @@ class function {
     auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                        std::span<const runtime::buffer_ref> host_results,
                        const std::vector<bool>* only) {
-      detail::run_cpu<plan>(host_args, host_results, sym.data(), only);
+      cpu::run_plan(
+          detail::program_of<F, P...>().plan(),
+          [](int region, const void* const* in, const std::int64_t* step, void* const* out,
+             std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
+          host_args, host_results, sym.data(), only);
     };
     runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host);
   }

@@ -83,7 +83,8 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       all_constant = all_constant && x.kind == ir::op::constant;
       values[k] = x.value;
     }
-    if (simplify && all_constant) {
+    bool elementwise = ir::info(old.kind).cls != ir::op_class::reduction;
+    if (simplify && all_constant && elementwise) {
       if (auto folded = fold(old.kind, old.type, values)) {
         map[i] = b.constant(*folded);
         continue;
@@ -99,6 +100,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
         break;
       case ir::op_class::ternary:
         id = b.ternary(old.kind, ops[0], ops[1], ops[2]);
+        break;
+      case ir::op_class::reduction:
+        id = b.reduce(old.kind, ops[0], old.attrs.axes, old.attrs.keepdims);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);

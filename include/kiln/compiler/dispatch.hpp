@@ -1,5 +1,7 @@
-// Dispatch-region formation: groups the graph's results by iteration space; each region is one
-// fused kernel that recomputes what it needs, so no elementwise intermediate is materialized.
+// Dispatch-region formation. Reductions are roots: each gets a region that evaluates its operand's
+// elementwise producers in its loads (recomputing them, nothing materialized) and stores the
+// reduced value. The function's other results are grouped by iteration space into elementwise
+// regions. A root's value read by another region is passed through a transient buffer.
 #pragma once
 
 #include <string>
@@ -11,61 +13,125 @@
 namespace kiln::compiler {
 
 struct region {
-  shape space;                        // iteration space: the dims (static or symbols) it writes
+  shape space;                        // iteration space: elementwise, the dims it writes;
+                                      // a reduction, its operand's dims (the reduced result's
+                                      // axes keep their place with size 1)
   std::vector<std::int32_t> nodes;    // node ids it evaluates, in topological order
   std::vector<std::int32_t> args;     // function parameters it reads
   std::vector<std::int32_t> results;  // function results it writes
-  constexpr int binding_count() const { return static_cast<int>(args.size() + results.size()); }
+  std::int32_t root = -1;             // the reduction it computes (its last node), or -1
+  std::vector<std::int32_t> reads;    // transients it loads (indices into plan::transients)
+  std::vector<std::int32_t> writes;   // transients it stores
+  constexpr int binding_count() const {
+    return static_cast<int>(args.size() + results.size() + reads.size() + writes.size());
+  }
 };
 
 struct region_options {
   int max_bindings = 0;  // buffers one dispatch may bind; 0 means no limit
 };
 
-constexpr std::vector<region> form_dispatch_regions(const ir::graph& g, region_options opt = {}) {
-  std::vector<region> regions;
-  auto needs = [&](const region& r, std::vector<bool>& used) {
-    for (auto res : r.results) used[g.outputs[res]] = true;
-    for (std::size_t i = g.nodes.size(); i-- > 0;)
-      if (used[i])
-        for (int k = 0; k < g.nodes[i].arity(); ++k) used[g.nodes[i].operands[k]] = true;
+// The regions of g in execution order, and `transients`: the root nodes whose values pass
+// between regions.
+constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
+                                                    std::vector<std::int32_t>& transients,
+                                                    region_options opt = {}) {
+  const auto n_nodes = g.nodes.size();
+  auto is_root = [&](std::int32_t id) {
+    return ir::info(g.nodes[id].kind).cls == ir::op_class::reduction;
   };
-  auto finish = [&](region& r) {
-    std::vector<bool> used(g.nodes.size(), false);
-    needs(r, used);
+  // The nodes a region evaluates to produce `wanted`: everything they read, stopping at roots
+  // other than the region's own (those are loaded).
+  auto closure = [&](region& r, const std::vector<std::int32_t>& wanted, std::int32_t root) {
+    std::vector<bool> used(n_nodes, false);
+    for (auto w : wanted) used[w] = true;
+    for (std::size_t i = n_nodes; i-- > 0;) {
+      if (!used[i] || (is_root(static_cast<std::int32_t>(i)) && static_cast<std::int32_t>(i) != root))
+        continue;
+      for (int k = 0; k < g.nodes[i].arity(); ++k) used[g.nodes[i].operands[k]] = true;
+    }
     r.nodes.clear();
     r.args.clear();
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    for (std::size_t i = 0; i < n_nodes; ++i) {
       if (!used[i]) continue;
       r.nodes.push_back(static_cast<std::int32_t>(i));
       if (g.nodes[i].kind == ir::op::input) r.args.push_back(g.nodes[i].arg);
     }
   };
+  auto loads_of = [&](const region& r) {  // root values r reads, not computes
+    std::vector<std::int32_t> loaded;
+    for (auto id : r.nodes)
+      if (is_root(id) && id != r.root) loaded.push_back(id);
+    return loaded;
+  };
+  auto count_text = [](std::int64_t v) { return kiln::detail::to_text(v); };
+
+  std::vector<region> regions;
+  // Roots first, in topological order: a root's region may load roots before it.
+  for (std::size_t id = 0; id < n_nodes; ++id) {
+    auto root = static_cast<std::int32_t>(id);
+    if (!is_root(root)) continue;
+    region r;
+    r.root = root;
+    r.space = g.nodes[g.nodes[root].operands[0]].dims;
+    closure(r, {root}, root);
+    for (std::size_t res = 0; res < g.outputs.size(); ++res)
+      if (g.outputs[res] == root) r.results.push_back(static_cast<std::int32_t>(res));
+    regions.push_back(r);
+  }
+  std::size_t first_elementwise = regions.size();
   for (std::size_t res = 0; res < g.outputs.size(); ++res) {
-    const shape& space = g.nodes[g.outputs[res]].dims;
+    std::int32_t out = g.outputs[res];
+    if (is_root(out)) continue;  // written by its root's region
+    const shape& space = g.nodes[out].dims;
     region* target = nullptr;
-    for (auto& r : regions)
-      if (r.space == space) target = &r;
+    for (std::size_t k = first_elementwise; k < regions.size(); ++k)
+      if (regions[k].space == space) target = &regions[k];
+    auto wanted = [&](const region& r) {
+      std::vector<std::int32_t> w;
+      for (auto x : r.results) w.push_back(g.outputs[x]);
+      return w;
+    };
     if (target && opt.max_bindings > 0) {
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
-      finish(trial);
-      if (trial.binding_count() > opt.max_bindings) target = nullptr;  // start another region
+      closure(trial, wanted(trial), -1);
+      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial).size();
+      if (static_cast<int>(bindings) > opt.max_bindings) target = nullptr;  // start another
     }
     if (!target) {
-      regions.push_back(region{space, {}, {}, {}});
+      regions.push_back(region{space, {}, {}, {}, -1, {}, {}});
       target = &regions.back();
     }
     target->results.push_back(static_cast<std::int32_t>(res));
-    finish(*target);
-    if (opt.max_bindings > 0 && target->binding_count() > opt.max_bindings)
-      throw error(errc::unsupported, "form_dispatch_regions",
-                  "result " + kiln::detail::to_text(static_cast<std::int64_t>(res)) + " reads " +
-                      kiln::detail::to_text(static_cast<std::int64_t>(target->args.size())) +
-                      " parameters, more than the " + kiln::detail::to_text(opt.max_bindings - 1) +
-                      " a dispatch can bind beside its output");
+    closure(*target, wanted(*target), -1);
   }
+  // Transients: every root value another region loads, numbered in order of their roots.
+  transients.clear();
+  std::vector<std::int32_t> transient_of(n_nodes, -1);
+  for (auto& r : regions)
+    for (auto loaded : loads_of(r)) {
+      if (transient_of[loaded] < 0) {
+        transient_of[loaded] = static_cast<std::int32_t>(transients.size());
+        transients.push_back(loaded);
+      }
+      r.reads.push_back(transient_of[loaded]);
+    }
+  for (auto& r : regions)
+    if (r.root >= 0 && transient_of[r.root] >= 0) r.writes.push_back(transient_of[r.root]);
+  if (opt.max_bindings > 0)
+    for (std::size_t k = 0; k < regions.size(); ++k)
+      if (regions[k].binding_count() > opt.max_bindings)
+        throw error(errc::unsupported, "form_dispatch_regions",
+                    "region " + count_text(static_cast<std::int64_t>(k)) + " binds " +
+                        count_text(regions[k].binding_count()) + " buffers, more than the " +
+                        count_text(opt.max_bindings) + " a dispatch can bind");
   return regions;
+}
+
+constexpr std::vector<region> form_dispatch_regions(const ir::graph& g, region_options opt = {}) {
+  std::vector<std::int32_t> transients;
+  return form_dispatch_regions(g, transients, opt);
 }
 
 }  // namespace kiln::compiler

@@ -11,6 +11,7 @@ namespace kiln::compiler {
 struct plan_sizes {
   int inputs = 0, nodes = 0, symbols = 0, constraints = 0, outputs = 0;
   int regions = 0, region_nodes = 0, region_args = 0, region_results = 0;
+  int transients = 0, region_reads = 0, region_writes = 0;
 };
 
 constexpr plan_sizes sizes_of(const plan& p) {
@@ -18,10 +19,13 @@ constexpr plan_sizes sizes_of(const plan& p) {
       static_cast<int>(p.graph.inputs.size()),  static_cast<int>(p.graph.nodes.size()),
       static_cast<int>(p.graph.symbols.size()), static_cast<int>(p.graph.constraints.size()),
       static_cast<int>(p.graph.outputs.size()), p.dispatch_count()};
+  s.transients = static_cast<int>(p.transients.size());
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
     s.region_args += static_cast<int>(r.args.size());
     s.region_results += static_cast<int>(r.results.size());
+    s.region_reads += static_cast<int>(r.reads.size());
+    s.region_writes += static_cast<int>(r.writes.size());
   }
   return s;
 }
@@ -32,6 +36,9 @@ struct frozen_region {
   int node_begin = 0, node_count = 0;
   int arg_begin = 0, arg_count = 0;
   int result_begin = 0, result_count = 0;
+  std::int32_t root = -1;
+  int read_begin = 0, read_count = 0;
+  int write_begin = 0, write_count = 0;
 };
 
 template <plan_sizes S>
@@ -46,8 +53,14 @@ struct frozen_plan {
   std::array<std::int32_t, S.region_nodes> region_nodes;
   std::array<std::int32_t, S.region_args> region_args;
   std::array<std::int32_t, S.region_results> region_results;
+  std::array<std::int32_t, S.transients> transients;
+  std::array<std::int32_t, S.region_reads> region_reads;
+  std::array<std::int32_t, S.region_writes> region_writes;
+  std::int64_t static_transient_bytes = 0;
 
   constexpr int dispatch_count() const { return S.regions; }
+  // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
+  constexpr std::int64_t transient_bytes() const { return static_transient_bytes; }
 
   // Back to the vector form (for printing, comparison, and anything written against `plan`).
   constexpr plan thaw() const {
@@ -57,6 +70,7 @@ struct frozen_plan {
     p.graph.symbols.assign(symbols.begin(), symbols.end());
     p.graph.constraints.assign(constraints.begin(), constraints.end());
     p.graph.outputs.assign(outputs.begin(), outputs.end());
+    p.transients.assign(transients.begin(), transients.end());
     for (const frozen_region& f : regions) {
       region r;
       r.space = f.space;
@@ -66,6 +80,11 @@ struct frozen_plan {
                     region_args.begin() + f.arg_begin + f.arg_count);
       r.results.assign(region_results.begin() + f.result_begin,
                        region_results.begin() + f.result_begin + f.result_count);
+      r.root = f.root;
+      r.reads.assign(region_reads.begin() + f.read_begin,
+                     region_reads.begin() + f.read_begin + f.read_count);
+      r.writes.assign(region_writes.begin() + f.write_begin,
+                      region_writes.begin() + f.write_begin + f.write_count);
       p.regions.push_back(r);
     }
     return p;
@@ -83,7 +102,9 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   copy(p.graph.symbols, f.symbols);
   copy(p.graph.constraints, f.constraints);
   copy(p.graph.outputs, f.outputs);
-  int nodes = 0, args = 0, results = 0;
+  copy(p.transients, f.transients);
+  f.static_transient_bytes = p.transient_bytes();
+  int nodes = 0, args = 0, results = 0, reads = 0, writes = 0;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const region& r = p.regions[i];
     f.regions[i] = {r.space,
@@ -92,10 +113,17 @@ constexpr frozen_plan<S> freeze(const plan& p) {
                     args,
                     static_cast<int>(r.args.size()),
                     results,
-                    static_cast<int>(r.results.size())};
+                    static_cast<int>(r.results.size()),
+                    r.root,
+                    reads,
+                    static_cast<int>(r.reads.size()),
+                    writes,
+                    static_cast<int>(r.writes.size())};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;
+    for (auto v : r.reads) f.region_reads[reads++] = v;
+    for (auto v : r.writes) f.region_writes[writes++] = v;
   }
   return f;
 }

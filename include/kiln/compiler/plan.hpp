@@ -15,17 +15,128 @@ struct options {
   region_options regions;
 };
 
-struct plan {
-  ir::graph graph;              // canonical: verified, folded, deduplicated, no dead nodes
-  std::vector<region> regions;  // one dispatch each, in execution order
-  constexpr int dispatch_count() const { return static_cast<int>(regions.size()); }
+// Where each transient lives in a call's arena, and the arena's size (bytes).
+struct arena_layout {
+  std::vector<std::int64_t> offsets;
+  std::int64_t bytes = 0;
 };
+
+// Offsets in the arena are multiples of this (Vulkan's minStorageBufferOffsetAlignment is at most
+// 256; SIMD loads want 64).
+inline constexpr std::int64_t arena_alignment = 256;
+
+// Places transients in one arena: each at the lowest offset that overlaps no transient alive at
+// the same time (alive: from the region that writes it to the last region that reads it), so a
+// buffer is reused once its last reader has run. bytes[t]: transient t's size.
+template <class Regions>
+constexpr arena_layout plan_arena(const Regions& regions, const std::vector<std::int64_t>& bytes) {
+  std::size_t n = bytes.size();
+  std::vector<int> first(n, 0), last(n, 0);
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    for (auto t : regions[k].writes) first[t] = last[t] = static_cast<int>(k);
+    for (auto t : regions[k].reads) last[t] = std::max(last[t], static_cast<int>(k));
+  }
+  arena_layout a;
+  a.offsets.assign(n, 0);
+  for (std::size_t t = 0; t < n; ++t) {
+    std::int64_t size = (bytes[t] + arena_alignment - 1) / arena_alignment * arena_alignment;
+    std::int64_t at = 0;
+    for (bool moved = true; moved;) {  // first fit: move past every live overlap, until none
+      moved = false;
+      for (std::size_t u = 0; u < t; ++u) {
+        bool alive_together = first[u] <= last[t] && first[t] <= last[u];
+        std::int64_t u_size = (bytes[u] + arena_alignment - 1) / arena_alignment * arena_alignment;
+        if (alive_together && at < a.offsets[u] + u_size && a.offsets[u] < at + size) {
+          at = a.offsets[u] + u_size;
+          moved = true;
+        }
+      }
+    }
+    a.offsets[t] = at;
+    a.bytes = std::max(a.bytes, at + size);
+  }
+  return a;
+}
+
+// Resolves a size: static as it is, a symbol from `sym` (the call's resolved symbols).
+constexpr std::int64_t size_at(std::int64_t d, const std::int64_t* sym) {
+  return ir::is_symbol(d) ? sym[ir::symbol_of(d)] : d;
+}
+
+struct plan {
+  ir::graph graph;                       // canonical: verified, folded, deduplicated, no dead nodes
+  std::vector<region> regions;           // one dispatch each, in execution order
+  std::vector<std::int32_t> transients;  // root nodes whose values pass between regions
+  constexpr int dispatch_count() const { return static_cast<int>(regions.size()); }
+
+  // The arena of one call (sym: its resolved symbols; null for a plan of static sizes).
+  constexpr arena_layout arena(const std::int64_t* sym = nullptr) const {
+    std::vector<std::int64_t> bytes;
+    for (auto t : transients) {
+      const ir::node& n = graph.nodes[t];
+      std::int64_t count = 1;
+      for (int i = 0; i < n.dims.rank; ++i) count *= size_at(n.dims.dims[i], sym);
+      bytes.push_back(count * size_in_bytes(n.type));
+    }
+    return plan_arena(regions, bytes);
+  }
+  // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
+  constexpr std::int64_t transient_bytes() const {
+    for (auto t : transients)
+      if (!graph.nodes[t].dims.is_static()) return -1;
+    return arena().bytes;
+  }
+};
+
+// A region's buffers by slot. Input slots: parameter a is slot a, transient t is slot
+// inputs + t; output slots: result r is slot r, transient t is slot outputs + t.
+constexpr int input_slot_count(const plan& p) {
+  return static_cast<int>(p.graph.inputs.size() + p.transients.size());
+}
+constexpr int output_slot_count(const plan& p) {
+  return static_cast<int>(p.graph.outputs.size() + p.transients.size());
+}
+// The input slots region r reads, and the output slots it writes.
+constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
+  std::vector<std::int32_t> s(r.args.begin(), r.args.end());
+  for (auto t : r.reads) s.push_back(static_cast<std::int32_t>(p.graph.inputs.size()) + t);
+  return s;
+}
+constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r) {
+  std::vector<std::int32_t> s(r.results.begin(), r.results.end());
+  for (auto t : r.writes) s.push_back(static_cast<std::int32_t>(p.graph.outputs.size()) + t);
+  return s;
+}
+// The input slot node `id` of region r is loaded from (a parameter's or a transient's); -1 where
+// the region computes it.
+constexpr int load_slot(const plan& p, const region& r, std::int32_t id) {
+  const ir::node& n = p.graph.nodes[id];
+  if (n.kind == ir::op::input) return n.arg;
+  if (id == r.root || ir::info(n.kind).cls != ir::op_class::reduction) return -1;
+  for (std::size_t t = 0; t < p.transients.size(); ++t)
+    if (p.transients[t] == id) return static_cast<int>(p.graph.inputs.size() + t);
+  return -1;
+}
+// What region r stores, as (output slot, node): its results and transients; a reduction's region
+// stores its root's operand to its first output slot, for the reduction driver to reduce.
+struct store {
+  std::int32_t slot = 0, node = 0;
+};
+constexpr std::vector<store> region_stores(const plan& p, const region& r) {
+  auto slots = output_slots(p, r);
+  if (r.root >= 0) return {{slots[0], p.graph.nodes[r.root].operands[0]}};
+  std::vector<store> s;
+  for (auto res : r.results) s.push_back({res, p.graph.outputs[res]});
+  for (auto t : r.writes)
+    s.push_back({static_cast<std::int32_t>(p.graph.outputs.size()) + t, p.transients[t]});
+  return s;
+}
 
 constexpr plan compile(const ir::graph& g, options opt = {}) {
   ir::verify_or_throw(g);
-  plan p{canonicalize(g), {}};
+  plan p{canonicalize(g), {}, {}};
   ir::verify_or_throw(p.graph);
-  p.regions = form_dispatch_regions(p.graph, opt.regions);
+  p.regions = form_dispatch_regions(p.graph, p.transients, opt.regions);
   return p;
 }
 
@@ -34,13 +145,29 @@ inline std::string print_regions(const plan& p) {
   std::string out;
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     const region& reg = p.regions[r];
-    out += "region " + std::to_string(r) + " over " + ir::dims_text(reg.space) + ": nodes";
+    out += "region " + std::to_string(r) + " over " + ir::dims_text(reg.space);
+    if (reg.root >= 0) out += " reducing %" + std::to_string(reg.root);
+    out += ": nodes";
     for (auto n : reg.nodes) out += " %" + std::to_string(n);
     out += "; reads";
     for (auto a : reg.args) out += " arg" + std::to_string(a);
+    for (auto t : reg.reads) out += " t" + std::to_string(t);
     out += "; writes";
     for (auto res : reg.results) out += " result" + std::to_string(res);
+    for (auto t : reg.writes) out += " t" + std::to_string(t);
     out += "\n";
+  }
+  if (p.transients.empty()) return out;
+  // The arena: static offsets, or those of all-ones sizes where sizes are known only at the call.
+  std::vector<std::int64_t> ones(p.graph.symbols.size() + 1, 1);
+  arena_layout a = p.arena(ones.data());
+  out += "arena";
+  if (p.transient_bytes() < 0) out += " (offsets for run-time sizes of 1)";
+  out += ": " + std::to_string(a.bytes) + " bytes\n";
+  for (std::size_t t = 0; t < p.transients.size(); ++t) {
+    const ir::node& n = p.graph.nodes[p.transients[t]];
+    out += "  t" + std::to_string(t) + " = %" + std::to_string(p.transients[t]) + " : " +
+           ir::type_text(n.type, n.dims) + " at " + std::to_string(a.offsets[t]) + "\n";
   }
   return out;
 }

@@ -2,6 +2,8 @@
 // concepts (so a mistake reads as a sentence) and appends one node to the traced graph.
 #pragma once
 
+#include <bit>
+
 #include "kiln/dsl/value.hpp"
 
 namespace kiln {
@@ -112,6 +114,78 @@ constexpr auto make_unary(const V& a) {
     }                                                                                        \
   }
 
+// The optional last argument of a reduction: keep the reduced axes, with size 1.
+struct keepdims_t {
+  explicit keepdims_t() = default;
+};
+inline constexpr keepdims_t keepdims{};
+
+namespace detail {
+
+// The axes mask of a reduction's template arguments (negative axes count from the end; none:
+// every axis); `ok` is false when an axis is out of range or repeated.
+template <int Rank, int... Axes>
+struct reduction_axes {
+  static constexpr bool in_range = ((Axes >= -Rank && Axes < Rank) && ...);
+  static constexpr std::uint32_t mask = [] {
+    std::uint32_t m = 0;
+    if constexpr (in_range) ((m |= 1u << (Axes < 0 ? Axes + Rank : Axes)), ...);
+    return sizeof...(Axes) == 0 && Rank > 0 ? static_cast<std::uint32_t>((1ull << Rank) - 1) : m;
+  }();
+  static constexpr bool distinct = std::popcount(mask) == static_cast<int>(sizeof...(Axes)) ||
+                                   sizeof...(Axes) == 0;
+};
+
+template <ir::op O, bool Keep, int... Axes, class A>
+constexpr auto make_reduction(const A& a) {
+  using T = typename A::element;
+  using E = typename A::extents_type;
+  using axes = reduction_axes<E::rank, Axes...>;
+  constexpr bool in_range = axes::in_range;
+  static_assert(in_range, "kiln reduction: an axis is out of range for the operand's rank");
+  constexpr bool distinct = axes::distinct;
+  static_assert(distinct, "kiln reduction: an axis is given twice");
+  if constexpr (in_range && distinct) {
+    constexpr ir::attributes attrs{axes::mask, Keep};
+    using R = decltype(extents_from<ir::reduced_dims(E::value(), attrs)>());
+    return value<T, R>{a.builder, a.builder->reduce(O, a.id, attrs.axes, Keep)};
+  } else {
+    return value<T, rejected_extents>{};
+  }
+}
+
+}  // namespace detail
+
+// A reduction over the template's axes (none: every axis), dropping them as numpy does, or keeping
+// them with size 1 given kiln::keepdims: reduce_sum<1>(x), reduce_max<0, 2>(x, kiln::keepdims).
+#define KILN_DSL_REDUCTION(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                          \
+  template <int... Axes, tensor_value A>                                               \
+  constexpr auto NAME(const A& a) {                                                    \
+    if constexpr (rejected_value<A>) {                                                 \
+      return a;                                                                        \
+    } else {                                                                           \
+      constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
+      if constexpr (elements_ok)                                                       \
+        return detail::make_reduction<ir::op::OP, false, Axes...>(a);                  \
+      else                                                                             \
+        return value<typename A::element, rejected_extents>{};                         \
+    }                                                                                  \
+  }                                                                                    \
+  template <int... Axes, tensor_value A>                                               \
+  constexpr auto NAME(const A& a, keepdims_t) {                                        \
+    if constexpr (rejected_value<A>) {                                                 \
+      return a;                                                                        \
+    } else {                                                                           \
+      constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
+      if constexpr (elements_ok)                                                       \
+        return detail::make_reduction<ir::op::OP, true, Axes...>(a);                   \
+      else                                                                             \
+        return value<typename A::element, rejected_extents>{};                         \
+    }                                                                                  \
+  }
+
 // One DSL function per row of ir/op.hpp's list, by its class and arity; leaves, select and cast
 // are written by hand below.
 #define KILN_DSL_ELEMENTS_any element_type, "any"
@@ -129,6 +203,7 @@ constexpr auto make_unary(const V& a) {
 #define KILN_DSL_FORM_leaf_0(...)
 #define KILN_DSL_FORM_select_3(...)
 #define KILN_DSL_FORM_cast_1(...)
+#define KILN_DSL_FORM_reduction_1 KILN_DSL_REDUCTION
 #define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
 #define KILN_DSL_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
   KILN_DSL_EXPAND(KILN_DSL_FORM_##CLASS##_##ARITY, NAME, NAME, KILN_DSL_ELEMENTS_##TYPES)
@@ -145,6 +220,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_FORM_leaf_0
 #undef KILN_DSL_FORM_select_3
 #undef KILN_DSL_FORM_cast_1
+#undef KILN_DSL_FORM_reduction_1
 #undef KILN_DSL_ELEMENTS_any
 #undef KILN_DSL_ELEMENTS_numeric
 #undef KILN_DSL_ELEMENTS_floating
@@ -153,6 +229,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_BINARY
 #undef KILN_DSL_UNARY
 #undef KILN_DSL_TERNARY
+#undef KILN_DSL_REDUCTION
 
 // Operators: the same ops as the named functions above.
 #define KILN_DSL_OPERATOR(SYMBOL, NAME)                                                     \

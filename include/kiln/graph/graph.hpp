@@ -6,6 +6,7 @@
 #include <cmath>
 #include <concepts>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,6 +80,9 @@ class graph {
     if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)
       throw error(errc::invalid_argument, std::string(op_name),
                   "use graph::input, graph::constant or graph::cast");
+    if (ir::info(o).cls == ir::op_class::reduction)
+      throw error(errc::invalid_argument, std::string(op_name),
+                  "takes axes: use graph::reduce (or graph::" + std::string(op_name) + ")");
     if (static_cast<int>(operands.size()) != arity)
       throw error(
           errc::invalid_argument, std::string(op_name),
@@ -102,6 +106,36 @@ class graph {
   }
 
   value cast(value a, dtype to) { return wrap(b_.cast(id_of(a, "cast", 1), to)); }
+
+  // Reduction o of x over `axes` (negative ones count from the end; none: every axis), keeping
+  // the reduced axes with size 1 unless keepdims is false: ONNX's Reduce* (opset 18), where
+  // keepdims also defaults to true.
+  value reduce(ir::op o, value x, std::span<const std::int64_t> axes, bool keepdims = true) {
+    std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "reduce";
+    if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::reduction)
+      throw error(errc::invalid_argument, std::string(op_name), "is not a reduction");
+    std::int32_t id = id_of(x, op_name, 1);
+    int rank = b_.get().nodes[id].dims.rank;
+    std::uint32_t mask = 0;
+    for (std::int64_t a : axes) {
+      if (a < -rank || a >= rank)
+        throw error(errc::invalid_argument, std::string(op_name),
+                    "axis " + std::to_string(a) + " is out of range for an operand of rank " +
+                        std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
+                        std::to_string(rank - 1) + ")");
+      std::uint32_t bit = 1u << (a < 0 ? a + rank : a);
+      if (mask & bit)
+        throw error(errc::invalid_argument, std::string(op_name),
+                    "axis " + std::to_string(a) + " is given twice");
+      mask |= bit;
+    }
+    if (axes.empty()) mask = rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
+    return wrap(b_.reduce(o, id, mask, keepdims));
+  }
+  value reduce(ir::op o, value x, std::initializer_list<std::int64_t> axes = {},
+               bool keepdims = true) {
+    return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
+  }
   value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
 
   // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are
@@ -119,6 +153,13 @@ class graph {
 #define KILN_GRAPH_FORM_ternary_3(NAME) \
   value NAME(value a, value b, value c) { return apply(ir::op::NAME, {a, b, c}); }
 #define KILN_GRAPH_FORM_cast_1(NAME)
+#define KILN_GRAPH_FORM_reduction_1(NAME)                                                     \
+  value NAME(value a, std::span<const std::int64_t> axes, bool keepdims = true) {            \
+    return reduce(ir::op::NAME, a, axes, keepdims);                                           \
+  }                                                                                           \
+  value NAME(value a, std::initializer_list<std::int64_t> axes = {}, bool keepdims = true) { \
+    return reduce(ir::op::NAME, a, axes, keepdims);                                           \
+  }
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)
 #undef KILN_GRAPH_OP
@@ -132,6 +173,7 @@ class graph {
 #undef KILN_GRAPH_FORM_leaf_0
 #undef KILN_GRAPH_FORM_select_3
 #undef KILN_GRAPH_FORM_cast_1
+#undef KILN_GRAPH_FORM_reduction_1
 
   // Marks v as the next result, under a name of its own.
   void output(std::string_view name, value v) {

@@ -139,6 +139,27 @@ class builder {
     return append(n);
   }
 
+  // Reduction o of `a` over the axes set in `axes` (bit i: axis i). No axes: `a` itself (ONNX's
+  // noop_with_empty_axes; the front ends turn an empty list into every axis, as ONNX does).
+  constexpr std::int32_t reduce(op o, std::int32_t a, std::uint32_t axes, bool keepdims) {
+    expect_arity(o, 1);
+    if (info(o).cls != op_class::reduction) fail(o, errc::invalid_argument, "is not a reduction");
+    const node& x = at(a, o);
+    check_type(o, x.type);
+    if (x.dims.rank < 32 && (axes >> x.dims.rank) != 0)
+      fail(o, errc::invalid_argument,
+           "axis " + detail::to_text(std::countr_zero(axes >> x.dims.rank) + x.dims.rank) +
+               " is out of range for an operand of rank " + detail::to_text(x.dims.rank));
+    if (axes == 0) return a;
+    node n;
+    n.kind = o;
+    n.type = x.type;
+    n.attrs = {axes, keepdims};
+    n.dims = reduced_dims(x.dims, n.attrs);
+    n.operands = {a, -1, -1};
+    return append(n);
+  }
+
   // Marks node id as the next function result.
   constexpr void output(std::int32_t id) {
     at(id, op::input);
@@ -180,7 +201,8 @@ class builder {
     std::uint64_t head[] = {
         static_cast<std::uint64_t>(n.kind),      static_cast<std::uint64_t>(n.type),
         static_cast<std::uint64_t>(n.arg),       static_cast<std::uint64_t>(n.dims.rank),
-        std::bit_cast<std::uint64_t>(n.value.f), static_cast<std::uint64_t>(n.value.i)};
+        std::bit_cast<std::uint64_t>(n.value.f), static_cast<std::uint64_t>(n.value.i),
+        n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32)};
     std::uint64_t h = detail::fnv1a(head);
     h = detail::fnv1a(n.operands, h);
     return detail::fnv1a(n.dims.dims, h);

@@ -7,6 +7,7 @@
 
 #include "kiln/core/convert.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/ir/attributes.hpp"
 #include "kiln/ir/op.hpp"
 
 namespace kiln::ir {
@@ -44,6 +45,7 @@ struct node {
   std::array<std::int32_t, 3> operands{-1, -1, -1};
   scalar value;           // constant: its value
   std::int32_t arg = -1;  // input: the function parameter it reads
+  attributes attrs;       // reductions: axes, keepdims
   constexpr int arity() const { return info(kind).arity; }
 };
 
@@ -62,10 +64,10 @@ struct graph {
   std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
 };
 
-// Same op, type, operands and payload: the test CSE and the builder's deduplication use.
+// Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication use.
 constexpr bool same_node(const node& x, const node& y) {
   return x.kind == y.kind && x.type == y.type && x.operands == y.operands && x.arg == y.arg &&
-         x.dims == y.dims && (x.kind != op::constant || same_bits(x.value, y.value));
+         x.dims == y.dims && x.attrs == y.attrs && (x.kind != op::constant || same_bits(x.value, y.value));
 }
 
 }  // namespace kiln::ir

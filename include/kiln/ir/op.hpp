@@ -84,7 +84,16 @@
   X(logical_not, 1, logical, bool_only, false)           \
   /* select(cond, a, b), and cast to the node's dtype */ \
   X(select, 3, select, any, false)                       \
-  X(cast, 1, cast, any, false)
+  X(cast, 1, cast, any, false)                           \
+  /* reductions over the axes in the node's attributes */ \
+  X(reduce_sum, 1, reduction, numeric, false)            \
+  X(reduce_mean, 1, reduction, floating, false)          \
+  X(reduce_max, 1, reduction, numeric, false)            \
+  X(reduce_min, 1, reduction, numeric, false)            \
+  X(reduce_prod, 1, reduction, numeric, false)           \
+  X(reduce_l1, 1, reduction, numeric, false)             \
+  X(reduce_l2, 1, reduction, floating, false)            \
+  X(reduce_sum_square, 1, reduction, numeric, false)
 
 namespace kiln::ir {
 
@@ -105,6 +114,7 @@ enum class op_class : std::uint8_t {
   logical,  // bool... -> bool
   select,   // (bool, T, T) -> T
   cast,     // T -> U
+  reduction,  // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
 };
 
 // Which element types an op accepts.

@@ -54,6 +54,17 @@ constexpr std::vector<std::string> verify(const graph& g) {
       report(id, "a constant is a rank-0 scalar of its node's type");
     if (!operands_ok || oi.arity == 0) continue;
     const node& x = g.nodes[n.operands[0]];
+    if (oi.cls == op_class::reduction) {
+      if (x.dims.rank < 32 && (n.attrs.axes >> x.dims.rank) != 0)
+        report(id, "reduces an axis beyond its operand's rank " + detail::to_text(x.dims.rank));
+      else if (n.dims != reduced_dims(x.dims, n.attrs))
+        report(id, "dims " + to_string(n.dims) + " are not its operand's reduced over its axes");
+      if (!accepts(oi.types, x.type))
+        report(id, "does not accept element type " + std::string(name(x.type)));
+      if (n.type != x.type) report(id, "result type differs from the operand's");
+      continue;
+    }
+    if (n.attrs != attributes{}) report(id, "has attributes its op does not take");
     int rank = 0;
     for (int k = 0; k < oi.arity; ++k) rank = std::max(rank, g.nodes[n.operands[k]].dims.rank);
     if (n.dims.rank != rank)

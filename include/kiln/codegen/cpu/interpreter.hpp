@@ -49,7 +49,7 @@ struct instruction {
   instruction_fn fn = nullptr;
   std::int32_t out = -1;                       // slot written (a result's index, for stores)
   std::array<std::int32_t, 3> in{-1, -1, -1};  // slots read
-  std::int32_t param = -1;                     // inputs: the parameter read
+  std::int32_t param = -1;                     // loads: the input slot read
   scalar value;                                // constants
 };
 
@@ -240,7 +240,7 @@ inline instruction_fn function_for(const ir::node& n, dtype operand) {
 // row signature, so the same executor runs both.
 class tile_program {
  public:
-  // Compiles region `reg` of plan `p` (its nodes, then one store per result).
+  // Compiles region `reg` of plan `p` (its nodes, then its stores: compiler::region_stores).
   tile_program(const compiler::plan& p, const compiler::region& reg);
 
   // Evaluates `count` elements of one row (see cpu::row_fn).
@@ -269,7 +269,7 @@ class tile_program {
   std::size_t size() const { return code_.size(); }
 
  private:
-  std::vector<instruction> code_;  // the region's nodes, then one store per result
+  std::vector<instruction> code_;  // the region's nodes, then one store per stored value
   std::size_t computed_ = 0;       // instructions before the stores
   std::int32_t slots_ = 0;
 };
@@ -280,21 +280,28 @@ class tile_program {
 KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compiler::region& reg) {
   const ir::graph& g = p.graph;
   std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
+  // Operands the region evaluates: none for a loaded node (its producer ran in another region).
+  auto arity = [&](std::int32_t id) {
+    return compiler::load_slot(p, reg, id) >= 0 ? 0 : g.nodes[id].arity();
+  };
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     const ir::node& n = g.nodes[reg.nodes[k]];
-    for (int i = 0; i < n.arity(); ++i) last_use[n.operands[i]] = static_cast<std::int32_t>(k);
+    for (int i = 0; i < arity(reg.nodes[k]); ++i)
+      last_use[n.operands[i]] = static_cast<std::int32_t>(k);
   }
+  auto stores = compiler::region_stores(p, reg);
   std::vector<bool> stored(g.nodes.size(), false);
-  for (auto r : reg.results) stored[g.outputs[r]] = true;
+  for (auto st : stores) stored[st.node] = true;
   std::vector<std::int32_t> free_slots;
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     std::int32_t id = reg.nodes[k];
+    if (id == reg.root) continue;  // reduced by run_reduction
     const ir::node& n = g.nodes[id];
     instruction s;
-    for (int i = 0; i < n.arity(); ++i) s.in[i] = slot_of[n.operands[i]];
+    for (int i = 0; i < arity(id); ++i) s.in[i] = slot_of[n.operands[i]];
     dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
-    if (n.kind == ir::op::input) {
-      s.param = n.arg;
+    if (int in = compiler::load_slot(p, reg, id); in >= 0) {
+      s.param = in;
       s.fn = detail::with_dtype(
           n.type, [](auto d) -> instruction_fn { return &detail::load_input<decltype(d)::value>; });
     } else if (n.kind == ir::op::constant) {
@@ -318,7 +325,7 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
     }
     slot_of[id] = s.out;
     code_.push_back(s);
-    for (int i = 0; i < n.arity(); ++i) {
+    for (int i = 0; i < arity(id); ++i) {
       std::int32_t o = n.operands[i];
       bool repeated = false;
       for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
@@ -328,10 +335,10 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
     if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
   }
   computed_ = code_.size();
-  for (auto r : reg.results) {
-    std::int32_t id = g.outputs[r];
+  for (auto st : stores) {
+    std::int32_t id = st.node;
     instruction s;
-    s.out = r;
+    s.out = st.slot;
     s.in[0] = slot_of[id];
     s.fn = detail::with_dtype(g.nodes[id].type, [](auto d) -> instruction_fn {
       return &detail::store_result<decltype(d)::value>;

@@ -12,8 +12,11 @@
 
 namespace kiln::cpu::inline KILN_CPU_ISA {
 
-// One row of a region: `count` elements. in[a] points at parameter a's first element for this
-// row and advances by step[a] (1, or 0 for a broadcast parameter); out[r] at result r's.
+// One row of a region: `count` elements. in[s] points at input slot s's first element for this
+// row and advances by step[s] (1, or 0 where broadcast); out[s] at output slot s's. Input slots:
+// the parameters, then the transients; output slots: the results, then the transients
+// (compiler::input_slot / output_slot). A reduction's region stores its root's operand, to the
+// region's first output slot: the reduction itself is run_reduction's.
 using row_fn = void (*)(const void* const* in, const std::int64_t* step, void* const* out,
                         std::int64_t count);
 
@@ -21,6 +24,45 @@ template <const auto& Plan, int R>
 struct region_kernel {
   static constexpr const compiler::frozen_region& reg = Plan.regions[R];
   static constexpr int size = reg.node_count;
+  static constexpr int n_in = Plan.sizes.inputs + Plan.sizes.transients;
+  static constexpr int n_out = Plan.sizes.outputs + Plan.sizes.transients;
+  // The input slots the region reads and the output slots it writes.
+  static constexpr auto in_slots = [] {
+    std::array<int, reg.arg_count + reg.read_count> s{};
+    for (int k = 0; k < reg.arg_count; ++k) s[k] = Plan.region_args[reg.arg_begin + k];
+    for (int k = 0; k < reg.read_count; ++k)
+      s[reg.arg_count + k] = Plan.sizes.inputs + Plan.region_reads[reg.read_begin + k];
+    return s;
+  }();
+  // (output slot, node stored there)
+  static constexpr auto stores = [] {
+    constexpr int n = reg.root >= 0 ? 1 : reg.result_count + reg.write_count;
+    std::array<std::pair<int, std::int32_t>, n> s{};
+    if constexpr (reg.root >= 0) {
+      int slot = reg.result_count > 0 ? Plan.region_results[reg.result_begin]
+                                      : Plan.sizes.outputs + Plan.region_writes[reg.write_begin];
+      s[0] = {slot, Plan.nodes[reg.root].operands[0]};
+    } else {
+      for (int k = 0; k < reg.result_count; ++k) {
+        int r = Plan.region_results[reg.result_begin + k];
+        s[k] = {r, Plan.outputs[r]};
+      }
+      for (int k = 0; k < reg.write_count; ++k) {
+        int t = Plan.region_writes[reg.write_begin + k];
+        s[reg.result_count + k] = {Plan.sizes.outputs + t, Plan.transients[t]};
+      }
+    }
+    return s;
+  }();
+  // The input slot a node is loaded from: its parameter's, or its transient's; -1: computed.
+  static constexpr int load_slot(std::int32_t id) {
+    const ir::node& n = Plan.nodes[id];
+    if (n.kind == ir::op::input) return n.arg;
+    if (id == reg.root || ir::info(n.kind).cls != ir::op_class::reduction) return -1;
+    for (int t = 0; t < Plan.sizes.transients; ++t)
+      if (Plan.transients[t] == id) return Plan.sizes.inputs + t;
+    return -1;
+  }
 
   static constexpr std::int32_t node_at(int k) { return Plan.region_nodes[reg.node_begin + k]; }
   static constexpr int position_of(std::int32_t id) {
@@ -43,13 +85,16 @@ struct region_kernel {
   static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* step,
                             std::int64_t j) {
     constexpr ir::node n = Plan.nodes[node_at(K)];
+    constexpr int slot = load_slot(node_at(K));
     using ir::op;
-    if constexpr (n.kind == op::input) {
-      auto* p = static_cast<const storage_t<n.type>*>(in[n.arg]);
+    if constexpr (slot >= 0) {
+      auto* p = static_cast<const storage_t<n.type>*>(in[slot]);
       if constexpr (Contiguous)
         return load<n.type>(p + j);
       else
-        return step[n.arg] ? load<n.type>(p + j) : splat<n.type>(p);
+        return step[slot] ? load<n.type>(p + j) : splat<n.type>(p);
+    } else if constexpr (node_at(K) == reg.root) {
+      return value_t<K>{};  // reduced by run_reduction, not here
     } else if constexpr (n.kind == op::constant) {
       return value_t<K>::splat(lane_value<n.type>(n.value));
     } else if constexpr (n.kind == op::cast) {
@@ -73,6 +118,13 @@ struct region_kernel {
     }
   }
 
+  // Bytes of one element of input slot s.
+  static constexpr int slot_bytes_of(int s) {
+    return s < Plan.sizes.inputs
+               ? size_in_bytes(Plan.inputs[s].type)
+               : size_in_bytes(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].type);
+  }
+
   // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.
   template <bool Contiguous>
   static void step_at(const void* const* in, const std::int64_t* step, void* const* out,
@@ -82,37 +134,28 @@ struct region_kernel {
       ((std::get<K>(v) = compute<K, Contiguous>(v, in, step, j)), ...);
     }
     (std::make_index_sequence<size>{});
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      (store_result<Plan.region_results[reg.result_begin + I]>(v, out, j), ...);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (store_value<stores[I].first, stores[I].second>(v, out, j), ...);
     }
-    (std::make_integer_sequence<int, reg.result_count>{});
+    (std::make_index_sequence<stores.size()>{});
   }
 
-  template <std::int32_t Result>
-  static void store_result(const values& v, void* const* out, std::int64_t j) {
-    constexpr std::int32_t id = Plan.outputs[Result];
-    constexpr dtype t = Plan.nodes[id].type;
-    store<t>(std::get<position_of(id)>(v), static_cast<storage_t<t>*>(out[Result]) + j);
+  template <int Slot, std::int32_t Id>
+  static void store_value(const values& v, void* const* out, std::int64_t j) {
+    constexpr dtype t = Plan.nodes[Id].type;
+    store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
 
   static void row(const void* const* in, const std::int64_t* step, void* const* out,
                   std::int64_t count) {
-    constexpr auto n_in = Plan.sizes.inputs, n_out = Plan.sizes.outputs;
     bool contiguous = true;
-    for (int k = 0; k < reg.arg_count; ++k)
-      contiguous = contiguous && step[Plan.region_args[reg.arg_begin + k]] == 1;
+    for (int s : in_slots) contiguous = contiguous && step[s] == 1;
     // Local copies of the pointer lists: the stores cannot alias them, so the loop keeps the
     // pointers in registers instead of reloading them after every store.
     const void* in_local[n_in > 0 ? n_in : 1] = {};
     void* out_local[n_out];
-    for (int k = 0; k < reg.arg_count; ++k) {
-      int a = Plan.region_args[reg.arg_begin + k];
-      in_local[a] = in[a];
-    }
-    for (int k = 0; k < reg.result_count; ++k) {
-      int r = Plan.region_results[reg.result_begin + k];
-      out_local[r] = out[r];
-    }
+    for (int s : in_slots) in_local[s] = in[s];
+    for (auto [s, id] : stores) out_local[s] = out[s];
     std::int64_t j = 0;
     if (contiguous)
       for (; j + std::int64_t(lanes) <= count; j += lanes)
@@ -127,19 +170,17 @@ struct region_kernel {
     alignas(64) unsigned char out_tail[n_out][lanes * 8];
     const void* tail_in[n_in > 0 ? n_in : 1] = {};
     void* tail_out[n_out];
-    for (int k = 0; k < reg.arg_count; ++k) {
-      int a = Plan.region_args[reg.arg_begin + k];
-      auto bytes = size_in_bytes(Plan.inputs[a].type);
-      auto* src = static_cast<const unsigned char*>(in[a]);
-      tail_in[a] = step[a] ? in_tail[a] : in[a];
-      if (step[a]) std::memcpy(in_tail[a], src + j * bytes, rest * bytes);
+    for (int s : in_slots) {
+      auto bytes = slot_bytes_of(s);
+      auto* src = static_cast<const unsigned char*>(in[s]);
+      tail_in[s] = step[s] ? in_tail[s] : in[s];
+      if (step[s]) std::memcpy(in_tail[s], src + j * bytes, rest * bytes);
     }
     for (int r = 0; r < n_out; ++r) tail_out[r] = out_tail[r];
     step_at<false>(tail_in, step, tail_out, 0);
-    for (int k = 0; k < reg.result_count; ++k) {
-      int r = Plan.region_results[reg.result_begin + k];
-      auto bytes = size_in_bytes(Plan.nodes[Plan.outputs[r]].type);
-      std::memcpy(static_cast<unsigned char*>(out[r]) + j * bytes, out_tail[r], rest * bytes);
+    for (auto [s, id] : stores) {
+      auto bytes = size_in_bytes(Plan.nodes[id].type);
+      std::memcpy(static_cast<unsigned char*>(out[s]) + j * bytes, out_tail[s], rest * bytes);
     }
   }
 };

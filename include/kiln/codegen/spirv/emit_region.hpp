@@ -22,9 +22,15 @@ namespace detail {
 
 class region_emitter final : public op_lowering {
  public:
-  region_emitter(const ir::graph& g, const compiler::region& r,
+  region_emitter(const compiler::plan& p, const compiler::region& r,
                  const std::vector<operand_kind>& kinds, const target& t)
-      : g_(g), r_(r), kinds_(kinds), t_(t) {}
+      : p_(p),
+        g_(p.graph),
+        r_(r),
+        kinds_(kinds),
+        t_(t),
+        n_inputs_(compiler::input_slots(p, r).size()),
+        stores_(compiler::region_stores(p, r)) {}
 
   kernel run() {
     kernel k;
@@ -33,7 +39,7 @@ class region_emitter final : public op_lowering {
     int strided = 0;
     for (auto kind : kinds_) strided += kind == operand_kind::strided;
     rank_ = r_.space.rank;
-    constants_at_ = metadata_words(rank_, strided);
+    constants_at_ = metadata_words(rank_, strided, r_.root >= 0);
     for (auto id : r_.nodes) {
       const ir::node& n = g_.nodes[id];
       lane_kind lk = lane_of(n.type);
@@ -46,7 +52,7 @@ class region_emitter final : public op_lowering {
     }
     k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
-    k.bindings = static_cast<std::uint32_t>(r_.args.size() + r_.results.size()) +
+    k.bindings = static_cast<std::uint32_t>(n_inputs_ + compiler::output_slots(p_, r_).size()) +
                  (k.metadata_in_buffer ? 1 : 0);
     declare(k);
     body();
@@ -110,7 +116,7 @@ class region_emitter final : public op_lowering {
                          {static_cast<std::uint32_t>(spv::StorageClass::StorageBuffer)});
       m_.decorate(var, spv::Decoration::DescriptorSet, {0});
       m_.decorate(var, spv::Decoration::Binding, {b});
-      if (b < r_.args.size()) m_.decorate(var, spv::Decoration::NonWritable);
+      if (b < n_inputs_) m_.decorate(var, spv::Decoration::NonWritable);
       bindings_.push_back(var);
     }
     if (!k.metadata_in_buffer) {
@@ -195,16 +201,22 @@ class region_emitter final : public op_lowering {
   }
 
   // The element index of each of the four lanes of a broadcast argument.
+  // The element index of each lane: e = 4g + lane, clamped to the last element (the last group
+  // may be partial).
+  id lane_elements() {
+    id base = m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
+    id e = m_.emit(Op::OpIAdd, uvec4(),
+                   {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
+                    m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+    id last = m_.emit(Op::OpISub, u32(), {total_, cu(1)});
+    return m_.ext(uvec4(), GLSLstd450UMin,
+                  {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
+  }
+
   id strided_index(int strided_slot) {
     if (coords_.empty()) {
-      // e = 4g + lane, clamped to the last element (the last group may be partial).
-      id base = m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
-      id e = m_.emit(Op::OpIAdd, uvec4(),
-                     {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
-                      m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
-      id last = m_.emit(Op::OpISub, u32(), {total_, cu(1)});
-      e = m_.ext(uvec4(), GLSLstd450UMin,
-                 {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
+      // A reduction's lanes index its operand's space (elements_), else the result's.
+      id e = elements_ ? elements_ : lane_elements();
       coords_.assign(rank_, 0);
       for (int i = rank_ - 1; i >= 0; --i) {
         id d = dims_[i];
@@ -317,8 +329,9 @@ class region_emitter final : public op_lowering {
     }
   }
 
+  // Stores v to the region's output binding `slot` (its position among the output slots).
   void store_result(std::size_t slot, dtype t, id v) {
-    id var = bindings_[r_.args.size() + slot];
+    id var = bindings_[n_inputs_ + slot];
     int bytes = size_in_bytes(t);
     auto store = [&](id ptr, id value) { m_.inst(Op::OpStore, {ptr, value}); };
     if (bytes == 8) {
@@ -424,21 +437,43 @@ class region_emitter final : public op_lowering {
     id more = m_.emit(Op::OpULessThan, m_.type_bool(), {g_index_, groups});
     m_.inst(Op::OpBranchConditional, {more, loop_body, merge});
     m_.label(loop_body);
+    current_label_ = loop_body;
 
+    if (r_.root >= 0) {
+      reduction_loop();
+    } else {
+      std::vector<id> value = evaluate();
+      for (std::size_t s = 0; s < stores_.size(); ++s)
+        store_result(s, g_.nodes[stores_[s].node].type, value[stores_[s].node]);
+    }
+    m_.inst(Op::OpBranch, {cont});
+    m_.label(cont);
+    m_.emit_to(g_next, Op::OpIAdd, u32(), {g_index_, stride});
+    m_.inst(Op::OpBranch, {header});
+    m_.label(merge);
+    m_.inst(Op::OpReturn, {});
+    m_.inst(Op::OpFunctionEnd, {});
+  }
+
+  // Evaluates the region's nodes for the current lanes (a reduction's: its operand's
+  // producers, not the root).
+  std::vector<id> evaluate() {
     std::vector<id> value(g_.nodes.size(), 0);
+    auto inputs = compiler::input_slots(p_, r_);
     for (auto nid : r_.nodes) {
+      if (nid == r_.root) continue;
       const ir::node& n = g_.nodes[nid];
       auto in = [&](int i) { return value[n.operands[i]]; };
+      if (int slot = compiler::load_slot(p_, r_, nid); slot >= 0) {
+        std::size_t k = 0;
+        while (inputs[k] != slot) ++k;
+        value[nid] = load_argument(k, n.type);
+        continue;
+      }
       using ir::op_class;
       switch (ir::info(n.kind).cls) {
         case op_class::leaf:
-          if (n.kind == ir::op::constant) {
-            value[nid] = constant(n);
-          } else {
-            std::size_t slot = 0;
-            while (r_.args[slot] != n.arg) ++slot;
-            value[nid] = load_argument(slot, n.type);
-          }
+          value[nid] = constant(n);
           break;
         case op_class::unary:
           value[nid] = unary(n, in(0));
@@ -468,25 +503,131 @@ class region_emitter final : public op_lowering {
         case op_class::cast:
           value[nid] = cast(g_.nodes[n.operands[0]].type, n.type, in(0));
           break;
+        case op_class::reduction:
+          break;  // loaded (above) or the root (reduction_loop)
       }
     }
-    for (std::size_t s = 0; s < r_.results.size(); ++s) {
-      std::int32_t out = g_.outputs[r_.results[s]];
-      store_result(s, g_.nodes[out].type, value[out]);
+    return value;
+  }
+
+  // ---- reductions -----------------------------------------------------------------------------
+  // Each lane owns one result (4g + lane) and folds its `count` operand elements in order:
+  // element e = result * count + r of the operand's space with the kept axes first. Float sums
+  // are compensated (Kahan), so the error does not grow with the count.
+  void reduction_loop() {
+    const ir::node& root = g_.nodes[r_.root];
+    const ir::node& operand = g_.nodes[root.operands[0]];
+    dtype acc_type = compute_dtype(operand.type);
+    lane_kind k = lane_of(acc_type);
+    bool fl = is_float_lane(k);
+    using ir::op;
+    op kind = root.kind;
+    auto node_of = [&](op o) {
+      ir::node n;
+      n.kind = o;
+      n.type = acc_type;
+      return n;
+    };
+    id count = metadata(constants_at_ - 1);
+    id results = lane_elements();
+    id first = m_.emit(Op::OpIMul, uvec4(),
+                       {results, m_.emit(Op::OpCompositeConstruct, uvec4(),
+                                         {count, count, count, count})});
+    id init = 0;
+    switch (kind) {
+      case op::reduce_max:
+        init = fl ? fsplat(k, -INFINITY) : isplat(k, lowest_of(operand.type));
+        break;
+      case op::reduce_min:
+        init = fl ? fsplat(k, INFINITY) : isplat(k, highest_of(operand.type));
+        break;
+      case op::reduce_prod:
+        init = splat(k, 1, 1);
+        break;
+      default:
+        init = splat(k, 0, 0);
+    }
+    bool compensated = fl && kind != op::reduce_max && kind != op::reduce_min &&
+                       kind != op::reduce_prod;
+    id zero = splat(k, 0, 0);
+    id before = current_label_;
+    id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), cont = m_.fresh(),
+       merge = m_.fresh(), r_next = m_.fresh(), acc_next = m_.fresh(), c_next = m_.fresh();
+    m_.inst(Op::OpBranch, {header});
+    m_.label(header);
+    id r = m_.emit(Op::OpPhi, u32(), {cu(0), before, r_next, cont});
+    id acc = m_.emit(Op::OpPhi, vec(k), {init, before, acc_next, cont});
+    id comp = compensated ? m_.emit(Op::OpPhi, vec(k), {zero, before, c_next, cont}) : 0;
+    m_.inst(Op::OpLoopMerge,
+            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
+    m_.inst(Op::OpBranch, {check});
+    m_.label(check);
+    id more = m_.emit(Op::OpULessThan, m_.type_bool(), {r, count});
+    m_.inst(Op::OpBranchConditional, {more, body, merge});
+    m_.label(body);
+    elements_ = m_.emit(Op::OpIAdd, uvec4(), {first, m_.emit(Op::OpCompositeConstruct, uvec4(),
+                                                              {r, r, r, r})});
+    coords_.clear();
+    std::vector<id> value = evaluate();
+    id x = value[root.operands[0]];
+    if (kind == op::reduce_l1) x = unary(node_of(op::abs), x);
+    if (kind == op::reduce_l2 || kind == op::reduce_sum_square)
+      x = binary(node_of(op::mul), x, x);
+    id next = 0, next_c = 0;
+    switch (kind) {
+      case op::reduce_max:
+        next = binary(node_of(op::max), acc, x);
+        break;
+      case op::reduce_min:
+        next = binary(node_of(op::min), acc, x);
+        break;
+      case op::reduce_prod:
+        next = binary(node_of(op::mul), acc, x);
+        break;
+      default:
+        if (compensated) {  // y = x - c; t = acc + y; c = (t - acc) - y
+          id y = exact(m_.emit(Op::OpFSub, vec(k), {x, comp}));
+          next = exact(m_.emit(Op::OpFAdd, vec(k), {acc, y}));
+          next_c = exact(m_.emit(Op::OpFSub, vec(k),
+                                 {exact(m_.emit(Op::OpFSub, vec(k), {next, acc})), y}));
+        } else {
+          next = binary(node_of(op::add), acc, x);
+        }
     }
     m_.inst(Op::OpBranch, {cont});
     m_.label(cont);
-    m_.emit_to(g_next, Op::OpIAdd, u32(), {g_index_, stride});
+    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, cu(1)});
+    m_.emit_to(acc_next, Op::OpCopyObject, vec(k), {next});
+    if (compensated) m_.emit_to(c_next, Op::OpCopyObject, vec(k), {next_c});
     m_.inst(Op::OpBranch, {header});
     m_.label(merge);
-    m_.inst(Op::OpReturn, {});
-    m_.inst(Op::OpFunctionEnd, {});
+    elements_ = 0;
+    coords_.clear();
+    id total = acc;
+    if (kind == op::reduce_mean) {
+      id n = m_.emit(Op::OpConvertUToF, scalar_type(k), {count});
+      total = exact(m_.emit(Op::OpFDiv, vec(k), {total, compose(vec(k), n, n, n, n)}));
+    }
+    if (kind == op::reduce_l2) total = m_.ext(vec(k), GLSLstd450Sqrt, {total});
+    if (!fl) total = wrap(root.type, total);
+    for (std::size_t s = 0; s < compiler::output_slots(p_, r_).size(); ++s)
+      store_result(s, root.type, total);
   }
 
+  static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
+  static std::int64_t highest_of(dtype t) {
+    return t == dtype::u32 ? std::int64_t{0xFFFFFFFF} : integer_max(t);
+  }
+
+  const compiler::plan& p_;
   const ir::graph& g_;
   const compiler::region& r_;
   const std::vector<operand_kind>& kinds_;
   const target& t_;
+  std::size_t n_inputs_ = 0;              // input bindings (parameters, then transients)
+  std::vector<compiler::store> stores_;  // what an elementwise region stores, by output binding
+  id elements_ = 0;                      // a reduction's operand elements of the current step
+  id current_label_ = 0;                 // the block the reduction loop starts from
   int rank_ = 0;
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;
@@ -504,7 +645,7 @@ class region_emitter final : public op_lowering {
 // Emits region r of plan p for target t, with one operand_kind per region argument.
 inline kernel emit_region(const compiler::plan& p, const compiler::region& r,
                           const std::vector<operand_kind>& kinds, const target& t) {
-  return detail::region_emitter(p.graph, r, kinds, t).run();
+  return detail::region_emitter(p, r, kinds, t).run();
 }
 
 }  // namespace kiln::spirv

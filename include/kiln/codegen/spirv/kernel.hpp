@@ -19,15 +19,18 @@ enum class operand_kind : std::uint8_t {
 
 // Metadata words (push constants, or a small buffer past the device's push-constant size):
 // [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then rank strides for each
-// strided argument in order, then the region's float constants (kernel::constants).
-inline std::uint32_t metadata_words(int rank, int strided_args) {
-  return 2 + static_cast<std::uint32_t>(rank) * (1 + static_cast<std::uint32_t>(strided_args));
+// strided argument in order, then (a reduction) the count of elements reduced into each result,
+// then the region's float constants (kernel::constants). A reduction's elements are its results,
+// and its space is its operand's with the kept axes first, then the reduced ones.
+inline std::uint32_t metadata_words(int rank, int strided_args, bool reduction = false) {
+  return 2 + static_cast<std::uint32_t>(rank) * (1 + static_cast<std::uint32_t>(strided_args)) +
+         (reduction ? 1 : 0);
 }
 
 struct kernel {
   words code;                  // the module; empty when the device cannot run the region
   std::string unsupported;     // why not, naming the op and dtype
-  std::uint32_t bindings = 0;  // region arguments, then results, then the metadata buffer if any
+  std::uint32_t bindings = 0;  // input slots, then output slots, then the metadata buffer if any
   std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
   // The float constants of the region, as words that end the metadata: a kernel reads them at run

@@ -4,7 +4,7 @@
 
 #include "kiln/codegen/cpu/interpreter.hpp"
 #include "kiln/codegen/cpu/isa.hpp"
-#include "kiln/runtime/cpu/executor.hpp"
+#include "kiln/runtime/cpu/run_plan.hpp"
 
 namespace kiln::cpu::inline KILN_CPU_ISA {
 
@@ -20,25 +20,11 @@ inline void run_interpreted(const compiler::plan& p, std::span<const tile_progra
                             std::span<const runtime::buffer_ref> args,
                             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
                             const std::vector<bool>* only = nullptr) {
-  const ir::graph& g = p.graph;
-  std::vector<operand_layout> ins(g.inputs.size()), outs(g.outputs.size());
-  for (std::size_t i = 0; i < p.regions.size(); ++i) {
-    if (only && !(*only)[i]) continue;
-    const compiler::region& reg = p.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
-    for (auto a : reg.args) {
-      const ir::input_decl& d = g.inputs[a];
-      shape dims = runtime::argument_dims(args[a], d.dims);
-      ins[a] = layout_over(args[a].data, size_in_bytes(d.type), dims, space);
-    }
-    for (auto r : reg.results)
-      outs[r] =
-          layout_over(results[r].data, size_in_bytes(g.nodes[g.outputs[r]].type), space, space);
-    const tile_program& program = programs[i];
-    run_region([&](const void* const* in, const std::int64_t* step, void* const* out,
-                   std::int64_t n) { program.row(in, step, out, n); },
-               space, reg.args, ins, reg.results, outs);
-  }
+  run_plan(
+      p,
+      [&](int region, const void* const* in, const std::int64_t* step, void* const* out,
+          std::int64_t n) { programs[region].row(in, step, out, n); },
+      args, results, sym, only);
 }
 
 }  // namespace kiln::cpu::inline KILN_CPU_ISA

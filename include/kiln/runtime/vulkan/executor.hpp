@@ -84,6 +84,7 @@ struct call_plan {
   const kernel_cache::device_plan* device = nullptr;
   std::vector<region> regions;
   std::vector<bool> on_cpu;
+  compiler::arena_layout arena;             // where the call's transients live
   std::uint32_t sets = 0, descriptors = 0;  // what the dispatches bind
 
   bool dispatched(std::size_t i) const {
@@ -108,13 +109,14 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
   const ir::graph& g = p.graph;
   c.on_cpu.assign(prog.plan().regions.size(), false);
   c.regions.resize(p.regions.size());
+  c.arena = p.arena(sym);
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const compiler::region& reg = p.regions[i];
     shape space = runtime::concrete(reg.space, sym);
     call_plan::region& r = c.regions[i];
-    r.total = space.element_count();
+    r.call = layout_call(p, static_cast<int>(i), space, args, sym);
+    r.total = r.call.metadata[1];  // the elements it writes
     if (r.total == 0) continue;
-    r.call = layout_call(p, static_cast<int>(i), space, args);
     // Kernels are per device: two devices may differ in features, limits and so in regions.
     r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
     r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
@@ -126,7 +128,8 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     for (auto res : reg.results)
       largest =
           std::max<std::int64_t>(largest, bytes_of(results[res], g.nodes[g.outputs[res]].type));
-    if (auto why = cannot_run(*r.kernel, ctx, r.total, largest); !why.empty()) {
+    if (auto why = cannot_run(*r.kernel, ctx, std::max(space.element_count(), r.total), largest);
+        !why.empty()) {
       int origin = c.device->origin[i];
       c.on_cpu[origin] = true;
       std::lock_guard lock(cache.mutex);
@@ -135,6 +138,9 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
                      origin, why.c_str());
     }
   }
+  // Transients live in one memory per call: the device's, or the CPU's when any region goes
+  // there (then every region does).
+  if (!p.transients.empty() && c.any_on_cpu()) c.on_cpu.assign(c.on_cpu.size(), true);
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (!c.dispatched(i)) continue;
     ++c.sets;
@@ -162,6 +168,21 @@ class call_bindings {
   VkDescriptorBufferInfo result(int r) {
     return bind(result_info_[r], results_[r], bytes_of(results_[r], g_.nodes[g_.outputs[r]].type),
                 true);
+  }
+  // Transient t of the call's arena (taken from the ring at the first use).
+  VkDescriptorBufferInfo transient(int t, const compiler::arena_layout& arena) {
+    if (!arena_.block) arena_ = ctx_.ring().take(static_cast<VkDeviceSize>(arena.bytes));
+    auto at = static_cast<VkDeviceSize>(arena.offsets[t]);
+    return {arena_.buffer(), arena_.offset + at, static_cast<VkDeviceSize>(arena.bytes) - at};
+  }
+  // Input slot s of a region (a parameter, or a transient), and output slot s.
+  VkDescriptorBufferInfo input(int s, const compiler::arena_layout& arena) {
+    int n = static_cast<int>(args_.size());
+    return s < n ? arg(s) : transient(s - n, arena);
+  }
+  VkDescriptorBufferInfo output(int s, const compiler::arena_layout& arena) {
+    int n = static_cast<int>(results_.size());
+    return s < n ? result(s) : transient(s - n, arena);
   }
   // Copies the staged results to the host (after the device finished).
   void copy_back() const {
@@ -195,6 +216,7 @@ class call_bindings {
   std::span<const runtime::buffer_ref> args_, results_;
   const ir::graph& g_;
   std::vector<VkDescriptorBufferInfo> arg_info_, result_info_;  // null buffer: not bound yet
+  allocation arena_;
   std::vector<staged> staged_results_;
 };
 
@@ -219,8 +241,16 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     const spirv::kernel& k = *r.kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto a : reg.args) infos.push_back(bindings.arg(a));
-    for (auto res : reg.results) infos.push_back(bindings.result(res));
+    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s, c.arena));
+    for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s, c.arena));
+    if (!reg.reads.empty()) {  // the regions before have written what this one reads
+      auto between = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+      between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0, nullptr, 0,
+                           nullptr);
+    }
     if (k.metadata_in_buffer) {
       allocation m = ctx.ring().take(r.call.metadata.size() * 4);
       std::memcpy(m.host(), r.call.metadata.data(), r.call.metadata.size() * 4);
@@ -337,6 +367,10 @@ KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx
   };
   require_device(args, "argument");
   require_device(results, "result");
+  if (!prog.plan().transients.empty())
+    throw error(errc::unsupported, prog.name(),
+                "passes values between regions through a transient arena, which a call "
+                "submitted without a host wait cannot have yet; use a call that waits");
   std::lock_guard lock(ctx.mutex());
   detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
   for (std::size_t i = 0; i < c.regions.size(); ++i)

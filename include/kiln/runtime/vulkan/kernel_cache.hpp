@@ -65,22 +65,39 @@ struct region_call {
   std::string key;
 };
 
+// Region `index` of p for one call: its operands' layouts (from their extents) and metadata.
+// space: the region's space with the call's sizes; sym: the call's resolved symbols.
 inline region_call layout_call(const compiler::plan& p, int index, const shape& space,
-                               std::span<const runtime::buffer_ref> args) {
+                               std::span<const runtime::buffer_ref> args, const std::int64_t* sym) {
   const compiler::region& reg = p.regions[index];
   region_call c;
-  std::int64_t total = space.element_count();
-  c.metadata = {static_cast<std::uint32_t>((total + 3) / 4), static_cast<std::uint32_t>(total)};
+  // A reduction's space is its operand's with the kept axes first, then the reduced ones; its
+  // elements are its results.
+  std::array<int, max_rank> order{};
+  int n = 0;
+  std::int64_t total = space.element_count(), count = 1, kept = 1;
+  std::uint32_t axes = reg.root >= 0 ? p.graph.nodes[reg.root].attrs.axes : 0;
+  for (int reduced = 0; reduced < 2; ++reduced)
+    for (int i = 0; i < space.rank; ++i)
+      if (((axes >> i) & 1u) == static_cast<std::uint32_t>(reduced)) order[n++] = i;
+  for (int i = 0; i < space.rank; ++i) ((axes >> i) & 1u ? count : kept) *= space.dims[i];
+  std::int64_t elements = reg.root >= 0 ? kept : total;
+  c.metadata = {static_cast<std::uint32_t>((elements + 3) / 4),
+                static_cast<std::uint32_t>(elements)};
   for (int i = 0; i < space.rank; ++i)
-    c.metadata.push_back(static_cast<std::uint32_t>(space.dims[i]));
+    c.metadata.push_back(static_cast<std::uint32_t>(space.dims[order[i]]));
   c.key = std::to_string(index) + ":";
-  for (auto a : reg.args) {
-    const ir::input_decl& d = p.graph.inputs[a];
-    shape dims = runtime::argument_dims(args[a], d.dims);
-    std::int64_t n = dims.element_count();
-    spirv::operand_kind k = n == 1       ? spirv::operand_kind::uniform
-                            : n == total ? spirv::operand_kind::full
-                                         : spirv::operand_kind::strided;
+  auto slots = compiler::input_slots(p, reg);
+  const auto n_inputs = static_cast<std::int32_t>(p.graph.inputs.size());
+  for (auto slot : slots) {
+    shape dims = slot < n_inputs
+                     ? runtime::argument_dims(args[slot], p.graph.inputs[slot].dims)
+                     : runtime::concrete(p.graph.nodes[p.transients[slot - n_inputs]].dims, sym);
+    std::int64_t size = dims.element_count();
+    spirv::operand_kind k = reg.root >= 0 ? spirv::operand_kind::strided
+                            : size == 1   ? spirv::operand_kind::uniform
+                            : size == total ? spirv::operand_kind::full
+                                            : spirv::operand_kind::strided;
     c.kinds.push_back(k);
     c.key += "fus"[static_cast<int>(k)];
     if (k != spirv::operand_kind::strided) continue;
@@ -92,8 +109,9 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
       stride[si] = dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(s);
       s *= dims.dims[i];
     }
-    c.metadata.insert(c.metadata.end(), stride.begin(), stride.end());
+    for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
   }
+  if (reg.root >= 0) c.metadata.push_back(static_cast<std::uint32_t>(count));
   return c;
 }
 
@@ -161,6 +179,8 @@ KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
   bool fits = true;
   for (const auto& r : plan.regions)
     fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
+  // A plan with reductions stays as it is (a region that binds too many runs on the CPU).
+  for (const auto& r : plan.regions) fits = fits || r.root >= 0;
   if (!fits) {
     try {
       compiler::region_options opt{static_cast<int>(max_bindings) - 1};
@@ -170,7 +190,10 @@ KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
     }
   }
   // Regions group results by iteration space, so every new region lies inside one old one.
-  for (const auto& r : d.plan.regions)
+  if (d.plan.regions.size() == plan.regions.size())
+    for (std::size_t o = 0; o < plan.regions.size(); ++o) d.origin.push_back(static_cast<int>(o));
+  else
+    for (const auto& r : d.plan.regions)
     for (std::size_t o = 0; o < plan.regions.size(); ++o)
       if (std::ranges::find(plan.regions[o].results, r.results[0]) != plan.regions[o].results.end())
         d.origin.push_back(static_cast<int>(o));

@@ -1,0 +1,40 @@
+// A node's attributes: the op parameters beside its operands (a reduction's axes and keepdims),
+// structural and constexpr, so they compare in CSE and freeze into the plan's template argument.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/core/shape.hpp"
+
+namespace kiln::ir {
+
+struct attributes {
+  std::uint32_t axes = 0;  // reductions: bit i set = operand axis i is reduced
+  bool keepdims = false;   // reductions: the reduced axes stay, with size 1
+  friend constexpr bool operator==(const attributes&, const attributes&) = default;
+};
+
+constexpr bool reduces(const attributes& a, int axis) { return (a.axes >> axis) & 1u; }
+
+// The result dims of reducing `dims` over a.axes.
+constexpr shape reduced_dims(const shape& dims, const attributes& a) {
+  shape r;
+  for (int i = 0; i < dims.rank; ++i) {
+    if (!reduces(a, i))
+      r.dims[r.rank++] = dims.dims[i];
+    else if (a.keepdims)
+      r.dims[r.rank++] = 1;
+  }
+  return r;
+}
+
+// `dims` (an operand's) with every reduced axis set to 1: the result's shape as keepdims gives it,
+// which broadcasts against the operand.
+constexpr shape kept_dims(const shape& dims, const attributes& a) {
+  shape r = dims;
+  for (int i = 0; i < dims.rank; ++i)
+    if (reduces(a, i)) r.dims[i] = 1;
+  return r;
+}
+
+}  // namespace kiln::ir
