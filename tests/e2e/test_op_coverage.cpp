@@ -96,6 +96,21 @@ double scalar(op o, double a, double b, double c = 0) {
       return a == 0;
     case op::select:
       return a != 0 ? b : c;
+    // Reductions: one step of the fold, accumulated value a and element b (see check_reduction).
+    case op::reduce_sum:
+    case op::reduce_mean:
+      return a + b;
+    case op::reduce_max:
+      return std::fmax(a, b);
+    case op::reduce_min:
+      return std::fmin(a, b);
+    case op::reduce_prod:
+      return a * b;
+    case op::reduce_l1:
+      return a + std::fabs(b);
+    case op::reduce_l2:
+    case op::reduce_sum_square:
+      return a + b * b;
     case op::tan:
       return std::tan(a);
     case op::asin:
@@ -180,6 +195,8 @@ constexpr domain domain_of(op o) {
     case op::shift_left:
     case op::shift_right:
       return {-40, 40};
+    case op::reduce_prod:  // a product of 1027 factors stays finite
+      return {0.99, 1.01};
     default:
       return {};
   }
@@ -235,6 +252,34 @@ void check_binary(const F& f) {
         operand<T>(n, 2, O));
 }
 
+// A reduction over every axis of a 1027-element vector, on the default device and on the CPU
+// interpreter, against the fold of scalar() in double.
+template <op O, class T, class F>
+void check_reduction(const F& f) {
+  SCOPED_TRACE(std::string(ir::name(O)));
+  auto x = operand<T>(1027, 1, O);
+  double want = O == op::reduce_max   ? -INFINITY
+                : O == op::reduce_min ? INFINITY
+                : O == op::reduce_prod ? 1
+                                       : 0;
+  double scale = 0;  // what the rounding error is relative to
+  for (std::size_t i = 0; i < x.data.size(); ++i) {
+    double v = x.data[i];
+    want = scalar(O, want, v);
+    scale += O == op::reduce_prod ? 0 : std::fabs(scalar(O, 0, v));
+  }
+  if (O == op::reduce_mean) want /= 1027, scale /= 1027;
+  if (O == op::reduce_l2) want = std::sqrt(want), scale = want;
+  if (O == op::reduce_prod) scale = std::fabs(want) * 1027;  // one rounding per factor
+  if (O == op::reduce_max || O == op::reduce_min) scale = 0;  // exact
+  auto got = f(ref::view_of(x.data, x.dims));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NEAR(got[0], want, 1e-6 * scale);
+  std::vector<T> interpreted(1);
+  kiln::compile(f).run({ref::view_of(x.data, x.dims)}, {interpreted}, kiln::device::cpu());
+  EXPECT_NEAR(interpreted[0], want, 1e-6 * scale) << "(cpu interpreter)";
+}
+
 // The element type each op is checked on.
 #define KILN_TEST_ELEMENT_any float
 #define KILN_TEST_ELEMENT_numeric float
@@ -264,6 +309,10 @@ void check_binary(const F& f) {
 #define KILN_TEST_FORM_leaf_0(NAME, T) ++covered;    // every test's inputs and literals
 #define KILN_TEST_FORM_select_3(NAME, T) ++covered;  // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
+#define KILN_TEST_FORM_reduction_1(NAME, T)                                                    \
+  static_assert(                                                                               \
+      requires(graph g, graph::value v) { g.NAME(v, {0}, false); }, "graph::" #NAME " missing"); \
+  check_reduction<op::NAME, T>(fn<tensor<T, dyn>>([](auto x) { return kiln::NAME<>(x); }));
 #define KILN_TEST_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
   { KILN_TEST_FORM_##CLASS##_##ARITY(NAME, KILN_TEST_ELEMENT_##TYPES)++ rows; }
 

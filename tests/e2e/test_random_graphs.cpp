@@ -135,10 +135,30 @@ random_graph make_graph(unsigned seed) {
   auto float_ternary = ops_where(ir::op_class::ternary, dtype::f32);
   auto int_ternary = ops_where(ir::op_class::ternary, dtype::i32);
   auto int_unary = ops_where(ir::op_class::unary, dtype::i32);
+  auto float_reductions = ops_where(ir::op_class::reduction, dtype::f32);
+  auto int_reductions = ops_where(ir::op_class::reduction, dtype::i32);
   auto any_op = [&](const std::vector<op>& v) { return v[pick(static_cast<int>(v.size()))]; };
   int steps = 2 + pick(8);
   for (int s = 0; s < steps; ++s) {
-    switch (pick(9)) {
+    switch (pick(10)) {
+      case 8: {  // a reduction over some axes; kept with size 1, so it broadcasts back
+        bool integer = pick(4) == 0;
+        value x = any(integer ? ints : floats);
+        int r = b.dims_of(x).rank;
+        if (r == 0) break;
+        std::vector<std::int64_t> axes;
+        for (int i = 0; i < r; ++i)
+          if (pick(2)) axes.push_back(pick(2) ? i : i - r);
+        if (axes.empty()) axes.push_back(pick(r));
+        // Leading axes alone may also be dropped: the rest still aligns on the right.
+        bool leading = true;
+        for (std::size_t k = 0; k < axes.size(); ++k)
+          leading = leading && (axes[k] < 0 ? axes[k] + r : axes[k]) == static_cast<int>(k);
+        bool keep = !leading || pick(2);
+        op kind = any_op(integer ? int_reductions : float_reductions);
+        (integer ? ints : floats).push_back(b.reduce(kind, x, axes, keep));
+        break;
+      }
       case 0:
       case 1:
         floats.push_back(b.apply(any_op(float_unary), {any(floats)}));
@@ -200,18 +220,25 @@ random_graph make_graph(unsigned seed) {
   return rg;
 }
 
-// The reference value of every node at one point of the iteration space.
-std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
-  std::vector<rv> v(g.nodes.size());
-  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
-    const ir::node& n = g.nodes[k];
-    auto in = [&](int i) { return v[n.operands[i]]; };
+// Index of `point` (over `space`) in a tensor of extents `dims`, right-aligned, size 1 repeats.
+std::int64_t source_index(const shape& dims, const shape& space, const std::int64_t* point) {
+  std::int64_t idx = 0;
+  for (int i = 0; i < dims.rank; ++i) {
+    int si = space.rank - dims.rank + i;
+    // An input a result does not read may have more dimensions than it: any element will do.
+    std::int64_t at = si < 0 ? 0 : point[si] % dims.dims[i];
+    idx = idx * dims.dims[i] + (dims.dims[i] == 1 ? 0 : at);
+  }
+  return idx;
+}
+
+// The reference value of elementwise node n of g from its operands' values at the same point.
+rv apply_node(const ir::graph& g, const ir::node& n, const rv* operand) {
+  {
+    auto in = [&](int i) { return operand[i]; };
     rv r;
     bool fl = is_floating(n.type);
     switch (n.kind) {
-      case op::input:
-        r = inputs[n.arg];
-        break;
       case op::constant:
         r = {float(n.value.f), n.value.f, std::int32_t(n.value.i)};
         break;
@@ -458,8 +485,10 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
         if (n.type == dtype::f32) {
           r = is_floating(from) ? a : rv{float(a.i), double(float(a.i))};
         } else if (n.type == dtype::f16) {
+          // Rounds the float; the drift from the double evaluation the operand carried stays.
           float x = is_floating(from) ? a.f : float(a.i);
-          r = {narrow_round(dtype::f16, x), narrow_round(dtype::f16, x)};
+          float h = narrow_round(dtype::f16, x);
+          r = {h, h + (is_floating(from) ? a.d - double(a.f) : 0.0)};
         } else if (n.type == dtype::i32) {
           r.i = is_floating(from) ? saturate_i32(a.f) : a.i;
         } else if (n.type == dtype::u8) {
@@ -502,7 +531,125 @@ std::vector<rv> evaluate(const ir::graph& g, const std::vector<rv>& inputs) {
     if (ir::info(n.kind).cls == ir::op_class::compare && is_floating(g.nodes[n.operands[0]].type))
       r.undecided =
           r.undecided || std::fabs(double(in(0).f) - in(1).f) <= slack(in(0)) + slack(in(1));
-    v[k] = r;
+    return r;
+  }
+}
+
+// Reduction n of g over the operand values `x` that fold into one result, in any order: doubles
+// exactly enough, floats as the double result moved by the worst rounding of a float fold (n
+// steps of half an ulp of the running |sum|), so that the float-double gap, which every later
+// comparison allows for, covers however the kernel ordered the fold.
+rv fold(const ir::node& n, const std::vector<rv>& x) {
+  bool fl = is_floating(n.type);
+  rv r;
+  double d = 0, magnitude = 0;
+  float fm = 0;  // max and min: of the floats themselves
+  std::int64_t i = 0;
+  bool minmax = n.kind == op::reduce_max || n.kind == op::reduce_min;
+  bool is_max = n.kind == op::reduce_max;
+  if (minmax) {
+    d = fm = is_max ? -INFINITY : INFINITY;
+    i = is_max ? INT32_MIN : INT32_MAX;
+  }
+  if (n.kind == op::reduce_prod) d = i = 1;
+  bool nan = false;
+  for (const rv& v : x) {
+    r.undecided = r.undecided || v.undecided;
+    double e = v.d;
+    std::int64_t ie = v.i;
+    switch (n.kind) {
+      case op::reduce_sum:
+      case op::reduce_mean:
+        break;
+      case op::reduce_l1:
+        e = std::fabs(e), ie = ie < 0 ? -ie : ie;
+        break;
+      case op::reduce_l2:
+      case op::reduce_sum_square:
+        e = e * e, ie = ie * ie;
+        break;
+      case op::reduce_max:
+      case op::reduce_min:
+      case op::reduce_prod:
+        break;
+      default:
+        ADD_FAILURE() << "no reference for " << ir::name(n.kind);
+    }
+    nan = nan || std::isnan(v.f);
+    if (minmax) {
+      d = is_max ? std::max(d, e) : std::min(d, e);
+      fm = is_max ? std::max(fm, v.f) : std::min(fm, v.f);
+      i = is_max ? std::max(i, ie) : std::min(i, ie);
+    } else if (n.kind == op::reduce_prod) {
+      d *= e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(ie));
+      magnitude += 1;  // relative roundings, one per factor
+    } else {
+      d += e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) + static_cast<std::uint64_t>(ie));
+      magnitude += std::fabs(e);
+    }
+  }
+  auto count = static_cast<double>(x.size());
+  if (n.kind == op::reduce_mean) d /= count, magnitude /= count;
+  double bound = n.kind == op::reduce_prod ? magnitude * 0x1p-24 * std::fabs(d)
+                                           : count * 0x1p-24 * magnitude;
+  if (n.kind == op::reduce_l2) {
+    d = std::sqrt(d);
+    bound = d > 0 ? bound / (2 * d) : std::sqrt(bound);
+  }
+  if (!fl) {
+    r.i = wrap(n.type, i);
+    return r;
+  }
+  if (nan) return {NAN, NAN, 0, r.undecided};
+  r.d = d;
+  r.f = minmax ? fm : static_cast<float>(d + (d < 0 ? -bound : bound));
+  return r;
+}
+
+// Every node's reference value at every point of its own extents (sym: the call's sizes).
+std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std::vector<rv>>& args,
+                                      const std::int64_t* sym) {
+  std::vector<std::vector<rv>> v(g.nodes.size());
+  auto unravel = [](std::int64_t e, const shape& dims, std::int64_t* point) {
+    for (int i = dims.rank - 1; i >= 0; --i) {
+      point[i] = e % dims.dims[i];
+      e /= dims.dims[i];
+    }
+  };
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    const ir::node& n = g.nodes[k];
+    shape dims = runtime::concrete(n.dims, sym);
+    std::int64_t count = dims.element_count();
+    if (n.kind == op::input) {
+      v[k] = args[n.arg];
+      continue;
+    }
+    v[k].resize(static_cast<std::size_t>(count));
+    if (ir::info(n.kind).cls == ir::op_class::reduction) {
+      const std::vector<rv>& x = v[n.operands[0]];
+      shape xd = runtime::concrete(g.nodes[n.operands[0]].dims, sym);
+      std::vector<std::vector<rv>> groups(static_cast<std::size_t>(count));
+      std::int64_t point[max_rank] = {};
+      for (std::int64_t e = 0; e < xd.element_count(); ++e) {
+        unravel(e, xd, point);
+        std::int64_t o = 0;
+        for (int i = 0; i < xd.rank; ++i)
+          if (!ir::reduces(n.attrs, i)) o = o * xd.dims[i] + point[i];
+        groups[o].push_back(x[e]);
+      }
+      for (std::int64_t o = 0; o < count; ++o) v[k][o] = fold(n, groups[o]);
+      continue;
+    }
+    std::int64_t point[max_rank] = {};
+    for (std::int64_t e = 0; e < count; ++e) {
+      unravel(e, dims, point);
+      rv ops[3];
+      for (int i = 0; i < n.arity(); ++i) {
+        const ir::node& o = g.nodes[n.operands[i]];
+        ops[i] = v[n.operands[i]][source_index(runtime::concrete(o.dims, sym), dims, point)];
+      }
+      v[k][e] = apply_node(g, n, ops);
+    }
   }
   return v;
 }
@@ -576,18 +723,6 @@ double load(dtype t, const unsigned char* p) {
   }
 }
 
-// Index of `point` (over `space`) in a tensor of extents `dims`, right-aligned, size 1 repeats.
-std::int64_t source_index(const shape& dims, const shape& space, const std::int64_t* point) {
-  std::int64_t idx = 0;
-  for (int i = 0; i < dims.rank; ++i) {
-    int si = space.rank - dims.rank + i;
-    // An input a result does not read may have more dimensions than it: any element will do.
-    std::int64_t at = si < 0 ? 0 : point[si] % dims.dims[i];
-    idx = idx * dims.dims[i] + (dims.dims[i] == 1 ? 0 : at);
-  }
-  return idx;
-}
-
 // Runs one seed on Vulkan and on the CPU; returns false (with failures added) when either
 // differs from the reference.
 bool run_seed(unsigned seed, const device& vk) {
@@ -616,6 +751,7 @@ bool run_seed(unsigned seed, const device& vk) {
   runtime::resolve_symbols(p.graph.inputs, p.graph.nodes, p.graph.symbols, p.graph.constraints,
                            refs, sym.data(), "random");
   std::string context = "seed " + std::to_string(seed) + "\n" + compiler::print(p);
+  auto reference = evaluate(p.graph, arg_values, sym.data());
   const device devices[] = {vk, device::cpu()};
   for (const device& dev : devices) {
     std::vector<std::vector<unsigned char>> result_data;
@@ -645,18 +781,9 @@ bool run_seed(unsigned seed, const device& vk) {
     for (std::size_t r = 0; r < results.size(); ++r) {
       std::int32_t o = p.graph.outputs[r];
       dtype t = p.graph.nodes[o].type;
-      const shape& dims = results[r].ref.dims;
-      std::int64_t count = dims.element_count();
-      std::vector<rv> point_inputs(p.graph.inputs.size());
+      std::int64_t count = results[r].ref.dims.element_count();
       for (std::int64_t e = 0; e < count; ++e) {
-        std::int64_t point[max_rank] = {}, rest = e;
-        for (int i = dims.rank - 1; i >= 0; --i) {
-          point[i] = rest % dims.dims[i];
-          rest /= dims.dims[i];
-        }
-        for (std::size_t a = 0; a < point_inputs.size(); ++a)
-          point_inputs[a] = arg_values[a][source_index(rg.arg_dims[a], dims, point)];
-        rv want = evaluate(p.graph, point_inputs)[o];
+        const rv& want = reference[o][e];
         if (want.undecided) continue;
         double got = load(t, result_data[r].data() + e * size_in_bytes(t));
         bool ok;
@@ -719,9 +846,10 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
 // type rule, on the f32, i32 and bool values it builds) and one the evaluator knows.
 TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   using ir::op_class;
-  const op_class drawn[] = {op_class::unary,  op_class::binary,  op_class::ternary,
-                            op_class::test,   op_class::compare, op_class::logical,
-                            op_class::select, op_class::cast,    op_class::leaf};
+  const op_class drawn[] = {op_class::unary,   op_class::binary, op_class::ternary,
+                            op_class::test,    op_class::compare, op_class::logical,
+                            op_class::select,  op_class::cast,    op_class::leaf,
+                            op_class::reduction};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];
     auto o = static_cast<op>(k);
@@ -736,7 +864,9 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
                 info.cls == op_class::select)
         << "accepts neither f32 nor i32, which the generator builds";
     kiln::graph g;
-    auto x = g.input("x", t, {});
+    bool reduction = info.cls == op_class::reduction;
+    shape dims = reduction ? shape{2} : shape{};  // reduced: two elements into one
+    auto x = g.input("x", t, dims);
     auto c = g.input("c", dtype::boolean, {});
     kiln::graph::value r = x;
     switch (info.cls) {
@@ -746,16 +876,20 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
       case op_class::select:
         r = g.select(c, x, x);
         break;
+      case op_class::reduction:
+        r = g.reduce(o, x, {0});
+        break;
       default:
         r = info.arity == 1   ? g.apply(o, {x})
             : info.arity == 2 ? g.apply(o, {x, x})
                               : g.apply(o, {x, x, x});
     }
     g.output("r", r);
-    std::vector<rv> in = {t == dtype::f32 ? rv{1.5f, 1.5} : rv{0, 0, t == dtype::i32 ? 3 : 1},
-                          rv{0, 0, 1}};
+    rv one = t == dtype::f32 ? rv{1.5f, 1.5} : rv{0, 0, t == dtype::i32 ? 3 : 1};
+    std::vector<std::vector<rv>> in = {std::vector<rv>(reduction ? 2 : 1, one), {rv{0, 0, 1}}};
     bool before = ::testing::Test::HasNonfatalFailure();
-    evaluate(g.ir(), in);
+    std::int64_t no_symbols[1] = {};
+    evaluate(g.ir(), in, no_symbols);
     EXPECT_EQ(::testing::Test::HasNonfatalFailure(), before) << "the evaluator has no case";
   }
 }

@@ -139,8 +139,9 @@ class builder {
     return append(n);
   }
 
-  // Reduction o of `a` over the axes set in `axes` (bit i: axis i). No axes: `a` itself (ONNX's
-  // noop_with_empty_axes; the front ends turn an empty list into every axis, as ONNX does).
+  // Reduction o of `a` over the axes set in `axes` (bit i: axis i). No axes reduces each element
+  // alone: `a` itself for sum, mean, max, min and prod; |a|, |a| and a*a for l1, l2 and
+  // sum_square (a rank-0 operand's "every axis").
   constexpr std::int32_t reduce(op o, std::int32_t a, std::uint32_t axes, bool keepdims) {
     expect_arity(o, 1);
     if (info(o).cls != op_class::reduction) fail(o, errc::invalid_argument, "is not a reduction");
@@ -150,7 +151,8 @@ class builder {
       fail(o, errc::invalid_argument,
            "axis " + detail::to_text(std::countr_zero(axes >> x.dims.rank) + x.dims.rank) +
                " is out of range for an operand of rank " + detail::to_text(x.dims.rank));
-    if (axes == 0) return a;
+    if (axes == 0 && o != op::reduce_l1 && o != op::reduce_l2 && o != op::reduce_sum_square)
+      return a;
     node n;
     n.kind = o;
     n.type = x.type;

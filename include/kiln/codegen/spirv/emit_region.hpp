@@ -52,6 +52,7 @@ class region_emitter final : public op_lowering {
     }
     k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
+    k.per_workgroup = r_.root >= 0;
     k.bindings = static_cast<std::uint32_t>(n_inputs_ + compiler::output_slots(p_, r_).size()) +
                  (k.metadata_in_buffer ? 1 : 0);
     declare(k);
@@ -145,8 +146,23 @@ class region_emitter final : public op_lowering {
     m_.decorate(wg, spv::Decoration::BuiltIn,
                 {static_cast<std::uint32_t>(spv::BuiltIn::WorkgroupSize)});
 
+    std::vector<id> interface = {global_id_, groups_id_};
+    if (r_.root >= 0) {  // a reduction's workgroup works together: its ids and shared partials
+      for (auto [var, builtin] : {std::pair{&local_id_, spv::BuiltIn::LocalInvocationId},
+                                  std::pair{&group_id_, spv::BuiltIn::WorkgroupId}}) {
+        *var = m_.global(Op::OpVariable, in_ptr,
+                         {static_cast<std::uint32_t>(spv::StorageClass::Input)});
+        m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
+        interface.push_back(*var);
+      }
+      const ir::node& operand = g_.nodes[g_.nodes[r_.root].operands[0]];
+      id partials = m_.type_array(vec(lane_of(compute_dtype(operand.type))), wg_size_);
+      shared_ = m_.global(Op::OpVariable,
+                          m_.type_pointer(spv::StorageClass::Workgroup, partials),
+                          {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)});
+    }
     main_ = m_.fresh();
-    m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", {global_id_, groups_id_});
+    m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", interface);
     m_.name(main_, "main");
     // inf, NaN and -0 survive where the device can promise it (SPV_KHR_float_controls); f32
     // lanes exist in every kernel (narrow floats and casts compute in them).
@@ -411,9 +427,17 @@ class region_emitter final : public op_lowering {
              m_.type_function(void_t)});
     id entry = m_.label();
     id uvec3 = m_.type_vector(u32(), 3);
-    id gx = lane(m_.emit(Op::OpLoad, uvec3, {global_id_}), u32(), 0);
+    // Elementwise: each invocation takes every (invocations)th group of four elements; a
+    // reduction: each workgroup every (workgroups)th group of four results.
     id nx = lane(m_.emit(Op::OpLoad, uvec3, {groups_id_}), u32(), 0);
-    id stride = m_.emit(Op::OpIMul, u32(), {nx, wg_size_});
+    id gx = 0, stride = nx;
+    if (r_.root >= 0) {
+      gx = lane(m_.emit(Op::OpLoad, uvec3, {group_id_}), u32(), 0);
+      local_ = lane(m_.emit(Op::OpLoad, uvec3, {local_id_}), u32(), 0);
+    } else {
+      gx = lane(m_.emit(Op::OpLoad, uvec3, {global_id_}), u32(), 0);
+      stride = m_.emit(Op::OpIMul, u32(), {nx, wg_size_});
+    }
     id groups = metadata(0);
     total_ = metadata(1);
     for (int i = 0; i < rank_; ++i) dims_.push_back(metadata(2 + i));
@@ -511,14 +535,18 @@ class region_emitter final : public op_lowering {
   }
 
   // ---- reductions -----------------------------------------------------------------------------
-  // Each lane owns one result (4g + lane) and folds its `count` operand elements in order:
-  // element e = result * count + r of the operand's space with the kept axes first. Float sums
-  // are compensated (Kahan), so the error does not grow with the count.
+  // A workgroup computes four results at a time (lane l: result 4g + l). Invocation i folds the
+  // operand elements r = i, i + W, i + 2W ... of each (element e = result * count + r of the
+  // operand's space with the kept axes first; float sums compensated), then the W partials are
+  // joined in shared memory as a tree, and invocation 0 stores. The order is fixed, so the bits
+  // are the same from run to run on a device; and no invocation loops more than count / W times
+  // (llvmpipe stops an invocation's loops after 65535 iterations in all).
   void reduction_loop() {
     const ir::node& root = g_.nodes[r_.root];
     const ir::node& operand = g_.nodes[root.operands[0]];
     dtype acc_type = compute_dtype(operand.type);
     lane_kind k = lane_of(acc_type);
+    id vk = vec(k);
     bool fl = is_float_lane(k);
     using ir::op;
     op kind = root.kind;
@@ -527,6 +555,18 @@ class region_emitter final : public op_lowering {
       n.kind = o;
       n.type = acc_type;
       return n;
+    };
+    auto combine = [&](id a, id b) {
+      switch (kind) {
+        case op::reduce_max:
+          return binary(node_of(op::max), a, b);
+        case op::reduce_min:
+          return binary(node_of(op::min), a, b);
+        case op::reduce_prod:
+          return binary(node_of(op::mul), a, b);
+        default:
+          return binary(node_of(op::add), a, b);
+      }
     };
     id count = metadata(constants_at_ - 1);
     id results = lane_elements();
@@ -547,17 +587,19 @@ class region_emitter final : public op_lowering {
       default:
         init = splat(k, 0, 0);
     }
-    bool compensated = fl && kind != op::reduce_max && kind != op::reduce_min &&
-                       kind != op::reduce_prod;
+    bool compensated =
+        fl && kind != op::reduce_max && kind != op::reduce_min && kind != op::reduce_prod;
     id zero = splat(k, 0, 0);
+
+    // This invocation's elements.
     id before = current_label_;
     id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), cont = m_.fresh(),
        merge = m_.fresh(), r_next = m_.fresh(), acc_next = m_.fresh(), c_next = m_.fresh();
     m_.inst(Op::OpBranch, {header});
     m_.label(header);
-    id r = m_.emit(Op::OpPhi, u32(), {cu(0), before, r_next, cont});
-    id acc = m_.emit(Op::OpPhi, vec(k), {init, before, acc_next, cont});
-    id comp = compensated ? m_.emit(Op::OpPhi, vec(k), {zero, before, c_next, cont}) : 0;
+    id r = m_.emit(Op::OpPhi, u32(), {local_, before, r_next, cont});
+    id acc = m_.emit(Op::OpPhi, vk, {init, before, acc_next, cont});
+    id comp = compensated ? m_.emit(Op::OpPhi, vk, {zero, before, c_next, cont}) : 0;
     m_.inst(Op::OpLoopMerge,
             {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
     m_.inst(Op::OpBranch, {check});
@@ -565,53 +607,96 @@ class region_emitter final : public op_lowering {
     id more = m_.emit(Op::OpULessThan, m_.type_bool(), {r, count});
     m_.inst(Op::OpBranchConditional, {more, body, merge});
     m_.label(body);
-    elements_ = m_.emit(Op::OpIAdd, uvec4(), {first, m_.emit(Op::OpCompositeConstruct, uvec4(),
-                                                              {r, r, r, r})});
+    elements_ = m_.emit(Op::OpIAdd, uvec4(),
+                        {first, m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r})});
     coords_.clear();
     std::vector<id> value = evaluate();
     id x = value[root.operands[0]];
     if (kind == op::reduce_l1) x = unary(node_of(op::abs), x);
-    if (kind == op::reduce_l2 || kind == op::reduce_sum_square)
-      x = binary(node_of(op::mul), x, x);
+    if (kind == op::reduce_l2 || kind == op::reduce_sum_square) x = binary(node_of(op::mul), x, x);
     id next = 0, next_c = 0;
-    switch (kind) {
-      case op::reduce_max:
-        next = binary(node_of(op::max), acc, x);
-        break;
-      case op::reduce_min:
-        next = binary(node_of(op::min), acc, x);
-        break;
-      case op::reduce_prod:
-        next = binary(node_of(op::mul), acc, x);
-        break;
-      default:
-        if (compensated) {  // y = x - c; t = acc + y; c = (t - acc) - y
-          id y = exact(m_.emit(Op::OpFSub, vec(k), {x, comp}));
-          next = exact(m_.emit(Op::OpFAdd, vec(k), {acc, y}));
-          next_c = exact(m_.emit(Op::OpFSub, vec(k),
-                                 {exact(m_.emit(Op::OpFSub, vec(k), {next, acc})), y}));
-        } else {
-          next = binary(node_of(op::add), acc, x);
-        }
+    if (compensated) {  // y = x - c; t = acc + y; c = (t - acc) - y
+      id y = exact(m_.emit(Op::OpFSub, vk, {x, comp}));
+      next = exact(m_.emit(Op::OpFAdd, vk, {acc, y}));
+      next_c = exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {next, acc})), y}));
+    } else {
+      next = combine(acc, x);
     }
     m_.inst(Op::OpBranch, {cont});
     m_.label(cont);
-    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, cu(1)});
-    m_.emit_to(acc_next, Op::OpCopyObject, vec(k), {next});
-    if (compensated) m_.emit_to(c_next, Op::OpCopyObject, vec(k), {next_c});
+    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, wg_size_});
+    m_.emit_to(acc_next, Op::OpCopyObject, vk, {next});
+    if (compensated) m_.emit_to(c_next, Op::OpCopyObject, vk, {next_c});
     m_.inst(Op::OpBranch, {header});
     m_.label(merge);
     elements_ = 0;
     coords_.clear();
-    id total = acc;
+    id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {acc, comp})) : acc;
+
+    // The workgroup's partials, joined pairwise: slot i += slot i + s for s = W/2, W/4 ... 1.
+    auto slot = [&](id i) {
+      return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, vk),
+                     {shared_, i});
+    };
+    auto barrier = [&] {
+      m_.inst(Op::OpControlBarrier,
+              {cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+               cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+               cu(static_cast<std::uint32_t>(spv::MemorySemanticsMask::AcquireRelease |
+                                             spv::MemorySemanticsMask::WorkgroupMemory))});
+    };
+    m_.inst(Op::OpStore, {slot(local_), partial});
+    barrier();
+    id half = m_.emit(Op::OpShiftRightLogical, u32(), {wg_size_, cu(1)});
+    id t_header = m_.fresh(), t_check = m_.fresh(), t_body = m_.fresh(), t_then = m_.fresh(),
+       t_join = m_.fresh(), t_cont = m_.fresh(), t_merge = m_.fresh(), s_next = m_.fresh();
+    m_.inst(Op::OpBranch, {t_header});
+    m_.label(t_header);
+    id step = m_.emit(Op::OpPhi, u32(), {half, merge, s_next, t_cont});
+    m_.inst(Op::OpLoopMerge,
+            {t_merge, t_cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
+    m_.inst(Op::OpBranch, {t_check});
+    m_.label(t_check);
+    id steps_left = m_.emit(Op::OpUGreaterThan, m_.type_bool(), {step, cu(0)});
+    m_.inst(Op::OpBranchConditional, {steps_left, t_body, t_merge});
+    m_.label(t_body);
+    id joins = m_.emit(Op::OpULessThan, m_.type_bool(), {local_, step});
+    m_.inst(Op::OpSelectionMerge,
+            {t_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
+    m_.inst(Op::OpBranchConditional, {joins, t_then, t_join});
+    m_.label(t_then);
+    id mine = m_.emit(Op::OpLoad, vk, {slot(local_)});
+    id other = m_.emit(Op::OpLoad, vk, {slot(m_.emit(Op::OpIAdd, u32(), {local_, step}))});
+    m_.inst(Op::OpStore, {slot(local_), combine(mine, other)});
+    m_.inst(Op::OpBranch, {t_join});
+    m_.label(t_join);
+    barrier();
+    m_.inst(Op::OpBranch, {t_cont});
+    m_.label(t_cont);
+    m_.emit_to(s_next, Op::OpShiftRightLogical, u32(), {step, cu(1)});
+    m_.inst(Op::OpBranch, {t_header});
+    m_.label(t_merge);
+
+    // Invocation 0 finishes and stores the four results.
+    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
+    id st_then = m_.fresh(), st_join = m_.fresh();
+    m_.inst(Op::OpSelectionMerge,
+            {st_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
+    m_.inst(Op::OpBranchConditional, {is_first, st_then, st_join});
+    m_.label(st_then);
+    id total = m_.emit(Op::OpLoad, vk, {slot(cu(0))});
     if (kind == op::reduce_mean) {
       id n = m_.emit(Op::OpConvertUToF, scalar_type(k), {count});
-      total = exact(m_.emit(Op::OpFDiv, vec(k), {total, compose(vec(k), n, n, n, n)}));
+      total = exact(m_.emit(Op::OpFDiv, vk, {total, compose(vk, n, n, n, n)}));
     }
-    if (kind == op::reduce_l2) total = m_.ext(vec(k), GLSLstd450Sqrt, {total});
+    if (kind == op::reduce_l2) total = m_.ext(vk, GLSLstd450Sqrt, {total});
     if (!fl) total = wrap(root.type, total);
-    for (std::size_t s = 0; s < compiler::output_slots(p_, r_).size(); ++s)
-      store_result(s, root.type, total);
+    for (std::size_t out = 0; out < compiler::output_slots(p_, r_).size(); ++out)
+      store_result(out, root.type, total);
+    m_.inst(Op::OpBranch, {st_join});
+    m_.label(st_join);
+    // No barrier needed before the next group: each invocation writes only its own slot first,
+    // and invocation 0, the only reader of slot 0 here, is the one that writes it next.
   }
 
   static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
@@ -631,6 +716,7 @@ class region_emitter final : public op_lowering {
   int rank_ = 0;
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;
+  id local_id_ = 0, group_id_ = 0, shared_ = 0, local_ = 0;  // reductions (see reduction_loop)
   id g_index_ = 0, total_ = 0;
   std::vector<id> dims_, coords_;
   std::vector<std::vector<id>> strides_;

@@ -33,6 +33,7 @@ struct kernel {
   std::uint32_t bindings = 0;  // input slots, then output slots, then the metadata buffer if any
   std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
+  bool per_workgroup = false;  // a reduction: one workgroup per four results (not per invocation)
   // The float constants of the region, as words that end the metadata: a kernel reads them at run
   // time rather than as SPIR-V constants, so no driver can fold them against IEEE rules (llvmpipe
   // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that

@@ -153,7 +153,7 @@ class module {
   }
 
   void entry_point(spv::ExecutionModel model, id function, std::string_view n,
-                   std::initializer_list<id> interface) {
+                   std::span<const id> interface) {
     words w{static_cast<std::uint32_t>(model), function};
     append_string(w, n);
     w.insert(w.end(), interface.begin(), interface.end());

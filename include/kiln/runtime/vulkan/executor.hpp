@@ -31,6 +31,27 @@ inline std::string cannot_run(const spirv::kernel& k, const context& ctx, std::i
   return "";
 }
 
+// Workgroups a reduction's dispatch has: one per group of four results, up to the device's limit.
+inline std::uint64_t reduction_workgroups(const spirv::target& t, const detail::region_call& call) {
+  return std::min<std::uint64_t>(call.metadata[0], t.max_workgroup_count_x);
+}
+
+// Why a reduction of this call cannot run on the device (empty: it can). Its tree join needs a
+// power-of-two workgroup; and an invocation's loops may not pass 65535 iterations in all, which
+// is where llvmpipe stops them (any driver's guard against endless loops may).
+inline std::string cannot_reduce(const spirv::target& t, const detail::region_call& call) {
+  std::uint32_t w = t.workgroup_size();
+  if (w & (w - 1)) return "the workgroup size " + std::to_string(w) + " is not a power of two";
+  std::uint64_t rounds = (call.metadata[0] + reduction_workgroups(t, call) - 1) /
+                         std::max<std::uint64_t>(reduction_workgroups(t, call), 1);
+  std::uint64_t per_round = (static_cast<std::uint64_t>(call.reduced) + w - 1) / w + 16;
+  if (rounds * per_round > 65535)
+    return "it folds " + std::to_string(call.reduced) + " elements into each of " +
+           std::to_string(call.metadata[1]) + " results, more loop iterations per invocation "
+           "than drivers allow (65535)";
+  return "";
+}
+
 // Runs every region of prog's plan for one call and waits for it. sym: the resolved symbols.
 // cpu(args, results, regions) runs the marked regions of prog.plan() on the CPU (with host
 // pointers in the refs), while the device works.
@@ -128,8 +149,9 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     for (auto res : reg.results)
       largest =
           std::max<std::int64_t>(largest, bytes_of(results[res], g.nodes[g.outputs[res]].type));
-    if (auto why = cannot_run(*r.kernel, ctx, std::max(space.element_count(), r.total), largest);
-        !why.empty()) {
+    std::string why = cannot_run(*r.kernel, ctx, std::max(space.element_count(), r.total), largest);
+    if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
+    if (!why.empty()) {
       int origin = c.device->origin[i];
       c.on_cpu[origin] = true;
       std::lock_guard lock(cache.mutex);
@@ -276,7 +298,9 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
                          r.call.metadata.data());
     std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
     std::uint64_t count =
-        std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
+        k.per_workgroup
+            ? reduction_workgroups(ctx.target(), r.call)
+            : std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
     vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
   }
   auto after = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);

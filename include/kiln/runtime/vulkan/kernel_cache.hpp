@@ -63,6 +63,7 @@ struct region_call {
   std::vector<spirv::operand_kind> kinds;
   std::vector<std::uint32_t> metadata;
   std::string key;
+  std::int64_t reduced = 0;  // a reduction: the elements folded into each result
 };
 
 // Region `index` of p for one call: its operands' layouts (from their extents) and metadata.
@@ -111,7 +112,10 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     }
     for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
   }
-  if (reg.root >= 0) c.metadata.push_back(static_cast<std::uint32_t>(count));
+  if (reg.root >= 0) {
+    c.metadata.push_back(static_cast<std::uint32_t>(count));
+    c.reduced = count;
+  }
   return c;
 }
 

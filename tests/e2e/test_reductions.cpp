@@ -1,0 +1,464 @@
+// Reductions end to end: every kind over sets of axes, ranks 0 to 6 and sizes 0 to 4097, with and
+// without keepdims, through both doors, checked against the tests' own reduction (double or
+// 64-bit integer accumulation, written here without kiln). Runs on the default device (Vulkan on
+// lavapipe) and, as e2e.cpu.test_reductions, on the CPU.
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using kiln::dtype;
+using kiln::ir::op;
+using ref::dims_t;
+
+constexpr op all_kinds[] = {op::reduce_sum,  op::reduce_mean, op::reduce_max,
+                            op::reduce_min,  op::reduce_prod, op::reduce_l1,
+                            op::reduce_l2,   op::reduce_sum_square};
+
+// The reduced dims: axes dropped, or kept with size 1.
+dims_t reduced(const dims_t& dims, std::uint32_t axes, bool keepdims) {
+  dims_t out;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (!((axes >> i) & 1u))
+      out.push_back(dims[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// The reference: per result, its elements in order, folded in double (floats) or in 64-bit
+// integers wrapped to the type at the end. `scale`: the sum of |terms| per result, for the
+// float tolerance.
+template <class T>
+struct expected {
+  std::vector<double> values, scale;
+};
+
+template <class T>
+expected<T> reference(op kind, const std::vector<T>& x, const dims_t& dims, std::uint32_t axes) {
+  dims_t out_dims = reduced(dims, axes, false);
+  std::int64_t outputs = ref::count(out_dims), n = ref::count(dims);
+  std::int64_t per = outputs > 0 ? n / std::max<std::int64_t>(outputs, 1) : 0;
+  if (outputs > 0 && n == 0) {
+    per = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if ((axes >> i) & 1u) per *= dims[i];
+  }
+  constexpr bool is_int = std::is_integral_v<T>;
+  double init = kind == op::reduce_max   ? -INFINITY
+                : kind == op::reduce_min ? INFINITY
+                : kind == op::reduce_prod ? 1.0
+                                          : 0.0;
+  std::vector<double> acc(outputs, init), scale(outputs, 0);
+  std::vector<std::uint64_t> iacc(outputs, kind == op::reduce_prod ? 1 : 0);
+  std::vector<std::int64_t> imax(outputs, kind == op::reduce_max
+                                              ? std::numeric_limits<std::int64_t>::min()
+                                              : std::numeric_limits<std::int64_t>::max());
+  dims_t idx(dims.size(), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t rest = i, o = 0;
+    for (std::size_t k = dims.size(); k-- > 0;) {
+      idx[k] = rest % dims[k];
+      rest /= dims[k];
+    }
+    for (std::size_t k = 0; k < dims.size(); ++k)
+      if (!((axes >> k) & 1u)) o = o * dims[k] + idx[k];
+    double v = ref::to_double(x[i]);
+    if constexpr (is_int) {
+      auto u = static_cast<std::uint64_t>(static_cast<std::int64_t>(x[i]));
+      switch (kind) {
+        case op::reduce_max:
+          imax[o] = std::max<std::int64_t>(imax[o], x[i]);
+          break;
+        case op::reduce_min:
+          imax[o] = std::min<std::int64_t>(imax[o], x[i]);
+          break;
+        case op::reduce_prod:
+          iacc[o] *= u;
+          break;
+        case op::reduce_l1:
+          iacc[o] += x[i] < 0 ? 0 - u : u;
+          break;
+        case op::reduce_sum_square:
+          iacc[o] += u * u;
+          break;
+        default:
+          iacc[o] += u;
+      }
+      continue;
+    }
+    switch (kind) {
+      case op::reduce_max:
+        acc[o] = std::max(acc[o], v);
+        break;
+      case op::reduce_min:
+        acc[o] = std::min(acc[o], v);
+        break;
+      case op::reduce_prod:
+        acc[o] *= v;
+        scale[o] += 1;  // counts the factors: each rounding is relative
+        break;
+      case op::reduce_l1:
+        acc[o] += std::fabs(v);
+        scale[o] += std::fabs(v);
+        break;
+      case op::reduce_l2:
+      case op::reduce_sum_square:
+        acc[o] += v * v;
+        scale[o] += v * v;
+        break;
+      default:
+        acc[o] += v;
+        scale[o] += std::fabs(v);
+    }
+  }
+  expected<T> e;
+  for (std::int64_t o = 0; o < outputs; ++o) {
+    if constexpr (is_int) {
+      bool minmax = kind == op::reduce_max || kind == op::reduce_min;
+      if (minmax && per == 0)
+        e.values.push_back(kind == op::reduce_max ? double(std::numeric_limits<T>::lowest())
+                                                  : double(std::numeric_limits<T>::max()));
+      else
+        e.values.push_back(minmax ? double(imax[o]) : double(static_cast<T>(iacc[o])));
+    } else {
+      double v = acc[o];
+      if (kind == op::reduce_mean) v = per ? v / per : NAN;
+      if (kind == op::reduce_l2) v = std::sqrt(v);
+      if (kind == op::reduce_mean) scale[o] /= std::max<std::int64_t>(per, 1);
+      if (kind == op::reduce_l2) scale[o] = std::sqrt(scale[o]);
+      e.values.push_back(v);
+    }
+    e.scale.push_back(scale[o]);
+  }
+  return e;
+}
+
+// Machine epsilon of the type a result is accumulated in (narrow floats: f32), and of its storage.
+template <class T>
+double accumulation_eps() {
+  return std::is_same_v<T, double> ? 0x1p-52 : 0x1p-23;
+}
+template <class T>
+double storage_eps() {
+  if constexpr (std::is_same_v<T, kiln::float16>) return 0x1p-10;
+  if constexpr (std::is_same_v<T, kiln::bfloat16>) return 0x1p-7;
+  return accumulation_eps<T>();
+}
+
+template <class T>
+void expect_reduction(op kind, const std::vector<T>& got, const expected<T>& want,
+                      std::int64_t per, const std::string& what) {
+  ASSERT_EQ(got.size(), want.values.size()) << what;
+  int reported = 0;
+  // Floats: a tree's bound on the accumulated rounding (the device's compensated sums do
+  // better), relative to the sum of |terms|; products: one rounding per factor; then one
+  // rounding to the storage type.
+  double steps = std::log2(static_cast<double>(std::max<std::int64_t>(per, 2))) + 2;
+  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
+    double g = ref::to_double(got[i]), w = want.values[i];
+    bool ok;
+    if constexpr (std::is_integral_v<T>) {
+      ok = g == w;
+    } else {
+      double bound = kind == op::reduce_prod
+                         ? 2 * (per + 1) * accumulation_eps<T>() * std::fabs(w)
+                         : 4 * steps * accumulation_eps<T>() * want.scale[i];
+      if (kind == op::reduce_l2) bound = 4 * steps * accumulation_eps<T>() * std::fabs(w);
+      bound += storage_eps<T>() * std::fabs(w);
+      ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= bound;
+    }
+    if (!ok) {
+      ++reported;
+      ADD_FAILURE() << what << ": result " << i << " is " << g << ", expected " << w;
+    }
+  }
+}
+
+std::string axes_text(std::uint32_t axes) {
+  std::string s = "{";
+  for (int i = 0; i < 32; ++i)
+    if ((axes >> i) & 1u) s += (s.size() > 1 ? "," : "") + std::to_string(i);
+  return s + "}";
+}
+
+// Builds y = kind(x, axes, keepdims) through the graph door, runs it on the default device and
+// checks it. Values in [lo, hi).
+template <class T>
+void check_graph(op kind, const dims_t& dims, std::uint32_t axes, bool keepdims, double lo,
+                 double hi, unsigned seed) {
+  constexpr dtype t = kiln::dtype_of<T>;
+  kiln::graph g;
+  auto x = g.input("x", t, ref::to_shape(dims));
+  std::vector<std::int64_t> list;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if ((axes >> i) & 1u) list.push_back(static_cast<std::int64_t>(i));
+  if (axes == 0 && !dims.empty()) axes = (1u << dims.size()) - 1;  // no axes: every axis
+  g.output("y", g.reduce(kind, x, list, keepdims));
+  auto e = kiln::compile(g);
+  auto in = ref::make_arg<T>(dims, lo, hi, seed);
+  dims_t out_dims = reduced(dims, axes, keepdims);
+  ref::buffer<T> out(static_cast<std::size_t>(ref::count(out_dims)));
+  e.run({ref::view_of(in.data, dims)},
+        {kiln::tensor_ref(static_cast<void*>(out.data()), t, ref::to_shape(out_dims))});
+  std::int64_t per = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if ((axes >> i) & 1u) per *= dims[i];
+  std::string what = std::string(kiln::ir::name(kind)) + " of " + std::string(kiln::name(t)) +
+                     ref::dims_text(dims) + " over " + axes_text(axes) +
+                     (keepdims ? " keepdims" : "");
+  expect_reduction(kind, out.to_vector(), reference(kind, in.data.to_vector(), dims, axes), per,
+                   what);
+}
+
+// Every subset of axes for ranks up to 3, single axes and a few pairs beyond.
+std::vector<std::uint32_t> axes_sets(int rank) {
+  std::vector<std::uint32_t> sets;
+  if (rank <= 3) {
+    for (std::uint32_t m = 0; m < (1u << rank); ++m) sets.push_back(m);
+    return sets;
+  }
+  for (int i = 0; i < rank; ++i) sets.push_back(1u << i);
+  sets.push_back((1u << rank) - 1);
+  sets.push_back(0b101);
+  sets.push_back((1u << (rank - 1)) | 1u);
+  return sets;
+}
+
+const std::vector<dims_t> shapes = {{},        {0},       {1},          {7},
+                                    {1000},    {4097},    {3, 0, 2},    {2, 3, 4},
+                                    {7, 1, 5}, {65, 63},  {2, 3, 1, 4}, {2, 1, 3, 2, 2, 3}};
+
+TEST(Reductions, EveryKindOverEveryAxisSetF32) {
+  unsigned seed = 1;
+  for (op kind : all_kinds)
+    for (const auto& dims : shapes)
+      for (auto axes : axes_sets(static_cast<int>(dims.size())))
+        for (bool keep : {false, true}) {
+          bool prod = kind == op::reduce_prod;
+          check_graph<float>(kind, dims, axes, keep, prod ? 0.9 : -2, prod ? 1.1 : 2, seed++);
+        }
+}
+
+TEST(Reductions, LargeRowsAndColumns) {
+  // Rows longer than one 4096-element piece, columns wider than one 256-element chunk, and a
+  // whole-tensor reduction split across threads.
+  for (op kind : {op::reduce_sum, op::reduce_max, op::reduce_l2, op::reduce_mean}) {
+    check_graph<float>(kind, {3, 10000}, 0b10, false, -1, 1, 7);
+    check_graph<float>(kind, {300, 700}, 0b01, true, -1, 1, 8);
+    check_graph<float>(kind, {256, 1024}, 0b11, false, -1, 1, 9);
+    check_graph<float>(kind, {40, 30, 50}, 0b101, false, -1, 1, 10);
+  }
+}
+
+TEST(Reductions, IntegersAreExactAndWrap) {
+  unsigned seed = 100;
+  for (op kind : all_kinds) {
+    if (kind == op::reduce_mean || kind == op::reduce_l2) continue;  // floating only
+    for (const dims_t& dims : {dims_t{7}, dims_t{4097}, dims_t{3, 0, 2}, dims_t{5, 6, 7}})
+      for (auto axes : axes_sets(static_cast<int>(dims.size()))) {
+        bool prod = kind == op::reduce_prod;
+        check_graph<std::int32_t>(kind, dims, axes, false, prod ? -3 : -100000,
+                                  prod ? 4 : 100000, seed++);
+        check_graph<std::int8_t>(kind, dims, axes, true, -128, 128, seed++);
+        check_graph<std::uint8_t>(kind, dims, axes, false, 0, 256, seed++);
+        check_graph<std::int64_t>(kind, dims, axes, false, -1e12, 1e12, seed++);
+      }
+  }
+}
+
+TEST(Reductions, NarrowFloatsAccumulateInF32) {
+  unsigned seed = 200;
+  for (op kind : all_kinds)
+    for (const dims_t& dims : {dims_t{4097}, dims_t{33, 65}}) {
+      bool prod = kind == op::reduce_prod;
+      double lo = prod ? 0.99 : -2, hi = prod ? 1.01 : 2;
+      check_graph<kiln::float16>(kind, dims, 0b1, false, lo, hi, seed++);
+      check_graph<kiln::bfloat16>(kind, dims, 0, true, lo, hi, seed++);
+    }
+}
+
+TEST(Reductions, F64) {
+  unsigned seed = 300;
+  for (op kind : all_kinds)
+    for (const dims_t& dims : {dims_t{4097}, dims_t{33, 65}}) {
+      bool prod = kind == op::reduce_prod;
+      check_graph<double>(kind, dims, 0b1, false, prod ? 0.9 : -2, prod ? 1.1 : 2, seed++);
+    }
+}
+
+// ONNX's edge cases: the empty set gives the identity (max: -inf, min: +inf; integers: their
+// lowest and highest), mean of nothing is NaN, NaN propagates through max and min.
+TEST(Reductions, EmptyAxesAndNaN) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {2, 0});
+  g.output("sum", g.reduce_sum(x, {1}, false));
+  g.output("max", g.reduce_max(x, {1}, false));
+  g.output("min", g.reduce_min(x, {-1}, false));
+  g.output("prod", g.reduce_prod(x, {1}, false));
+  g.output("mean", g.reduce_mean(x, {1}, false));
+  auto e = kiln::compile(g);
+  std::vector<float> none, sum(2), max(2), min(2), prod(2), mean(2);
+  e.run({kiln::tensor_ref(none.data(), dtype::f32, {2, 0})}, {sum, max, min, prod, mean});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(sum[i], 0.0f);
+    EXPECT_EQ(max[i], -INFINITY);
+    EXPECT_EQ(min[i], INFINITY);
+    EXPECT_EQ(prod[i], 1.0f);
+    EXPECT_TRUE(std::isnan(mean[i]));
+  }
+  kiln::graph h;
+  auto y = h.input("y", dtype::f32, {2, 3});
+  h.output("max", h.reduce_max(y, {1}, false));
+  h.output("min", h.reduce_min(y, {1}, false));
+  auto f = kiln::compile(h);
+  std::vector<float> data = {1, NAN, 3, -1, -2, -3}, mx(2), mn(2);
+  f.run({data}, {mx, mn});
+  EXPECT_TRUE(std::isnan(mx[0]));
+  EXPECT_TRUE(std::isnan(mn[0]));
+  EXPECT_EQ(mx[1], -1.0f);
+  EXPECT_EQ(mn[1], -3.0f);
+}
+
+// The DSL door: extents computed at compile time, axes negative or none, keepdims, fusion.
+TEST(Reductions, DslDoor) {
+  using kiln::tensor;
+  constexpr auto row_sum = kiln::fn<tensor<float, 5, 7>, tensor<float, 7>>(
+      [](auto x, auto b) { return kiln::reduce_sum<1>(kiln::exp(x) * b); });
+  static_assert(row_sum.plan.dispatch_count() == 1);  // exp and * fused into the reduction's loads
+  static_assert(row_sum.plan.transient_bytes() == 0);
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(row_sum)::result_values>,
+                               kiln::value<float, kiln::extents<5>>>);
+  constexpr auto col_max = kiln::fn<tensor<float, 5, 7>>(
+      [](auto x) { return kiln::reduce_max<-2>(x, kiln::keepdims); });
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(col_max)::result_values>,
+                               kiln::value<float, kiln::extents<1, 7>>>);
+  constexpr auto total = kiln::fn<tensor<float, kiln::dyn, 3>>(
+      [](auto x) { return kiln::reduce_l1<>(x); });
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(total)::result_values>,
+                               kiln::value<float, kiln::extents<>>>);
+
+  auto x = ref::make_arg<float>({5, 7}, -1, 1, 11);
+  auto b = ref::make_arg<float>({7}, -1, 1, 12);
+  auto got = row_sum(ref::view_of(x.data, x.dims), ref::view_of(b.data, b.dims));
+  ASSERT_EQ(got.size(), 5u);
+  for (int r = 0; r < 5; ++r) {
+    double want = 0, scale = 0;
+    for (int c = 0; c < 7; ++c) {
+      double term = std::exp(double(x.data[r * 7 + c])) * b.data[c];
+      want += term;
+      scale += std::fabs(term);
+    }
+    EXPECT_NEAR(got[r], want, 1e-6 * scale) << "row " << r;
+  }
+  auto cm = col_max(ref::view_of(x.data, x.dims));
+  for (int c = 0; c < 7; ++c) {
+    float want = -INFINITY;
+    for (int r = 0; r < 5; ++r) want = std::max(want, x.data[r * 7 + c]);
+    EXPECT_EQ(cm[c], want) << "column " << c;
+  }
+  auto y = ref::make_arg<float>({11, 3}, -1, 1, 13);
+  auto t = total(ref::view_of(y.data, y.dims));
+  double want = 0;
+  for (std::size_t i = 0; i < y.data.size(); ++i) want += std::fabs(y.data[i]);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_NEAR(t[0], want, 1e-6 * want);
+}
+
+// A reduction's result read by an elementwise region (x - max) passes through a transient.
+TEST(Reductions, ResultReadByAnotherRegion) {
+  using kiln::tensor;
+  constexpr auto centered = kiln::fn<tensor<float, kiln::dyn, 9>>(
+      [](auto x) { return x - kiln::reduce_max<1>(x, kiln::keepdims); });
+  static_assert(centered.plan.dispatch_count() == 2);
+  static_assert(centered.plan.sizes.transients == 1);
+  static_assert(centered.plan.transient_bytes() == -1);  // its size is known at the call
+  auto x = ref::make_arg<float>({13, 9}, -5, 5, 21);
+  auto got = centered(ref::view_of(x.data, x.dims));
+  ASSERT_EQ(got.size(), 13u * 9);
+  for (int r = 0; r < 13; ++r) {
+    float m = -INFINITY;
+    for (int c = 0; c < 9; ++c) m = std::max(m, x.data[r * 9 + c]);
+    for (int c = 0; c < 9; ++c) EXPECT_EQ(got[r * 9 + c], x.data[r * 9 + c] - m);
+  }
+}
+
+// A chain of reductions each reading the one before: three transients, but at most two alive at
+// once, so the arena holds two.
+TEST(Reductions, ArenaReusesTransientsWhoseReadersHaveRun) {
+  using kiln::tensor;
+  constexpr auto chain = kiln::fn<tensor<float, 64, 100>>([](auto x) {
+    auto a = kiln::reduce_sum<1>(x, kiln::keepdims);
+    auto b = kiln::reduce_sum<1>(x - a, kiln::keepdims);
+    auto c = kiln::reduce_sum<1>(x * b, kiln::keepdims);
+    return kiln::reduce_max<1>(x + c);
+  });
+  static_assert(chain.plan.dispatch_count() == 4);
+  static_assert(chain.plan.sizes.transients == 3);
+  // Each transient is 64 floats, 256 bytes aligned; three would take 768.
+  static_assert(chain.plan.transient_bytes() == 512);
+  auto x = ref::make_arg<float>({64, 100}, -1, 1, 31);
+  auto got = chain(ref::view_of(x.data, x.dims));
+  ASSERT_EQ(got.size(), 64u);
+  for (int r = 0; r < 64; ++r) {
+    const float* row = x.data.data() + r * 100;
+    double a = 0, b = 0, c = 0, m = -INFINITY;
+    for (int i = 0; i < 100; ++i) a += row[i];
+    float af = static_cast<float>(a);
+    for (int i = 0; i < 100; ++i) b += row[i] - af;
+    float bf = static_cast<float>(b);
+    for (int i = 0; i < 100; ++i) c += row[i] * bf;
+    float cf = static_cast<float>(c);
+    for (int i = 0; i < 100; ++i) m = std::max<double>(m, row[i] + cf);
+    EXPECT_NEAR(got[r], m, 1e-4 * (std::fabs(cf) + 1)) << "row " << r;
+  }
+}
+
+TEST(Reductions, GraphErrorsNameOpAxisAndRank) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {2, 3});
+  auto message = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const kiln::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto out_of_range = message([&] { g.reduce_sum(x, {2}); });
+  EXPECT_NE(out_of_range.find("reduce_sum"), std::string::npos) << out_of_range;
+  EXPECT_NE(out_of_range.find("axis 2 is out of range"), std::string::npos) << out_of_range;
+  EXPECT_NE(out_of_range.find("rank 2"), std::string::npos) << out_of_range;
+  auto twice = message([&] { g.reduce_max(x, {1, -1}); });
+  EXPECT_NE(twice.find("given twice"), std::string::npos) << twice;
+  auto via_apply = message([&] { g.apply(op::reduce_sum, {x}); });
+  EXPECT_NE(via_apply.find("graph::reduce"), std::string::npos) << via_apply;
+  auto bool_sum = message([&] { g.reduce_sum(g.lt(x, x), {0}); });
+  EXPECT_NE(bool_sum.find("does not accept element type bool"), std::string::npos) << bool_sum;
+  auto int_mean = message([&] { g.reduce_mean(g.cast(x, dtype::i32), {0}); });
+  EXPECT_NE(int_mean.find("reduce_mean"), std::string::npos) << int_mean;
+}
+
+// Both CPU drivers (compile-time kernels, interpreter) and the device agree with each other to
+// the reference's bound; the CPU drivers share the reduction, so they agree bit for bit.
+TEST(Reductions, CompiledAndInterpretedCpuAgreeBitForBit) {
+  using kiln::tensor;
+  constexpr auto f = kiln::fn<tensor<float, kiln::dyn, kiln::dyn>>([](auto x) {
+    return std::tuple{kiln::reduce_sum<0>(kiln::tanh(x)), kiln::reduce_l2<1>(x * 3.0f)};
+  });
+  auto x = ref::make_arg<float>({300, 301}, -2, 2, 41);
+  auto cpu = kiln::device::cpu();
+  auto [a, b] = f.on(cpu)(ref::view_of(x.data, x.dims));
+  auto e = kiln::compile(f);
+  std::vector<float> a2(a.size()), b2(b.size());
+  e.run({ref::view_of(x.data, x.dims)}, {a2, b2}, cpu);
+  EXPECT_EQ(a, a2);
+  EXPECT_EQ(b, b2);
+}
+
+}  // namespace
