@@ -258,8 +258,8 @@ template <op O, class T, class F>
 void check_reduction(const F& f) {
   SCOPED_TRACE(std::string(ir::name(O)));
   auto x = operand<T>(1027, 1, O);
-  double want = O == op::reduce_max   ? -INFINITY
-                : O == op::reduce_min ? INFINITY
+  double want = O == op::reduce_max    ? -INFINITY
+                : O == op::reduce_min  ? INFINITY
                 : O == op::reduce_prod ? 1
                                        : 0;
   double scale = 0;  // what the rounding error is relative to
@@ -270,7 +270,7 @@ void check_reduction(const F& f) {
   }
   if (O == op::reduce_mean) want /= 1027, scale /= 1027;
   if (O == op::reduce_l2) want = std::sqrt(want), scale = want;
-  if (O == op::reduce_prod) scale = std::fabs(want) * 1027;  // one rounding per factor
+  if (O == op::reduce_prod) scale = std::fabs(want) * 1027;   // one rounding per factor
   if (O == op::reduce_max || O == op::reduce_min) scale = 0;  // exact
   auto got = f(ref::view_of(x.data, x.dims));
   ASSERT_EQ(got.size(), 1u);
@@ -309,8 +309,8 @@ void check_reduction(const F& f) {
 #define KILN_TEST_FORM_leaf_0(NAME, T) ++covered;    // every test's inputs and literals
 #define KILN_TEST_FORM_select_3(NAME, T) ++covered;  // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
-#define KILN_TEST_FORM_reduction_1(NAME, T)                                                    \
-  static_assert(                                                                               \
+#define KILN_TEST_FORM_reduction_1(NAME, T)                                                      \
+  static_assert(                                                                                 \
       requires(graph g, graph::value v) { g.NAME(v, {0}, false); }, "graph::" #NAME " missing"); \
   check_reduction<op::NAME, T>(fn<tensor<T, dyn>>([](auto x) { return kiln::NAME<>(x); }));
 #define KILN_TEST_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \

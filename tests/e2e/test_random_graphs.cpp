@@ -581,17 +581,19 @@ rv fold(const ir::node& n, const std::vector<rv>& x) {
       fm = is_max ? std::max(fm, v.f) : std::min(fm, v.f);
       i = is_max ? std::max(i, ie) : std::min(i, ie);
     } else if (n.kind == op::reduce_prod) {
-      d *= e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(ie));
+      d *= e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) *
+                                            static_cast<std::uint64_t>(ie));
       magnitude += 1;  // relative roundings, one per factor
     } else {
-      d += e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) + static_cast<std::uint64_t>(ie));
+      d += e, i = static_cast<std::int64_t>(static_cast<std::uint64_t>(i) +
+                                            static_cast<std::uint64_t>(ie));
       magnitude += std::fabs(e);
     }
   }
   auto count = static_cast<double>(x.size());
   if (n.kind == op::reduce_mean) d /= count, magnitude /= count;
-  double bound = n.kind == op::reduce_prod ? magnitude * 0x1p-24 * std::fabs(d)
-                                           : count * 0x1p-24 * magnitude;
+  double bound =
+      n.kind == op::reduce_prod ? magnitude * 0x1p-24 * std::fabs(d) : count * 0x1p-24 * magnitude;
   if (n.kind == op::reduce_l2) {
     d = std::sqrt(d);
     bound = d > 0 ? bound / (2 * d) : std::sqrt(bound);
@@ -846,10 +848,9 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
 // type rule, on the f32, i32 and bool values it builds) and one the evaluator knows.
 TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   using ir::op_class;
-  const op_class drawn[] = {op_class::unary,   op_class::binary, op_class::ternary,
-                            op_class::test,    op_class::compare, op_class::logical,
-                            op_class::select,  op_class::cast,    op_class::leaf,
-                            op_class::reduction};
+  const op_class drawn[] = {
+      op_class::unary,   op_class::binary, op_class::ternary, op_class::test, op_class::compare,
+      op_class::logical, op_class::select, op_class::cast,    op_class::leaf, op_class::reduction};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];
     auto o = static_cast<op>(k);

@@ -15,9 +15,9 @@ using kiln::dtype;
 using kiln::ir::op;
 using ref::dims_t;
 
-constexpr op all_kinds[] = {op::reduce_sum,  op::reduce_mean, op::reduce_max,
-                            op::reduce_min,  op::reduce_prod, op::reduce_l1,
-                            op::reduce_l2,   op::reduce_sum_square};
+constexpr op all_kinds[] = {op::reduce_sum, op::reduce_mean,      op::reduce_max,
+                            op::reduce_min, op::reduce_prod,      op::reduce_l1,
+                            op::reduce_l2,  op::reduce_sum_square};
 
 // The reduced dims: axes dropped, or kept with size 1.
 dims_t reduced(const dims_t& dims, std::uint32_t axes, bool keepdims) {
@@ -50,8 +50,8 @@ expected<T> reference(op kind, const std::vector<T>& x, const dims_t& dims, std:
       if ((axes >> i) & 1u) per *= dims[i];
   }
   constexpr bool is_int = std::is_integral_v<T>;
-  double init = kind == op::reduce_max   ? -INFINITY
-                : kind == op::reduce_min ? INFINITY
+  double init = kind == op::reduce_max    ? -INFINITY
+                : kind == op::reduce_min  ? INFINITY
                 : kind == op::reduce_prod ? 1.0
                                           : 0.0;
   std::vector<double> acc(outputs, init), scale(outputs, 0);
@@ -152,8 +152,8 @@ double storage_eps() {
 }
 
 template <class T>
-void expect_reduction(op kind, const std::vector<T>& got, const expected<T>& want,
-                      std::int64_t per, const std::string& what) {
+void expect_reduction(op kind, const std::vector<T>& got, const expected<T>& want, std::int64_t per,
+                      const std::string& what) {
   ASSERT_EQ(got.size(), want.values.size()) << what;
   int reported = 0;
   // Floats: a tree's bound on the accumulated rounding (the device's compensated sums do
@@ -166,9 +166,8 @@ void expect_reduction(op kind, const std::vector<T>& got, const expected<T>& wan
     if constexpr (std::is_integral_v<T>) {
       ok = g == w;
     } else {
-      double bound = kind == op::reduce_prod
-                         ? 2 * (per + 1) * accumulation_eps<T>() * std::fabs(w)
-                         : 4 * steps * accumulation_eps<T>() * want.scale[i];
+      double bound = kind == op::reduce_prod ? 2 * (per + 1) * accumulation_eps<T>() * std::fabs(w)
+                                             : 4 * steps * accumulation_eps<T>() * want.scale[i];
       if (kind == op::reduce_l2) bound = 4 * steps * accumulation_eps<T>() * std::fabs(w);
       bound += storage_eps<T>() * std::fabs(w);
       ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= bound;
@@ -230,9 +229,9 @@ std::vector<std::uint32_t> axes_sets(int rank) {
   return sets;
 }
 
-const std::vector<dims_t> shapes = {{},        {0},       {1},          {7},
-                                    {1000},    {4097},    {3, 0, 2},    {2, 3, 4},
-                                    {7, 1, 5}, {65, 63},  {2, 3, 1, 4}, {2, 1, 3, 2, 2, 3}};
+const std::vector<dims_t> shapes = {{},        {0},      {1},          {7},
+                                    {1000},    {4097},   {3, 0, 2},    {2, 3, 4},
+                                    {7, 1, 5}, {65, 63}, {2, 3, 1, 4}, {2, 1, 3, 2, 2, 3}};
 
 TEST(Reductions, EveryKindOverEveryAxisSetF32) {
   unsigned seed = 1;
@@ -263,8 +262,8 @@ TEST(Reductions, IntegersAreExactAndWrap) {
     for (const dims_t& dims : {dims_t{7}, dims_t{4097}, dims_t{3, 0, 2}, dims_t{5, 6, 7}})
       for (auto axes : axes_sets(static_cast<int>(dims.size()))) {
         bool prod = kind == op::reduce_prod;
-        check_graph<std::int32_t>(kind, dims, axes, false, prod ? -3 : -100000,
-                                  prod ? 4 : 100000, seed++);
+        check_graph<std::int32_t>(kind, dims, axes, false, prod ? -3 : -100000, prod ? 4 : 100000,
+                                  seed++);
         check_graph<std::int8_t>(kind, dims, axes, true, -128, 128, seed++);
         check_graph<std::uint8_t>(kind, dims, axes, false, 0, 256, seed++);
         check_graph<std::int64_t>(kind, dims, axes, false, -1e12, 1e12, seed++);
@@ -334,12 +333,12 @@ TEST(Reductions, DslDoor) {
   static_assert(row_sum.plan.transient_bytes() == 0);
   static_assert(std::is_same_v<std::tuple_element_t<0, decltype(row_sum)::result_values>,
                                kiln::value<float, kiln::extents<5>>>);
-  constexpr auto col_max = kiln::fn<tensor<float, 5, 7>>(
-      [](auto x) { return kiln::reduce_max<-2>(x, kiln::keepdims); });
+  constexpr auto col_max =
+      kiln::fn<tensor<float, 5, 7>>([](auto x) { return kiln::reduce_max<-2>(x, kiln::keepdims); });
   static_assert(std::is_same_v<std::tuple_element_t<0, decltype(col_max)::result_values>,
                                kiln::value<float, kiln::extents<1, 7>>>);
-  constexpr auto total = kiln::fn<tensor<float, kiln::dyn, 3>>(
-      [](auto x) { return kiln::reduce_l1<>(x); });
+  constexpr auto total =
+      kiln::fn<tensor<float, kiln::dyn, 3>>([](auto x) { return kiln::reduce_l1<>(x); });
   static_assert(std::is_same_v<std::tuple_element_t<0, decltype(total)::result_values>,
                                kiln::value<float, kiln::extents<>>>);
 
@@ -459,6 +458,29 @@ TEST(Reductions, CompiledAndInterpretedCpuAgreeBitForBit) {
   e.run({ref::view_of(x.data, x.dims)}, {a2, b2}, cpu);
   EXPECT_EQ(a, a2);
   EXPECT_EQ(b, b2);
+}
+
+// The same bits from run to run on one device: every fold has a fixed order.
+TEST(Reductions, SameBitsFromRunToRun) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {257, 1031});
+  g.output("rows", g.reduce_sum(x, {1}));
+  g.output("cols", g.reduce_l2(x, {0}));
+  g.output("all", g.reduce_mean(g.exp(x), {}));
+  auto e = kiln::compile(g);
+  auto in = ref::make_arg<float>({257, 1031}, -2, 2, 51);
+  auto run = [&] {
+    std::vector<float> rows(257), cols(1031), all(1);
+    e.run({ref::view_of(in.data, in.dims)}, {rows, cols, all});
+    rows.insert(rows.end(), cols.begin(), cols.end());
+    rows.push_back(all[0]);
+    return rows;
+  };
+  auto first = run();
+  for (int k = 0; k < 3; ++k) {
+    auto again = run();
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0) << "run " << k + 2;
+  }
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     std::vector<bool> used(n_nodes, false);
     for (auto w : wanted) used[w] = true;
     for (std::size_t i = n_nodes; i-- > 0;) {
-      if (!used[i] || (is_root(static_cast<std::int32_t>(i)) && static_cast<std::int32_t>(i) != root))
+      if (!used[i] ||
+          (is_root(static_cast<std::int32_t>(i)) && static_cast<std::int32_t>(i) != root))
         continue;
       for (int k = 0; k < g.nodes[i].arity(); ++k) used[g.nodes[i].operands[k]] = true;
     }

@@ -132,8 +132,8 @@ struct reduction_axes {
     if constexpr (in_range) ((m |= 1u << (Axes < 0 ? Axes + Rank : Axes)), ...);
     return sizeof...(Axes) == 0 && Rank > 0 ? static_cast<std::uint32_t>((1ull << Rank) - 1) : m;
   }();
-  static constexpr bool distinct = std::popcount(mask) == static_cast<int>(sizeof...(Axes)) ||
-                                   sizeof...(Axes) == 0;
+  static constexpr bool distinct =
+      !in_range || sizeof...(Axes) == 0 || std::popcount(mask) == static_cast<int>(sizeof...(Axes));
 };
 
 template <ir::op O, bool Keep, int... Axes, class A>
@@ -145,7 +145,7 @@ constexpr auto make_reduction(const A& a) {
   static_assert(in_range, "kiln reduction: an axis is out of range for the operand's rank");
   constexpr bool distinct = axes::distinct;
   static_assert(distinct, "kiln reduction: an axis is given twice");
-  if constexpr (in_range && distinct) {
+  if constexpr (in_range && distinct) {  // (a wrong axis is one error, not two)
     constexpr ir::attributes attrs{axes::mask, Keep};
     using R = decltype(extents_from<ir::reduced_dims(E::value(), attrs)>());
     return value<T, R>{a.builder, a.builder->reduce(O, a.id, attrs.axes, Keep)};

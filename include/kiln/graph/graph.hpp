@@ -153,12 +153,12 @@ class graph {
 #define KILN_GRAPH_FORM_ternary_3(NAME) \
   value NAME(value a, value b, value c) { return apply(ir::op::NAME, {a, b, c}); }
 #define KILN_GRAPH_FORM_cast_1(NAME)
-#define KILN_GRAPH_FORM_reduction_1(NAME)                                                     \
+#define KILN_GRAPH_FORM_reduction_1(NAME)                                                    \
   value NAME(value a, std::span<const std::int64_t> axes, bool keepdims = true) {            \
-    return reduce(ir::op::NAME, a, axes, keepdims);                                           \
-  }                                                                                           \
+    return reduce(ir::op::NAME, a, axes, keepdims);                                          \
+  }                                                                                          \
   value NAME(value a, std::initializer_list<std::int64_t> axes = {}, bool keepdims = true) { \
-    return reduce(ir::op::NAME, a, axes, keepdims);                                           \
+    return reduce(ir::op::NAME, a, axes, keepdims);                                          \
   }
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)

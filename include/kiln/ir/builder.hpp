@@ -200,11 +200,13 @@ class builder {
 
   // ---- hashed deduplication ------------------------------------------------------------------
   static constexpr std::uint64_t hash_of(const node& n) {
-    std::uint64_t head[] = {
-        static_cast<std::uint64_t>(n.kind),      static_cast<std::uint64_t>(n.type),
-        static_cast<std::uint64_t>(n.arg),       static_cast<std::uint64_t>(n.dims.rank),
-        std::bit_cast<std::uint64_t>(n.value.f), static_cast<std::uint64_t>(n.value.i),
-        n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32)};
+    std::uint64_t head[] = {static_cast<std::uint64_t>(n.kind),
+                            static_cast<std::uint64_t>(n.type),
+                            static_cast<std::uint64_t>(n.arg),
+                            static_cast<std::uint64_t>(n.dims.rank),
+                            std::bit_cast<std::uint64_t>(n.value.f),
+                            static_cast<std::uint64_t>(n.value.i),
+                            n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32)};
     std::uint64_t h = detail::fnv1a(head);
     h = detail::fnv1a(n.operands, h);
     return detail::fnv1a(n.dims.dims, h);

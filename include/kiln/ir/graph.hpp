@@ -64,10 +64,12 @@ struct graph {
   std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
 };
 
-// Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication use.
+// Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication
+// use.
 constexpr bool same_node(const node& x, const node& y) {
   return x.kind == y.kind && x.type == y.type && x.operands == y.operands && x.arg == y.arg &&
-         x.dims == y.dims && x.attrs == y.attrs && (x.kind != op::constant || same_bits(x.value, y.value));
+         x.dims == y.dims && x.attrs == y.attrs &&
+         (x.kind != op::constant || same_bits(x.value, y.value));
 }
 
 }  // namespace kiln::ir

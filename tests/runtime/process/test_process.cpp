@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <fstream>
 
@@ -242,4 +243,49 @@ TEST(Faults, EveryCreationCanFail) {
   EXPECT_GE(call_failures, 5);  // memory block, pipeline, command buffer, descriptor pool, submit
   std::printf("injected failures: %d while opening the device, %d in calls\n", opening_failures,
               call_failures);
+}
+
+namespace {
+// The bits of reductions of a 300 x 4097 tensor (rows, columns, all of it, large enough to be
+// split across threads), through both CPU drivers.
+std::vector<std::uint32_t> reduction_bits() {
+  constexpr auto f = fn<tensor<f32, dyn, dyn>>([](auto x) {
+    return std::tuple{reduce_sum<1>(x), reduce_mean<0>(exp(x)), reduce_l2<>(x)};
+  });
+  std::vector<float> x(300 * 4097);
+  std::uint32_t state = 12345;
+  for (auto& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / 16777216.0f * 4 - 2;
+  }
+  auto data = view(x.data(), {300, 4097});
+  auto [rows, cols, all] = f.on(device::cpu())(data);
+  std::vector<float> rows2(300), cols2(4097), all2(1);
+  compile(f).run({data}, {rows2, cols2, all2}, device::cpu());
+  std::vector<std::uint32_t> bits;
+  for (const auto* v : {&rows, &cols, &all, &rows2, &cols2, &all2})
+    for (float e : *v) bits.push_back(std::bit_cast<std::uint32_t>(e));
+  return bits;
+}
+}  // namespace
+
+// Reductions have the same bits whatever KILN_NUM_THREADS is: a process with one thread writes
+// them to KILN_TEST_BITS, one with two threads compares (runtime.determinism.* in CMake).
+TEST(Determinism, WriteReductionBits) {
+  auto bits = reduction_bits();
+  std::ofstream out(std::getenv("KILN_TEST_BITS"), std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bits.data()),
+            static_cast<std::streamsize>(bits.size() * 4));
+  ASSERT_TRUE(out.good());
+}
+
+TEST(Determinism, SameReductionBitsWithOtherThreadCounts) {
+  auto bits = reduction_bits();
+  std::ifstream in(std::getenv("KILN_TEST_BITS"), std::ios::binary);
+  std::vector<std::uint32_t> written(bits.size());
+  in.read(reinterpret_cast<char*>(written.data()), static_cast<std::streamsize>(bits.size() * 4));
+  ASSERT_TRUE(in.good()) << "the first process wrote no bits";
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < bits.size(); ++i) differ += bits[i] != written[i];
+  EXPECT_EQ(differ, 0u) << "of " << bits.size() << " results";
 }

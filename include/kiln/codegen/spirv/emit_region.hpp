@@ -157,8 +157,7 @@ class region_emitter final : public op_lowering {
       }
       const ir::node& operand = g_.nodes[g_.nodes[r_.root].operands[0]];
       id partials = m_.type_array(vec(lane_of(compute_dtype(operand.type))), wg_size_);
-      shared_ = m_.global(Op::OpVariable,
-                          m_.type_pointer(spv::StorageClass::Workgroup, partials),
+      shared_ = m_.global(Op::OpVariable, m_.type_pointer(spv::StorageClass::Workgroup, partials),
                           {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)});
     }
     main_ = m_.fresh();
@@ -570,9 +569,9 @@ class region_emitter final : public op_lowering {
     };
     id count = metadata(constants_at_ - 1);
     id results = lane_elements();
-    id first = m_.emit(Op::OpIMul, uvec4(),
-                       {results, m_.emit(Op::OpCompositeConstruct, uvec4(),
-                                         {count, count, count, count})});
+    id first = m_.emit(
+        Op::OpIMul, uvec4(),
+        {results, m_.emit(Op::OpCompositeConstruct, uvec4(), {count, count, count, count})});
     id init = 0;
     switch (kind) {
       case op::reduce_max:
@@ -709,7 +708,7 @@ class region_emitter final : public op_lowering {
   const compiler::region& r_;
   const std::vector<operand_kind>& kinds_;
   const target& t_;
-  std::size_t n_inputs_ = 0;              // input bindings (parameters, then transients)
+  std::size_t n_inputs_ = 0;             // input bindings (parameters, then transients)
   std::vector<compiler::store> stores_;  // what an elementwise region stores, by output binding
   id elements_ = 0;                      // a reduction's operand elements of the current step
   id current_label_ = 0;                 // the block the reduction loop starts from

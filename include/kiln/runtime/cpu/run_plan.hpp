@@ -14,9 +14,9 @@
 namespace kiln::cpu {
 
 // Region i's row function: row_of(i, in, step, out, count).
-using region_rows_ref = function_ref<void(int region, const void* const* in,
-                                          const std::int64_t* step, void* const* out,
-                                          std::int64_t count)>;
+using region_rows_ref =
+    function_ref<void(int region, const void* const* in, const std::int64_t* step, void* const* out,
+                      std::int64_t count)>;
 
 // Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols.
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
@@ -46,8 +46,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     arena_memory.resize((arena.bytes + sizeof(line) - 1) / sizeof(line));
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
-    return std::pair{arena_memory.data()->bytes + arena.offsets[t],
-                     runtime::concrete(n.dims, sym)};
+    return std::pair{arena_memory.data()->bytes + arena.offsets[t], runtime::concrete(n.dims, sym)};
   };
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (only && !(*only)[i]) continue;
@@ -68,18 +67,18 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const ir::node* root = reg.root >= 0 ? &g.nodes[reg.root] : nullptr;
     shape written = root ? ir::kept_dims(space, root->attrs) : space;
     for (auto r : reg.results)
-      outs[r] = layout_over(results[r].data, size_in_bytes(g.nodes[g.outputs[r]].type), written,
-                            space);
+      outs[r] =
+          layout_over(results[r].data, size_in_bytes(g.nodes[g.outputs[r]].type), written, space);
     for (auto t : reg.writes)
-      outs[n_outputs + t] = layout_over(transient(t).first,
-                                        size_in_bytes(g.nodes[p.transients[t]].type), written, space);
+      outs[n_outputs + t] = layout_over(
+          transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, space);
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
     auto in_slots = compiler::input_slots(p, reg);
     auto out_slots = compiler::output_slots(p, reg);
     if (root)
       run_reduction(row, root->kind, root->type, space, root->attrs.axes, in_slots, ins, out_slots,
-                    outs);
+                    outs, compiler::load_slot(p, reg, root->operands[0]));
     else
       run_region(row, space, in_slots, ins, out_slots, outs);
   }

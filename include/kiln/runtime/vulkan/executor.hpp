@@ -47,7 +47,8 @@ inline std::string cannot_reduce(const spirv::target& t, const detail::region_ca
   std::uint64_t per_round = (static_cast<std::uint64_t>(call.reduced) + w - 1) / w + 16;
   if (rounds * per_round > 65535)
     return "it folds " + std::to_string(call.reduced) + " elements into each of " +
-           std::to_string(call.metadata[1]) + " results, more loop iterations per invocation "
+           std::to_string(call.metadata[1]) +
+           " results, more loop iterations per invocation "
            "than drivers allow (65535)";
   return "";
 }

@@ -95,8 +95,8 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
                      ? runtime::argument_dims(args[slot], p.graph.inputs[slot].dims)
                      : runtime::concrete(p.graph.nodes[p.transients[slot - n_inputs]].dims, sym);
     std::int64_t size = dims.element_count();
-    spirv::operand_kind k = reg.root >= 0 ? spirv::operand_kind::strided
-                            : size == 1   ? spirv::operand_kind::uniform
+    spirv::operand_kind k = reg.root >= 0   ? spirv::operand_kind::strided
+                            : size == 1     ? spirv::operand_kind::uniform
                             : size == total ? spirv::operand_kind::full
                                             : spirv::operand_kind::strided;
     c.kinds.push_back(k);
@@ -198,9 +198,10 @@ KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
     for (std::size_t o = 0; o < plan.regions.size(); ++o) d.origin.push_back(static_cast<int>(o));
   else
     for (const auto& r : d.plan.regions)
-    for (std::size_t o = 0; o < plan.regions.size(); ++o)
-      if (std::ranges::find(plan.regions[o].results, r.results[0]) != plan.regions[o].results.end())
-        d.origin.push_back(static_cast<int>(o));
+      for (std::size_t o = 0; o < plan.regions.size(); ++o)
+        if (std::ranges::find(plan.regions[o].results, r.results[0]) !=
+            plan.regions[o].results.end())
+          d.origin.push_back(static_cast<int>(o));
   return by_bindings.emplace(max_bindings, std::move(d)).first->second;
 }
 #endif  // KILN_RUNTIME_BODY
