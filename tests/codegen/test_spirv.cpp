@@ -141,6 +141,12 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
           case ir::op_class::ternary:
             r = b.ternary(kind, x, y, b.input(t, {}));
             break;
+          case ir::op_class::reduction:  // over the run-time axis, and keeping it
+            r = b.reduce(kind, x, 0b01, true);
+            break;
+          case ir::op_class::index_reduction:
+            r = b.index_reduce(kind, x, 1, false, o % 2 == 0);
+            break;
           default:
             r = info.arity == 1 ? b.unary(kind, x) : b.binary(kind, x, y);
         }
@@ -149,6 +155,8 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
         ASSERT_EQ(p.regions.size(), 1u);
         const auto& reg = p.regions[0];
         for (auto k : {operand_kind::full, operand_kind::uniform, operand_kind::strided}) {
+          // A reduction's operands are always strided (kernel_cache's layout_call).
+          if (reg.root >= 0 && k != operand_kind::strided) continue;
           std::vector<operand_kind> kinds(reg.args.size(), k);
           auto kernel = spirv::emit_region(p, reg, kinds, full_target());
           std::string what = std::string(ir::name(kind)) + " " + std::string(name(t)) + "->" +

@@ -111,6 +111,11 @@ double scalar(op o, double a, double b, double c = 0) {
     case op::reduce_l2:
     case op::reduce_sum_square:
       return a + b * b;
+    // argmax / argmin: whether b (later) replaces a as the extreme.
+    case op::argmax:
+      return b > a;
+    case op::argmin:
+      return b < a;
     case op::tan:
       return std::tan(a);
     case op::asin:
@@ -280,6 +285,23 @@ void check_reduction(const F& f) {
   EXPECT_NEAR(interpreted[0], want, 1e-6 * scale) << "(cpu interpreter)";
 }
 
+// argmax/argmin along a 1027-element vector, on the default device and the CPU interpreter,
+// against the first extreme found by scalar() (ties keep the first index, as ONNX's default).
+template <op O, class T, class F>
+void check_index_reduction(const F& f) {
+  SCOPED_TRACE(std::string(ir::name(O)));
+  auto x = operand<T>(1027, 1, O);
+  std::int64_t want = 0;
+  for (std::size_t i = 1; i < x.data.size(); ++i)
+    if (scalar(O, x.data[want], x.data[i]) != 0) want = static_cast<std::int64_t>(i);
+  auto got = f(ref::view_of(x.data, x.dims));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], want);
+  std::vector<std::int64_t> interpreted(1);
+  kiln::compile(f).run({ref::view_of(x.data, x.dims)}, {interpreted}, kiln::device::cpu());
+  EXPECT_EQ(interpreted[0], want) << "(cpu interpreter)";
+}
+
 // The element type each op is checked on.
 #define KILN_TEST_ELEMENT_any float
 #define KILN_TEST_ELEMENT_numeric float
@@ -309,6 +331,10 @@ void check_reduction(const F& f) {
 #define KILN_TEST_FORM_leaf_0(NAME, T) ++covered;    // every test's inputs and literals
 #define KILN_TEST_FORM_select_3(NAME, T) ++covered;  // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
+#define KILN_TEST_FORM_index_reduction_1(NAME, T)                                              \
+  static_assert(                                                                               \
+      requires(graph g, graph::value v) { g.NAME(v, 0, false); }, "graph::" #NAME " missing"); \
+  check_index_reduction<op::NAME, T>(fn<tensor<T, dyn>>([](auto x) { return kiln::NAME<0>(x); }));
 #define KILN_TEST_FORM_reduction_1(NAME, T)                                                      \
   static_assert(                                                                                 \
       requires(graph g, graph::value v) { g.NAME(v, {0}, false); }, "graph::" #NAME " missing"); \

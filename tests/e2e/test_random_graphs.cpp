@@ -137,6 +137,7 @@ random_graph make_graph(unsigned seed) {
   auto int_unary = ops_where(ir::op_class::unary, dtype::i32);
   auto float_reductions = ops_where(ir::op_class::reduction, dtype::f32);
   auto int_reductions = ops_where(ir::op_class::reduction, dtype::i32);
+  auto index_reductions = ops_where(ir::op_class::index_reduction, dtype::f32);
   auto any_op = [&](const std::vector<op>& v) { return v[pick(static_cast<int>(v.size()))]; };
   int steps = 2 + pick(8);
   for (int s = 0; s < steps; ++s) {
@@ -155,6 +156,12 @@ random_graph make_graph(unsigned seed) {
         for (std::size_t k = 0; k < axes.size(); ++k)
           leading = leading && (axes[k] < 0 ? axes[k] + r : axes[k]) == static_cast<int>(k);
         bool keep = !leading || pick(2);
+        if (pick(4) == 0) {  // argmax / argmin along one of the axes, as an i32
+          bool last = pick(2);
+          ints.push_back(
+              b.cast(b.index_reduce(any_op(index_reductions), x, axes[0], keep, last), dtype::i32));
+          break;
+        }
         op kind = any_op(integer ? int_reductions : float_reductions);
         (integer ? ints : floats).push_back(b.reduce(kind, x, axes, keep));
         break;
@@ -539,9 +546,37 @@ rv apply_node(const ir::graph& g, const ir::node& n, const rv* operand) {
 // exactly enough, floats as the double result moved by the worst rounding of a float fold (n
 // steps of half an ulp of the running |sum|), so that the float-double gap, which every later
 // comparison allows for, covers however the kernel ordered the fold.
-rv fold(const ir::node& n, const std::vector<rv>& x) {
+rv fold(const ir::graph& g, const ir::node& n, const std::vector<rv>& x) {
   bool fl = is_floating(n.type);
   rv r;
+  if (ir::info(n.kind).cls == ir::op_class::index_reduction) {
+    // The extreme's index: NaN counts as the extreme, ties keep the first (or last) index. Two
+    // floats within rounding distance of each other may come out in either order: undecided.
+    bool floats = is_floating(g.nodes[n.operands[0]].type);
+    std::int64_t best = -1;
+    rv bv;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      const rv& v = x[k];
+      r.undecided = r.undecided || v.undecided;
+      if (best < 0) {
+        best = static_cast<std::int64_t>(k);
+        bv = v;
+        continue;
+      }
+      double a = floats ? bv.f : bv.i, b = floats ? v.f : v.i;
+      bool na = std::isnan(a), nb = std::isnan(b);
+      bool tie = (na && nb) || (!na && !nb && a == b);
+      bool wins = tie ? n.attrs.select_last : nb || (!na && (n.kind == op::argmax ? b > a : b < a));
+      if (floats && !tie && !na && !nb && std::fabs(a - b) <= slack(bv) + slack(v))
+        r.undecided = true;
+      if (wins) {
+        best = static_cast<std::int64_t>(k);
+        bv = v;
+      }
+    }
+    r.i = static_cast<std::int32_t>(best);
+    return r;
+  }
   double d = 0, magnitude = 0;
   float fm = 0;  // max and min: of the floats themselves
   std::int64_t i = 0;
@@ -627,7 +662,7 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
       continue;
     }
     v[k].resize(static_cast<std::size_t>(count));
-    if (ir::info(n.kind).cls == ir::op_class::reduction) {
+    if (ir::is_reduction(ir::info(n.kind).cls)) {
       const std::vector<rv>& x = v[n.operands[0]];
       shape xd = runtime::concrete(g.nodes[n.operands[0]].dims, sym);
       std::vector<std::vector<rv>> groups(static_cast<std::size_t>(count));
@@ -639,7 +674,7 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
           if (!ir::reduces(n.attrs, i)) o = o * xd.dims[i] + point[i];
         groups[o].push_back(x[e]);
       }
-      for (std::int64_t o = 0; o < count; ++o) v[k][o] = fold(n, groups[o]);
+      for (std::int64_t o = 0; o < count; ++o) v[k][o] = fold(g, n, groups[o]);
       continue;
     }
     std::int64_t point[max_rank] = {};
@@ -848,9 +883,10 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
 // type rule, on the f32, i32 and bool values it builds) and one the evaluator knows.
 TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   using ir::op_class;
-  const op_class drawn[] = {
-      op_class::unary,   op_class::binary, op_class::ternary, op_class::test, op_class::compare,
-      op_class::logical, op_class::select, op_class::cast,    op_class::leaf, op_class::reduction};
+  const op_class drawn[] = {op_class::unary,     op_class::binary,         op_class::ternary,
+                            op_class::test,      op_class::compare,        op_class::logical,
+                            op_class::select,    op_class::cast,           op_class::leaf,
+                            op_class::reduction, op_class::index_reduction};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];
     auto o = static_cast<op>(k);
@@ -865,7 +901,7 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
                 info.cls == op_class::select)
         << "accepts neither f32 nor i32, which the generator builds";
     kiln::graph g;
-    bool reduction = info.cls == op_class::reduction;
+    bool reduction = ir::is_reduction(info.cls);
     shape dims = reduction ? shape{2} : shape{};  // reduced: two elements into one
     auto x = g.input("x", t, dims);
     auto c = g.input("c", dtype::boolean, {});
@@ -879,6 +915,9 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         break;
       case op_class::reduction:
         r = g.reduce(o, x, {0});
+        break;
+      case op_class::index_reduction:
+        r = g.index_reduce(o, x, 0);
         break;
       default:
         r = info.arity == 1   ? g.apply(o, {x})

@@ -483,4 +483,102 @@ TEST(Reductions, SameBitsFromRunToRun) {
   }
 }
 
+// argmax / argmin along each axis: the index of the first extreme (or the last with
+// select_last_index), NaN counting as the extreme, against a scan written here.
+template <class T>
+void check_index(op kind, const dims_t& dims, int axis, bool keepdims, bool last, double lo,
+                 double hi, unsigned seed, bool with_nan = false) {
+  constexpr dtype t = kiln::dtype_of<T>;
+  kiln::graph g;
+  auto x = g.input("x", t, ref::to_shape(dims));
+  g.output("i", g.index_reduce(kind, x, axis, keepdims, last));
+  auto e = kiln::compile(g);
+  auto in = ref::make_arg<T>(dims, lo, hi, seed);
+  if constexpr (std::is_floating_point_v<T>)
+    if (with_nan)
+      for (std::size_t i = 0; i < in.data.size(); i += 7) in.data[i] = NAN;
+  std::uint32_t axes = 1u << axis;
+  dims_t out_dims = reduced(dims, axes, keepdims);
+  std::vector<std::int64_t> got(static_cast<std::size_t>(ref::count(out_dims)), -7);
+  e.run({ref::view_of(in.data, dims)},
+        {kiln::tensor_ref(static_cast<void*>(got.data()), dtype::i64, ref::to_shape(out_dims))});
+  // The reference: walk each result's elements along the axis.
+  std::int64_t inner = 1;
+  for (std::size_t i = axis + 1; i < dims.size(); ++i) inner *= dims[i];
+  std::int64_t len = dims[axis], outer = ref::count(dims) / std::max<std::int64_t>(len * inner, 1);
+  std::string what = std::string(kiln::ir::name(kind)) + " of " + std::string(kiln::name(t)) +
+                     ref::dims_text(dims) + " axis " + std::to_string(axis) +
+                     (last ? " last" : "") + (with_nan ? " with NaN" : "");
+  int reported = 0;
+  for (std::int64_t o = 0; o < outer && reported < 5; ++o)
+    for (std::int64_t c = 0; c < inner && reported < 5; ++c) {
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < len; ++k) {
+        double a = ref::to_double(in.data[(o * len + best) * inner + c]);
+        double b = ref::to_double(in.data[(o * len + k) * inner + c]);
+        bool na = std::isnan(a), nb = std::isnan(b);
+        bool tie = (na && nb) || (!na && !nb && a == b);
+        bool wins = tie ? last : nb || (!na && (kind == op::argmax ? b > a : b < a));
+        if (wins) best = k;
+      }
+      if (got[o * inner + c] != best) {
+        ++reported;
+        ADD_FAILURE() << what << ": result " << o * inner + c << " is " << got[o * inner + c]
+                      << ", expected " << best;
+      }
+    }
+}
+
+TEST(Reductions, ArgmaxArgminFirstOrLastOfTies) {
+  unsigned seed = 400;
+  for (op kind : {op::argmax, op::argmin})
+    for (const dims_t& dims : {dims_t{1}, dims_t{7}, dims_t{4097}, dims_t{3, 1, 5}, dims_t{65, 63},
+                               dims_t{2, 3, 4, 5}, dims_t{300, 301}})
+      for (int axis = 0; axis < static_cast<int>(dims.size()); ++axis)
+        for (bool last : {false, true}) {
+          // Few distinct values, so ties are everywhere.
+          check_index<std::int32_t>(kind, dims, axis, !last, last, -3, 3, seed++);
+          check_index<float>(kind, dims, axis, last, last, -2, 2, seed++);
+          check_index<float>(kind, dims, axis, false, last, -2, 2, seed++, true);
+          check_index<std::uint8_t>(kind, dims, axis, false, last, 0, 4, seed++);
+          check_index<kiln::float16>(kind, dims, axis, true, last, -1, 1, seed++);
+        }
+}
+
+TEST(Reductions, ArgmaxThroughTheDsl) {
+  using kiln::tensor;
+  constexpr auto f = kiln::fn<tensor<float, 4, 6>>([](auto x) {
+    return std::tuple{kiln::argmax<1>(kiln::abs(x)), kiln::argmin<-2>(x, kiln::keepdims)};
+  });
+  static_assert(f.plan.dispatch_count() == 2);
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(f)::result_values>,
+                               kiln::value<std::int64_t, kiln::extents<4>>>);
+  static_assert(std::is_same_v<std::tuple_element_t<1, decltype(f)::result_values>,
+                               kiln::value<std::int64_t, kiln::extents<1, 6>>>);
+  std::vector<float> x = {1,  -5, 5,  2,  0, 3, 7, 7, 1, -9, 1, 0,
+                          -1, -2, -3, -3, 9, 0, 0, 0, 0, 0,  0, 0};
+  auto [a, b] = f(x);
+  EXPECT_EQ(a, (std::vector<std::int64_t>{1, 3, 4, 0}));        // |-5| first of the tie with 5
+  EXPECT_EQ(b, (std::vector<std::int64_t>{2, 0, 2, 1, 0, 1}));  // first of equal minima
+}
+
+TEST(Reductions, ArgmaxOfAnEmptyAxisIsAnError) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {3, 0});
+  EXPECT_THROW(g.argmax(x, 1), kiln::error);  // static size 0: at the graph
+  kiln::graph h;
+  auto y = h.input("y", dtype::f32, {3, kiln::dyn});
+  h.output("i", h.argmin(y, 1, false));
+  auto e = kiln::compile(h);
+  std::vector<float> none;
+  std::vector<std::int64_t> out(3);
+  try {
+    e.run({kiln::tensor_ref(none.data(), dtype::f32, {3, 0})}, {out});
+    ADD_FAILURE() << "no error for an empty axis at the call";
+  } catch (const kiln::error& err) {
+    EXPECT_NE(std::string(err.what()).find("argmin"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("size 0"), std::string::npos) << err.what();
+  }
+}
+
 }  // namespace

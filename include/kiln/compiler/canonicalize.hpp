@@ -2,6 +2,8 @@
 // rebuild of the graph through ir::builder (whose deduplication is the CSE).
 #pragma once
 
+#include <bit>
+
 #include "kiln/compiler/fold.hpp"
 #include "kiln/ir/builder.hpp"
 
@@ -83,7 +85,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       all_constant = all_constant && x.kind == ir::op::constant;
       values[k] = x.value;
     }
-    bool elementwise = ir::info(old.kind).cls != ir::op_class::reduction;
+    bool elementwise = !ir::is_reduction(ir::info(old.kind).cls);
     if (simplify && all_constant && elementwise) {
       if (auto folded = fold(old.kind, old.type, values)) {
         map[i] = b.constant(*folded);
@@ -103,6 +105,10 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
         break;
       case ir::op_class::reduction:
         id = b.reduce(old.kind, ops[0], old.attrs.axes, old.attrs.keepdims);
+        break;
+      case ir::op_class::index_reduction:
+        id = b.index_reduce(old.kind, ops[0], std::countr_zero(old.attrs.axes), old.attrs.keepdims,
+                            old.attrs.select_last);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);

@@ -37,9 +37,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
                                                     std::vector<std::int32_t>& transients,
                                                     region_options opt = {}) {
   const auto n_nodes = g.nodes.size();
-  auto is_root = [&](std::int32_t id) {
-    return ir::info(g.nodes[id].kind).cls == ir::op_class::reduction;
-  };
+  auto is_root = [&](std::int32_t id) { return ir::is_reduction(ir::info(g.nodes[id].kind).cls); };
   // The nodes a region evaluates to produce `wanted`: everything they read, stopping at roots
   // other than the region's own (those are loaded).
   auto closure = [&](region& r, const std::vector<std::int32_t>& wanted, std::int32_t root) {

@@ -186,6 +186,39 @@ constexpr auto make_reduction(const A& a) {
     }                                                                                  \
   }
 
+// argmax<axis>(x), argmin<axis>(x): the i64 index of the first extreme element along the axis
+// (negative: from the end), which is dropped, or kept with size 1 given kiln::keepdims.
+#define KILN_DSL_INDEX_REDUCTION(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                                \
+  template <int Axis, tensor_value A, class... Keep>                                               \
+  requires(sizeof...(Keep) == 0 ||                                                                 \
+           (sizeof...(Keep) == 1 && (std::is_same_v<Keep, keepdims_t> && ...))) constexpr auto     \
+  NAME(const A& a, Keep...) {                                                                      \
+    constexpr bool keep = sizeof...(Keep) == 1;                                                    \
+    using E = typename A::extents_type;                                                            \
+    if constexpr (rejected_value<A>) {                                                             \
+      return value<std::int64_t, rejected_extents>{};                                              \
+    } else {                                                                                       \
+      constexpr bool elements_ok = ELEMENTS<typename A::element>;                                  \
+      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements");             \
+      constexpr bool in_range = Axis >= -E::rank && Axis < E::rank;                                \
+      static_assert(in_range, "kiln::" #NAME ": the axis is out of range for the operand's rank"); \
+      if constexpr (elements_ok && in_range) {                                                     \
+        constexpr int axis = Axis < 0 ? Axis + E::rank : Axis;                                     \
+        constexpr bool nonempty = E::value().dims[axis] != 0;                                      \
+        static_assert(nonempty, "kiln::" #NAME ": the axis has size 0 (no index to give)");        \
+        constexpr ir::attributes attrs{1u << axis, keep, false};                                   \
+        using R = decltype(detail::extents_from<ir::reduced_dims(E::value(), attrs)>());           \
+        if constexpr (nonempty)                                                                    \
+          return value<std::int64_t, R>{                                                           \
+              a.builder, a.builder->index_reduce(ir::op::OP, a.id, axis, keep, false)};            \
+        else                                                                                       \
+          return value<std::int64_t, rejected_extents>{};                                          \
+      } else {                                                                                     \
+        return value<std::int64_t, rejected_extents>{};                                            \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
 // One DSL function per row of ir/op.hpp's list, by its class and arity; leaves, select and cast
 // are written by hand below.
 #define KILN_DSL_ELEMENTS_any element_type, "any"
@@ -204,6 +237,7 @@ constexpr auto make_reduction(const A& a) {
 #define KILN_DSL_FORM_select_3(...)
 #define KILN_DSL_FORM_cast_1(...)
 #define KILN_DSL_FORM_reduction_1 KILN_DSL_REDUCTION
+#define KILN_DSL_FORM_index_reduction_1 KILN_DSL_INDEX_REDUCTION
 #define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
 #define KILN_DSL_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
   KILN_DSL_EXPAND(KILN_DSL_FORM_##CLASS##_##ARITY, NAME, NAME, KILN_DSL_ELEMENTS_##TYPES)
@@ -221,6 +255,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_FORM_select_3
 #undef KILN_DSL_FORM_cast_1
 #undef KILN_DSL_FORM_reduction_1
+#undef KILN_DSL_FORM_index_reduction_1
 #undef KILN_DSL_ELEMENTS_any
 #undef KILN_DSL_ELEMENTS_numeric
 #undef KILN_DSL_ELEMENTS_floating
@@ -230,6 +265,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_UNARY
 #undef KILN_DSL_TERNARY
 #undef KILN_DSL_REDUCTION
+#undef KILN_DSL_INDEX_REDUCTION
 
 // Operators: the same ops as the named functions above.
 #define KILN_DSL_OPERATOR(SYMBOL, NAME)                                                     \

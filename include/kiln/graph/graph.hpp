@@ -80,7 +80,7 @@ class graph {
     if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)
       throw error(errc::invalid_argument, std::string(op_name),
                   "use graph::input, graph::constant or graph::cast");
-    if (ir::info(o).cls == ir::op_class::reduction)
+    if (ir::is_reduction(ir::info(o).cls))
       throw error(errc::invalid_argument, std::string(op_name),
                   "takes axes: use graph::reduce (or graph::" + std::string(op_name) + ")");
     if (static_cast<int>(operands.size()) != arity)
@@ -132,6 +132,24 @@ class graph {
     if (axes.empty()) mask = rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
     return wrap(b_.reduce(o, id, mask, keepdims));
   }
+  // argmax / argmin of x along `axis` (negative: from the end): the i64 index of the first
+  // extreme element, or of the last with select_last_index; ONNX's ArgMax/ArgMin (opset 13+),
+  // whose defaults these are.
+  value index_reduce(ir::op o, value x, std::int64_t axis = 0, bool keepdims = true,
+                     bool select_last_index = false) {
+    std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "index_reduce";
+    if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::index_reduction)
+      throw error(errc::invalid_argument, std::string(op_name), "is not argmax or argmin");
+    std::int32_t id = id_of(x, op_name, 1);
+    int rank = b_.get().nodes[id].dims.rank;
+    if (axis < -rank || axis >= rank)
+      throw error(errc::invalid_argument, std::string(op_name),
+                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
+                      std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
+                      std::to_string(rank - 1) + ")");
+    return wrap(b_.index_reduce(o, id, static_cast<int>(axis < 0 ? axis + rank : axis), keepdims,
+                                select_last_index));
+  }
   value reduce(ir::op o, value x, std::initializer_list<std::int64_t> axes = {},
                bool keepdims = true) {
     return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
@@ -153,6 +171,11 @@ class graph {
 #define KILN_GRAPH_FORM_ternary_3(NAME) \
   value NAME(value a, value b, value c) { return apply(ir::op::NAME, {a, b, c}); }
 #define KILN_GRAPH_FORM_cast_1(NAME)
+#define KILN_GRAPH_FORM_index_reduction_1(NAME)                              \
+  value NAME(value a, std::int64_t axis = 0, bool keepdims = true,           \
+             bool select_last_index = false) {                               \
+    return index_reduce(ir::op::NAME, a, axis, keepdims, select_last_index); \
+  }
 #define KILN_GRAPH_FORM_reduction_1(NAME)                                                    \
   value NAME(value a, std::span<const std::int64_t> axes, bool keepdims = true) {            \
     return reduce(ir::op::NAME, a, axes, keepdims);                                          \
@@ -174,6 +197,7 @@ class graph {
 #undef KILN_GRAPH_FORM_select_3
 #undef KILN_GRAPH_FORM_cast_1
 #undef KILN_GRAPH_FORM_reduction_1
+#undef KILN_GRAPH_FORM_index_reduction_1
 
   // Marks v as the next result, under a name of its own.
   void output(std::string_view name, value v) {

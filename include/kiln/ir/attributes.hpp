@@ -9,8 +9,10 @@
 namespace kiln::ir {
 
 struct attributes {
-  std::uint32_t axes = 0;  // reductions: bit i set = operand axis i is reduced
-  bool keepdims = false;   // reductions: the reduced axes stay, with size 1
+  std::uint32_t axes = 0;    // reductions: bit i set = operand axis i is reduced
+  bool keepdims = false;     // reductions: the reduced axes stay, with size 1
+  bool select_last = false;  // argmax/argmin: the last index of equal extremes (ONNX's
+                             // select_last_index), else the first
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
 

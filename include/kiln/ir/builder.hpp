@@ -58,6 +58,8 @@ class builder {
     expect_arity(o, 1);
     const node& x = at(a, o);
     if (info(o).cls == op_class::cast) fail(o, errc::invalid_argument, "use builder::cast");
+    if (is_reduction(info(o).cls))
+      fail(o, errc::invalid_argument, "takes axes: use builder::reduce or index_reduce");
     check_type(o, x.type);
     node n;
     n.kind = o;
@@ -162,6 +164,31 @@ class builder {
     return append(n);
   }
 
+  // argmax / argmin of `a` along `axis` (0 <= axis < rank): the i64 index of the first (or with
+  // select_last, the last) of the extreme elements, as ONNX's ArgMax/ArgMin.
+  constexpr std::int32_t index_reduce(op o, std::int32_t a, int axis, bool keepdims,
+                                      bool select_last) {
+    expect_arity(o, 1);
+    if (info(o).cls != op_class::index_reduction)
+      fail(o, errc::invalid_argument, "is not argmax or argmin");
+    const node& x = at(a, o);
+    check_type(o, x.type);
+    if (axis < 0 || axis >= x.dims.rank)
+      fail(o, errc::invalid_argument,
+           "axis " + detail::to_text(axis) + " is out of range for an operand of rank " +
+               detail::to_text(x.dims.rank));
+    if (x.dims.dims[axis] == 0)
+      fail(o, errc::shape_mismatch,
+           "axis " + detail::to_text(axis) + " has size 0: there is no index to give");
+    node n;
+    n.kind = o;
+    n.type = dtype::i64;
+    n.attrs = {1u << axis, keepdims, select_last};
+    n.dims = reduced_dims(x.dims, n.attrs);
+    n.operands = {a, -1, -1};
+    return append(n);
+  }
+
   // Marks node id as the next function result.
   constexpr void output(std::int32_t id) {
     at(id, op::input);
@@ -206,7 +233,8 @@ class builder {
                             static_cast<std::uint64_t>(n.dims.rank),
                             std::bit_cast<std::uint64_t>(n.value.f),
                             static_cast<std::uint64_t>(n.value.i),
-                            n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32)};
+                            n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32) |
+                                (std::uint64_t{n.attrs.select_last} << 33)};
     std::uint64_t h = detail::fnv1a(head);
     h = detail::fnv1a(n.operands, h);
     return detail::fnv1a(n.dims.dims, h);

@@ -93,7 +93,11 @@
   X(reduce_prod, 1, reduction, numeric, false)            \
   X(reduce_l1, 1, reduction, numeric, false)              \
   X(reduce_l2, 1, reduction, floating, false)             \
-  X(reduce_sum_square, 1, reduction, numeric, false)
+  X(reduce_sum_square, 1, reduction, numeric, false)      \
+  /* the index (i64) of the largest / smallest element */ \
+  /* along one axis */                                    \
+  X(argmax, 1, index_reduction, numeric, false)           \
+  X(argmin, 1, index_reduction, numeric, false)
 
 namespace kiln::ir {
 
@@ -105,17 +109,23 @@ enum class op : std::uint8_t {
 
 // How an op's operand and result types relate.
 enum class op_class : std::uint8_t {
-  leaf,       // input / constant
-  unary,      // T -> T
-  binary,     // (T, T) -> T
-  ternary,    // (T, T, T) -> T
-  test,       // T -> bool
-  compare,    // (T, T) -> bool
-  logical,    // bool... -> bool
-  select,     // (bool, T, T) -> T
-  cast,       // T -> U
-  reduction,  // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
+  leaf,             // input / constant
+  unary,            // T -> T
+  binary,           // (T, T) -> T
+  ternary,          // (T, T, T) -> T
+  test,             // T -> bool
+  compare,          // (T, T) -> bool
+  logical,          // bool... -> bool
+  select,           // (bool, T, T) -> T
+  cast,             // T -> U
+  reduction,        // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
+  index_reduction,  // T[dims] -> i64[the same, over one axis]: where the extreme element is
 };
+
+// Reductions of either kind: the roots of dispatch regions.
+constexpr bool is_reduction(op_class c) {
+  return c == op_class::reduction || c == op_class::index_reduction;
+}
 
 // Which element types an op accepts.
 enum class operand_types : std::uint8_t {
@@ -170,6 +180,8 @@ constexpr dtype result_dtype(op o, dtype t) {
     case op_class::logical:
     case op_class::test:
       return dtype::boolean;
+    case op_class::index_reduction:
+      return dtype::i64;
     default:
       return t;
   }

@@ -59,7 +59,7 @@ inline std::string print(const graph& g) {
     if (n.kind == op::input) out += " " + std::to_string(n.arg);
     if (n.kind == op::constant) out += " " + scalar_text(n.value);
     for (int k = 0; k < n.arity(); ++k) out += (k ? ", %" : " %") + std::to_string(n.operands[k]);
-    if (info(n.kind).cls == op_class::reduction) {
+    if (is_reduction(info(n.kind).cls)) {
       out += " axes [";
       for (int a = 0, first = 1; a < 32; ++a)
         if (reduces(n.attrs, a)) {
@@ -67,6 +67,7 @@ inline std::string print(const graph& g) {
           first = 0;
         }
       out += n.attrs.keepdims ? "] keepdims" : "]";
+      if (n.attrs.select_last) out += " last";
     }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }

@@ -1,6 +1,7 @@
 // The IR verifier: checks every rule of ir::graph and reports each violation in one clear line.
 #pragma once
 
+#include <bit>
 #include <string>
 #include <vector>
 
@@ -54,14 +55,20 @@ constexpr std::vector<std::string> verify(const graph& g) {
       report(id, "a constant is a rank-0 scalar of its node's type");
     if (!operands_ok || oi.arity == 0) continue;
     const node& x = g.nodes[n.operands[0]];
-    if (oi.cls == op_class::reduction) {
+    if (is_reduction(oi.cls)) {
       if (x.dims.rank < 32 && (n.attrs.axes >> x.dims.rank) != 0)
         report(id, "reduces an axis beyond its operand's rank " + detail::to_text(x.dims.rank));
       else if (n.dims != reduced_dims(x.dims, n.attrs))
         report(id, "dims " + to_string(n.dims) + " are not its operand's reduced over its axes");
       if (!accepts(oi.types, x.type))
         report(id, "does not accept element type " + std::string(name(x.type)));
-      if (n.type != x.type) report(id, "result type differs from the operand's");
+      if (n.type != result_dtype(n.kind, x.type))
+        report(id, "result type " + std::string(name(n.type)) + " breaks the op's type rule");
+      if (oi.cls == op_class::index_reduction && std::popcount(n.attrs.axes) != 1)
+        report(id, "reduces " + detail::to_text(std::popcount(n.attrs.axes)) +
+                       " axes where it takes one");
+      if (oi.cls == op_class::reduction && n.attrs.select_last)
+        report(id, "has select_last, which only argmax and argmin take");
       continue;
     }
     if (n.attrs != attributes{}) report(id, "has attributes its op does not take");

@@ -58,7 +58,7 @@ struct region_kernel {
   static constexpr int load_slot(std::int32_t id) {
     const ir::node& n = Plan.nodes[id];
     if (n.kind == ir::op::input) return n.arg;
-    if (id == reg.root || ir::info(n.kind).cls != ir::op_class::reduction) return -1;
+    if (id == reg.root || !ir::is_reduction(ir::info(n.kind).cls)) return -1;
     for (int t = 0; t < Plan.sizes.transients; ++t)
       if (Plan.transients[t] == id) return Plan.sizes.inputs + t;
     return -1;
@@ -94,7 +94,9 @@ struct region_kernel {
       else
         return step[slot] ? load<n.type>(p + j) : splat<n.type>(p);
     } else if constexpr (node_at(K) == reg.root) {
-      return value_t<K>{};  // reduced by run_reduction, not here
+      // Reduced by run_reduction, not here; a defined value keeps the compiler's
+      // maybe-uninitialized analysis quiet.
+      return value_t<K>::splat(lane_value<n.type>(scalar::computed(n.type, 0.0)));
     } else if constexpr (n.kind == op::constant) {
       return value_t<K>::splat(lane_value<n.type>(n.value));
     } else if constexpr (n.kind == op::cast) {

@@ -15,6 +15,7 @@
 #include "kiln/codegen/spirv/lowering.hpp"
 #include "kiln/codegen/spirv/target.hpp"
 #include "kiln/compiler/plan.hpp"
+#include "kiln/core/function_ref.hpp"
 
 namespace kiln::spirv {
 
@@ -155,10 +156,15 @@ class region_emitter final : public op_lowering {
         m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
         interface.push_back(*var);
       }
-      const ir::node& operand = g_.nodes[g_.nodes[r_.root].operands[0]];
-      id partials = m_.type_array(vec(lane_of(compute_dtype(operand.type))), wg_size_);
-      shared_ = m_.global(Op::OpVariable, m_.type_pointer(spv::StorageClass::Workgroup, partials),
-                          {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)});
+      // The partials' shared arrays: the folded values, and for argmax/argmin their indices.
+      const ir::node& root = g_.nodes[r_.root];
+      std::vector<id> types = {vec(lane_of(compute_dtype(g_.nodes[root.operands[0]].type)))};
+      if (ir::info(root.kind).cls == ir::op_class::index_reduction) types.push_back(uvec4());
+      for (id t : types)
+        shared_.push_back(
+            m_.global(Op::OpVariable,
+                      m_.type_pointer(spv::StorageClass::Workgroup, m_.type_array(t, wg_size_)),
+                      {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)}));
     }
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", interface);
@@ -527,6 +533,7 @@ class region_emitter final : public op_lowering {
           value[nid] = cast(g_.nodes[n.operands[0]].type, n.type, in(0));
           break;
         case op_class::reduction:
+        case op_class::index_reduction:
           break;  // loaded (above) or the root (reduction_loop)
       }
     }
@@ -536,10 +543,130 @@ class region_emitter final : public op_lowering {
   // ---- reductions -----------------------------------------------------------------------------
   // A workgroup computes four results at a time (lane l: result 4g + l). Invocation i folds the
   // operand elements r = i, i + W, i + 2W ... of each (element e = result * count + r of the
-  // operand's space with the kept axes first; float sums compensated), then the W partials are
-  // joined in shared memory as a tree, and invocation 0 stores. The order is fixed, so the bits
-  // are the same from run to run on a device; and no invocation loops more than count / W times
-  // (llvmpipe stops an invocation's loops after 65535 iterations in all).
+  // operand's space with the kept axes first), then the W partials are joined in shared memory as
+  // a tree, and invocation 0 stores. The order is fixed, so the bits are the same from run to run
+  // on a device; and no invocation loops more than count / W times (llvmpipe stops an
+  // invocation's loops after 65535 iterations in all).
+
+  // The values a fold carries around its loops.
+  using carried = std::vector<id>;
+
+  // for (r = local; r < count; r += W) now = step(r, now); gives the final values.
+  carried strided_loop(id count, const carried& init, const std::vector<id>& types,
+                       function_ref<carried(id r, const carried& now)> step) {
+    id before = current_label_;
+    id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), cont = m_.fresh(),
+       merge = m_.fresh(), r_next = m_.fresh();
+    std::vector<id> next_ids;
+    for (std::size_t k = 0; k < init.size(); ++k) next_ids.push_back(m_.fresh());
+    m_.inst(Op::OpBranch, {header});
+    m_.label(header);
+    id r = m_.emit(Op::OpPhi, u32(), {local_, before, r_next, cont});
+    carried now;
+    for (std::size_t k = 0; k < init.size(); ++k)
+      now.push_back(m_.emit(Op::OpPhi, types[k], {init[k], before, next_ids[k], cont}));
+    m_.inst(Op::OpLoopMerge,
+            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
+    m_.inst(Op::OpBranch, {check});
+    m_.label(check);
+    id more = m_.emit(Op::OpULessThan, m_.type_bool(), {r, count});
+    m_.inst(Op::OpBranchConditional, {more, body, merge});
+    m_.label(body);
+    carried next = step(r, now);
+    m_.inst(Op::OpBranch, {cont});
+    m_.label(cont);
+    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, wg_size_});
+    for (std::size_t k = 0; k < init.size(); ++k)
+      m_.emit_to(next_ids[k], Op::OpCopyObject, types[k], {next[k]});
+    m_.inst(Op::OpBranch, {header});
+    m_.label(merge);
+    current_label_ = merge;
+    return now;
+  }
+
+  void barrier() {
+    m_.inst(Op::OpControlBarrier,
+            {cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+             cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+             cu(static_cast<std::uint32_t>(spv::MemorySemanticsMask::AcquireRelease |
+                                           spv::MemorySemanticsMask::WorkgroupMemory))});
+  }
+  id shared_slot(std::size_t array, id type, id i) {
+    return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, type),
+                   {shared_[array], i});
+  }
+
+  // Joins the workgroup's partials (slot i = join(slot i, slot i + s) for s = W/2, W/4 ... 1)
+  // and, in invocation 0 only, calls finish with the total.
+  void workgroup_join(const carried& partial, const std::vector<id>& types,
+                      function_ref<carried(const carried& mine, const carried& other)> join,
+                      function_ref<void(const carried& total)> finish) {
+    for (std::size_t k = 0; k < partial.size(); ++k)
+      m_.inst(Op::OpStore, {shared_slot(k, types[k], local_), partial[k]});
+    barrier();
+    id before = current_label_;
+    id half = m_.emit(Op::OpShiftRightLogical, u32(), {wg_size_, cu(1)});
+    id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), then = m_.fresh(),
+       join_label = m_.fresh(), cont = m_.fresh(), merge = m_.fresh(), s_next = m_.fresh();
+    m_.inst(Op::OpBranch, {header});
+    m_.label(header);
+    id step = m_.emit(Op::OpPhi, u32(), {half, before, s_next, cont});
+    m_.inst(Op::OpLoopMerge,
+            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
+    m_.inst(Op::OpBranch, {check});
+    m_.label(check);
+    id steps_left = m_.emit(Op::OpUGreaterThan, m_.type_bool(), {step, cu(0)});
+    m_.inst(Op::OpBranchConditional, {steps_left, body, merge});
+    m_.label(body);
+    id joins = m_.emit(Op::OpULessThan, m_.type_bool(), {local_, step});
+    m_.inst(Op::OpSelectionMerge,
+            {join_label, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
+    m_.inst(Op::OpBranchConditional, {joins, then, join_label});
+    m_.label(then);
+    id partner = m_.emit(Op::OpIAdd, u32(), {local_, step});
+    carried mine, other;
+    for (std::size_t k = 0; k < partial.size(); ++k) {
+      mine.push_back(m_.emit(Op::OpLoad, types[k], {shared_slot(k, types[k], local_)}));
+      other.push_back(m_.emit(Op::OpLoad, types[k], {shared_slot(k, types[k], partner)}));
+    }
+    carried joined = join(mine, other);
+    for (std::size_t k = 0; k < partial.size(); ++k)
+      m_.inst(Op::OpStore, {shared_slot(k, types[k], local_), joined[k]});
+    m_.inst(Op::OpBranch, {join_label});
+    m_.label(join_label);
+    barrier();
+    m_.inst(Op::OpBranch, {cont});
+    m_.label(cont);
+    m_.emit_to(s_next, Op::OpShiftRightLogical, u32(), {step, cu(1)});
+    m_.inst(Op::OpBranch, {header});
+    m_.label(merge);
+    // Invocation 0 finishes. No barrier is needed before the next group: each invocation first
+    // writes only its own slot, and slot 0's one reader here is the invocation that writes it.
+    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
+    id st_then = m_.fresh(), st_join = m_.fresh();
+    m_.inst(Op::OpSelectionMerge,
+            {st_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
+    m_.inst(Op::OpBranchConditional, {is_first, st_then, st_join});
+    m_.label(st_then);
+    carried total;
+    for (std::size_t k = 0; k < partial.size(); ++k)
+      total.push_back(m_.emit(Op::OpLoad, types[k], {shared_slot(k, types[k], cu(0))}));
+    finish(total);
+    m_.inst(Op::OpBranch, {st_join});
+    m_.label(st_join);
+  }
+
+  // The operand's values at reduced index r of the four results.
+  id operand_at(id first, id r) {
+    elements_ = m_.emit(Op::OpIAdd, uvec4(),
+                        {first, m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r})});
+    coords_.clear();
+    id x = evaluate()[g_.nodes[r_.root].operands[0]];
+    elements_ = 0;
+    coords_.clear();
+    return x;
+  }
+
   void reduction_loop() {
     const ir::node& root = g_.nodes[r_.root];
     const ir::node& operand = g_.nodes[root.operands[0]];
@@ -555,6 +682,15 @@ class region_emitter final : public op_lowering {
       n.type = acc_type;
       return n;
     };
+    id count = metadata(constants_at_ - 1);
+    id first = m_.emit(Op::OpIMul, uvec4(),
+                       {lane_elements(),
+                        m_.emit(Op::OpCompositeConstruct, uvec4(), {count, count, count, count})});
+    std::size_t outputs = compiler::output_slots(p_, r_).size();
+    if (ir::info(kind).cls == ir::op_class::index_reduction) {
+      index_reduction_loop(kind, root.attrs.select_last, k, count, first, outputs);
+      return;
+    }
     auto combine = [&](id a, id b) {
       switch (kind) {
         case op::reduce_max:
@@ -567,11 +703,6 @@ class region_emitter final : public op_lowering {
           return binary(node_of(op::add), a, b);
       }
     };
-    id count = metadata(constants_at_ - 1);
-    id results = lane_elements();
-    id first = m_.emit(
-        Op::OpIMul, uvec4(),
-        {results, m_.emit(Op::OpCompositeConstruct, uvec4(), {count, count, count, count})});
     id init = 0;
     switch (kind) {
       case op::reduce_max:
@@ -586,116 +717,86 @@ class region_emitter final : public op_lowering {
       default:
         init = splat(k, 0, 0);
     }
+    // Float sums are compensated (Kahan): y = x - c; t = acc + y; c = (t - acc) - y.
     bool compensated =
         fl && kind != op::reduce_max && kind != op::reduce_min && kind != op::reduce_prod;
-    id zero = splat(k, 0, 0);
-
-    // This invocation's elements.
-    id before = current_label_;
-    id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), cont = m_.fresh(),
-       merge = m_.fresh(), r_next = m_.fresh(), acc_next = m_.fresh(), c_next = m_.fresh();
-    m_.inst(Op::OpBranch, {header});
-    m_.label(header);
-    id r = m_.emit(Op::OpPhi, u32(), {local_, before, r_next, cont});
-    id acc = m_.emit(Op::OpPhi, vk, {init, before, acc_next, cont});
-    id comp = compensated ? m_.emit(Op::OpPhi, vk, {zero, before, c_next, cont}) : 0;
-    m_.inst(Op::OpLoopMerge,
-            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
-    m_.inst(Op::OpBranch, {check});
-    m_.label(check);
-    id more = m_.emit(Op::OpULessThan, m_.type_bool(), {r, count});
-    m_.inst(Op::OpBranchConditional, {more, body, merge});
-    m_.label(body);
-    elements_ = m_.emit(Op::OpIAdd, uvec4(),
-                        {first, m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r})});
-    coords_.clear();
-    std::vector<id> value = evaluate();
-    id x = value[root.operands[0]];
-    if (kind == op::reduce_l1) x = unary(node_of(op::abs), x);
-    if (kind == op::reduce_l2 || kind == op::reduce_sum_square) x = binary(node_of(op::mul), x, x);
-    id next = 0, next_c = 0;
-    if (compensated) {  // y = x - c; t = acc + y; c = (t - acc) - y
-      id y = exact(m_.emit(Op::OpFSub, vk, {x, comp}));
-      next = exact(m_.emit(Op::OpFAdd, vk, {acc, y}));
-      next_c = exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {next, acc})), y}));
-    } else {
-      next = combine(acc, x);
+    carried start = {init};
+    std::vector<id> types = {vk};
+    if (compensated) {
+      start.push_back(splat(k, 0, 0));
+      types.push_back(vk);
     }
-    m_.inst(Op::OpBranch, {cont});
-    m_.label(cont);
-    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, wg_size_});
-    m_.emit_to(acc_next, Op::OpCopyObject, vk, {next});
-    if (compensated) m_.emit_to(c_next, Op::OpCopyObject, vk, {next_c});
-    m_.inst(Op::OpBranch, {header});
-    m_.label(merge);
-    elements_ = 0;
-    coords_.clear();
-    id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {acc, comp})) : acc;
+    carried folded = strided_loop(count, start, types, [&](id r, const carried& now) -> carried {
+      id x = operand_at(first, r);
+      if (kind == op::reduce_l1) x = unary(node_of(op::abs), x);
+      if (kind == op::reduce_l2 || kind == op::reduce_sum_square)
+        x = binary(node_of(op::mul), x, x);
+      if (!compensated) return {combine(now[0], x)};
+      id y = exact(m_.emit(Op::OpFSub, vk, {x, now[1]}));
+      id t = exact(m_.emit(Op::OpFAdd, vk, {now[0], y}));
+      return {t, exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {t, now[0]})), y}))};
+    });
+    id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {folded[0], folded[1]})) : folded[0];
+    workgroup_join(
+        {partial}, {vk},
+        [&](const carried& a, const carried& b) -> carried { return {combine(a[0], b[0])}; },
+        [&](const carried& sum) {
+          id total = sum[0];
+          if (kind == op::reduce_mean) {
+            id n = m_.emit(Op::OpConvertUToF, scalar_type(k), {count});
+            total = exact(m_.emit(Op::OpFDiv, vk, {total, compose(vk, n, n, n, n)}));
+          }
+          if (kind == op::reduce_l2) total = m_.ext(vk, GLSLstd450Sqrt, {total});
+          if (!fl) total = wrap(root.type, total);
+          for (std::size_t out = 0; out < outputs; ++out) store_result(out, root.type, total);
+        });
+  }
 
-    // The workgroup's partials, joined pairwise: slot i += slot i + s for s = W/2, W/4 ... 1.
-    auto slot = [&](id i) {
-      return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, vk),
-                     {shared_, i});
+  // argmax / argmin: (value, index) pairs, index 2^32 - 1 for "nothing yet". NaN counts as the
+  // extreme; equal extremes keep the lower index, or the higher with select_last.
+  void index_reduction_loop(ir::op kind, bool select_last, lane_kind k, id count, id first,
+                            std::size_t outputs) {
+    id vk = vec(k);
+    bool fl = is_float_lane(k);
+    id none = usplat(0xFFFFFFFFu);
+    auto logic = [&](Op o, id a, id b) { return m_.emit(o, bvec4(), {a, b}); };
+    auto negate = [&](id a) { return m_.emit(Op::OpLogicalNot, bvec4(), {a}); };
+    // Whether (bv, bi) replaces (av, ai).
+    auto wins = [&](id av, id ai, id bv, id bi) {
+      id beyond = kind == ir::op::argmax ? less(k, av, bv) : less(k, bv, av);
+      id equal = m_.emit(fl ? Op::OpFOrdEqual : Op::OpIEqual, bvec4(), {av, bv});
+      if (fl) {
+        id na = m_.emit(Op::OpIsNan, bvec4(), {av}), nb = m_.emit(Op::OpIsNan, bvec4(), {bv});
+        beyond = logic(Op::OpLogicalOr, logic(Op::OpLogicalAnd, nb, negate(na)),
+                       logic(Op::OpLogicalAnd, negate(na), beyond));
+        equal = logic(Op::OpLogicalOr, equal, logic(Op::OpLogicalAnd, na, nb));
+      }
+      id order = m_.emit(select_last ? Op::OpUGreaterThan : Op::OpULessThan, bvec4(), {bi, ai});
+      id better = logic(Op::OpLogicalOr, beyond, logic(Op::OpLogicalAnd, equal, order));
+      id a_none = m_.emit(Op::OpIEqual, bvec4(), {ai, none});
+      id b_some = m_.emit(Op::OpINotEqual, bvec4(), {bi, none});
+      return logic(Op::OpLogicalAnd, b_some, logic(Op::OpLogicalOr, a_none, better));
     };
-    auto barrier = [&] {
-      m_.inst(Op::OpControlBarrier,
-              {cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
-               cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
-               cu(static_cast<std::uint32_t>(spv::MemorySemanticsMask::AcquireRelease |
-                                             spv::MemorySemanticsMask::WorkgroupMemory))});
+    auto pick = [&](id take, const carried& a, id bv, id bi) -> carried {
+      return {select(k, take, bv, a[0]), select(lane_kind::u32, take, bi, a[1])};
     };
-    m_.inst(Op::OpStore, {slot(local_), partial});
-    barrier();
-    id half = m_.emit(Op::OpShiftRightLogical, u32(), {wg_size_, cu(1)});
-    id t_header = m_.fresh(), t_check = m_.fresh(), t_body = m_.fresh(), t_then = m_.fresh(),
-       t_join = m_.fresh(), t_cont = m_.fresh(), t_merge = m_.fresh(), s_next = m_.fresh();
-    m_.inst(Op::OpBranch, {t_header});
-    m_.label(t_header);
-    id step = m_.emit(Op::OpPhi, u32(), {half, merge, s_next, t_cont});
-    m_.inst(Op::OpLoopMerge,
-            {t_merge, t_cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
-    m_.inst(Op::OpBranch, {t_check});
-    m_.label(t_check);
-    id steps_left = m_.emit(Op::OpUGreaterThan, m_.type_bool(), {step, cu(0)});
-    m_.inst(Op::OpBranchConditional, {steps_left, t_body, t_merge});
-    m_.label(t_body);
-    id joins = m_.emit(Op::OpULessThan, m_.type_bool(), {local_, step});
-    m_.inst(Op::OpSelectionMerge,
-            {t_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
-    m_.inst(Op::OpBranchConditional, {joins, t_then, t_join});
-    m_.label(t_then);
-    id mine = m_.emit(Op::OpLoad, vk, {slot(local_)});
-    id other = m_.emit(Op::OpLoad, vk, {slot(m_.emit(Op::OpIAdd, u32(), {local_, step}))});
-    m_.inst(Op::OpStore, {slot(local_), combine(mine, other)});
-    m_.inst(Op::OpBranch, {t_join});
-    m_.label(t_join);
-    barrier();
-    m_.inst(Op::OpBranch, {t_cont});
-    m_.label(t_cont);
-    m_.emit_to(s_next, Op::OpShiftRightLogical, u32(), {step, cu(1)});
-    m_.inst(Op::OpBranch, {t_header});
-    m_.label(t_merge);
-
-    // Invocation 0 finishes and stores the four results.
-    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
-    id st_then = m_.fresh(), st_join = m_.fresh();
-    m_.inst(Op::OpSelectionMerge,
-            {st_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
-    m_.inst(Op::OpBranchConditional, {is_first, st_then, st_join});
-    m_.label(st_then);
-    id total = m_.emit(Op::OpLoad, vk, {slot(cu(0))});
-    if (kind == op::reduce_mean) {
-      id n = m_.emit(Op::OpConvertUToF, scalar_type(k), {count});
-      total = exact(m_.emit(Op::OpFDiv, vk, {total, compose(vk, n, n, n, n)}));
-    }
-    if (kind == op::reduce_l2) total = m_.ext(vk, GLSLstd450Sqrt, {total});
-    if (!fl) total = wrap(root.type, total);
-    for (std::size_t out = 0; out < compiler::output_slots(p_, r_).size(); ++out)
-      store_result(out, root.type, total);
-    m_.inst(Op::OpBranch, {st_join});
-    m_.label(st_join);
-    // No barrier needed before the next group: each invocation writes only its own slot first,
-    // and invocation 0, the only reader of slot 0 here, is the one that writes it next.
+    carried folded = strided_loop(
+        count, {splat(k, 0, 0), none}, {vk, uvec4()}, [&](id r, const carried& now) -> carried {
+          id x = operand_at(first, r);
+          id ri = m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r});
+          return pick(wins(now[0], now[1], x, ri), now, x, ri);
+        });
+    workgroup_join(
+        folded, {vk, uvec4()},
+        [&](const carried& a, const carried& b) -> carried {
+          return pick(wins(a[0], a[1], b[0], b[1]), a, b[0], b[1]);
+        },
+        [&](const carried& total) {
+          // The u32 index as i64 (an empty axis is refused before the dispatch).
+          id wide = m_.emit(Op::OpUConvert, m_.type_vector(m_.type_int(64, false), 4), {total[1]});
+          id index = m_.emit(Op::OpBitcast, vec(lane_kind::s64), {wide});
+          for (std::size_t out = 0; out < outputs; ++out) store_result(out, dtype::i64, index);
+        });
   }
 
   static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
@@ -715,7 +816,8 @@ class region_emitter final : public op_lowering {
   int rank_ = 0;
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;
-  id local_id_ = 0, group_id_ = 0, shared_ = 0, local_ = 0;  // reductions (see reduction_loop)
+  id local_id_ = 0, group_id_ = 0, local_ = 0;  // reductions (see reduction_loop)
+  std::vector<id> shared_;                      // their shared arrays of partials
   id g_index_ = 0, total_ = 0;
   std::vector<id> dims_, coords_;
   std::vector<std::vector<id>> strides_;

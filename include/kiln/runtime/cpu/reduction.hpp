@@ -9,19 +9,21 @@
 #include <vector>
 
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/ir/attributes.hpp"
 #include "kiln/ir/op.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 
 namespace kiln::cpu {
 
-// Reduces the row function's values over the axes set in `axes` of `space` (the root's operand
-// dims) with reduction `kind` on elements of `type`, and stores the result to every output slot
-// of the region. Output layouts are over `space`, with stride 0 along the reduced axes.
-// direct: the input slot the root's operand is loaded from when the region computes nothing
-// before it (a parameter or a transient reduced as it is), else -1: the fold then reads that
-// memory directly where it is contiguous, with no pass through scratch.
+// Reduces the row function's values over the axes set in attrs.axes of `space` (the root's
+// operand dims) with reduction `kind` on elements of `type`, and stores the result (an i64 index
+// for argmax and argmin) to every output slot of the region. Output layouts are over `space`, with
+// stride 0 along the reduced axes. direct: the input slot the root's operand is loaded from when
+// the region computes nothing before it (a parameter or a transient reduced as it is), else -1: the
+// fold then reads that memory directly where it is contiguous, with no pass through scratch.
 KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const shape& space,
-                                    std::uint32_t axes, std::span<const std::int32_t> in_slots,
+                                    const ir::attributes& attrs,
+                                    std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct);
@@ -33,6 +35,7 @@ namespace detail {
 // partial results, finish() turns the total into the result.
 template <ir::op Kind, class S>
 struct reducer {
+  using out_t = S;
   static constexpr bool is_float = std::is_floating_point_v<S> || !std::is_arithmetic_v<S>;
   // Floats fold in float (narrow ones too) or double; integers in 64-bit unsigned arithmetic for
   // sums and products (they wrap as their type once truncated), in their own type for max/min.
@@ -57,7 +60,7 @@ struct reducer {
     else
       return acc_t(0);
   }
-  static acc_t value(S s) {
+  static acc_t value(S s, std::int64_t = 0) {
     if constexpr (is_float) {
       acc_t x = static_cast<acc_t>(s);
       if constexpr (Kind == ir::op::reduce_l1) return std::fabs(x);
@@ -94,7 +97,7 @@ struct reducer {
   // SIMD registers' worth, so the loop vectorizes), the blocks' partial vectors joined pairwise
   // as a binary counter does (a block joins the one before it when both cover as many blocks),
   // then the 32 lanes joined as a tree. The error grows with 8 + log n, not with n.
-  static acc_t fold(const S* x, std::int64_t n) {
+  static acc_t fold(const S* x, std::int64_t n, std::int64_t = 0) {
     constexpr int ways = 32, block = 256;
     acc_t stack[48][ways];
     int level[48], top = 0;
@@ -133,6 +136,53 @@ struct reducer {
     if (n == 1) return p[0];
     std::int64_t half = n / 2;
     return combine(fold_partials(p, half), fold_partials(p + half, n - half));
+  }
+};
+
+// argmax / argmin over elements of storage type S: the accumulator is (value, index), index -1
+// for "nothing yet"; NaN counts as the extreme (as numpy's argmax and argmin); equal extremes
+// keep the first index, or the last with SelectLast. Partials may be joined in any grouping:
+// ties are broken by the indices themselves.
+template <ir::op Kind, class S, bool SelectLast>
+struct index_reducer {
+  using out_t = std::int64_t;
+  using cmp_t = std::conditional_t<std::is_arithmetic_v<S>, S, float>;
+  struct acc_t {
+    cmp_t v{};
+    std::int64_t i = -1;
+  };
+  static constexpr acc_t identity() { return {}; }
+  static acc_t value(S s, std::int64_t index) { return {static_cast<cmp_t>(s), index}; }
+  static bool is_nan(cmp_t v) {
+    if constexpr (std::is_floating_point_v<cmp_t>)
+      return v != v;
+    else
+      return false;
+  }
+  static acc_t combine(acc_t a, acc_t b) {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    bool na = is_nan(a.v), nb = is_nan(b.v);
+    bool tie = (na && nb) || (!na && !nb && a.v == b.v);
+    if (tie) return (b.i < a.i) != SelectLast ? b : a;
+    bool b_wins = nb || (!na && (Kind == ir::op::argmax ? b.v > a.v : b.v < a.v));
+    return b_wins ? b : a;
+  }
+  static acc_t fold(const S* x, std::int64_t n, std::int64_t first) {
+    acc_t best = identity();
+    for (std::int64_t k = 0; k < n; ++k) best = combine(best, value(x[k], first + k));
+    return best;
+  }
+  static acc_t fold_partials(const acc_t* p, std::int64_t n) {
+    acc_t best = identity();
+    for (std::int64_t k = 0; k < n; ++k) best = combine(best, p[k]);
+    return best;
+  }
+  static std::int64_t finish(acc_t a, std::int64_t) {
+    if (a.i < 0)
+      throw error(errc::shape_mismatch, std::string(ir::name(Kind)),
+                  "the axis has size 0 at this call: there is no index to give");
+    return a.i;
   }
 };
 
@@ -179,13 +229,13 @@ inline void add_offsets(const reduction_space& s, const std::vector<int>& which,
   }
 }
 
-template <ir::op Kind, class S>
-void reduce_typed(row_ref row, const shape& space, std::uint32_t axes,
-                  std::span<const std::int32_t> in_slots, std::span<const operand_layout> ins,
-                  std::span<const std::int32_t> out_slots, std::span<const operand_layout> outs,
-                  int direct) {
-  using R = reducer<Kind, S>;
+template <class R, class S>
+void reduce_with(row_ref row, const shape& space, std::uint32_t axes,
+                 std::span<const std::int32_t> in_slots, std::span<const operand_layout> ins,
+                 std::span<const std::int32_t> out_slots, std::span<const operand_layout> outs,
+                 int direct) {
   using acc_t = typename R::acc_t;
+  using out_t = typename R::out_t;
   std::vector<const operand_layout*> ops;
   for (auto s : in_slots) ops.push_back(&ins[s]);
   for (auto s : out_slots) ops.push_back(&outs[s]);
@@ -222,10 +272,10 @@ void reduce_typed(row_ref row, const shape& space, std::uint32_t axes,
     row(in_ptr.data(), step.data(), out_ptr.data(), n);
     return scratch;
   };
-  auto store_all = [&](const std::vector<std::int64_t>& offsets, S v) {
+  auto store_all = [&](const std::vector<std::int64_t>& offsets, out_t v) {
     for (std::size_t k = n_in; k < ops.size(); ++k)
-      *reinterpret_cast<S*>(const_cast<unsigned char*>(ops[k]->data) + offsets[k] * ops[k]->bytes) =
-          v;
+      *reinterpret_cast<out_t*>(const_cast<unsigned char*>(ops[k]->data) +
+                                offsets[k] * ops[k]->bytes) = v;
   };
   const std::size_t in_size = ins.size(), out_size = outs.size();
   const std::int64_t total = outputs * count;
@@ -252,9 +302,11 @@ void reduce_typed(row_ref row, const shape& space, std::uint32_t axes,
         add_offsets(s, reduced, j, offsets);
         std::int64_t begin = p * piece, n = std::min(piece, n0 - begin);
         for (std::size_t k = 0; k < n_in; ++k) offsets[k] += begin * s.strides[k][inner];
-        partials[t] = n > 0
-                          ? R::fold(call_row(offsets, scratch.data(), n, in_ptr, step, out_ptr), n)
-                          : R::identity();
+        // The elements' index within the result's reduced set (argmax, argmin).
+        std::int64_t first_index = j * n0 + begin;
+        partials[t] = n > 0 ? R::fold(call_row(offsets, scratch.data(), n, in_ptr, step, out_ptr),
+                                      n, first_index)
+                            : R::identity();
       }
     };
     std::int64_t tasks = outputs * per_output;
@@ -304,7 +356,7 @@ void reduce_typed(row_ref row, const shape& space, std::uint32_t axes,
         offsets = base;
         add_offsets(s, reduced, j, offsets);
         const S* x = call_row(offsets, scratch.data(), n, in_ptr, step, out_ptr);
-        for (std::int64_t i = 0; i < n; ++i) acc[i] = R::combine(acc[i], R::value(x[i]));
+        for (std::int64_t i = 0; i < n; ++i) acc[i] = R::combine(acc[i], R::value(x[i], j));
       }
     };
     for (std::int64_t t = first; t < last; ++t) {
@@ -333,7 +385,8 @@ void reduce_typed(row_ref row, const shape& space, std::uint32_t axes,
 }  // namespace detail
 
 KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const shape& space,
-                                    std::uint32_t axes, std::span<const std::int32_t> in_slots,
+                                    const ir::attributes& attrs,
+                                    std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct) {
@@ -342,8 +395,18 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
     auto with_type = [&]<dtype D>() {
       if constexpr (ir::accepts(ir::info(Kind).types, D)) {
         if (type != D || kind != Kind) return;
-        detail::reduce_typed<Kind, storage_t<D>>(row, space, axes, in_slots, ins, out_slots, outs,
-                                                 direct);
+        using S = storage_t<D>;
+        auto run = [&]<class R>() {
+          detail::reduce_with<R, S>(row, space, attrs.axes, in_slots, ins, out_slots, outs, direct);
+        };
+        if constexpr (ir::info(Kind).cls == ir::op_class::index_reduction) {
+          if (attrs.select_last)
+            run.template operator()<detail::index_reducer<Kind, S, true>>();
+          else
+            run.template operator()<detail::index_reducer<Kind, S, false>>();
+        } else {
+          run.template operator()<detail::reducer<Kind, S>>();
+        }
         done = true;
       }
     };
@@ -361,6 +424,8 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
   with_kind.template operator()<op::reduce_l1>();
   with_kind.template operator()<op::reduce_l2>();
   with_kind.template operator()<op::reduce_sum_square>();
+  with_kind.template operator()<op::argmax>();
+  with_kind.template operator()<op::argmin>();
   if (!done)
     throw error(errc::unsupported, std::string(ir::name(kind)),
                 "no CPU reduction for element type " + std::string(name(type)));

@@ -77,8 +77,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     auto in_slots = compiler::input_slots(p, reg);
     auto out_slots = compiler::output_slots(p, reg);
     if (root)
-      run_reduction(row, root->kind, root->type, space, root->attrs.axes, in_slots, ins, out_slots,
-                    outs, compiler::load_slot(p, reg, root->operands[0]));
+      run_reduction(row, root->kind, g.nodes[root->operands[0]].type, space, root->attrs, in_slots,
+                    ins, out_slots, outs, compiler::load_slot(p, reg, root->operands[0]));
     else
       run_region(row, space, in_slots, ins, out_slots, outs);
   }

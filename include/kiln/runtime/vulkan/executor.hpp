@@ -139,6 +139,10 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     r.call = layout_call(p, static_cast<int>(i), space, args, sym);
     r.total = r.call.metadata[1];  // the elements it writes
     if (r.total == 0) continue;
+    if (reg.root >= 0 && r.call.reduced == 0 &&
+        ir::info(g.nodes[reg.root].kind).cls == ir::op_class::index_reduction)
+      throw error(errc::shape_mismatch, std::string(ir::name(g.nodes[reg.root].kind)),
+                  "the axis has size 0 at this call: there is no index to give");
     // Kernels are per device: two devices may differ in features, limits and so in regions.
     r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
     r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
@@ -210,7 +214,7 @@ class call_bindings {
   // Copies the staged results to the host (after the device finished).
   void copy_back() const {
     for (const staged& s : staged_results_)
-      std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
+      if (s.bytes) std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
   }
 
  private:
@@ -228,8 +232,8 @@ class call_bindings {
       allocation s = ctx_.ring().take(bytes);
       if (is_result)
         staged_results_.push_back({&b, s, bytes});
-      else
-        std::memcpy(s.host(), b.data, bytes);
+      else if (bytes)
+        std::memcpy(s.host(), b.data, bytes);  // empty data may have no address
       info = {s.buffer(), s.offset, s.size};
     }
     return info;
