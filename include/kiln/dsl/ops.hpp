@@ -119,6 +119,8 @@ struct keepdims_t {
   explicit keepdims_t() = default;
 };
 inline constexpr keepdims_t keepdims{};
+template <class K>
+concept keepdims_flag = std::is_same_v<K, keepdims_t>;
 
 namespace detail {
 
@@ -159,28 +161,15 @@ constexpr auto make_reduction(const A& a) {
 // A reduction over the template's axes (none: every axis), dropping them as numpy does, or keeping
 // them with size 1 given kiln::keepdims: reduce_sum<1>(x), reduce_max<0, 2>(x, kiln::keepdims).
 #define KILN_DSL_REDUCTION(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                          \
-  template <int... Axes, tensor_value A>                                               \
-  constexpr auto NAME(const A& a) {                                                    \
+  template <int... Axes, tensor_value A, keepdims_flag... Keep>                        \
+  requires(sizeof...(Keep) <= 1) constexpr auto NAME(const A& a, Keep...) {            \
     if constexpr (rejected_value<A>) {                                                 \
       return a;                                                                        \
     } else {                                                                           \
       constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
       static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
       if constexpr (elements_ok)                                                       \
-        return detail::make_reduction<ir::op::OP, false, Axes...>(a);                  \
-      else                                                                             \
-        return value<typename A::element, rejected_extents>{};                         \
-    }                                                                                  \
-  }                                                                                    \
-  template <int... Axes, tensor_value A>                                               \
-  constexpr auto NAME(const A& a, keepdims_t) {                                        \
-    if constexpr (rejected_value<A>) {                                                 \
-      return a;                                                                        \
-    } else {                                                                           \
-      constexpr bool elements_ok = ELEMENTS<typename A::element>;                      \
-      static_assert(elements_ok, "kiln::" #NAME ": needs " ELEMENTS_TEXT " elements"); \
-      if constexpr (elements_ok)                                                       \
-        return detail::make_reduction<ir::op::OP, true, Axes...>(a);                   \
+        return detail::make_reduction<ir::op::OP, sizeof...(Keep) == 1, Axes...>(a);   \
       else                                                                             \
         return value<typename A::element, rejected_extents>{};                         \
     }                                                                                  \
@@ -189,10 +178,8 @@ constexpr auto make_reduction(const A& a) {
 // argmax<axis>(x), argmin<axis>(x): the i64 index of the first extreme element along the axis
 // (negative: from the end), which is dropped, or kept with size 1 given kiln::keepdims.
 #define KILN_DSL_INDEX_REDUCTION(NAME, OP, ELEMENTS, ELEMENTS_TEXT)                                \
-  template <int Axis, tensor_value A, class... Keep>                                               \
-  requires(sizeof...(Keep) == 0 ||                                                                 \
-           (sizeof...(Keep) == 1 && (std::is_same_v<Keep, keepdims_t> && ...))) constexpr auto     \
-  NAME(const A& a, Keep...) {                                                                      \
+  template <int Axis, tensor_value A, keepdims_flag... Keep>                                       \
+  requires(sizeof...(Keep) <= 1) constexpr auto NAME(const A& a, Keep...) {                        \
     constexpr bool keep = sizeof...(Keep) == 1;                                                    \
     using E = typename A::extents_type;                                                            \
     if constexpr (rejected_value<A>) {                                                             \
