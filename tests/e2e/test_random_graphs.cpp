@@ -156,6 +156,10 @@ random_graph make_graph(unsigned seed) {
         for (std::size_t k = 0; k < axes.size(); ++k)
           leading = leading && (axes[k] < 0 ? axes[k] + r : axes[k]) == static_cast<int>(k);
         bool keep = !leading || pick(2);
+        if (!integer && pick(6) == 0) {  // a softmax: its row group of max, sum and divide
+          floats.push_back(pick(2) ? b.softmax(x, axes[0]) : b.log_softmax(x, axes[0]));
+          break;
+        }
         if (pick(4) == 0) {  // argmax / argmin along one of the axes, as an i32
           bool last = pick(2);
           ints.push_back(

@@ -322,6 +322,24 @@ TEST(Reductions, EmptyAxesAndNaN) {
   EXPECT_TRUE(std::isnan(mn[0]));
   EXPECT_EQ(mx[1], -1.0f);
   EXPECT_EQ(mn[1], -3.0f);
+  // Infinities sum as IEEE adds them (a compensated sum must not turn inf into NaN), also past a
+  // workgroup's and a SIMD block's worth of elements.
+  for (std::int64_t n : {2, 300, 5000}) {
+    kiln::graph k;
+    auto z = k.input("z", dtype::f32, {3, n});
+    k.output("sum", k.reduce_sum(z, {1}, false));
+    k.output("l1", k.reduce_l1(z, {1}, false));
+    std::vector<float> values(3 * n, 1.0f), sums(3), l1(3);
+    values[0] = INFINITY;
+    values[n] = -INFINITY;
+    values[2 * n] = INFINITY;
+    values[3 * n - 1] = -INFINITY;
+    kiln::compile(k).run({kiln::tensor_ref(values.data(), dtype::f32, {3, n})}, {sums, l1});
+    EXPECT_EQ(sums[0], INFINITY) << n;
+    EXPECT_EQ(sums[1], -INFINITY) << n;
+    EXPECT_TRUE(std::isnan(sums[2])) << n;
+    for (float v : l1) EXPECT_EQ(v, INFINITY) << n;
+  }
 }
 
 // The DSL door: extents computed at compile time, axes negative or none, keepdims, fusion.
@@ -369,12 +387,14 @@ TEST(Reductions, DslDoor) {
   EXPECT_NEAR(t[0], want, 1e-6 * want);
 }
 
-// A reduction's result read by an elementwise region (x - max) passes through a transient.
+// A reduction's result read by an elementwise region (x - max) passes through a transient; both
+// regions are one row group, so one dispatch.
 TEST(Reductions, ResultReadByAnotherRegion) {
   using kiln::tensor;
   constexpr auto centered = kiln::fn<tensor<float, kiln::dyn, 9>>(
       [](auto x) { return x - kiln::reduce_max<1>(x, kiln::keepdims); });
-  static_assert(centered.plan.dispatch_count() == 2);
+  static_assert(centered.plan.dispatch_count() == 1);
+  static_assert(centered.plan.sizes.regions == 2);
   static_assert(centered.plan.sizes.transients == 1);
   static_assert(centered.plan.transient_bytes() == -1);  // its size is known at the call
   auto x = ref::make_arg<float>({13, 9}, -5, 5, 21);
@@ -387,34 +407,50 @@ TEST(Reductions, ResultReadByAnotherRegion) {
   }
 }
 
-// A chain of reductions each reading the one before: three transients, but at most two alive at
-// once, so the arena holds two.
+// A chain of reductions each reading the one before, along alternating axes (so each is a
+// dispatch of its own: a row group's transients live through all of it): three transients, but
+// the first is dead once the second's dispatch has run, so the third takes its place.
 TEST(Reductions, ArenaReusesTransientsWhoseReadersHaveRun) {
   using kiln::tensor;
   constexpr auto chain = kiln::fn<tensor<float, 64, 100>>([](auto x) {
-    auto a = kiln::reduce_sum<1>(x, kiln::keepdims);
-    auto b = kiln::reduce_sum<1>(x - a, kiln::keepdims);
-    auto c = kiln::reduce_sum<1>(x * b, kiln::keepdims);
-    return kiln::reduce_max<1>(x + c);
+    auto a = kiln::reduce_sum<1>(x, kiln::keepdims);      // [64, 1]
+    auto b = kiln::reduce_sum<0>(x - a, kiln::keepdims);  // [1, 100]
+    auto c = kiln::reduce_sum<1>(x * b, kiln::keepdims);  // [64, 1]
+    return kiln::reduce_max<0>(x + c);                    // [100]
   });
   static_assert(chain.plan.dispatch_count() == 4);
   static_assert(chain.plan.sizes.transients == 3);
-  // Each transient is 64 floats, 256 bytes aligned; three would take 768.
-  static_assert(chain.plan.transient_bytes() == 512);
+  // a and c are 64 floats (256 bytes), b 100 floats (512 bytes aligned): 1024 bytes apart, 768
+  // with c where a was.
+  static_assert(chain.plan.transient_bytes() == 768);
   auto x = ref::make_arg<float>({64, 100}, -1, 1, 31);
   auto got = chain(ref::view_of(x.data, x.dims));
-  ASSERT_EQ(got.size(), 64u);
+  ASSERT_EQ(got.size(), 100u);
+  auto at = [&](int r, int col) { return x.data[r * 100 + col]; };
+  std::vector<float> a(64), b(100), c(64);
   for (int r = 0; r < 64; ++r) {
-    const float* row = x.data.data() + r * 100;
-    double a = 0, b = 0, c = 0, m = -INFINITY;
-    for (int i = 0; i < 100; ++i) a += row[i];
-    float af = static_cast<float>(a);
-    for (int i = 0; i < 100; ++i) b += row[i] - af;
-    float bf = static_cast<float>(b);
-    for (int i = 0; i < 100; ++i) c += row[i] * bf;
-    float cf = static_cast<float>(c);
-    for (int i = 0; i < 100; ++i) m = std::max<double>(m, row[i] + cf);
-    EXPECT_NEAR(got[r], m, 1e-4 * (std::fabs(cf) + 1)) << "row " << r;
+    double s = 0;
+    for (int i = 0; i < 100; ++i) s += at(r, i);
+    a[r] = static_cast<float>(s);
+  }
+  for (int i = 0; i < 100; ++i) {
+    double s = 0;
+    for (int r = 0; r < 64; ++r) s += at(r, i) - a[r];
+    b[i] = static_cast<float>(s);
+  }
+  for (int r = 0; r < 64; ++r) {
+    double s = 0;
+    for (int i = 0; i < 100; ++i) s += at(r, i) * b[i];
+    c[r] = static_cast<float>(s);
+  }
+  for (int i = 0; i < 100; ++i) {
+    double m = -INFINITY, scale = 0;
+    for (int r = 0; r < 64; ++r) {
+      m = std::max<double>(m, at(r, i) + c[r]);
+      scale = std::max<double>(scale, std::fabs(c[r]));
+    }
+    // The sums before the maximum are the tests' own in double, kiln's in f32 (a tree's bound).
+    EXPECT_NEAR(got[i], m, 1e-4 * (scale + 1)) << "column " << i;
   }
 }
 

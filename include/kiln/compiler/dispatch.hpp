@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/ir/attributes.hpp"
 #include "kiln/ir/graph.hpp"
 
 namespace kiln::compiler {
@@ -22,6 +23,8 @@ struct region {
   std::int32_t root = -1;             // the reduction it computes (its last node), or -1
   std::vector<std::int32_t> reads;    // transients it loads (indices into plan::transients)
   std::vector<std::int32_t> writes;   // transients it stores
+  std::int32_t group = 0;             // its dispatch: consecutive regions of one row group
+                                      // (form_row_groups) share it
   constexpr int binding_count() const {
     return static_cast<int>(args.size() + results.size() + reads.size() + writes.size());
   }
@@ -30,6 +33,75 @@ struct region {
 struct region_options {
   int max_bindings = 0;  // buffers one dispatch may bind; 0 means no limit
 };
+
+// Row groups: runs of consecutive regions that a back end can run a block of rows at a time, as
+// one dispatch (softmax's max, sum and divide; layer_norm's mean, variance and scaling). A group
+// starts at a reduction's region; its rows are the kept indices of that root's space. A region
+// joins the run when each of its elements belongs to one row and every value it loads from the
+// group's own transients is that row's:
+//  - a reduction over the same space and axes (a row's earlier reductions as per-row values);
+//  - an elementwise region over the same space (the rows' elements, per-row values broadcast);
+//  - an epilogue: an elementwise region over the kept indices themselves (the reduced values,
+//    element for element: relu(reduce_sum(x))).
+// Every other region is a group of its own. Sets region::group.
+constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
+                               const std::vector<std::int32_t>& transients) {
+  auto without_ones = [](const shape& s) {
+    shape r;
+    for (int i = 0; i < s.rank; ++i)
+      if (s.dims[i] != 1) r.dims[r.rank++] = s.dims[i];
+    return r;
+  };
+  std::int32_t group = -1;
+  std::size_t start = 0;
+  bool open = false;  // the current group takes more regions
+  shape space;        // the current group's space and reduced axes
+  ir::attributes axes;
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    region& r = regions[k];
+    auto from_group = [&](std::int32_t t) {
+      for (std::size_t j = start; j < k; ++j)
+        for (auto w : regions[j].writes)
+          if (w == t) return true;
+      return false;
+    };
+    // A value that is one per row, broadcast over the row (keepdims form, right-aligned).
+    auto per_row = [&](std::int32_t t) {
+      const shape& d = g.nodes[transients[t]].dims;
+      int offset = space.rank - d.rank;
+      if (offset < 0) return false;
+      for (int i = 0; i < space.rank; ++i) {
+        std::int64_t want = ir::reduces(axes, i) ? 1 : space.dims[i];
+        std::int64_t have = i < offset ? 1 : d.dims[i - offset];
+        if (have != want) return false;
+      }
+      return true;
+    };
+    auto reads_all = [&](auto fits) {
+      for (auto t : r.reads)
+        if (from_group(t) && !fits(t)) return false;
+      return true;
+    };
+    bool joins = false;
+    if (open && r.root >= 0)
+      joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
+    else if (open && r.space == space)
+      joins = reads_all(per_row);
+    else if (open)
+      joins = without_ones(r.space) == without_ones(ir::kept_dims(space, axes)) &&
+              reads_all([&](std::int32_t t) { return g.nodes[transients[t]].dims == r.space; });
+    if (!joins) {
+      ++group;
+      start = k;
+      open = r.root >= 0;
+      if (open) {
+        space = r.space;
+        axes = ir::attributes{g.nodes[r.root].attrs.axes};
+      }
+    }
+    r.group = group;
+  }
+}
 
 // The regions of g in execution order, and `transients`: the root nodes whose values pass
 // between regions.
@@ -105,6 +177,29 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     target->results.push_back(static_cast<std::int32_t>(res));
     closure(*target, wanted(*target), -1);
   }
+  // Each elementwise region that loads roots' values goes right after the last of those roots'
+  // regions, where a row group can take it in (a softmax's divide after its sum).
+  std::vector<std::int32_t> region_of_root(n_nodes, -1);
+  for (std::size_t k = 0; k < first_elementwise; ++k)
+    region_of_root[regions[k].root] = static_cast<std::int32_t>(k);
+  std::vector<region> ordered;
+  std::vector<bool> placed(regions.size(), false);
+  auto place_after = [&](std::int32_t root_region) {
+    for (std::size_t k = first_elementwise; k < regions.size(); ++k) {
+      std::int32_t last = -1;
+      for (auto loaded : loads_of(regions[k])) last = std::max(last, region_of_root[loaded]);
+      if (!placed[k] && last == root_region) {
+        ordered.push_back(regions[k]);
+        placed[k] = true;
+      }
+    }
+  };
+  for (std::size_t k = 0; k < first_elementwise; ++k) {
+    ordered.push_back(regions[k]);
+    place_after(static_cast<std::int32_t>(k));
+  }
+  place_after(-1);  // the regions that load no root
+  regions = std::move(ordered);
   // Transients: every root value another region loads, numbered in order of their roots.
   transients.clear();
   std::vector<std::int32_t> transient_of(n_nodes, -1);
@@ -125,6 +220,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
                     "region " + count_text(static_cast<std::int64_t>(k)) + " binds " +
                         count_text(regions[k].binding_count()) + " buffers, more than the " +
                         count_text(opt.max_bindings) + " a dispatch can bind");
+  form_row_groups(g, regions, transients);
   return regions;
 }
 

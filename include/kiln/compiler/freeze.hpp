@@ -18,7 +18,7 @@ constexpr plan_sizes sizes_of(const plan& p) {
   plan_sizes s{
       static_cast<int>(p.graph.inputs.size()),  static_cast<int>(p.graph.nodes.size()),
       static_cast<int>(p.graph.symbols.size()), static_cast<int>(p.graph.constraints.size()),
-      static_cast<int>(p.graph.outputs.size()), p.dispatch_count()};
+      static_cast<int>(p.graph.outputs.size()), static_cast<int>(p.regions.size())};
   s.transients = static_cast<int>(p.transients.size());
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
@@ -39,6 +39,7 @@ struct frozen_region {
   std::int32_t root = -1;
   int read_begin = 0, read_count = 0;
   int write_begin = 0, write_count = 0;
+  std::int32_t group = 0;
 };
 
 template <plan_sizes S>
@@ -58,7 +59,9 @@ struct frozen_plan {
   std::array<std::int32_t, S.region_writes> region_writes;
   std::int64_t static_transient_bytes = 0;
 
-  constexpr int dispatch_count() const { return S.regions; }
+  constexpr int dispatch_count() const {
+    return S.regions == 0 ? 0 : regions[S.regions - 1].group + 1;
+  }
   // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
   constexpr std::int64_t transient_bytes() const { return static_transient_bytes; }
 
@@ -81,6 +84,7 @@ struct frozen_plan {
       r.results.assign(region_results.begin() + f.result_begin,
                        region_results.begin() + f.result_begin + f.result_count);
       r.root = f.root;
+      r.group = f.group;
       r.reads.assign(region_reads.begin() + f.read_begin,
                      region_reads.begin() + f.read_begin + f.read_count);
       r.writes.assign(region_writes.begin() + f.write_begin,
@@ -118,7 +122,8 @@ constexpr frozen_plan<S> freeze(const plan& p) {
                     reads,
                     static_cast<int>(r.reads.size()),
                     writes,
-                    static_cast<int>(r.writes.size())};
+                    static_cast<int>(r.writes.size()),
+                    r.group};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;

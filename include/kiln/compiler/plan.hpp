@@ -26,15 +26,17 @@ struct arena_layout {
 inline constexpr std::int64_t arena_alignment = 256;
 
 // Places transients in one arena: each at the lowest offset that overlaps no transient alive at
-// the same time (alive: from the region that writes it to the last region that reads it), so a
-// buffer is reused once its last reader has run. bytes[t]: transient t's size.
+// the same time (alive: from the dispatch that writes it to the last dispatch that reads it; a
+// row group's regions run interleaved, so its transients live through all of it), so a buffer is
+// reused once its last reader has run. bytes[t]: transient t's size.
 template <class Regions>
 constexpr arena_layout plan_arena(const Regions& regions, const std::vector<std::int64_t>& bytes) {
   std::size_t n = bytes.size();
   std::vector<int> first(n, 0), last(n, 0);
   for (std::size_t k = 0; k < regions.size(); ++k) {
-    for (auto t : regions[k].writes) first[t] = last[t] = static_cast<int>(k);
-    for (auto t : regions[k].reads) last[t] = std::max(last[t], static_cast<int>(k));
+    int group = regions[k].group;
+    for (auto t : regions[k].writes) first[t] = last[t] = group;
+    for (auto t : regions[k].reads) last[t] = std::max(last[t], group);
   }
   arena_layout a;
   a.offsets.assign(n, 0);
@@ -65,9 +67,9 @@ constexpr std::int64_t size_at(std::int64_t d, const std::int64_t* sym) {
 
 struct plan {
   ir::graph graph;                       // canonical: verified, folded, deduplicated, no dead nodes
-  std::vector<region> regions;           // one dispatch each, in execution order
+  std::vector<region> regions;           // in execution order; one dispatch per row group
   std::vector<std::int32_t> transients;  // root nodes whose values pass between regions
-  constexpr int dispatch_count() const { return static_cast<int>(regions.size()); }
+  constexpr int dispatch_count() const { return regions.empty() ? 0 : regions.back().group + 1; }
 
   // The arena of one call (sym: its resolved symbols; null for a plan of static sizes).
   constexpr arena_layout arena(const std::int64_t* sym = nullptr) const {
@@ -145,7 +147,8 @@ inline std::string print_regions(const plan& p) {
   std::string out;
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     const region& reg = p.regions[r];
-    out += "region " + std::to_string(r) + " over " + ir::dims_text(reg.space);
+    out += "region " + std::to_string(r) + " (dispatch " + std::to_string(reg.group) + ") over " +
+           ir::dims_text(reg.space);
     if (reg.root >= 0) out += " reducing %" + std::to_string(reg.root);
     out += ": nodes";
     for (auto n : reg.nodes) out += " %" + std::to_string(n);

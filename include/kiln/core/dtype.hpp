@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "kiln/core/minifloat.hpp"
 
@@ -98,6 +99,16 @@ inline constexpr dtype dtype_of = detail::dtype_of_impl<std::remove_cv_t<T>>::va
 // The storage type of a dtype (what one element of a buffer is).
 template <dtype D>
 using storage_t = typename detail::type_of_impl<D>::type;
+
+// Calls fn.template operator()<D>() for the run-time dtype t (nothing for a value outside the
+// enum): one instantiation of fn per dtype.
+template <class Fn>
+constexpr void visit_dtype(dtype t, Fn&& fn) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((static_cast<int>(t) == I ? (fn.template operator()<dtype(I)>(), 0) : 0), ...);
+  }
+  (std::make_integer_sequence<int, dtype_count>{});
+}
 
 // False for a value outside the enum (an importer casting integers can make one).
 constexpr bool is_valid(dtype t) { return static_cast<int>(t) < dtype_count; }

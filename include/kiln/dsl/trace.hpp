@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "kiln/compiler/freeze.hpp"
+#include "kiln/dsl/normalizations.hpp"
 #include "kiln/dsl/ops.hpp"
 #include "kiln/dsl/tensor.hpp"
 

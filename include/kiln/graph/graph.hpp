@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/ir/builder.hpp"
+#include "kiln/ir/composites.hpp"
 
 namespace kiln {
 
@@ -115,21 +116,7 @@ class graph {
     if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::reduction)
       throw error(errc::invalid_argument, std::string(op_name), "is not a reduction");
     std::int32_t id = id_of(x, op_name, 1);
-    int rank = b_.get().nodes[id].dims.rank;
-    std::uint32_t mask = 0;
-    for (std::int64_t a : axes) {
-      if (a < -rank || a >= rank)
-        throw error(errc::invalid_argument, std::string(op_name),
-                    "axis " + std::to_string(a) + " is out of range for an operand of rank " +
-                        std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
-                        std::to_string(rank - 1) + ")");
-      std::uint32_t bit = 1u << (a < 0 ? a + rank : a);
-      if (mask & bit)
-        throw error(errc::invalid_argument, std::string(op_name),
-                    "axis " + std::to_string(a) + " is given twice");
-      mask |= bit;
-    }
-    if (axes.empty()) mask = rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
+    std::uint32_t mask = axes_mask(op_name, id, axes);
     return wrap(b_.reduce(o, id, mask, keepdims));
   }
   // argmax / argmin of x along `axis` (negative: from the end): the i64 index of the first
@@ -141,20 +128,51 @@ class graph {
     if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::index_reduction)
       throw error(errc::invalid_argument, std::string(op_name), "is not argmax or argmin");
     std::int32_t id = id_of(x, op_name, 1);
-    int rank = b_.get().nodes[id].dims.rank;
-    if (axis < -rank || axis >= rank)
-      throw error(errc::invalid_argument, std::string(op_name),
-                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
-                      std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
-                      std::to_string(rank - 1) + ")");
-    return wrap(b_.index_reduce(o, id, static_cast<int>(axis < 0 ? axis + rank : axis), keepdims,
-                                select_last_index));
+    return wrap(b_.index_reduce(o, id, axis_of(op_name, id, axis), keepdims, select_last_index));
   }
   value reduce(ir::op o, value x, std::initializer_list<std::int64_t> axes = {},
                bool keepdims = true) {
     return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
   }
   value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
+
+  // Normalizations (ir/composites.hpp: graphs of the ops above, fused as one row group).
+  // softmax / log_softmax along `axis` (negative: from the end): ONNX's Softmax and LogSoftmax.
+  value softmax(value x, std::int64_t axis = -1) {
+    std::int32_t id = id_of(x, "softmax", 1);
+    return wrap(ir::softmax(b_, id, axis_of("softmax", id, axis)));
+  }
+  value log_softmax(value x, std::int64_t axis = -1) {
+    std::int32_t id = id_of(x, "log_softmax", 1);
+    return wrap(ir::log_softmax(b_, id, axis_of("log_softmax", id, axis)));
+  }
+  // log(sum(exp(x))) over `axes` (none: every axis), overflow-free: ONNX's ReduceLogSumExp.
+  value reduce_log_sum_exp(value x, std::span<const std::int64_t> axes, bool keepdims = true) {
+    std::int32_t id = id_of(x, "reduce_log_sum_exp", 1);
+    return wrap(
+        ir::reduce_log_sum_exp(b_, id, axes_mask("reduce_log_sum_exp", id, axes), keepdims));
+  }
+  value reduce_log_sum_exp(value x, std::initializer_list<std::int64_t> axes = {},
+                           bool keepdims = true) {
+    return reduce_log_sum_exp(x, std::span<const std::int64_t>(axes.begin(), axes.size()),
+                              keepdims);
+  }
+  // (x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` to the last: ONNX's
+  // LayerNormalization (its Y); the bias may be left out.
+  value layer_norm(value x, value scale, value bias, std::int64_t axis = -1,
+                   double epsilon = 1e-5) {
+    return layer_norm(x, scale, id_of(bias, "layer_norm", 3), axis, epsilon);
+  }
+  value layer_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5) {
+    return layer_norm(x, scale, std::int32_t{-1}, axis, epsilon);
+  }
+  // x / sqrt(mean(x^2) + epsilon) * scale over the axes from `axis` to the last: ONNX's
+  // RMSNormalization.
+  value rms_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5) {
+    std::int32_t id = id_of(x, "rms_norm", 1);
+    std::int32_t s = id_of(scale, "rms_norm", 2);
+    return wrap(ir::rms_norm(b_, id, s, axis_of("rms_norm", id, axis), epsilon));
+  }
 
   // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are
   // written above).
@@ -226,6 +244,36 @@ class graph {
 
   value wrap(std::int32_t id) const { return {id, id_}; }
 
+  value layer_norm(value x, value scale, std::int32_t bias, std::int64_t axis, double epsilon) {
+    std::int32_t id = id_of(x, "layer_norm", 1);
+    std::int32_t s = id_of(scale, "layer_norm", 2);
+    return wrap(ir::layer_norm(b_, id, s, bias, axis_of("layer_norm", id, axis), epsilon));
+  }
+  // Axis `axis` of node id (negative: from the end), checked.
+  int axis_of(std::string_view op, std::int32_t id, std::int64_t axis) const {
+    int rank = b_.get().nodes[id].dims.rank;
+    if (axis < -rank || axis >= rank)
+      throw error(errc::invalid_argument, std::string(op),
+                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
+                      std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
+                      std::to_string(rank - 1) + ")");
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
+  }
+  // The mask of `axes` of node id (none: every axis), each checked and given once.
+  std::uint32_t axes_mask(std::string_view op, std::int32_t id,
+                          std::span<const std::int64_t> axes) const {
+    int rank = b_.get().nodes[id].dims.rank;
+    if (axes.empty()) return rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
+    std::uint32_t mask = 0;
+    for (std::int64_t a : axes) {
+      std::uint32_t bit = 1u << axis_of(op, id, a);
+      if (mask & bit)
+        throw error(errc::invalid_argument, std::string(op),
+                    "axis " + std::to_string(a) + " is given twice");
+      mask |= bit;
+    }
+    return mask;
+  }
   std::int32_t id_of(value v, std::string_view op, int position) const {
     if (v.owner != id_ || v.id < 0)
       throw error(errc::invalid_argument, std::string(op),

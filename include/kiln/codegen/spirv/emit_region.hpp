@@ -717,7 +717,8 @@ class region_emitter final : public op_lowering {
       default:
         init = splat(k, 0, 0);
     }
-    // Float sums are compensated (Kahan): y = x - c; t = acc + y; c = (t - acc) - y.
+    // Float sums are compensated (Kahan): y = x - c; t = acc + y; c = (t - acc) - y, and c = 0
+    // once t is infinite (inf - inf would make the sum NaN where ONNX's is +-inf).
     bool compensated =
         fl && kind != op::reduce_max && kind != op::reduce_min && kind != op::reduce_prod;
     carried start = {init};
@@ -734,7 +735,8 @@ class region_emitter final : public op_lowering {
       if (!compensated) return {combine(now[0], x)};
       id y = exact(m_.emit(Op::OpFSub, vk, {x, now[1]}));
       id t = exact(m_.emit(Op::OpFAdd, vk, {now[0], y}));
-      return {t, exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {t, now[0]})), y}))};
+      id c = exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {t, now[0]})), y}));
+      return {t, select(k, m_.emit(Op::OpIsInf, bvec4(), {t}), splat(k, 0, 0), c)};
     });
     id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {folded[0], folded[1]})) : folded[0];
     workgroup_join(

@@ -61,6 +61,72 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
   return l;
 }
 
+// An iteration space with size-1 dims dropped and neighbours merged where every operand walks them
+// contiguously and both are kept or both reduced (`reduced`: a reduction's axes, or none).
+// strides: per operand, along the collapsed dims. At least one dim: a single element is [1].
+struct collapsed_space {
+  int rank = 0;
+  std::array<std::int64_t, max_rank> dims{};
+  std::array<bool, max_rank> reduced{};
+  std::vector<std::array<std::int64_t, max_rank>> strides;
+  // The dims before the contiguous one, kept and reduced: a kept index (row) is a multi-index over
+  // kept, then the contiguous dim where it is kept.
+  std::vector<int> kept, reduced_dims;
+
+  // Rows: the kept indices, the contiguous dim's included where it is kept.
+  std::int64_t kept_count() const {
+    std::int64_t n = reduced[rank - 1] ? 1 : dims[rank - 1];
+    for (int d : kept) n *= dims[d];
+    return n;
+  }
+  // Reduced indices outside the contiguous dim.
+  std::int64_t outer_reduced_count() const {
+    std::int64_t n = 1;
+    for (int d : reduced_dims) n *= dims[d];
+    return n;
+  }
+  // Adds the offsets (in elements, per operand) of multi-index `index` over dims `which`.
+  void add_offsets(const std::vector<int>& which, std::int64_t index,
+                   std::vector<std::int64_t>& offsets) const {
+    for (int w = static_cast<int>(which.size()) - 1; w >= 0; --w) {
+      int d = which[w];
+      std::int64_t i = index % dims[d];
+      index /= dims[d];
+      for (std::size_t k = 0; k < offsets.size(); ++k) offsets[k] += i * strides[k][d];
+    }
+  }
+};
+
+inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
+                                std::span<const operand_layout> ops) {
+  collapsed_space s;
+  s.strides.resize(ops.size());
+  for (int i = 0; i < space.rank; ++i) {
+    if (space.dims[i] == 1) continue;
+    bool red = (reduced_axes >> i) & 1u;
+    bool merge = s.rank > 0 && s.reduced[s.rank - 1] == red;
+    for (std::size_t k = 0; merge && k < ops.size(); ++k)
+      merge = s.strides[k][s.rank - 1] == ops[k].stride[i] * space.dims[i];
+    int at = merge ? s.rank - 1 : s.rank++;
+    s.dims[at] = merge ? s.dims[at] * space.dims[i] : space.dims[i];
+    s.reduced[at] = red;
+    for (std::size_t k = 0; k < ops.size(); ++k) s.strides[k][at] = ops[k].stride[i];
+  }
+  if (s.rank == 0) {  // one element, kept
+    s.rank = 1;
+    s.dims[0] = 1;
+    for (auto& st : s.strides) st[0] = 0;
+  }
+  for (int d = 0; d < s.rank - 1; ++d) (s.reduced[d] ? s.reduced_dims : s.kept).push_back(d);
+  return s;
+}
+
+// Some rows of a row group (kept indices [first, last)) run on the calling thread; by default
+// (last < 0) all of them, on kiln's threads.
+struct row_block {
+  std::int64_t first = 0, last = -1;
+};
+
 // A region's row function as run_region takes it: a cpu::row_fn, or anything callable like one.
 using row_ref = function_ref<void(const void* const* in, const std::int64_t* step, void* const* out,
                                   std::int64_t count)>;
@@ -73,7 +139,71 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
                                  std::span<const std::int32_t> results,
                                  std::span<const operand_layout> outs);
 
+// Runs `row` over rows [rows.first, rows.last) of `space` on the calling thread: a row is a kept
+// index of reduced_axes (with none reduced, an element), the row group's unit of work.
+KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,
+                               row_block rows, std::span<const std::int32_t> args,
+                               std::span<const operand_layout> ins,
+                               std::span<const std::int32_t> results,
+                               std::span<const operand_layout> outs);
+
 #if KILN_RUNTIME_BODY
+KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,
+                               row_block rows, std::span<const std::int32_t> args,
+                               std::span<const operand_layout> ins,
+                               std::span<const std::int32_t> results,
+                               std::span<const operand_layout> outs) {
+  if (space.element_count() == 0 || rows.first >= rows.last) return;
+  std::vector<operand_layout> ops;
+  for (auto a : args) ops.push_back(ins[a]);
+  for (auto r : results) ops.push_back(outs[r]);
+  const collapsed_space s = collapse(space, reduced_axes, ops);
+  const int inner = s.rank - 1;
+  const std::int64_t c = s.dims[inner], reduced = s.outer_reduced_count();
+  row_list<const void*> in_ptr(ins.size());
+  row_list<std::int64_t> step(ins.size());
+  row_list<void*> out_ptr(outs.size());
+  std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
+  // n elements along the contiguous dim from `offsets`.
+  auto call = [&](std::int64_t n) {
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
+      if (k < args.size()) {
+        in_ptr[args[k]] = at;
+        step[args[k]] = s.strides[k][inner] ? 1 : 0;
+      } else {
+        out_ptr[results[k - args.size()]] = const_cast<unsigned char*>(at);
+      }
+    }
+    row(in_ptr.data(), step.data(), out_ptr.data(), n);
+  };
+  if (s.reduced[inner]) {  // a row: its reduced elements, the contiguous dim among them
+    for (std::int64_t o = rows.first; o < rows.last; ++o) {
+      std::fill(base.begin(), base.end(), 0);
+      s.add_offsets(s.kept, o, base);
+      for (std::int64_t j = 0; j < reduced; ++j) {
+        offsets = base;
+        s.add_offsets(s.reduced_dims, j, offsets);
+        call(c);
+      }
+    }
+    return;
+  }
+  // The contiguous dim is kept: runs of consecutive rows along it, at every reduced index.
+  for (std::int64_t o = rows.first; o < rows.last;) {
+    std::int64_t outer = o / c, begin = o % c, n = std::min(c - begin, rows.last - o);
+    std::fill(base.begin(), base.end(), 0);
+    s.add_offsets(s.kept, outer, base);
+    for (std::size_t k = 0; k < ops.size(); ++k) base[k] += begin * s.strides[k][inner];
+    for (std::int64_t j = 0; j < reduced; ++j) {
+      offsets = base;
+      s.add_offsets(s.reduced_dims, j, offsets);
+      call(n);
+    }
+    o += n;
+  }
+}
+
 KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
                                  std::span<const std::int32_t> args,
                                  std::span<const operand_layout> ins,
@@ -81,32 +211,13 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
                                  std::span<const operand_layout> outs) {
   std::int64_t total = space.element_count();
   if (total == 0) return;
-  // Collapse: drop size-1 dimensions, merge neighbours that every operand walks contiguously.
   std::vector<operand_layout> ops;
   for (auto a : args) ops.push_back(ins[a]);
   for (auto r : results) ops.push_back(outs[r]);
-  std::array<std::int64_t, max_rank> dims{};
-  std::vector<std::array<std::int64_t, max_rank>> strides(ops.size());
-  int rank = 0;
-  for (int i = 0; i < space.rank; ++i) {
-    if (space.dims[i] == 1) continue;
-    bool merge = rank > 0;
-    for (std::size_t k = 0; merge && k < ops.size(); ++k)
-      merge = strides[k][rank - 1] == ops[k].stride[i] * space.dims[i];
-    if (merge) {
-      dims[rank - 1] *= space.dims[i];
-      for (std::size_t k = 0; k < ops.size(); ++k) strides[k][rank - 1] = ops[k].stride[i];
-    } else {
-      dims[rank] = space.dims[i];
-      for (std::size_t k = 0; k < ops.size(); ++k) strides[k][rank] = ops[k].stride[i];
-      ++rank;
-    }
-  }
-  if (rank == 0) {  // a single element
-    dims[0] = 1;
-    for (auto& s : strides) s[0] = 1;
-    rank = 1;
-  }
+  const collapsed_space c = collapse(space, 0, ops);
+  const int rank = c.rank;
+  const auto& dims = c.dims;
+  const auto& strides = c.strides;
   std::int64_t inner = dims[rank - 1];
   std::int64_t rows = total / inner;
   bool parallel = total >= parallel_threshold;

@@ -21,63 +21,64 @@ namespace kiln::cpu {
 // stride 0 along the reduced axes. direct: the input slot the root's operand is loaded from when
 // the region computes nothing before it (a parameter or a transient reduced as it is), else -1: the
 // fold then reads that memory directly where it is contiguous, with no pass through scratch.
+// rows: the kept indices to reduce (a row group's block), or all of them. Either way each result
+// is folded in the same order, so it has the same bits.
 KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const shape& space,
                                     const ir::attributes& attrs,
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
-                                    std::span<const operand_layout> outs, int direct);
+                                    std::span<const operand_layout> outs, int direct,
+                                    row_block rows = {});
 
 #if KILN_RUNTIME_BODY
 namespace detail {
 
-// How one reduction folds elements of storage type S: acc(x) maps an element, combine() joins two
+// The type a reduction folds elements of dtype t in: narrow floats widen to f32 (exactly), every
+// integer type to i64 (exactly; sums and products then wrap as t once narrowed back). One fold per
+// (reduction, fold type) rather than per element type keeps the driver's instantiations few.
+constexpr dtype fold_dtype(dtype t) {
+  if (t == dtype::f64) return dtype::f64;
+  return is_floating(t) ? dtype::f32 : dtype::i64;
+}
+
+// How one reduction folds elements of fold type S: value(x) maps an element, combine() joins two
 // partial results, finish() turns the total into the result.
 template <ir::op Kind, class S>
 struct reducer {
-  using out_t = S;
-  static constexpr bool is_float = std::is_floating_point_v<S> || !std::is_arithmetic_v<S>;
-  // Floats fold in float (narrow ones too) or double; integers in 64-bit unsigned arithmetic for
-  // sums and products (they wrap as their type once truncated), in their own type for max/min.
-  using acc_t =
-      std::conditional_t<std::is_same_v<S, double>, double,
-                         std::conditional_t<is_float, float,
-                                            std::conditional_t<Kind == ir::op::reduce_max ||
-                                                                   Kind == ir::op::reduce_min,
-                                                               S, std::uint64_t>>>;
+  static constexpr bool is_float = std::is_floating_point_v<S>;
+  // Floats fold in their own type; integers in 64-bit unsigned arithmetic for sums and products
+  // (they wrap as their type once narrowed), in i64 for max and min.
+  static constexpr bool is_extreme = Kind == ir::op::reduce_max || Kind == ir::op::reduce_min;
+  using acc_t = std::conditional_t<is_float || is_extreme, S, std::uint64_t>;
 
   static constexpr acc_t identity() {
-    if constexpr (Kind == ir::op::reduce_max && is_float)
-      return -std::numeric_limits<acc_t>::infinity();
-    else if constexpr (Kind == ir::op::reduce_max)
-      return std::numeric_limits<S>::lowest();
-    else if constexpr (Kind == ir::op::reduce_min && is_float)
-      return std::numeric_limits<acc_t>::infinity();
-    else if constexpr (Kind == ir::op::reduce_min)
-      return std::numeric_limits<S>::max();
+    constexpr bool max = Kind == ir::op::reduce_max;
+    if constexpr (is_extreme && is_float)
+      return max ? -std::numeric_limits<S>::infinity() : std::numeric_limits<S>::infinity();
+    else if constexpr (is_extreme)
+      return max ? std::numeric_limits<S>::lowest() : std::numeric_limits<S>::max();
     else if constexpr (Kind == ir::op::reduce_prod)
       return acc_t(1);
     else
       return acc_t(0);
   }
-  static acc_t value(S s, std::int64_t = 0) {
+  static acc_t value(S x, std::int64_t = 0) {
     if constexpr (is_float) {
-      acc_t x = static_cast<acc_t>(s);
       if constexpr (Kind == ir::op::reduce_l1) return std::fabs(x);
       if constexpr (Kind == ir::op::reduce_l2 || Kind == ir::op::reduce_sum_square) return x * x;
       return x;
-    } else if constexpr (Kind == ir::op::reduce_max || Kind == ir::op::reduce_min) {
-      return s;
-    } else {
-      auto x = static_cast<std::uint64_t>(static_cast<std::int64_t>(s));
-      if constexpr (Kind == ir::op::reduce_l1)
-        return std::is_signed_v<S> && s < 0 ? std::uint64_t(0) - x : x;
-      if constexpr (Kind == ir::op::reduce_sum_square) return x * x;
+    } else if constexpr (is_extreme) {
       return x;
+    } else {
+      auto u = static_cast<std::uint64_t>(x);
+      if constexpr (Kind == ir::op::reduce_l1) return x < 0 ? std::uint64_t(0) - u : u;
+      if constexpr (Kind == ir::op::reduce_sum_square) return u * u;
+      return u;
     }
   }
   static acc_t combine(acc_t a, acc_t b) {
-    if constexpr (Kind == ir::op::reduce_max || Kind == ir::op::reduce_min) {
+    if constexpr (is_extreme) {
       if constexpr (is_float)
         if (a != a || b != b) return a + b;  // NaN propagates, as ONNX's reference does
       return Kind == ir::op::reduce_max ? (b > a ? b : a) : (b < a ? b : a);
@@ -87,10 +88,23 @@ struct reducer {
       return a + b;
     }
   }
-  static S finish(acc_t a, std::int64_t count) {
+  // The result of `count` elements' total, stored as element type `type`.
+  static void store(acc_t a, std::int64_t count, dtype type, void* out) {
     if constexpr (Kind == ir::op::reduce_mean) a = a / static_cast<acc_t>(count);
     if constexpr (Kind == ir::op::reduce_l2) a = std::sqrt(a);
-    return static_cast<S>(a);  // integers: truncation, so sums and products wrap as S
+    visit_dtype(type, [&]<dtype D>() {
+      using T = storage_t<D>;
+      if constexpr (ir::accepts(ir::info(Kind).types, D) && fold_dtype(D) == dtype_of<S>) {
+        if constexpr (is_extreme && !is_float)
+          if (count == 0)
+            a = Kind == ir::op::reduce_max ? std::numeric_limits<T>::lowest()
+                                           : std::numeric_limits<T>::max();
+        if constexpr (!std::is_arithmetic_v<T>)  // narrow floats convert from f32
+          *static_cast<T*>(out) = static_cast<T>(static_cast<float>(a));
+        else
+          *static_cast<T*>(out) = static_cast<T>(a);  // truncation: sums and products wrap as T
+      }
+    });
   }
 
   // The pairwise fold of n elements: blocks of 256 folded into 32 interleaved partials (four
@@ -139,22 +153,20 @@ struct reducer {
   }
 };
 
-// argmax / argmin over elements of storage type S: the accumulator is (value, index), index -1
-// for "nothing yet"; NaN counts as the extreme (as numpy's argmax and argmin); equal extremes
-// keep the first index, or the last with SelectLast. Partials may be joined in any grouping:
-// ties are broken by the indices themselves.
+// argmax / argmin over elements of fold type S: the accumulator is (value, index), index -1 for
+// "nothing yet"; NaN counts as the extreme (as numpy's argmax and argmin); equal extremes keep the
+// first index, or the last with SelectLast. Partials may be joined in any grouping: ties are
+// broken by the indices themselves.
 template <ir::op Kind, class S, bool SelectLast>
 struct index_reducer {
-  using out_t = std::int64_t;
-  using cmp_t = std::conditional_t<std::is_arithmetic_v<S>, S, float>;
   struct acc_t {
-    cmp_t v{};
+    S v{};
     std::int64_t i = -1;
   };
   static constexpr acc_t identity() { return {}; }
-  static acc_t value(S s, std::int64_t index) { return {static_cast<cmp_t>(s), index}; }
-  static bool is_nan(cmp_t v) {
-    if constexpr (std::is_floating_point_v<cmp_t>)
+  static acc_t value(S s, std::int64_t index) { return {s, index}; }
+  static bool is_nan(S v) {
+    if constexpr (std::is_floating_point_v<S>)
       return v != v;
     else
       return false;
@@ -178,108 +190,184 @@ struct index_reducer {
     for (std::int64_t k = 0; k < n; ++k) best = combine(best, p[k]);
     return best;
   }
-  static std::int64_t finish(acc_t a, std::int64_t) {
+  static void store(acc_t a, std::int64_t, dtype, void* out) {
     if (a.i < 0)
       throw error(errc::shape_mismatch, std::string(ir::name(Kind)),
                   "the axis has size 0 at this call: there is no index to give");
-    return a.i;
+    *static_cast<std::int64_t*>(out) = a.i;
   }
 };
 
-// The collapsed form of a reduction's space: size-1 dims dropped, neighbours of the same kind
-// (kept or reduced) merged where every operand walks them contiguously.
-struct reduction_space {
-  int rank = 0;
-  std::array<std::int64_t, max_rank> dims{};
-  std::array<bool, max_rank> reduced{};
-  std::vector<std::array<std::int64_t, max_rank>> strides;  // per operand (ins, then outs)
+// The largest accumulator: argmax's (value, index).
+inline constexpr int max_acc_bytes = 16;
+
+// A reducer behind function pointers, so the driver below is compiled once rather than once per
+// (reduction, element type): it calls these per piece of hundreds of elements, never per element.
+// Accumulators are opaque arrays of acc_bytes each; values are of the fold type.
+struct reducer_ops {
+  int acc_bytes;
+  void (*fill)(void* acc, std::int64_t n);  // n identities
+  // *acc = the fold of n values; first: the index of x[0] within the reduced set.
+  void (*fold)(const void* x, std::int64_t n, std::int64_t first, void* acc);
+  void (*fold_partials)(const void* partials, std::int64_t n, void* acc);
+  // acc[i] = combine(acc[i], value(x[i])) for i < n, every x[i] at reduced index `index`.
+  void (*accumulate)(void* acc, const void* x, std::int64_t n, std::int64_t index);
+  void (*combine)(void* acc, const void* right, std::int64_t n);  // acc[i] with right[i]
+  void (*store)(const void* acc, std::int64_t count, dtype type, void* out);
 };
-
-inline reduction_space collapse(const shape& space, std::uint32_t axes,
-                                const std::vector<const operand_layout*>& ops) {
-  reduction_space s;
-  s.strides.resize(ops.size());
-  for (int i = 0; i < space.rank; ++i) {
-    if (space.dims[i] == 1) continue;
-    bool red = (axes >> i) & 1u;
-    bool merge = s.rank > 0 && s.reduced[s.rank - 1] == red;
-    for (std::size_t k = 0; merge && k < ops.size(); ++k)
-      merge = s.strides[k][s.rank - 1] == ops[k]->stride[i] * space.dims[i];
-    int at = merge ? s.rank - 1 : s.rank++;
-    s.dims[at] = merge ? s.dims[at] * space.dims[i] : space.dims[i];
-    s.reduced[at] = red;
-    for (std::size_t k = 0; k < ops.size(); ++k) s.strides[k][at] = ops[k]->stride[i];
-  }
-  if (s.rank == 0) {  // one element, kept
-    s.rank = 1;
-    s.dims[0] = 1;
-    for (auto& st : s.strides) st[0] = 0;
-  }
-  return s;
-}
-
-// Offsets (in elements, per operand) of multi-index `index` over the dims listed in `which`.
-inline void add_offsets(const reduction_space& s, const std::vector<int>& which, std::int64_t index,
-                        std::vector<std::int64_t>& offsets) {
-  for (int w = static_cast<int>(which.size()) - 1; w >= 0; --w) {
-    int d = which[w];
-    std::int64_t i = index % s.dims[d];
-    index /= s.dims[d];
-    for (std::size_t k = 0; k < offsets.size(); ++k) offsets[k] += i * s.strides[k][d];
-  }
-}
 
 template <class R, class S>
-void reduce_with(row_ref row, const shape& space, std::uint32_t axes,
-                 std::span<const std::int32_t> in_slots, std::span<const operand_layout> ins,
-                 std::span<const std::int32_t> out_slots, std::span<const operand_layout> outs,
-                 int direct) {
-  using acc_t = typename R::acc_t;
-  using out_t = typename R::out_t;
-  std::vector<const operand_layout*> ops;
-  for (auto s : in_slots) ops.push_back(&ins[s]);
-  for (auto s : out_slots) ops.push_back(&outs[s]);
+requires(sizeof(typename R::acc_t) <= max_acc_bytes) constexpr reducer_ops ops_of{
+    sizeof(typename R::acc_t),
+    [](void* acc, std::int64_t n) {
+      auto* a = static_cast<typename R::acc_t*>(acc);
+      for (std::int64_t i = 0; i < n; ++i) a[i] = R::identity();
+    },
+    [](const void* x, std::int64_t n, std::int64_t first, void* acc) {
+      *static_cast<typename R::acc_t*>(acc) = R::fold(static_cast<const S*>(x), n, first);
+    },
+    [](const void* p, std::int64_t n, void* acc) {
+      *static_cast<typename R::acc_t*>(acc) =
+          R::fold_partials(static_cast<const typename R::acc_t*>(p), n);
+    },
+    [](void* acc, const void* x, std::int64_t n, std::int64_t index) {
+      auto* a = static_cast<typename R::acc_t*>(acc);
+      auto* v = static_cast<const S*>(x);
+      for (std::int64_t i = 0; i < n; ++i) a[i] = R::combine(a[i], R::value(v[i], index));
+    },
+    [](void* acc, const void* right, std::int64_t n) {
+      auto* a = static_cast<typename R::acc_t*>(acc);
+      auto* b = static_cast<const typename R::acc_t*>(right);
+      for (std::int64_t i = 0; i < n; ++i) a[i] = R::combine(a[i], b[i]);
+    },
+    [](const void* acc, std::int64_t count, dtype type, void* out) {
+      R::store(*static_cast<const typename R::acc_t*>(acc), count, type, out);
+    },
+};
+
+// The reducer of reduction `kind` on elements of `type`, or nullptr where kind does not take it.
+inline const reducer_ops* reducer_for(ir::op kind, dtype type, bool select_last) {
+  const reducer_ops* found = nullptr;
+  visit_dtype(fold_dtype(type), [&]<dtype F>() {
+    if constexpr (F == dtype::f32 || F == dtype::f64 || F == dtype::i64) {
+      using S = storage_t<F>;
+      auto with = [&]<ir::op Kind>() {
+        if (kind != Kind || !ir::accepts(ir::info(Kind).types, type)) return;
+        if constexpr (ir::info(Kind).cls == ir::op_class::index_reduction)
+          found = select_last ? &ops_of<index_reducer<Kind, S, true>, S>
+                              : &ops_of<index_reducer<Kind, S, false>, S>;
+        else if constexpr (ir::accepts(ir::info(Kind).types, F))
+          found = &ops_of<reducer<Kind, S>, S>;
+      };
+      using ir::op;
+      with.template operator()<op::reduce_sum>();
+      with.template operator()<op::reduce_mean>();
+      with.template operator()<op::reduce_max>();
+      with.template operator()<op::reduce_min>();
+      with.template operator()<op::reduce_prod>();
+      with.template operator()<op::reduce_l1>();
+      with.template operator()<op::reduce_l2>();
+      with.template operator()<op::reduce_sum_square>();
+      with.template operator()<op::argmax>();
+      with.template operator()<op::argmin>();
+    }
+  });
+  return found;
+}
+
+// Widens n elements of `type` at x to its fold type at out.
+inline void widen(dtype type, const void* x, std::int64_t n, void* out) {
+  visit_dtype(type, [&]<dtype D>() {
+    if constexpr (D != dtype::boolean) {
+      using T = storage_t<D>;
+      using F = storage_t<fold_dtype(D)>;
+      auto* from = static_cast<const T*>(x);
+      auto* to = static_cast<F*>(out);
+      for (std::int64_t i = 0; i < n; ++i) to[i] = static_cast<F>(from[i]);
+    }
+  });
+}
+
+// An array of accumulators (opaque, up to max_acc_bytes each).
+class acc_array {
+ public:
+  acc_array(const reducer_ops& r, std::int64_t n)
+      : r_(r), words_(static_cast<std::size_t>(n * r.acc_bytes + 15) / 16) {}
+  void* at(std::int64_t i) {
+    return reinterpret_cast<unsigned char*>(words_.data()) + i * r_.acc_bytes;
+  }
+
+ private:
+  struct alignas(16) word {
+    unsigned char bytes[16];
+  };
+  const reducer_ops& r_;
+  std::vector<word> words_;
+};
+
+inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_type,
+                   const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
+                   std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
+                   std::span<const operand_layout> outs, int direct, row_block rows) {
+  std::vector<operand_layout> ops;
+  for (auto s : in_slots) ops.push_back(ins[s]);
+  for (auto s : out_slots) ops.push_back(outs[s]);
   const std::size_t n_in = in_slots.size();
-  reduction_space s = collapse(space, axes, ops);
-  std::vector<int> kept, reduced;
-  for (int d = 0; d < s.rank - 1; ++d) (s.reduced[d] ? reduced : kept).push_back(d);
+  collapsed_space s = collapse(space, axes, ops);
+  const auto& kept = s.kept;
+  const auto& reduced = s.reduced_dims;
   const int inner = s.rank - 1;
   const bool row_case = s.reduced[inner];  // the contiguous dim is reduced: fold along rows
   // in_count: reduced indices outside the contiguous dim; count: elements per output.
-  std::int64_t outputs = 1, in_count = 1;
-  for (int d : kept) outputs *= s.dims[d];
-  for (int d : reduced) in_count *= s.dims[d];
-  if (!row_case) outputs *= s.dims[inner];
+  const std::int64_t outputs = s.kept_count(), in_count = s.outer_reduced_count();
   const std::int64_t count = row_case ? in_count * s.dims[inner] : in_count;
-  if (outputs == 0) return;
+  const std::int64_t first_row = rows.last < 0 ? 0 : rows.first;
+  const std::int64_t last_row = rows.last < 0 ? outputs : rows.last;
+  if (first_row >= last_row) return;
 
-  // Pointers for one call of the row function: inputs at `offsets`, the root's operand into
-  // `scratch` (the region's first output slot).
+  const int bytes = size_in_bytes(type);
+  const dtype folded = fold_dtype(type);
+  const bool widens = folded != type;
   // The operand read in place: position of the direct slot among the inputs, if contiguous.
   int in_place = -1;
   for (std::size_t k = 0; k < n_in; ++k)
     if (in_slots[k] == direct && s.strides[k][inner] == 1) in_place = static_cast<int>(k);
-  // The operand's n values at `offsets`: in place, or evaluated into scratch.
-  auto call_row = [&](const std::vector<std::int64_t>& offsets, S* scratch, std::int64_t n,
-                      row_list<const void*>& in_ptr, row_list<std::int64_t>& step,
-                      row_list<void*>& out_ptr) -> const S* {
-    if (in_place >= 0) return reinterpret_cast<const S*>(ops[in_place]->data) + offsets[in_place];
-    for (std::size_t k = 0; k < n_in; ++k) {
-      in_ptr[in_slots[k]] = ops[k]->data + offsets[k] * ops[k]->bytes;
-      step[in_slots[k]] = s.strides[k][inner] ? 1 : 0;
-    }
-    out_ptr[out_slots[0]] = scratch;
-    row(in_ptr.data(), step.data(), out_ptr.data(), n);
-    return scratch;
+  // Scratch for one piece of n values: the row function's (type) and their widened form.
+  struct scratch {
+    std::vector<unsigned char> row, wide;
+    scratch(std::int64_t n, int bytes, bool widens)
+        : row(static_cast<std::size_t>((n + lanes * 2) * bytes)),
+          wide(widens ? static_cast<std::size_t>(n * 8) : 0) {}
   };
-  auto store_all = [&](const std::vector<std::int64_t>& offsets, out_t v) {
+  // The operand's n values at `offsets`, in the fold type: read in place, or evaluated (and
+  // widened) into scratch.
+  auto call_row = [&](const std::vector<std::int64_t>& offsets, scratch& mem, std::int64_t n,
+                      row_list<const void*>& in_ptr, row_list<std::int64_t>& step,
+                      row_list<void*>& out_ptr) -> const void* {
+    const void* values = nullptr;
+    if (in_place >= 0) {
+      values = ops[in_place].data + offsets[in_place] * bytes;
+    } else {
+      for (std::size_t k = 0; k < n_in; ++k) {
+        in_ptr[in_slots[k]] = ops[k].data + offsets[k] * ops[k].bytes;
+        step[in_slots[k]] = s.strides[k][inner] ? 1 : 0;
+      }
+      out_ptr[out_slots[0]] = mem.row.data();
+      row(in_ptr.data(), step.data(), out_ptr.data(), n);
+      values = mem.row.data();
+    }
+    if (!widens) return values;
+    widen(type, values, n, mem.wide.data());
+    return mem.wide.data();
+  };
+  auto store_all = [&](const std::vector<std::int64_t>& offsets, const void* acc) {
     for (std::size_t k = n_in; k < ops.size(); ++k)
-      *reinterpret_cast<out_t*>(const_cast<unsigned char*>(ops[k]->data) +
-                                offsets[k] * ops[k]->bytes) = v;
+      r.store(acc, count, result_type,
+              const_cast<unsigned char*>(ops[k].data) + offsets[k] * ops[k].bytes);
   };
   const std::size_t in_size = ins.size(), out_size = outs.size();
-  const std::int64_t total = outputs * count;
-  const int threads = total >= parallel_threshold ? thread_count() : 1;
+  const std::int64_t total = (last_row - first_row) * count;
+  const int threads = rows.last < 0 && total >= parallel_threshold ? thread_count() : 1;
 
   if (row_case) {
     // Pieces of whole rows: partial p of output o covers piece p % pieces of reduced row
@@ -288,28 +376,30 @@ void reduce_with(row_ref row, const shape& space, std::uint32_t axes,
     const std::int64_t n0 = s.dims[inner];
     const std::int64_t pieces = std::max<std::int64_t>((n0 + piece - 1) / piece, 1);
     const std::int64_t per_output = in_count * pieces;
-    std::vector<acc_t> partials(static_cast<std::size_t>(outputs * per_output));
+    // Task t: piece t % per_output of output first_row + t / per_output.
+    acc_array partials(r, (last_row - first_row) * per_output);
     auto run = [&](std::int64_t first, std::int64_t last) {
       row_list<const void*> in_ptr(in_size);
       row_list<std::int64_t> step(in_size);
       row_list<void*> out_ptr(out_size);
-      std::vector<S> scratch(static_cast<std::size_t>(std::min(piece, n0) + lanes * 2));
+      scratch mem(std::min(piece, n0), bytes, widens);
       std::vector<std::int64_t> offsets(ops.size());
       for (std::int64_t t = first; t < last; ++t) {
-        std::int64_t o = t / per_output, j = (t % per_output) / pieces, p = t % pieces;
+        std::int64_t o = first_row + t / per_output, j = (t % per_output) / pieces, p = t % pieces;
         std::fill(offsets.begin(), offsets.end(), 0);
-        add_offsets(s, kept, o, offsets);
-        add_offsets(s, reduced, j, offsets);
+        s.add_offsets(kept, o, offsets);
+        s.add_offsets(reduced, j, offsets);
         std::int64_t begin = p * piece, n = std::min(piece, n0 - begin);
         for (std::size_t k = 0; k < n_in; ++k) offsets[k] += begin * s.strides[k][inner];
         // The elements' index within the result's reduced set (argmax, argmin).
         std::int64_t first_index = j * n0 + begin;
-        partials[t] = n > 0 ? R::fold(call_row(offsets, scratch.data(), n, in_ptr, step, out_ptr),
-                                      n, first_index)
-                            : R::identity();
+        if (n > 0)
+          r.fold(call_row(offsets, mem, n, in_ptr, step, out_ptr), n, first_index, partials.at(t));
+        else
+          r.fill(partials.at(t), 1);
       }
     };
-    std::int64_t tasks = outputs * per_output;
+    std::int64_t tasks = (last_row - first_row) * per_output;
     // Claims of about 1/32 of a thread's share (as run_region's), at least task_grain elements.
     std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
     std::int64_t chunk =
@@ -319,67 +409,71 @@ void reduce_with(row_ref row, const shape& space, std::uint32_t axes,
     else
       run(0, tasks);
     std::vector<std::int64_t> offsets(ops.size());
-    for (std::int64_t o = 0; o < outputs; ++o) {
+    acc_array result(r, 1);
+    for (std::int64_t o = first_row; o < last_row; ++o) {
       std::fill(offsets.begin(), offsets.end(), 0);
-      add_offsets(s, kept, o, offsets);
-      store_all(offsets,
-                R::finish(R::fold_partials(partials.data() + o * per_output, per_output), count));
+      s.add_offsets(kept, o, offsets);
+      r.fold_partials(partials.at((o - first_row) * per_output), per_output, result.at(0));
+      store_all(offsets, result.at(0));
     }
     return;
   }
 
   // The contiguous dim is kept: chunks of it are folded across every reduced index at once,
-  // halves of the reduced range joined pairwise.
+  // halves of the reduced range joined pairwise. Task t: chunk t % chunks of the contiguous dim
+  // at kept outer index t / chunks, cut to rows [first_row, last_row).
   constexpr std::int64_t chunk = 256;
   const std::int64_t c = s.dims[inner];
   const std::int64_t chunks = (c + chunk - 1) / chunk;
-  const std::int64_t outer = outputs / c;
   auto run = [&](std::int64_t first, std::int64_t last) {
     row_list<const void*> in_ptr(in_size);
     row_list<std::int64_t> step(in_size);
     row_list<void*> out_ptr(out_size);
-    std::vector<S> scratch(chunk + lanes * 2);
+    scratch mem(chunk, bytes, widens);
     std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
     // Folds reduced indices [a, b) of the chunk at `base` into acc.
     auto fold_range = [&](auto& self, std::int64_t a, std::int64_t b, std::int64_t n,
-                          acc_t* acc) -> void {
+                          void* acc) -> void {
       if (b - a > 8) {
         std::int64_t mid = a + (b - a) / 2;
-        acc_t right[chunk];
-        for (std::int64_t i = 0; i < n; ++i) right[i] = R::identity();
+        alignas(16) unsigned char right[chunk * max_acc_bytes];
+        r.fill(right, n);
         self(self, a, mid, n, acc);
         self(self, mid, b, n, right);
-        for (std::int64_t i = 0; i < n; ++i) acc[i] = R::combine(acc[i], right[i]);
+        r.combine(acc, right, n);
         return;
       }
       for (std::int64_t j = a; j < b; ++j) {
         offsets = base;
-        add_offsets(s, reduced, j, offsets);
-        const S* x = call_row(offsets, scratch.data(), n, in_ptr, step, out_ptr);
-        for (std::int64_t i = 0; i < n; ++i) acc[i] = R::combine(acc[i], R::value(x[i], j));
+        s.add_offsets(reduced, j, offsets);
+        r.accumulate(acc, call_row(offsets, mem, n, in_ptr, step, out_ptr), n, j);
       }
     };
+    alignas(16) unsigned char acc[chunk * max_acc_bytes];
     for (std::int64_t t = first; t < last; ++t) {
       std::int64_t o = t / chunks, q = t % chunks;
-      std::int64_t begin = q * chunk, n = std::min(chunk, c - begin);
+      std::int64_t begin = std::max(q * chunk, first_row - o * c);
+      std::int64_t n = std::min({(q + 1) * chunk, c, last_row - o * c}) - begin;
+      if (n <= 0) continue;
       std::fill(base.begin(), base.end(), 0);
-      add_offsets(s, kept, o, base);
+      s.add_offsets(kept, o, base);
       for (std::size_t k = 0; k < ops.size(); ++k) base[k] += begin * s.strides[k][inner];
-      acc_t acc[chunk];
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = R::identity();
+      r.fill(acc, n);
       fold_range(fold_range, 0, in_count, n, acc);
       for (std::int64_t i = 0; i < n; ++i) {
         offsets = base;
         for (std::size_t k = n_in; k < ops.size(); ++k) offsets[k] += i * s.strides[k][inner];
-        store_all(offsets, R::finish(acc[i], count));
+        store_all(offsets, acc + i * r.acc_bytes);
       }
     }
   };
-  std::int64_t tasks = outer * chunks;
+  std::int64_t first_task = first_row / c * chunks + first_row % c / chunk;
+  std::int64_t tasks = (last_row + c - 1) / c * chunks - first_task;
+  auto run_from = [&](std::int64_t a, std::int64_t b) { run(first_task + a, first_task + b); };
   if (threads > 1)
-    parallel_for(tasks, 1, run);
+    parallel_for(tasks, 1, run_from);
   else
-    run(0, tasks);
+    run_from(0, tasks);
 }
 
 }  // namespace detail
@@ -389,46 +483,15 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
-                                    std::span<const operand_layout> outs, int direct) {
-  bool done = false;
-  auto with_kind = [&]<ir::op Kind>() {
-    auto with_type = [&]<dtype D>() {
-      if constexpr (ir::accepts(ir::info(Kind).types, D)) {
-        if (type != D || kind != Kind) return;
-        using S = storage_t<D>;
-        auto run = [&]<class R>() {
-          detail::reduce_with<R, S>(row, space, attrs.axes, in_slots, ins, out_slots, outs, direct);
-        };
-        if constexpr (ir::info(Kind).cls == ir::op_class::index_reduction) {
-          if (attrs.select_last)
-            run.template operator()<detail::index_reducer<Kind, S, true>>();
-          else
-            run.template operator()<detail::index_reducer<Kind, S, false>>();
-        } else {
-          run.template operator()<detail::reducer<Kind, S>>();
-        }
-        done = true;
-      }
-    };
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      (with_type.template operator()<dtype(I)>(), ...);
-    }
-    (std::make_integer_sequence<int, dtype_count>{});
-  };
-  using ir::op;
-  with_kind.template operator()<op::reduce_sum>();
-  with_kind.template operator()<op::reduce_mean>();
-  with_kind.template operator()<op::reduce_max>();
-  with_kind.template operator()<op::reduce_min>();
-  with_kind.template operator()<op::reduce_prod>();
-  with_kind.template operator()<op::reduce_l1>();
-  with_kind.template operator()<op::reduce_l2>();
-  with_kind.template operator()<op::reduce_sum_square>();
-  with_kind.template operator()<op::argmax>();
-  with_kind.template operator()<op::argmin>();
-  if (!done)
+                                    std::span<const operand_layout> outs, int direct,
+                                    row_block rows) {
+  const detail::reducer_ops* r = detail::reducer_for(kind, type, attrs.select_last);
+  if (!r)
     throw error(errc::unsupported, std::string(ir::name(kind)),
                 "no CPU reduction for element type " + std::string(name(type)));
+  dtype result_type = ir::info(kind).cls == ir::op_class::index_reduction ? dtype::i64 : type;
+  detail::reduce(row, *r, type, result_type, space, attrs.axes, in_slots, ins, out_slots, outs,
+                 direct, rows);
 }
 #endif  // KILN_RUNTIME_BODY
 

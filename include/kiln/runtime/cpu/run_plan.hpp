@@ -32,8 +32,6 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
-  std::vector<operand_layout> ins(compiler::input_slot_count(p));
-  std::vector<operand_layout> outs(compiler::output_slot_count(p));
   // The call's transients, in one arena laid out by the plan (reused between regions).
   // The memory is the calling thread's, kept for its next call (a call runs on one thread's
   // behalf at a time), so a steady stream of calls allocates nothing.
@@ -48,39 +46,96 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const ir::node& n = g.nodes[p.transients[t]];
     return std::pair{arena_memory.data()->bytes + arena.offsets[t], runtime::concrete(n.dims, sym)};
   };
-  for (std::size_t i = 0; i < p.regions.size(); ++i) {
-    if (only && !(*only)[i]) continue;
+  // A region ready to run: its operands' layouts over its space, by slot.
+  struct prepared {
+    const compiler::region* reg;
+    shape space;
+    const ir::node* root;
+    std::vector<operand_layout> ins, outs;
+    std::vector<std::int32_t> in_slots, out_slots;
+  };
+  auto prepare = [&](std::size_t i) {
     const compiler::region& reg = p.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
+    prepared r{&reg,
+               runtime::concrete(reg.space, sym),
+               reg.root >= 0 ? &g.nodes[reg.root] : nullptr,
+               std::vector<operand_layout>(compiler::input_slot_count(p)),
+               std::vector<operand_layout>(compiler::output_slot_count(p)),
+               compiler::input_slots(p, reg),
+               compiler::output_slots(p, reg)};
     for (auto a : reg.args) {
       const ir::input_decl& d = g.inputs[a];
       shape dims = runtime::argument_dims(args[a], d.dims);
-      ins[a] = layout_over(args[a].data, size_in_bytes(d.type), dims, space);
+      r.ins[a] = layout_over(args[a].data, size_in_bytes(d.type), dims, r.space);
     }
     for (auto t : reg.reads) {
       auto [data, dims] = transient(t);
-      ins[n_inputs + t] =
-          layout_over(data, size_in_bytes(g.nodes[p.transients[t]].type), dims, space);
+      r.ins[n_inputs + t] =
+          layout_over(data, size_in_bytes(g.nodes[p.transients[t]].type), dims, r.space);
     }
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.
-    const ir::node* root = reg.root >= 0 ? &g.nodes[reg.root] : nullptr;
-    shape written = root ? ir::kept_dims(space, root->attrs) : space;
-    for (auto r : reg.results)
-      outs[r] =
-          layout_over(results[r].data, size_in_bytes(g.nodes[g.outputs[r]].type), written, space);
+    shape written = r.root ? ir::kept_dims(r.space, r.root->attrs) : r.space;
+    for (auto res : reg.results)
+      r.outs[res] = layout_over(results[res].data, size_in_bytes(g.nodes[g.outputs[res]].type),
+                                written, r.space);
     for (auto t : reg.writes)
-      outs[n_outputs + t] = layout_over(
-          transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, space);
+      r.outs[n_outputs + t] = layout_over(
+          transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
+    return r;
+  };
+  // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's).
+  auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
-    auto in_slots = compiler::input_slots(p, reg);
-    auto out_slots = compiler::output_slots(p, reg);
-    if (root)
-      run_reduction(row, root->kind, g.nodes[root->operands[0]].type, space, root->attrs, in_slots,
-                    ins, out_slots, outs, compiler::load_slot(p, reg, root->operands[0]));
+    if (r.root)
+      run_reduction(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.space, r.root->attrs,
+                    r.in_slots, r.ins, r.out_slots, r.outs,
+                    compiler::load_slot(p, *r.reg, r.root->operands[0]), block);
+    else if (block.last >= 0)
+      run_rows(row, r.space, axes, block, r.in_slots, r.ins, r.out_slots, r.outs);
     else
-      run_region(row, space, in_slots, ins, out_slots, outs);
+      run_region(row, r.space, r.in_slots, r.ins, r.out_slots, r.outs);
+  };
+  for (std::size_t i = 0; i < p.regions.size();) {
+    std::size_t end = i + 1;
+    while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
+    bool whole = end - i > 1;
+    for (std::size_t k = i; k < end; ++k) whole = whole && (!only || (*only)[k]);
+    if (!whole) {  // a single region, or some of a group's: each alone, all its rows
+      for (std::size_t k = i; k < end; ++k)
+        if (!only || (*only)[k]) run(k, prepare(k), {}, 0);
+      i = end;
+      continue;
+    }
+    // A row group: a block of rows at a time through every region, while the rows are in cache.
+    std::vector<prepared> members;
+    for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));
+    const shape& space = members[0].space;
+    const std::uint32_t axes = members[0].root->attrs.axes;
+    const std::int64_t rows_total = ir::kept_dims(space, members[0].root->attrs).element_count();
+    const std::int64_t total = space.element_count();
+    const std::int64_t row_size = rows_total > 0 ? total / rows_total : 0;
+    auto run_block = [&](std::int64_t first, std::int64_t last) {
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        // An epilogue's space is the rows themselves: nothing of it is reduced.
+        bool over_rows = members[k].space == space;
+        run(i + k, members[k], {first, last}, over_rows ? axes : 0);
+      }
+    };
+    const int threads = total >= parallel_threshold ? thread_count() : 1;
+    if (threads == 1) {
+      run_block(0, rows_total);
+    } else if (rows_total >= 4 * std::int64_t{threads}) {
+      // Claims of about 1/32 of a thread's share, as run_region's.
+      std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
+      parallel_for(rows_total,
+                   std::max<std::int64_t>(grain / std::max<std::int64_t>(row_size, 1), 1),
+                   run_block);
+    } else {  // a few long rows: each region over all of them, on every thread
+      for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
+    }
+    i = end;
   }
 }
 #endif  // KILN_RUNTIME_BODY

@@ -1,0 +1,410 @@
+// Normalizations end to end: softmax, log_softmax, reduce_log_sum_exp, layer_norm and rms_norm
+// through both doors, each one row group (one dispatch), checked against the tests' own double
+// evaluation of ONNX's formulas; reduction epilogues; and row groups run a block of rows at a
+// time on the CPU (every path: serial, blocks on threads, a few long rows) with the same bits as
+// the regions run one by one. Runs on the default device and, as e2e.cpu.test_normalizations, on
+// the CPU.
+#include <cmath>
+#include <map>
+
+#include <kiln/runtime/cpu/interpreted.hpp>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using kiln::dtype;
+using ref::dims_t;
+
+// The elements of one row along `axes` of dims: calls fn(row, offsets of its elements).
+template <class Fn>
+void for_each_row(const dims_t& dims, std::uint32_t axes, Fn fn) {
+  std::int64_t n = ref::count(dims);
+  std::map<std::int64_t, std::vector<std::int64_t>> rows;
+  dims_t idx(dims.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t rest = i, row = 0;
+    for (std::size_t k = dims.size(); k-- > 0;) {
+      idx[k] = rest % dims[k];
+      rest /= dims[k];
+    }
+    for (std::size_t k = 0; k < dims.size(); ++k)
+      if (!((axes >> k) & 1u)) row = row * dims[k] + idx[k];
+    rows[row].push_back(i);
+  }
+  for (auto& [row, elements] : rows) fn(row, elements);
+}
+
+std::vector<double> softmax_ref(const std::vector<float>& x, const dims_t& dims, int axis,
+                                bool log) {
+  std::vector<double> y(x.size());
+  for_each_row(dims, 1u << axis, [&](std::int64_t, const std::vector<std::int64_t>& e) {
+    double m = -INFINITY, s = 0;
+    for (auto i : e) m = std::max(m, double(x[i]));
+    for (auto i : e) s += std::exp(double(x[i]) - m);
+    for (auto i : e) y[i] = log ? double(x[i]) - m - std::log(s) : std::exp(double(x[i]) - m) / s;
+  });
+  return y;
+}
+
+// Softmax values are near 1/n: relative error from the exp (a few ulp) and the sum's tree bound.
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel,
+                  double abs, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
+    double g = got[i], w = want[i];
+    bool ok = std::isnan(w)   ? std::isnan(g)
+              : std::isinf(w) ? g == w
+                              : std::fabs(g - w) <= rel * std::fabs(w) + abs;
+    if (!ok) {
+      ++reported;
+      ADD_FAILURE() << what << ": element " << i << " is " << g << ", expected " << w;
+    }
+  }
+}
+
+std::vector<float> run1(const kiln::executable& e, const std::vector<float>& x, const dims_t& dims,
+                        const dims_t& out_dims, kiln::device* dev = nullptr) {
+  ref::buffer<float> in(x), out(static_cast<std::size_t>(ref::count(out_dims)));
+  if (dev)
+    e.run({ref::view_of(in, dims)}, {ref::view_of(out, out_dims)}, *dev);
+  else
+    e.run({ref::view_of(in, dims)}, {ref::view_of(out, out_dims)});
+  return out.to_vector();
+}
+
+const std::vector<dims_t> row_shapes = {{1},        {7},        {4097},     {3, 5},
+                                        {70, 1000}, {2, 70001}, {300, 300}, {0, 5},
+                                        {5, 0},     {2, 3, 4},  {3, 1, 65}, {6, 5, 4, 3}};
+
+TEST(Normalizations, SoftmaxAndLogSoftmaxEveryAxis) {
+  unsigned seed = 1;
+  for (bool log : {false, true})
+    for (const auto& dims : row_shapes)
+      for (int axis = 0; axis < static_cast<int>(dims.size()); ++axis) {
+        kiln::graph g;
+        auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+        g.output("y", log ? g.log_softmax(x, axis) : g.softmax(x, axis - int(dims.size())));
+        auto e = kiln::compile(g);
+        EXPECT_EQ(e.dispatch_count(), 1);
+        auto in = ref::random_data<float>(ref::count(dims), -30, 30, seed++);
+        std::string what = std::string(log ? "log_softmax" : "softmax") + ref::dims_text(dims) +
+                           " axis " + std::to_string(axis);
+        double n = std::max<double>(dims[axis], 2);
+        double rel = (std::log2(n) + 8) * 0x1p-23 * 4;
+        expect_close(run1(e, in, dims, dims), softmax_ref(in, dims, axis, log), rel,
+                     log ? rel * 30 : 1e-30, what);
+      }
+}
+
+TEST(Normalizations, SoftmaxEdges) {
+  // A row of -inf gives NaN (exp(-inf - -inf)), as ONNX's reference; +inf and NaN propagate;
+  // large values do not overflow.
+  dims_t dims = {4, 3};
+  std::vector<float> x = {-INFINITY, -INFINITY, -INFINITY, 1e30f, 1e30f, 0,
+                          INFINITY,  1,         2,         NAN,   1,     2};
+  kiln::graph g;
+  auto in = g.input("x", dtype::f32, {4, 3});
+  g.output("y", g.softmax(in));
+  auto y = run1(kiln::compile(g), x, dims, dims);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y[i]));
+  EXPECT_EQ(y[3], 0.5f);
+  EXPECT_EQ(y[4], 0.5f);
+  EXPECT_EQ(y[5], 0.0f);
+  for (int i = 6; i < 12; ++i) EXPECT_TRUE(std::isnan(y[i]));  // inf - inf in the sum, and NaN
+}
+
+TEST(Normalizations, ReduceLogSumExp) {
+  unsigned seed = 100;
+  for (const auto& dims : std::vector<dims_t>{{}, {0}, {7}, {4097}, {3, 5}, {2, 3, 4}, {5, 0}})
+    for (std::uint32_t axes = 0; axes < (1u << dims.size()); ++axes)
+      for (bool keepdims : {true, false}) {
+        kiln::graph g;
+        auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+        std::vector<std::int64_t> list;
+        for (std::size_t i = 0; i < dims.size(); ++i)
+          if ((axes >> i) & 1u) list.push_back(static_cast<std::int64_t>(i));
+        g.output("y", g.reduce_log_sum_exp(x, list, keepdims));
+        auto e = kiln::compile(g);
+        EXPECT_LE(e.dispatch_count(), 1);
+        std::uint32_t all = axes == 0 ? (1u << dims.size()) - 1 : axes;
+        dims_t out_dims;
+        for (std::size_t i = 0; i < dims.size(); ++i)
+          if (!((all >> i) & 1u))
+            out_dims.push_back(dims[i]);
+          else if (keepdims)
+            out_dims.push_back(1);
+        // Values up to 1000: exp overflows f32 (and double) without the maximum taken out.
+        auto in = ref::random_data<float>(ref::count(dims), -1000, 1000, seed++);
+        std::vector<double> want;
+        for_each_row(dims, all, [&](std::int64_t, const std::vector<std::int64_t>& el) {
+          double m = -INFINITY, s = 0;
+          for (auto i : el) m = std::max(m, double(in[i]));
+          for (auto i : el) s += std::exp(double(in[i]) - m);
+          want.push_back(el.empty() ? -INFINITY : m + std::log(s));
+        });
+        if (ref::count(dims) == 0) want.assign(ref::count(out_dims), -INFINITY);
+        expect_close(run1(e, in, dims, out_dims), want, 1e-6, 1e-4,
+                     "reduce_log_sum_exp" + ref::dims_text(dims) + " axes " + std::to_string(axes) +
+                         (keepdims ? " keepdims" : ""));
+      }
+}
+
+TEST(Normalizations, ReduceLogSumExpOfInfinities) {
+  // Infinite rows: -inf stays -inf, +inf gives +inf.
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {2, 2});
+  g.output("y", g.reduce_log_sum_exp(x, {1}, false));
+  auto y = run1(kiln::compile(g), {-INFINITY, -INFINITY, INFINITY, 0}, {2, 2}, {2});
+  EXPECT_EQ(y[0], -INFINITY);
+  EXPECT_EQ(y[1], INFINITY);
+}
+
+// layer_norm over the axes from `axis`, or rms_norm (no mean taken out, no bias).
+std::vector<double> norm_ref(const std::vector<float>& x, const dims_t& dims, int axis,
+                             const std::vector<float>& scale, const std::vector<float>* bias,
+                             double eps, bool rms) {
+  std::uint32_t axes = 0;
+  for (int i = axis; i < static_cast<int>(dims.size()); ++i) axes |= 1u << i;
+  std::vector<double> y(x.size());
+  for_each_row(dims, axes, [&](std::int64_t, const std::vector<std::int64_t>& e) {
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (auto i : e) mean += x[i];
+      mean /= double(e.size());
+    }
+    for (auto i : e) var += (x[i] - mean) * (x[i] - mean);
+    var /= double(e.size());
+    for (std::size_t k = 0; k < e.size(); ++k) {
+      // Elements of a row run through the normalized axes in order: k is the index into scale.
+      y[e[k]] = (x[e[k]] - mean) / std::sqrt(var + eps) * scale[k] + (bias ? (*bias)[k] : 0);
+    }
+  });
+  return y;
+}
+
+TEST(Normalizations, LayerNormAndRmsNorm) {
+  unsigned seed = 200;
+  for (bool rms : {false, true})
+    for (const auto& dims : std::vector<dims_t>{{7}, {3, 5}, {70, 1000}, {2, 3, 4}, {300, 768}})
+      for (int axis = 0; axis < static_cast<int>(dims.size()); ++axis)
+        for (bool with_bias : {true, false}) {
+          if (rms && with_bias) continue;
+          dims_t norm_dims(dims.begin() + axis, dims.end());
+          kiln::graph g;
+          auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+          auto s = g.input("scale", dtype::f32, ref::to_shape(norm_dims));
+          double eps = 1e-3;
+          if (rms)
+            g.output("y", g.rms_norm(x, s, axis, eps));
+          else if (with_bias)
+            g.output("y", g.layer_norm(x, s, g.input("bias", dtype::f32, ref::to_shape(norm_dims)),
+                                       axis - int(dims.size()), eps));
+          else
+            g.output("y", g.layer_norm(x, s, axis, eps));
+          auto e = kiln::compile(g);
+          EXPECT_EQ(e.dispatch_count(), 1);
+          auto in = ref::random_data<float>(ref::count(dims), -3, 5, seed++);
+          auto sc = ref::random_data<float>(ref::count(norm_dims), 0.5, 2, seed++);
+          auto bi = ref::random_data<float>(ref::count(norm_dims), -1, 1, seed++);
+          ref::buffer<float> xb(in), sb(sc), bb(bi), out(in.size());
+          std::vector<kiln::tensor_ref> args = {ref::view_of(xb, dims),
+                                                ref::view_of(sb, norm_dims)};
+          if (with_bias && !rms) args.push_back(ref::view_of(bb, norm_dims));
+          std::vector<kiln::tensor_ref> results = {ref::view_of(out, dims)};
+          e.run(args, results);
+          // Normalized values are a few units: each of the mean, the variance and the scaling
+          // carries the f32 sums' tree bound.
+          double n = double(ref::count(norm_dims));
+          double tol = 16 * (std::log2(n) + 8) * 0x1p-23;
+          expect_close(out.to_vector(),
+                       norm_ref(in, dims, axis, sc, with_bias ? &bi : nullptr, eps, rms), tol, tol,
+                       std::string(rms ? "rms_norm" : "layer_norm") + ref::dims_text(dims) +
+                           " axis " + std::to_string(axis) + (with_bias ? " with bias" : ""));
+        }
+}
+
+// The DSL door: the same graphs, one dispatch each (static_assert), the same results.
+TEST(Normalizations, DslDoor) {
+  using kiln::tensor;
+  constexpr auto sm = kiln::fn<tensor<float, 70, 1000>>([](auto x) { return kiln::softmax(x); });
+  static_assert(sm.plan.dispatch_count() == 1);
+  constexpr auto lsm =
+      kiln::fn<tensor<float, 70, 1000>>([](auto x) { return kiln::log_softmax<0>(x); });
+  static_assert(lsm.plan.dispatch_count() == 1);
+  constexpr auto ln = kiln::fn<tensor<float, 70, 1000>, tensor<float, 1000>, tensor<float, 1000>>(
+      [](auto x, auto s, auto b) { return kiln::layer_norm(x, s, b, 1e-3); });
+  static_assert(ln.plan.dispatch_count() == 1);
+  constexpr auto rn = kiln::fn<tensor<float, 70, 1000>, tensor<float, 1000>>(
+      [](auto x, auto s) { return kiln::rms_norm<-1>(x, s, 1e-3); });
+  static_assert(rn.plan.dispatch_count() == 1);
+  constexpr auto lse =
+      kiln::fn<tensor<float, 70, 1000>>([](auto x) { return kiln::reduce_log_sum_exp<1>(x); });
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(lse)::result_values>,
+                               kiln::value<float, kiln::extents<70>>>);
+  static_assert(lse.plan.dispatch_count() == 1);
+  // A softmax written by hand fuses the same way: one dispatch, no transient beyond the
+  // per-row max and sum.
+  constexpr auto by_hand = kiln::fn<tensor<float, 70, 1000>>([](auto x) {
+    auto e = kiln::exp(x - kiln::reduce_max<1>(x, kiln::keepdims));
+    return e / kiln::reduce_sum<1>(e, kiln::keepdims);
+  });
+  static_assert(by_hand.plan.dispatch_count() == 1);
+  static_assert(by_hand.plan.transient_bytes() == 2 * 512);
+
+  dims_t dims = {70, 1000};
+  auto in = ref::random_data<float>(70000, -10, 10, 7);
+  auto sc = ref::random_data<float>(1000, 0.5, 2, 8);
+  auto bi = ref::random_data<float>(1000, -1, 1, 9);
+  ref::buffer<float> xb(in), sb(sc), bb(bi), y(70000), y2(70000), y3(70000), y4(70000), y5(70);
+  sm(ref::view_of(xb, dims), kiln::into(ref::view_of(y, dims)));
+  by_hand(ref::view_of(xb, dims), kiln::into(ref::view_of(y2, dims)));
+  EXPECT_EQ(y.to_vector(), y2.to_vector()) << "a softmax by hand and kiln::softmax differ";
+  double rel = (std::log2(1000.0) + 8) * 0x1p-23 * 4;
+  expect_close(y.to_vector(), softmax_ref(in, dims, 1, false), rel, 1e-30, "dsl softmax");
+  lsm(ref::view_of(xb, dims), kiln::into(ref::view_of(y3, dims)));
+  expect_close(y3.to_vector(), softmax_ref(in, dims, 0, true), rel, rel * 30, "dsl log_softmax");
+  ln(ref::view_of(xb, dims), ref::view_of(sb, {1000}), ref::view_of(bb, {1000}),
+     kiln::into(ref::view_of(y4, dims)));
+  double tol = 16 * (std::log2(1000.0) + 8) * 0x1p-23;
+  expect_close(y4.to_vector(), norm_ref(in, dims, 1, sc, &bi, 1e-3, false), tol, tol,
+               "dsl layer_norm");
+  lse(ref::view_of(xb, dims), kiln::into(ref::view_of(y5, {70})));
+  std::vector<double> want;
+  for_each_row(dims, 2u, [&](std::int64_t, const std::vector<std::int64_t>& el) {
+    double m = -INFINITY, s = 0;
+    for (auto i : el) m = std::max(m, double(in[i]));
+    for (auto i : el) s += std::exp(double(in[i]) - m);
+    want.push_back(m + std::log(s));
+  });
+  expect_close(y5.to_vector(), want, 1e-6, 1e-5, "dsl reduce_log_sum_exp");
+}
+
+// f16 and bf16 are normalized in f32 and rounded once: within half an ulp of the storage type
+// (plus the f32 bound) of the exact result.
+TEST(Normalizations, NarrowFloats) {
+  dims_t dims = {33, 257};
+  auto in = ref::random_data<float>(33 * 257, -8, 8, 11);
+  for (dtype t : {dtype::f16, dtype::bf16}) {
+    kiln::graph g;
+    auto x = g.input("x", t, {33, 257});
+    g.output("y", g.softmax(x, 1));
+    auto e = kiln::compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1);
+    std::vector<double> want;
+    // Half an ulp relative, and half the spacing of f16's subnormals absolute.
+    double ulp = t == dtype::f16 ? 0x1p-11 : 0x1p-8, tiny = t == dtype::f16 ? 0x1p-25 : 0;
+    auto check = [&](auto tag) {
+      using T = decltype(tag);
+      ref::buffer<T> xb(33 * 257), yb(33 * 257);
+      std::vector<float> rounded(in.size());
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        xb[i] = T(in[i]);
+        rounded[i] = float(xb[i]);
+      }
+      e.run({kiln::tensor_ref(static_cast<void*>(xb.data()), t, ref::to_shape(dims))},
+            {kiln::tensor_ref(static_cast<void*>(yb.data()), t, ref::to_shape(dims))});
+      auto w = softmax_ref(rounded, dims, 1, false);
+      std::vector<float> got(in.size());
+      for (std::size_t i = 0; i < in.size(); ++i) got[i] = float(yb[i]);
+      expect_close(got, w, ulp + 1e-5, tiny, "softmax of " + std::string(kiln::name(t)));
+    };
+    if (t == dtype::f16)
+      check(kiln::float16{});
+    else
+      check(kiln::bfloat16{});
+  }
+}
+
+// Epilogues: elementwise ops over a reduction's result run in its row group.
+TEST(Normalizations, ReductionEpilogue) {
+  for (bool keepdims : {true, false}) {
+    kiln::graph g;
+    auto x = g.input("x", dtype::f32, {300, 301});
+    auto b = g.input("b", dtype::f32, {keepdims ? 300 : 1, 1});
+    auto s = g.reduce_sum(x, {1}, keepdims);
+    g.output("y", keepdims ? g.relu(g.add(s, b)) : g.relu(s));
+    auto e = kiln::compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(e.plan());
+    auto in = ref::random_data<float>(300 * 301, -1, 1, 21);
+    auto bias = ref::random_data<float>(300, -3, 3, 22);
+    ref::buffer<float> xb(in), bb(bias), y(300);
+    dims_t out_dims = keepdims ? dims_t{300, 1} : dims_t{300};
+    std::vector<kiln::tensor_ref> args = {ref::view_of(xb, {300, 301})};
+    if (keepdims)
+      args.push_back(ref::view_of(bb, {300, 1}));
+    else
+      args.push_back(ref::view_of(bb, {1, 1}));
+    std::vector<kiln::tensor_ref> results = {ref::view_of(y, out_dims)};
+    e.run(args, results);
+    for (int r = 0; r < 300; ++r) {
+      double sum = 0, scale = 0;
+      for (int c = 0; c < 301; ++c) {
+        sum += in[r * 301 + c];
+        scale += std::fabs(in[r * 301 + c]);
+      }
+      double want = std::max(0.0, sum + (keepdims ? bias[r] : 0));
+      EXPECT_NEAR(y[r], want, 4 * (std::log2(301.0) + 8) * 0x1p-23 * (scale + 3)) << r;
+    }
+  }
+}
+
+// Row groups on the CPU give the bits of their regions run one by one (the interpreter runs a
+// plan's regions alone when told to run only some of them: here, every region of the group in
+// turn), whatever the path: small (serial), many rows (blocks on threads), few long rows.
+TEST(Normalizations, RowGroupsMatchRegionByRegion) {
+  for (const dims_t& dims : std::vector<dims_t>{{3, 5}, {200, 1000}, {2, 70001}, {1000, 3, 40}}) {
+    kiln::graph g;
+    auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+    g.output("y", g.softmax(x, 1));
+    g.output("z", g.relu(g.reduce_sum(x, {1}, false)));
+    auto e = kiln::compile(g);
+    auto in = ref::random_data<float>(ref::count(dims), -5, 5, 31);
+    dims_t z_dims = dims;
+    z_dims.erase(z_dims.begin() + 1);
+    auto cpu = kiln::device::cpu();
+    ref::buffer<float> xb(in), y(in.size()), z(ref::count(z_dims));
+    e.run({ref::view_of(xb, dims)}, {ref::view_of(y, dims), ref::view_of(z, z_dims)}, cpu);
+    // The same plan's regions one at a time: run_plan with `only` set per region.
+    ref::buffer<float> y1(in.size()), z1(ref::count(z_dims));
+    const auto& p = e.plan();
+    auto programs = kiln::cpu::tile_programs(p);
+    std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
+    std::vector<kiln::runtime::buffer_ref> args = {{xb.data(), ref::to_shape(dims)}};
+    std::vector<kiln::runtime::buffer_ref> results = {{y1.data(), ref::to_shape(dims)},
+                                                      {z1.data(), ref::to_shape(z_dims)}};
+    for (std::size_t r = 0; r < p.regions.size(); ++r) {
+      std::vector<bool> only(p.regions.size(), false);
+      only[r] = true;
+      kiln::cpu::run_interpreted(p, programs, args, results, sym.data(), &only);
+    }
+    EXPECT_EQ(y.to_vector(), y1.to_vector()) << ref::dims_text(dims);
+    EXPECT_EQ(z.to_vector(), z1.to_vector()) << ref::dims_text(dims);
+    EXPECT_GT(z.to_vector()[0] + y.to_vector()[0], 0.0f);
+  }
+}
+
+TEST(Normalizations, Errors) {
+  kiln::graph g;
+  auto i = g.input("i", dtype::i32, {4, 5});
+  auto x = g.input("x", dtype::f32, {4, 5});
+  auto s = g.input("s", dtype::f32, {3});
+  auto expect_error = [](auto fn, const std::string& op, const std::string& part) {
+    try {
+      fn();
+      ADD_FAILURE() << op << ": no error";
+    } catch (const kiln::error& e) {
+      EXPECT_EQ(e.op(), op);
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { g.softmax(i); }, "softmax", "floating-point");
+  expect_error([&] { g.softmax(x, 2); }, "softmax", "axis 2 is out of range");
+  expect_error([&] { g.log_softmax(x, -3); }, "log_softmax", "axis -3 is out of range");
+  expect_error([&] { g.reduce_log_sum_exp(x, {1, -1}); }, "reduce_log_sum_exp", "given twice");
+  expect_error([&] { g.layer_norm(x, s); }, "layer_norm", "scale");
+  expect_error([&] { g.rms_norm(x, s, 1); }, "rms_norm", "scale");
+}
+
+}  // namespace
