@@ -385,6 +385,31 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
   }
 }
 
+// Run-time sizes: x * w with x [?, ?] and w [?] joins x's row group (one dispatch), and at a call
+// where the broadcast makes it larger than the rows (x [3, 1], w [5]) the regions run one by one.
+TEST(Normalizations, RunTimeBroadcastInARowGroup) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {kiln::dyn, kiln::dyn});
+  auto w = g.input("w", dtype::f32, {kiln::dyn});
+  g.output("y", g.mul(g.softmax(x, 1), w));
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(e.plan());
+  auto ws = ref::random_data<float>(5, -1, 1, 41);
+  ref::buffer<float> wb(ws);
+  for (const dims_t& dims : std::vector<dims_t>{{3, 5}, {300, 5}, {3, 1}}) {
+    auto in = ref::random_data<float>(ref::count(dims), -5, 5, 42);
+    ref::buffer<float> xb(in), y(ref::count(dims) * 5 / dims[1]);
+    std::vector<kiln::tensor_ref> args = {ref::view_of(xb, dims), ref::view_of(wb, {5})};
+    std::vector<kiln::tensor_ref> results = {ref::view_of(y, {dims[0], 5})};
+    e.run(args, results);
+    auto p = softmax_ref(in, dims, 1, false);
+    std::vector<double> want(y.size());
+    for (std::int64_t r = 0; r < dims[0]; ++r)
+      for (int c = 0; c < 5; ++c) want[r * 5 + c] = p[r * dims[1] + (dims[1] == 1 ? 0 : c)] * ws[c];
+    expect_close(y.to_vector(), want, 1e-5, 1e-30, "softmax(x) * w for x " + ref::dims_text(dims));
+  }
+}
+
 TEST(Normalizations, Errors) {
   kiln::graph g;
   auto i = g.input("i", dtype::i32, {4, 5});

@@ -34,6 +34,24 @@ struct region_options {
   int max_bindings = 0;  // buffers one dispatch may bind; 0 means no limit
 };
 
+// Whether run-time size `d` is symbol `target`, or a broadcast with it (equal to it at the call,
+// unless the target is 1 there).
+constexpr bool joins_symbol(const ir::graph& g, std::int64_t d, std::int64_t target) {
+  if (d == target) return true;
+  if (!ir::is_symbol(d) || !ir::is_symbol(target)) return false;
+  const ir::symbol& s = g.symbols[ir::symbol_of(d)];
+  return s.kind == ir::symbol_kind::broadcast && (joins_symbol(g, ir::dim_of_symbol(s.a), target) ||
+                                                  joins_symbol(g, ir::dim_of_symbol(s.b), target));
+}
+
+// Whether `space` has the rows of group space `rows`: equal, up to broadcasts with its symbols.
+constexpr bool same_rows(const ir::graph& g, const shape& space, const shape& rows) {
+  if (space.rank != rows.rank) return false;
+  for (int i = 0; i < space.rank; ++i)
+    if (!joins_symbol(g, space.dims[i], rows.dims[i])) return false;
+  return true;
+}
+
 // Row groups: runs of consecutive regions that a back end can run a block of rows at a time, as
 // one dispatch (softmax's max, sum and divide; layer_norm's mean, variance and scaling). A group
 // starts at a reduction's region; its rows are the kept indices of that root's space. A region
@@ -44,14 +62,12 @@ struct region_options {
 //  - an epilogue: an elementwise region over the kept indices themselves (the reduced values,
 //    element for element: relu(reduce_sum(x))).
 // Every other region is a group of its own. Sets region::group.
+//
+// Run-time sizes: an elementwise region over the group's space broadcast with another run-time
+// size (x * scale, both [?, n]) joins too, since at nearly every call the broadcast size is the
+// group's; at a call where it is not, the back end runs the group's regions one by one.
 constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
                                const std::vector<std::int32_t>& transients) {
-  auto without_ones = [](const shape& s) {
-    shape r;
-    for (int i = 0; i < s.rank; ++i)
-      if (s.dims[i] != 1) r.dims[r.rank++] = s.dims[i];
-    return r;
-  };
   std::int32_t group = -1;
   std::size_t start = 0;
   bool open = false;  // the current group takes more regions
@@ -85,10 +101,10 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
     bool joins = false;
     if (open && r.root >= 0)
       joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
-    else if (open && r.space == space)
+    else if (open && same_rows(g, r.space, space))
       joins = reads_all(per_row);
     else if (open)
-      joins = without_ones(r.space) == without_ones(ir::kept_dims(space, axes)) &&
+      joins = squeezed(r.space) == squeezed(ir::kept_dims(space, axes)) &&
               reads_all([&](std::int32_t t) { return g.nodes[transients[t]].dims == r.space; });
     if (!joins) {
       ++group;

@@ -54,6 +54,14 @@ struct shape {
   }
 };
 
+// s without its size-1 dims: shapes that hold their elements in the same order compare equal.
+constexpr shape squeezed(const shape& s) {
+  shape r;
+  for (int i = 0; i < s.rank; ++i)
+    if (s.dims[i] != 1) r.dims[r.rank++] = s.dims[i];
+  return r;
+}
+
 // "[2, ?, 768]": dyn (and any negative size) prints as '?'.
 constexpr std::string to_string(const shape& s) {
   std::string out = "[";

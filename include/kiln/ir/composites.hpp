@@ -46,17 +46,10 @@ constexpr void expect_parameter(builder& b, std::string_view name, std::string_v
     std::int64_t xd = xn.dims.dims[xn.dims.rank - 1 - i];
     fits = d == 1 || d == xd || is_symbol(d) || is_symbol(xd);  // run-time sizes: checked then
   }
-  auto text = [](const shape& s) {
-    std::string t = "[";
-    for (int i = 0; i < s.rank; ++i)
-      t += (i ? ", " : "") +
-           (is_symbol(s.dims[i]) ? std::string("?") : kiln::detail::to_text(s.dims[i]));
-    return t + "]";
-  };
   if (!fits)
     throw error(errc::shape_mismatch, std::string(name),
-                std::string(what) + " has dims " + text(pn.dims) +
-                    ", which do not broadcast to x's " + text(xn.dims));
+                std::string(what) + " has dims " + to_string(pn.dims) +
+                    ", which do not broadcast to x's " + to_string(xn.dims));
   if (pn.type != xn.type)
     throw error(errc::dtype_mismatch, std::string(name),
                 std::string(what) + " is " + std::string(kiln::name(pn.type)) + ", x is " +

@@ -79,9 +79,11 @@ struct reducer {
   }
   static acc_t combine(acc_t a, acc_t b) {
     if constexpr (is_extreme) {
-      if constexpr (is_float)
-        if (a != a || b != b) return a + b;  // NaN propagates, as ONNX's reference does
-      return Kind == ir::op::reduce_max ? (b > a ? b : a) : (b < a ? b : a);
+      // b wins when it is beyond a, or NaN; a NaN a never loses: NaN propagates, as ONNX's
+      // reference does. One select, so the fold vectorizes.
+      bool beyond = Kind == ir::op::reduce_max ? b > a : b < a;
+      if constexpr (is_float) beyond = beyond | (b != b);
+      return beyond ? b : a;
     } else if constexpr (Kind == ir::op::reduce_prod) {
       return a * b;
     } else {
