@@ -19,33 +19,41 @@ namespace {
 constexpr auto relu_fma = fn<tensor<f32, dyn>, tensor<f32, dyn>, tensor<f32, dyn>>(
     [](auto x, auto y, auto z) { return relu(x * y + z); });
 
-// The GLSL anchor: its pipeline, and one dispatch of it through the same calls kiln makes
-// (reset pools, allocate a descriptor set, bind, push, dispatch, submit, wait on the timeline).
+// A GLSL anchor: its pipeline (from SPIR-V compiled at build time), and one dispatch of it
+// through the same calls kiln makes (reset pools, allocate a descriptor set, bind, push,
+// dispatch, submit, wait on the timeline).
 struct glsl_anchor {
   vulkan::context& ctx;
+  std::uint32_t bindings;
   const vulkan::pipeline& pl;
 
-  explicit glsl_anchor(vulkan::context& c) : ctx(c), pl(make(c)) {}
+  glsl_anchor(vulkan::context& c, const char* spv, std::uint32_t n_bindings,
+              std::uint32_t metadata_words)
+      : ctx(c), bindings(n_bindings), pl(make(c, spv, n_bindings, metadata_words)) {}
 
-  static const vulkan::pipeline& make(vulkan::context& c) {
-    std::ifstream in(KILN_GLSL_ANCHOR_SPV, std::ios::binary);
+  static const vulkan::pipeline& make(vulkan::context& c, const char* spv, std::uint32_t n_bindings,
+                                      std::uint32_t metadata_words) {
+    std::ifstream in(spv, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
-    if (bytes.empty()) throw std::runtime_error("missing " KILN_GLSL_ANCHOR_SPV);
+    if (bytes.empty()) throw std::runtime_error(std::string("missing ") + spv);
     spirv::kernel k;
     k.code.resize(bytes.size() / 4);
     std::memcpy(k.code.data(), bytes.data(), bytes.size());
-    k.bindings = 4;
-    k.metadata = 1;
+    k.bindings = n_bindings;
+    k.metadata = metadata_words;
     return c.pipelines().get(k, c.target().workgroup_size());
   }
 
-  void run(const buffer<float>* bufs, std::uint32_t n) {
+  // Binds bufs[0 .. bindings), pushes `metadata`, dispatches `workgroups` (at most the device's
+  // limit; the kernels loop over the rest).
+  void run(const buffer<float>* bufs, const std::vector<std::uint32_t>& metadata,
+           std::uint32_t workgroups) {
     std::lock_guard lock(ctx.mutex());
-    VkCommandBuffer cb = ctx.queue().begin(1, 4);
+    VkCommandBuffer cb = ctx.queue().begin(1, bindings);
     VkDescriptorSet set = ctx.queue().descriptor_set(pl.set_layout.get());
-    VkDescriptorBufferInfo info[4];
-    VkWriteDescriptorSet writes[4];
-    for (int b = 0; b < 4; ++b) {
+    VkDescriptorBufferInfo info[8];
+    VkWriteDescriptorSet writes[8];
+    for (std::uint32_t b = 0; b < bindings; ++b) {
       auto* m = static_cast<vulkan::device_memory*>(bufs[b].memory());
       info[b] = {m->range().buffer(), m->range().offset, m->range().size};
       writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
@@ -55,14 +63,13 @@ struct glsl_anchor {
       writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[b].pBufferInfo = &info[b];
     }
-    vkUpdateDescriptorSets(ctx.device(), 4, writes, 0, nullptr);
+    vkUpdateDescriptorSets(ctx.device(), bindings, writes, 0, nullptr);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.handle.get());
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout.get(), 0, 1, &set, 0,
                             nullptr);
-    std::uint32_t groups = (n + 3) / 4, wg = ctx.target().workgroup_size();
-    vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &groups);
-    std::uint32_t count = std::min((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
-    vkCmdDispatch(cb, count, 1, 1);
+    vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                       static_cast<std::uint32_t>(metadata.size() * 4), metadata.data());
+    vkCmdDispatch(cb, std::min(workgroups, ctx.target().max_workgroup_count_x), 1, 1);
     ctx.queue().wait(ctx.queue().submit());
   }
 };
@@ -80,8 +87,10 @@ void relu_fma_vs_glsl(benchmark::State& state) {
                            dev.upload(data(n, 0.5f)),
                            dev.alloc<float>(static_cast<std::int64_t>(n))};
   auto run_kiln = [&] { relu_fma.on(dev)(bufs[0], bufs[1], bufs[2], into(bufs[3])); };
-  glsl_anchor glsl(*dev.context());
-  auto run_glsl = [&] { glsl.run(bufs, static_cast<std::uint32_t>(n)); };
+  glsl_anchor glsl(*dev.context(), KILN_GLSL_ANCHOR_SPV, 4, 1);
+  std::uint32_t groups = static_cast<std::uint32_t>((n + 3) / 4);
+  std::uint32_t wg = dev.context()->target().workgroup_size();
+  auto run_glsl = [&] { glsl.run(bufs, {groups}, (groups + wg - 1) / wg); };
   run_kiln();
   run_glsl();
   for (auto _ : state) run_kiln();
@@ -100,6 +109,34 @@ BENCHMARK(relu_fma_vs_glsl)
     ->Arg(16)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// Softmax along the rows of a 4096 x 4096 matrix: kiln's row group (today one dispatch per
+// region of the group: max, sum, divide) against one hand-written kernel, a workgroup per row.
+constexpr auto softmax_rows = fn<tensor<f32, dyn, dyn>>([](auto x) { return softmax<1>(x); });
+
+void softmax_vs_glsl(benchmark::State& state) {
+  auto dev = device::vulkan();
+  std::int64_t rows = state.range(0), cols = state.range(1);
+  std::size_t n = static_cast<std::size_t>(rows * cols);
+  buffer<float> bufs[2] = {dev.upload(data(n, 4)).reshaped({rows, cols}),
+                           dev.alloc<float>(rows * cols).reshaped({rows, cols})};
+  auto run_kiln = [&] { softmax_rows.on(dev)(bufs[0], into(bufs[1])); };
+  glsl_anchor glsl(*dev.context(), KILN_GLSL_SOFTMAX_SPV, 2, 2);
+  auto run_glsl = [&] {
+    glsl.run(bufs, {static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(cols)},
+             static_cast<std::uint32_t>(rows));
+  };
+  run_kiln();
+  run_glsl();
+  for (auto _ : state) run_kiln();
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n) * 8);
+  double k = seconds_per_call(run_kiln, 3);
+  state.counters["kiln_ms"] = k * 1e3;
+  state.counters["glsl_ms"] = seconds_per_call(run_glsl, 3) * 1e3;
+  state.counters["x_vs_glsl"] = state.counters["glsl_ms"] / state.counters["kiln_ms"];
+  state.SetLabel(dev.name());
+}
+BENCHMARK(softmax_vs_glsl)->Args({4096, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A plan of n chained ops (tanh(v * 1.5 + 0.25) repeated, plus adds) built at run time.
 compiler::plan chain(int ops, float salt) {

@@ -1,7 +1,8 @@
 // Dispatch-region formation. Reductions are roots: each gets a region that evaluates its operand's
 // elementwise producers in its loads (recomputing them, nothing materialized) and stores the
 // reduced value. The function's other results are grouped by iteration space into elementwise
-// regions. A root's value read by another region is passed through a transient buffer.
+// regions. A root's value read by another region is passed through a transient buffer; so is a
+// row value (an elementwise value over a root's result that a larger op reads), computed once.
 #pragma once
 
 #include <string>
@@ -119,22 +120,44 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
   }
 }
 
-// The regions of g in execution order, and `transients`: the root nodes whose values pass
-// between regions.
+// The regions of g in execution order, and `transients`: the values passed between regions
+// (roots' results and materialized row values).
+//
+// Row values: an elementwise node over a root's result, with its dims (rsqrt(var + eps) in
+// layer_norm, over [rows, 1]), is computed once per row by a region of its own when a node over
+// more elements reads it, instead of once per element by that node's region. In a row group
+// that region is an epilogue of the root.
 constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
                                                     std::vector<std::int32_t>& transients,
                                                     region_options opt = {}) {
   const auto n_nodes = g.nodes.size();
   auto is_root = [&](std::int32_t id) { return ir::is_reduction(ir::info(g.nodes[id].kind).cls); };
-  // The nodes a region evaluates to produce `wanted`: everything they read, stopping at roots
-  // other than the region's own (those are loaded).
-  auto closure = [&](region& r, const std::vector<std::int32_t>& wanted, std::int32_t root) {
+  std::vector<bool> row_value(n_nodes, false), materialized(n_nodes, false);
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    const ir::node& n = g.nodes[i];
+    auto cls = ir::info(n.kind).cls;
+    if (is_root(static_cast<std::int32_t>(i))) {
+      materialized[i] = true;
+      continue;
+    }
+    if (cls == ir::op_class::leaf) continue;
+    for (int k = 0; k < n.arity(); ++k) {
+      std::int32_t o = n.operands[k];
+      if ((is_root(o) || row_value[o]) && g.nodes[o].dims == n.dims) row_value[i] = true;
+    }
+  }
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    for (int k = 0; k < g.nodes[i].arity(); ++k) {
+      std::int32_t o = g.nodes[i].operands[k];
+      if (row_value[o] && !(g.nodes[o].dims == g.nodes[i].dims)) materialized[o] = true;
+    }
+  // The nodes a region evaluates to produce `wanted`: everything they read, stopping at
+  // materialized values other than the one the region produces (`own`; those are loaded).
+  auto closure = [&](region& r, const std::vector<std::int32_t>& wanted, std::int32_t own) {
     std::vector<bool> used(n_nodes, false);
     for (auto w : wanted) used[w] = true;
     for (std::size_t i = n_nodes; i-- > 0;) {
-      if (!used[i] ||
-          (is_root(static_cast<std::int32_t>(i)) && static_cast<std::int32_t>(i) != root))
-        continue;
+      if (!used[i] || (materialized[i] && static_cast<std::int32_t>(i) != own)) continue;
       for (int k = 0; k < g.nodes[i].arity(); ++k) used[g.nodes[i].operands[k]] = true;
     }
     r.nodes.clear();
@@ -145,31 +168,38 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (g.nodes[i].kind == ir::op::input) r.args.push_back(g.nodes[i].arg);
     }
   };
-  auto loads_of = [&](const region& r) {  // root values r reads, not computes
+  std::vector<std::int32_t> own;  // per region: the materialized value it produces, or -1
+  auto loads_of = [&](const region& r, std::int32_t produced) {  // materialized values r reads
     std::vector<std::int32_t> loaded;
     for (auto id : r.nodes)
-      if (is_root(id) && id != r.root) loaded.push_back(id);
+      if (materialized[id] && id != produced) loaded.push_back(id);
     return loaded;
+  };
+  auto results_of = [&](std::int32_t id) {
+    std::vector<std::int32_t> res;
+    for (std::size_t k = 0; k < g.outputs.size(); ++k)
+      if (g.outputs[k] == id) res.push_back(static_cast<std::int32_t>(k));
+    return res;
   };
   auto count_text = [](std::int64_t v) { return kiln::detail::to_text(v); };
 
   std::vector<region> regions;
-  // Roots first, in topological order: a root's region may load roots before it.
+  // Roots and row values first, in topological order: each a region of its own.
   for (std::size_t id = 0; id < n_nodes; ++id) {
-    auto root = static_cast<std::int32_t>(id);
-    if (!is_root(root)) continue;
+    auto v = static_cast<std::int32_t>(id);
+    if (!materialized[id]) continue;
     region r;
-    r.root = root;
-    r.space = g.nodes[g.nodes[root].operands[0]].dims;
-    closure(r, {root}, root);
-    for (std::size_t res = 0; res < g.outputs.size(); ++res)
-      if (g.outputs[res] == root) r.results.push_back(static_cast<std::int32_t>(res));
+    r.root = is_root(v) ? v : -1;
+    r.space = is_root(v) ? g.nodes[g.nodes[v].operands[0]].dims : g.nodes[v].dims;
+    closure(r, {v}, v);
+    r.results = results_of(v);
     regions.push_back(r);
+    own.push_back(v);
   }
   std::size_t first_elementwise = regions.size();
   for (std::size_t res = 0; res < g.outputs.size(); ++res) {
     std::int32_t out = g.outputs[res];
-    if (is_root(out)) continue;  // written by its root's region
+    if (materialized[out]) continue;  // written by the region that produces it
     const shape& space = g.nodes[out].dims;
     region* target = nullptr;
     for (std::size_t k = first_elementwise; k < regions.size(); ++k)
@@ -183,52 +213,61 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
       closure(trial, wanted(trial), -1);
-      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial).size();
+      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial, -1).size();
       if (static_cast<int>(bindings) > opt.max_bindings) target = nullptr;  // start another
     }
     if (!target) {
       regions.push_back(region{space, {}, {}, {}, -1, {}, {}});
+      own.push_back(-1);
       target = &regions.back();
     }
     target->results.push_back(static_cast<std::int32_t>(res));
     closure(*target, wanted(*target), -1);
   }
-  // Each elementwise region that loads roots' values goes right after the last of those roots'
-  // regions, where a row group can take it in (a softmax's divide after its sum).
-  std::vector<std::int32_t> region_of_root(n_nodes, -1);
-  for (std::size_t k = 0; k < first_elementwise; ++k)
-    region_of_root[regions[k].root] = static_cast<std::int32_t>(k);
+  // Execution order: each region after the regions producing what it loads; of the regions
+  // ready, the one that loads the most recently placed region's value goes next (a softmax's
+  // divide right after its sum, where a row group can take it in), then the first formed.
+  std::vector<std::int32_t> producer(n_nodes, -1);
+  for (std::size_t k = 0; k < regions.size(); ++k)
+    if (own[k] >= 0) producer[own[k]] = static_cast<std::int32_t>(k);
+  std::vector<int> position(regions.size(), -1);
   std::vector<region> ordered;
-  std::vector<bool> placed(regions.size(), false);
-  auto place_after = [&](std::int32_t root_region) {
-    for (std::size_t k = first_elementwise; k < regions.size(); ++k) {
-      std::int32_t last = -1;
-      for (auto loaded : loads_of(regions[k])) last = std::max(last, region_of_root[loaded]);
-      if (!placed[k] && last == root_region) {
-        ordered.push_back(regions[k]);
-        placed[k] = true;
+  std::vector<std::int32_t> ordered_own;
+  for (std::size_t placed = 0; placed < regions.size(); ++placed) {
+    int best = -1, best_key = -2;
+    for (std::size_t k = 0; k < regions.size(); ++k) {
+      if (position[k] >= 0) continue;
+      int key = -1;
+      bool ready = true;
+      for (auto loaded : loads_of(regions[k], own[k])) {
+        int at = position[producer[loaded]];
+        ready = ready && at >= 0;
+        key = std::max(key, at);
+      }
+      if (ready && key > best_key) {
+        best = static_cast<int>(k);
+        best_key = key;
       }
     }
-  };
-  for (std::size_t k = 0; k < first_elementwise; ++k) {
-    ordered.push_back(regions[k]);
-    place_after(static_cast<std::int32_t>(k));
+    position[best] = static_cast<int>(placed);
+    ordered.push_back(regions[best]);
+    ordered_own.push_back(own[best]);
   }
-  place_after(-1);  // the regions that load no root
   regions = std::move(ordered);
-  // Transients: every root value another region loads, numbered in order of their roots.
+  own = std::move(ordered_own);
+  // Transients: every materialized value another region loads, numbered in order of first load.
   transients.clear();
   std::vector<std::int32_t> transient_of(n_nodes, -1);
-  for (auto& r : regions)
-    for (auto loaded : loads_of(r)) {
+  for (std::size_t k = 0; k < regions.size(); ++k)
+    for (auto loaded : loads_of(regions[k], own[k])) {
       if (transient_of[loaded] < 0) {
         transient_of[loaded] = static_cast<std::int32_t>(transients.size());
         transients.push_back(loaded);
       }
-      r.reads.push_back(transient_of[loaded]);
+      regions[k].reads.push_back(transient_of[loaded]);
     }
-  for (auto& r : regions)
-    if (r.root >= 0 && transient_of[r.root] >= 0) r.writes.push_back(transient_of[r.root]);
+  for (std::size_t k = 0; k < regions.size(); ++k)
+    if (own[k] >= 0 && transient_of[own[k]] >= 0) regions[k].writes.push_back(transient_of[own[k]]);
   if (opt.max_bindings > 0)
     for (std::size_t k = 0; k < regions.size(); ++k)
       if (regions[k].binding_count() > opt.max_bindings)

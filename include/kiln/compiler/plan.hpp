@@ -114,9 +114,8 @@ constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r)
 constexpr int load_slot(const plan& p, const region& r, std::int32_t id) {
   const ir::node& n = p.graph.nodes[id];
   if (n.kind == ir::op::input) return n.arg;
-  if (id == r.root || !ir::is_reduction(ir::info(n.kind).cls)) return -1;
-  for (std::size_t t = 0; t < p.transients.size(); ++t)
-    if (p.transients[t] == id) return static_cast<int>(p.graph.inputs.size() + t);
+  for (auto t : r.reads)
+    if (p.transients[t] == id) return static_cast<int>(p.graph.inputs.size()) + t;
   return -1;
 }
 // What region r stores, as (output slot, node): its results and transients; a reduction's region

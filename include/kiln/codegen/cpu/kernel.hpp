@@ -58,9 +58,9 @@ struct region_kernel {
   static constexpr int load_slot(std::int32_t id) {
     const ir::node& n = Plan.nodes[id];
     if (n.kind == ir::op::input) return n.arg;
-    if (id == reg.root || !ir::is_reduction(ir::info(n.kind).cls)) return -1;
-    for (int t = 0; t < Plan.sizes.transients; ++t)
-      if (Plan.transients[t] == id) return Plan.sizes.inputs + t;
+    for (int k = 0; k < reg.read_count; ++k)
+      if (int t = Plan.region_reads[reg.read_begin + k]; Plan.transients[t] == id)
+        return Plan.sizes.inputs + t;
     return -1;
   }
 
