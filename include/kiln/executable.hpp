@@ -74,9 +74,11 @@ struct named_tensor {
 
 class executable {
  public:
-  // Takes a compiled plan and the names of its inputs and outputs (what compile() does).
+  // Takes a compiled plan, the names of its inputs and outputs, and its tensor constants (the
+  // plan's inputs that are not parameters): what compile() does.
   KILN_RUNTIME_API executable(compiler::plan p, const ir::graph& traced,
-                              std::vector<std::string> inputs, std::vector<std::string> outputs);
+                              std::vector<std::string> inputs, std::vector<std::string> outputs,
+                              std::vector<graph::tensor_constant> constants = {});
 
   KILN_RUNTIME_API const compiler::plan& plan() const;
   int dispatch_count() const { return plan().dispatch_count(); }
@@ -139,7 +141,28 @@ class executable {
 inline executable compile(const graph& g, compiler::options opt = {}) {
   if (g.ir().outputs.empty())
     throw error(errc::invalid_graph, "compile", "the graph has no outputs (graph::output)");
-  return executable(compiler::compile(g.ir(), opt), g.ir(), g.input_names(), g.output_names());
+  // Tensor constants go after the parameters, so that a parameter's position in the IR is its
+  // position in a call (and in every message about it).
+  ir::graph ir = g.ir();
+  auto constants = g.constants();
+  std::vector<std::int32_t> moved_to(ir.inputs.size(), -1);
+  std::int32_t next = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t a = 0; a < ir.inputs.size(); ++a) {
+      bool constant = false;
+      for (const auto& c : constants) constant = constant || c.arg == static_cast<std::int32_t>(a);
+      if (constant == (pass == 1)) moved_to[a] = next++;
+    }
+  std::vector<ir::input_decl> inputs(ir.inputs.size());
+  for (std::size_t a = 0; a < ir.inputs.size(); ++a) inputs[moved_to[a]] = ir.inputs[a];
+  ir.inputs = std::move(inputs);
+  for (auto& n : ir.nodes)
+    if (n.kind == ir::op::input) n.arg = moved_to[n.arg];
+  for (auto& sym : ir.symbols)
+    if (sym.kind == ir::symbol_kind::input) sym.a = moved_to[sym.a];
+  for (auto& c : constants) c.arg = moved_to[c.arg];
+  return executable(compiler::compile(ir, opt), ir, g.input_names(), g.output_names(),
+                    std::move(constants));
 }
 
 // A kiln::fn through the run-time door (inputs "arg1", ..., results "result1", ...): the same
@@ -161,6 +184,7 @@ inline result<executable> try_compile(const graph& g, compiler::options opt = {}
 
 // The definitions behind the declarations above (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
+#include <map>
 #include <mutex>
 
 #include "kiln/runtime/cpu/interpreted.hpp"
@@ -172,20 +196,49 @@ namespace kiln {
 // programs, and the names of inputs and outputs.
 struct executable::state {
   state(compiler::plan p, const ir::graph& traced, std::vector<std::string> in,
-        std::vector<std::string> out)
+        std::vector<std::string> out, std::vector<graph::tensor_constant> consts)
       : program("graph", traced, std::move(p)),
         inputs(std::move(in)),
         outputs(std::move(out)),
-        cpu(cpu::tile_programs(program.plan())) {}
+        constants(std::move(consts)),
+        cpu(cpu::tile_programs(program.plan())) {
+    std::vector<bool> constant(program.plan().graph.inputs.size(), false);
+    for (const auto& c : constants) constant[c.arg] = true;
+    for (std::size_t a = 0; a < constant.size(); ++a)
+      if (!constant[a]) parameters.push_back(static_cast<std::int32_t>(a));
+  }
   runtime::program program;
   std::vector<std::string> inputs, outputs;
+  std::vector<graph::tensor_constant> constants;
+  std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
   std::vector<cpu::tile_program> cpu;
+  // The constants on each Vulkan device they were used on, uploaded at the first call there.
+  std::mutex uploads_mutex;
+  std::map<const void*, std::vector<buffer<std::uint8_t>>> uploads;
+
+  // Constant c as an argument on device d.
+  runtime::buffer_ref constant_ref(const device& d, std::size_t c) {
+    const auto& decl = program.plan().graph.inputs[constants[c].arg];
+    if (d.type() == device::kind::cpu) return {constants[c].bytes.data(), decl.dims};
+    std::lock_guard lock(uploads_mutex);
+    auto& on_device = uploads[d.context()];
+    if (on_device.empty())
+      for (const auto& k : constants) {
+        // Device memory cannot be empty: a constant of no elements gets one unused byte.
+        std::vector<std::uint8_t> bytes(k.bytes.begin(), k.bytes.end());
+        if (bytes.empty()) bytes.push_back(0);
+        on_device.push_back(d.upload(bytes));
+      }
+    return {nullptr, decl.dims, false, on_device[c].memory()};
+  }
 };
 
 KILN_RUNTIME_API executable::executable(compiler::plan p, const ir::graph& traced,
                                         std::vector<std::string> inputs,
-                                        std::vector<std::string> outputs)
-    : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs))) {}
+                                        std::vector<std::string> outputs,
+                                        std::vector<graph::tensor_constant> constants)
+    : s_(std::make_shared<state>(std::move(p), traced, std::move(inputs), std::move(outputs),
+                                 std::move(constants))) {}
 
 KILN_RUNTIME_API const compiler::plan& executable::plan() const { return st().program.plan(); }
 KILN_RUNTIME_API const std::vector<std::string>& executable::input_names() const {
@@ -249,18 +302,22 @@ KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor
                 "takes " + std::to_string(want) + " " + what + "s (" + all + "), got " +
                     std::to_string(got));
   };
-  count(given_args.size(), g.inputs.size(), "argument", st().inputs);
+  const auto& parameters = st().parameters;
+  count(given_args.size(), parameters.size(), "argument", st().inputs);
   count(given_results.size(), g.outputs.size(), "result", st().outputs);
-  std::vector<runtime::buffer_ref> args, results;
+  std::vector<runtime::buffer_ref> args(g.inputs.size()), results;
   for (std::size_t a = 0; a < given_args.size(); ++a) {
-    dtype want = g.inputs[a].type, got = given_args[a].type;
-    if (got != want)
+    const ir::input_decl& decl = g.inputs[parameters[a]];
+    dtype got = given_args[a].type;
+    if (got != decl.type)
       throw error(errc::dtype_mismatch, who,
                   "argument " + std::to_string(a + 1) + " ('" + st().inputs[a] + "') is " +
                       std::string(kiln::name(got)) + " but the graph declares " +
-                      runtime::declared_text(g.inputs[a]));
-    args.push_back(given_args[a].ref);
+                      runtime::declared_text(decl));
+    args[parameters[a]] = given_args[a].ref;
   }
+  for (std::size_t c = 0; c < st().constants.size(); ++c)
+    args[st().constants[c].arg] = st().constant_ref(d, c);
   for (std::size_t r = 0; r < given_results.size(); ++r) {
     dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
     auto what = [&] { return "result " + std::to_string(r + 1) + " ('" + st().outputs[r] + "')"; };

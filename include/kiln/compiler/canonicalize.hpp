@@ -65,12 +65,15 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
   }
   ir::builder b;
   std::vector<std::int32_t> map(n, -1);
+  // Inputs first, in their order (a graph may make them between other nodes: tensor constants).
+  std::vector<std::int32_t> input_node(g.inputs.size(), -1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (g.nodes[i].kind == ir::op::input) input_node[g.nodes[i].arg] = static_cast<std::int32_t>(i);
+  for (std::size_t a = 0; a < g.inputs.size(); ++a)
+    if (input_node[a] >= 0) map[input_node[a]] = b.input(g.inputs[a].type, g.inputs[a].dims);
   for (std::size_t i = 0; i < n; ++i) {
     const ir::node& old = g.nodes[i];
-    if (old.kind == ir::op::input) {
-      map[i] = b.input(g.inputs[old.arg].type, g.inputs[old.arg].dims);
-      continue;
-    }
+    if (old.kind == ir::op::input) continue;
     if (!live[i]) continue;
     if (old.kind == ir::op::constant) {
       map[i] = b.constant(old.value);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <concepts>
 #include <initializer_list>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,6 +71,41 @@ class graph {
     return constant(scalar::of_integer(t, static_cast<std::int64_t>(v)));
   }
   value constant(const scalar& v) { return wrap(b_.constant(v)); }
+
+  // A tensor constant (weights, a lookup table): host data of static extents `dims`, copied into
+  // the graph now. The executable keeps it, uploads it once per device, and reads it as it reads
+  // an argument; it is never folded into a kernel. Not an input of the compiled function.
+  struct tensor_constant {
+    std::int32_t arg = 0;              // the IR input it is
+    std::vector<unsigned char> bytes;  // its elements, row-major
+  };
+  template <std::ranges::contiguous_range R>
+  requires element_type<std::ranges::range_value_t<R>> value
+  constant(const R& data, std::initializer_list<std::int64_t> dims) {
+    using T = std::ranges::range_value_t<R>;
+    return constant(std::ranges::data(data), dtype_of<T>, std::ranges::size(data),
+                    shape_of(dims, "constant", "the tensor constant"));
+  }
+  // The same from untyped data: `count` elements of dtype t.
+  value constant(const void* data, dtype t, std::size_t count, const shape& dims) {
+    if (!is_valid(t))
+      throw error(errc::invalid_argument, "constant",
+                  "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+    if (!dims.is_static())
+      throw error(errc::invalid_argument, "constant",
+                  "a tensor constant needs static extents, got " + to_string(dims));
+    std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+    if (static_cast<std::int64_t>(count) != n)
+      throw error(errc::shape_mismatch, "constant",
+                  "the extents " + to_string(dims) + " hold " + std::to_string(n) +
+                      " elements but the data has " + std::to_string(count));
+    value v = wrap(b_.input(t, dims));
+    auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
+    const auto* from = static_cast<const unsigned char*>(data);
+    constants_.push_back(
+        {b_.get().nodes[v.id].arg, std::vector<unsigned char>(from, from + (data ? bytes : 0))});
+    return v;
+  }
 
   // Any op of the op table by its ir::op, with its operands (for importers that map op names).
   value apply(ir::op o, std::initializer_list<value> operands) {
@@ -233,8 +269,10 @@ class graph {
   }
 
   const ir::graph& ir() const { return b_.get(); }
+  // The names of the inputs (the compiled function's parameters: tensor constants are not).
   const std::vector<std::string>& input_names() const { return inputs_; }
   const std::vector<std::string>& output_names() const { return outputs_; }
+  const std::vector<tensor_constant>& constants() const { return constants_; }
 
  private:
   static std::uint64_t next_id() {
@@ -296,6 +334,7 @@ class graph {
   ir::builder b_;
   std::uint64_t id_;
   std::vector<std::string> inputs_, outputs_;
+  std::vector<tensor_constant> constants_;
 };
 
 }  // namespace kiln
