@@ -184,6 +184,7 @@ inline result<executable> try_compile(const graph& g, compiler::options opt = {}
 
 // The definitions behind the declarations above (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -225,8 +226,8 @@ struct executable::state {
     if (on_device.empty())
       for (const auto& k : constants) {
         // Device memory cannot be empty: a constant of no elements gets one unused byte.
-        std::vector<std::uint8_t> bytes(k.bytes.begin(), k.bytes.end());
-        if (bytes.empty()) bytes.push_back(0);
+        std::vector<std::uint8_t> bytes(std::max<std::size_t>(k.bytes.size(), 1), 0);
+        if (!k.bytes.empty()) std::memcpy(bytes.data(), k.bytes.data(), k.bytes.size());
         on_device.push_back(d.upload(bytes));
       }
     return {nullptr, decl.dims, false, on_device[c].memory()};
