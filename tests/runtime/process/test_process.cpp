@@ -247,7 +247,7 @@ TEST(Faults, EveryCreationCanFail) {
 
 namespace {
 // The bits of reductions of a 300 x 4097 tensor (rows, columns, all of it, large enough to be
-// split across threads), through both CPU drivers.
+// split across threads), through both CPU drivers, and of normalizations (row groups).
 std::vector<std::uint32_t> reduction_bits() {
   constexpr auto f = fn<tensor<f32, dyn, dyn>>([](auto x) {
     return std::tuple{reduce_sum<1>(x), reduce_mean<0>(exp(x)), reduce_l2<>(x)};
@@ -264,6 +264,16 @@ std::vector<std::uint32_t> reduction_bits() {
   compile(f).run({data}, {rows2, cols2, all2}, device::cpu());
   std::vector<std::uint32_t> bits;
   for (const auto* v : {&rows, &cols, &all, &rows2, &cols2, &all2})
+    for (float e : *v) bits.push_back(std::bit_cast<std::uint32_t>(e));
+  // Row groups, run a block of rows at a time on however many threads: softmax along rows and
+  // along columns (the contiguous dim kept), layer_norm with a scale and a bias.
+  constexpr auto groups = fn<tensor<f32, dyn, dyn>, tensor<f32, dyn>>([](auto x, auto s) {
+    return std::tuple{softmax<1>(x), softmax<0>(x), layer_norm<1>(x, s, s, 1e-5)};
+  });
+  std::vector<float> scale(x.begin(), x.begin() + 4097);
+  auto [by_rows, by_columns, normalized] =
+      groups.on(device::cpu())(data, view(scale.data(), {4097}));
+  for (const auto* v : {&by_rows, &by_columns, &normalized})
     for (float e : *v) bits.push_back(std::bit_cast<std::uint32_t>(e));
   return bits;
 }
