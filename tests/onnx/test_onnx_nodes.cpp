@@ -118,10 +118,14 @@ double value_at(const std::vector<unsigned char>& b, dtype t, std::size_t i) {
 }
 
 const std::map<std::string, kiln::ir::op> reductions = {
-    {"ReduceSum", kiln::ir::op::reduce_sum},   {"ReduceMean", kiln::ir::op::reduce_mean},
-    {"ReduceMax", kiln::ir::op::reduce_max},   {"ReduceMin", kiln::ir::op::reduce_min},
-    {"ReduceProd", kiln::ir::op::reduce_prod}, {"ReduceL1", kiln::ir::op::reduce_l1},
-    {"ReduceL2", kiln::ir::op::reduce_l2},     {"ReduceSumSquare", kiln::ir::op::reduce_sum_square}};
+    {"ReduceSum", kiln::ir::op::reduce_sum},
+    {"ReduceMean", kiln::ir::op::reduce_mean},
+    {"ReduceMax", kiln::ir::op::reduce_max},
+    {"ReduceMin", kiln::ir::op::reduce_min},
+    {"ReduceProd", kiln::ir::op::reduce_prod},
+    {"ReduceL1", kiln::ir::op::reduce_l1},
+    {"ReduceL2", kiln::ir::op::reduce_l2},
+    {"ReduceSumSquare", kiln::ir::op::reduce_sum_square}};
 
 // Builds the case's graph; returns the reason to skip it, or "" when built.
 std::string build(const node_case& c, kiln::graph& g) {
@@ -197,7 +201,7 @@ TEST(OnnxNodeTests, EveryCaseOfKilnsOps) {
     for (std::size_t i = 0; i < want.values.size() && reported < 3; ++i) {
       double w = want.values[i], v = value_at(got, want.type, i);
       bool ok = kiln::is_floating(want.type)
-                    ? (std::isnan(w) ? std::isnan(v)
+                    ? (std::isnan(w)   ? std::isnan(v)
                        : std::isinf(w) ? v == w
                                        : std::fabs(v - w) <= 1e-7 + 1e-3 * std::fabs(w))
                     : v == w;
