@@ -33,8 +33,11 @@ sanitized build/asan address,undefined
   ctest -j "$jobs" --output-on-failure)
 
 # The tests that run kiln from several threads: one executable from four threads on both devices
-# (graph), large CPU regions on the worker pool (broadcast), and the pool's own checks.
-sanitized build/tsan thread graph_test_graph e2e_test_broadcast graph_test_bad_inputs
+# (graph), large CPU regions on the worker pool (broadcast), row groups' blocks of rows on the
+# pool (normalizations), and the pool's own checks.
+sanitized build/tsan thread graph_test_graph e2e_test_broadcast graph_test_bad_inputs \
+  e2e_test_normalizations
 (cd build/tsan &&
   TSAN_OPTIONS=suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
-  ctest -j "$jobs" --output-on-failure -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale)\.|^e2e\.cpu\.test_broadcast$')
+  ctest -j "$jobs" --output-on-failure \
+    -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale|Normalizations)\.|^e2e\.cpu\.test_(broadcast|normalizations)$')
