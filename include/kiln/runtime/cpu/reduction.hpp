@@ -261,17 +261,11 @@ inline const reducer_ops* reducer_for(ir::op kind, dtype type, bool select_last)
         else if constexpr (ir::accepts(ir::info(Kind).types, F))
           found = &ops_of<reducer<Kind, S>, S>;
       };
-      using ir::op;
-      with.template operator()<op::reduce_sum>();
-      with.template operator()<op::reduce_mean>();
-      with.template operator()<op::reduce_max>();
-      with.template operator()<op::reduce_min>();
-      with.template operator()<op::reduce_prod>();
-      with.template operator()<op::reduce_l1>();
-      with.template operator()<op::reduce_l2>();
-      with.template operator()<op::reduce_sum_square>();
-      with.template operator()<op::argmax>();
-      with.template operator()<op::argmin>();
+      // Every reduction of the op list.
+#define KILN_REDUCER_FOR(NAME, ARITY, CLASS, ...) \
+  if constexpr (ir::is_reduction(ir::op_class::CLASS)) with.template operator()<ir::op::NAME>();
+      KILN_IR_OPS(KILN_REDUCER_FOR)
+#undef KILN_REDUCER_FOR
     }
   });
   return found;
