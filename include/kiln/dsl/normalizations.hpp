@@ -38,28 +38,29 @@ constexpr bool parameters_ok() {
 
 }  // namespace detail
 
+namespace detail {
+// x's extents and element type, built by composite `build(builder, x, axis)` along Axis.
+template <int Axis, class A, class Build>
+constexpr auto along_axis(const A& x, Build build) {
+  if constexpr (rejected_value<A>)
+    return x;
+  else if constexpr (normalization_ok<Axis, A>())
+    return A{x.builder, build(*x.builder, x.id, axis_of<Axis, A>())};
+  else
+    return value<typename A::element, rejected_extents>{};
+}
+}  // namespace detail
+
 // softmax<axis>(x): exp(x - max) / sum(exp(x - max)) along the axis (ONNX's Softmax).
 template <int Axis = -1, tensor_value A>
 constexpr auto softmax(const A& x) {
-  if constexpr (rejected_value<A>) {
-    return x;
-  } else if constexpr (detail::normalization_ok<Axis, A>()) {
-    return A{x.builder, ir::softmax(*x.builder, x.id, detail::axis_of<Axis, A>())};
-  } else {
-    return value<typename A::element, rejected_extents>{};
-  }
+  return detail::along_axis<Axis>(x, ir::softmax);
 }
 
 // log_softmax<axis>(x): (x - max) - log(sum(exp(x - max))) along the axis (ONNX's LogSoftmax).
 template <int Axis = -1, tensor_value A>
 constexpr auto log_softmax(const A& x) {
-  if constexpr (rejected_value<A>) {
-    return x;
-  } else if constexpr (detail::normalization_ok<Axis, A>()) {
-    return A{x.builder, ir::log_softmax(*x.builder, x.id, detail::axis_of<Axis, A>())};
-  } else {
-    return value<typename A::element, rejected_extents>{};
-  }
+  return detail::along_axis<Axis>(x, ir::log_softmax);
 }
 
 // reduce_log_sum_exp<axes...>(x[, kiln::keepdims]): log(sum(exp(x))) over the axes, without

@@ -454,32 +454,18 @@ class region_emitter final : public op_lowering {
       strides_.emplace_back();
       for (int i = 0; i < rank_; ++i) strides_.back().push_back(metadata(next++));
     }
-    id header = m_.fresh(), check = m_.fresh(), loop_body = m_.fresh(), cont = m_.fresh(),
-       merge = m_.fresh(), g_next = m_.fresh();
-    m_.inst(Op::OpBranch, {header});
-    m_.label(header);
-    g_index_ = m_.emit(Op::OpPhi, u32(), {gx, entry, g_next, cont});
-    m_.inst(Op::OpLoopMerge,
-            {merge, cont, static_cast<std::uint32_t>(spv::LoopControlMask::MaskNone)});
-    m_.inst(Op::OpBranch, {check});
-    m_.label(check);
-    id more = m_.emit(Op::OpULessThan, m_.type_bool(), {g_index_, groups});
-    m_.inst(Op::OpBranchConditional, {more, loop_body, merge});
-    m_.label(loop_body);
-    current_label_ = loop_body;
-
-    if (r_.root >= 0) {
-      reduction_loop();
-    } else {
-      std::vector<id> value = evaluate();
-      for (std::size_t s = 0; s < stores_.size(); ++s)
-        store_result(s, g_.nodes[stores_[s].node].type, value[stores_[s].node]);
-    }
-    m_.inst(Op::OpBranch, {cont});
-    m_.label(cont);
-    m_.emit_to(g_next, Op::OpIAdd, u32(), {g_index_, stride});
-    m_.inst(Op::OpBranch, {header});
-    m_.label(merge);
+    current_label_ = entry;
+    counted_loop(gx, groups, stride, {}, {}, [&](id g, const carried&) -> carried {
+      g_index_ = g;
+      if (r_.root >= 0) {
+        reduction_loop();
+      } else {
+        std::vector<id> value = evaluate();
+        for (std::size_t s = 0; s < stores_.size(); ++s)
+          store_result(s, g_.nodes[stores_[s].node].type, value[stores_[s].node]);
+      }
+      return {};
+    });
     m_.inst(Op::OpReturn, {});
     m_.inst(Op::OpFunctionEnd, {});
   }
@@ -554,6 +540,14 @@ class region_emitter final : public op_lowering {
   // for (r = local; r < count; r += W) now = step(r, now); gives the final values.
   carried strided_loop(id count, const carried& init, const std::vector<id>& types,
                        function_ref<carried(id r, const carried& now)> step) {
+    return counted_loop(local_, count, wg_size_, init, types, step);
+  }
+
+  // for (r = first; r < count; r += stride) now = step(r, now); gives the final values. Starts
+  // from current_label_ (the block it is emitted in) and leaves it at the loop's merge block.
+  carried counted_loop(id first, id count, id stride, const carried& init,
+                       const std::vector<id>& types,
+                       function_ref<carried(id r, const carried& now)> step) {
     id before = current_label_;
     id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), cont = m_.fresh(),
        merge = m_.fresh(), r_next = m_.fresh();
@@ -561,7 +555,7 @@ class region_emitter final : public op_lowering {
     for (std::size_t k = 0; k < init.size(); ++k) next_ids.push_back(m_.fresh());
     m_.inst(Op::OpBranch, {header});
     m_.label(header);
-    id r = m_.emit(Op::OpPhi, u32(), {local_, before, r_next, cont});
+    id r = m_.emit(Op::OpPhi, u32(), {first, before, r_next, cont});
     carried now;
     for (std::size_t k = 0; k < init.size(); ++k)
       now.push_back(m_.emit(Op::OpPhi, types[k], {init[k], before, next_ids[k], cont}));
@@ -572,10 +566,11 @@ class region_emitter final : public op_lowering {
     id more = m_.emit(Op::OpULessThan, m_.type_bool(), {r, count});
     m_.inst(Op::OpBranchConditional, {more, body, merge});
     m_.label(body);
+    current_label_ = body;  // a loop in step starts from here
     carried next = step(r, now);
     m_.inst(Op::OpBranch, {cont});
     m_.label(cont);
-    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, wg_size_});
+    m_.emit_to(r_next, Op::OpIAdd, u32(), {r, stride});
     for (std::size_t k = 0; k < init.size(); ++k)
       m_.emit_to(next_ids[k], Op::OpCopyObject, types[k], {next[k]});
     m_.inst(Op::OpBranch, {header});
@@ -814,7 +809,7 @@ class region_emitter final : public op_lowering {
   std::size_t n_inputs_ = 0;             // input bindings (parameters, then transients)
   std::vector<compiler::store> stores_;  // what an elementwise region stores, by output binding
   id elements_ = 0;                      // a reduction's operand elements of the current step
-  id current_label_ = 0;                 // the block the reduction loop starts from
+  id current_label_ = 0;                 // the block a loop being emitted starts from
   int rank_ = 0;
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;

@@ -131,6 +131,32 @@ struct row_block {
 using row_ref = function_ref<void(const void* const* in, const std::int64_t* step, void* const* out,
                                   std::int64_t count)>;
 
+// The pointer lists of row function calls: each operand's pointer at its offset (in elements),
+// an input's step along the contiguous dim 1, or 0 where it is broadcast. in/out are indexed by
+// slot; a region's operands are its inputs (listed in `args`) then its outputs (in `results`).
+struct row_pointers {
+  row_list<const void*> in;
+  row_list<std::int64_t> step;
+  row_list<void*> out;
+  row_pointers(std::size_t ins, std::size_t outs) : in(ins), step(ins), out(outs) {}
+  // Points args.size() inputs and results.size() outputs of ops (over collapsed space s).
+  void point(std::span<const operand_layout> ops, const collapsed_space& s,
+             std::span<const std::int32_t> args, std::span<const std::int32_t> results,
+             std::span<const std::int64_t> offsets) {
+    const int inner = s.rank - 1;
+    for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
+      const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
+      if (k < args.size()) {
+        in[args[k]] = at;
+        step[args[k]] = s.strides[k][inner] ? 1 : 0;
+      } else {
+        out[results[k - args.size()]] = const_cast<unsigned char*>(at);
+      }
+    }
+  }
+  void call(row_ref row, std::int64_t n) { row(in.data(), step.data(), out.data(), n); }
+};
+
 // Runs `row` over `space`. ins/outs are indexed by parameter / result, only those of the region
 // set. Behind the runtime boundary: one copy per program, not one per file that calls a function.
 KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
@@ -160,22 +186,12 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
   const collapsed_space s = collapse(space, reduced_axes, ops);
   const int inner = s.rank - 1;
   const std::int64_t c = s.dims[inner], reduced = s.outer_reduced_count();
-  row_list<const void*> in_ptr(ins.size());
-  row_list<std::int64_t> step(ins.size());
-  row_list<void*> out_ptr(outs.size());
+  row_pointers ptrs(ins.size(), outs.size());
   std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
   // n elements along the contiguous dim from `offsets`.
   auto call = [&](std::int64_t n) {
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
-      if (k < args.size()) {
-        in_ptr[args[k]] = at;
-        step[args[k]] = s.strides[k][inner] ? 1 : 0;
-      } else {
-        out_ptr[results[k - args.size()]] = const_cast<unsigned char*>(at);
-      }
-    }
-    row(in_ptr.data(), step.data(), out_ptr.data(), n);
+    ptrs.point(ops, s, args, results, offsets);
+    ptrs.call(row, n);
   };
   if (s.reduced[inner]) {  // a row: its reduced elements, the contiguous dim among them
     for (std::int64_t o = rows.first; o < rows.last; ++o) {
@@ -231,13 +247,11 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
   std::int64_t pieces = (inner + piece - 1) / piece;
   std::int64_t tasks = rows * pieces;
   std::int64_t chunk = std::max<std::int64_t>(grain / piece, 1);
-  std::size_t n_args = args.size();
 
   // Runs tasks [first, last) on the calling thread.
   auto run_tasks = [&](std::int64_t first, std::int64_t last) {
-    row_list<const void*> in_ptr(ins.size());
-    row_list<std::int64_t> step(ins.size());
-    row_list<void*> out_ptr(outs.size());
+    row_pointers ptrs(ins.size(), outs.size());
+    std::vector<std::int64_t> offsets(ops.size());
     for (std::int64_t t = first; t < last; ++t) {
       std::int64_t r = t / pieces, p = t % pieces;
       std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
@@ -248,16 +262,10 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
           offset += (rest % dims[i]) * strides[k][i];
           rest /= dims[i];
         }
-        offset += begin * strides[k][rank - 1];
-        const unsigned char* base = ops[k].data + offset * ops[k].bytes;
-        if (k < n_args) {
-          in_ptr[args[k]] = base;
-          step[args[k]] = strides[k][rank - 1] ? 1 : 0;
-        } else {
-          out_ptr[results[k - n_args]] = const_cast<unsigned char*>(base);
-        }
+        offsets[k] = offset + begin * strides[k][rank - 1];
       }
-      row(in_ptr.data(), step.data(), out_ptr.data(), count);
+      ptrs.point(ops, c, args, results, offsets);
+      ptrs.call(row, count);
     }
   };
   if (!parallel) {

@@ -338,18 +338,14 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   // The operand's n values at `offsets`, in the fold type: read in place, or evaluated (and
   // widened) into scratch.
   auto call_row = [&](const std::vector<std::int64_t>& offsets, scratch& mem, std::int64_t n,
-                      row_list<const void*>& in_ptr, row_list<std::int64_t>& step,
-                      row_list<void*>& out_ptr) -> const void* {
+                      row_pointers& ptrs) -> const void* {
     const void* values = nullptr;
     if (in_place >= 0) {
       values = ops[in_place].data + offsets[in_place] * bytes;
     } else {
-      for (std::size_t k = 0; k < n_in; ++k) {
-        in_ptr[in_slots[k]] = ops[k].data + offsets[k] * ops[k].bytes;
-        step[in_slots[k]] = s.strides[k][inner] ? 1 : 0;
-      }
-      out_ptr[out_slots[0]] = mem.row.data();
-      row(in_ptr.data(), step.data(), out_ptr.data(), n);
+      ptrs.point(ops, s, in_slots, {}, offsets);
+      ptrs.out[out_slots[0]] = mem.row.data();
+      ptrs.call(row, n);
       values = mem.row.data();
     }
     if (!widens) return values;
@@ -375,9 +371,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
     // Task t: piece t % per_output of output first_row + t / per_output.
     acc_array partials(r, (last_row - first_row) * per_output);
     auto run = [&](std::int64_t first, std::int64_t last) {
-      row_list<const void*> in_ptr(in_size);
-      row_list<std::int64_t> step(in_size);
-      row_list<void*> out_ptr(out_size);
+      row_pointers ptrs(in_size, out_size);
       scratch mem(std::min(piece, n0), bytes, widens);
       std::vector<std::int64_t> offsets(ops.size());
       for (std::int64_t t = first; t < last; ++t) {
@@ -390,7 +384,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
         // The elements' index within the result's reduced set (argmax, argmin).
         std::int64_t first_index = j * n0 + begin;
         if (n > 0)
-          r.fold(call_row(offsets, mem, n, in_ptr, step, out_ptr), n, first_index, partials.at(t));
+          r.fold(call_row(offsets, mem, n, ptrs), n, first_index, partials.at(t));
         else
           r.fill(partials.at(t), 1);
       }
@@ -422,9 +416,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   const std::int64_t c = s.dims[inner];
   const std::int64_t chunks = (c + chunk - 1) / chunk;
   auto run = [&](std::int64_t first, std::int64_t last) {
-    row_list<const void*> in_ptr(in_size);
-    row_list<std::int64_t> step(in_size);
-    row_list<void*> out_ptr(out_size);
+    row_pointers ptrs(in_size, out_size);
     scratch mem(chunk, bytes, widens);
     std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
     // Folds reduced indices [a, b) of the chunk at `base` into acc.
@@ -442,7 +434,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
       for (std::int64_t j = a; j < b; ++j) {
         offsets = base;
         s.add_offsets(reduced, j, offsets);
-        r.accumulate(acc, call_row(offsets, mem, n, in_ptr, step, out_ptr), n, j);
+        r.accumulate(acc, call_row(offsets, mem, n, ptrs), n, j);
       }
     };
     alignas(16) unsigned char acc[chunk * max_acc_bytes];

@@ -115,6 +115,9 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     // A row group: a block of rows at a time through every region, while the rows are in cache.
     std::vector<prepared> members;
     for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));
+    auto each_alone = [&] {  // every region over all its rows, one after another
+      for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
+    };
     const shape& space = members[0].space;
     const std::uint32_t axes = members[0].root->attrs.axes;
     const shape rows_dims = ir::kept_dims(space, members[0].root->attrs);
@@ -126,7 +129,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       fits = fits && (m.space == space || (!m.root && m.space.element_count() == rows_total &&
                                            squeezed(m.space) == squeezed(rows_dims)));
     if (!fits) {
-      for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
+      each_alone();
       i = end;
       continue;
     }
@@ -154,7 +157,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                    std::max<std::int64_t>(grain / std::max<std::int64_t>(row_size, 1), 1),
                    run_block);
     } else {  // a few long rows: each region over all of them, on every thread
-      for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
+      each_alone();
     }
     i = end;
   }
