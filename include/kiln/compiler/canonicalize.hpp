@@ -52,6 +52,30 @@ constexpr std::int32_t identity_of(const ir::graph& g, const ir::node& n) {
   }
 }
 
+// A view re-added over its rebuilt operand: run-time sizes are renumbered by a rebuild, so the
+// dims take them from the new operand (a view's own sizes are static).
+constexpr std::int32_t rebuild_view(ir::builder& b, const ir::node& old, std::int32_t operand) {
+  const shape& x = b.get().nodes[operand].dims;
+  shape d = old.dims;
+  if (old.kind == ir::op::expand) {  // again through the broadcast, which keeps its constraints
+    for (int i = 0; i < d.rank; ++i)
+      if (ir::is_symbol(d.dims[i])) d.dims[i] = 1;
+    return b.expand(operand, d);
+  }
+  for (int i = 0; i < d.rank; ++i) {
+    if (!ir::is_symbol(d.dims[i])) continue;
+    switch (old.kind) {
+      case ir::op::transpose:
+        d.dims[i] = x.dims[old.attrs.perm[i]];
+        break;
+      default:  // reshape copies at the same position; slice keeps the axis whole
+        d.dims[i] = x.dims[i];
+        break;
+    }
+  }
+  return b.view(old.kind, operand, old.attrs, d);
+}
+
 // One rebuild: drops dead nodes; with `simplify`, also folds and applies identities. Those can
 // leave nodes dead, which the next rebuild drops.
 constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
@@ -88,7 +112,8 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       all_constant = all_constant && x.kind == ir::op::constant;
       values[k] = x.value;
     }
-    bool elementwise = !ir::is_reduction(ir::info(old.kind).cls);
+    auto cls = ir::info(old.kind).cls;
+    bool elementwise = !ir::is_reduction(cls) && cls != ir::op_class::view;
     if (simplify && all_constant && elementwise) {
       if (auto folded = fold(old.kind, old.type, values)) {
         map[i] = b.constant(*folded);
@@ -112,6 +137,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       case ir::op_class::index_reduction:
         id = b.index_reduce(old.kind, ops[0], std::countr_zero(old.attrs.axes), old.attrs.keepdims,
                             old.attrs.select_last);
+        break;
+      case ir::op_class::view:
+        id = rebuild_view(b, old, ops[0]);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);

@@ -5,6 +5,7 @@
 // row value (an elementwise value over a root's result that a larger op reads), computed once.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -24,16 +25,41 @@ struct region {
   std::int32_t root = -1;             // the reduction it computes (its last node), or -1
   std::vector<std::int32_t> reads;    // transients it loads (indices into plan::transients)
   std::vector<std::int32_t> writes;   // transients it stores
+  std::vector<std::int32_t> views;    // views it loads (indices into plan::views): a value read
+                                      // through an index map, in place
+  std::vector<std::int32_t> view_reads;  // transients it reads through views (they order the
+                                         // regions and keep the transient alive)
   std::int32_t group = 0;             // its dispatch: consecutive regions of one row group
                                       // (form_row_groups) share it
   constexpr int binding_count() const {
-    return static_cast<int>(args.size() + results.size() + reads.size() + writes.size());
+    return static_cast<int>(args.size() + results.size() + reads.size() + writes.size() +
+                            views.size());
   }
 };
 
 struct region_options {
   int max_bindings = 0;  // buffers one dispatch may bind; 0 means no limit
 };
+
+constexpr bool is_view(const ir::graph& g, std::int32_t id) {
+  return ir::info(g.nodes[id].kind).cls == ir::op_class::view;
+}
+
+// A view that numpy broadcasting of its operand to its dims already gives: computed as the
+// operand's value, per element of the region's space.
+constexpr bool computed_view(const ir::graph& g, const ir::node& n) {
+  const shape& x = g.nodes[n.operands[0]].dims;
+  if (n.kind == ir::op::expand || x.rank == 0) return true;
+  if (n.kind != ir::op::reshape) return false;
+  auto strip = [](const shape& s) {  // without leading 1s
+    int lead = 0;
+    while (lead < s.rank && s.dims[lead] == 1) ++lead;
+    shape r;
+    for (int i = lead; i < s.rank; ++i) r.dims[r.rank++] = s.dims[i];
+    return r;
+  };
+  return strip(n.dims) == strip(x);
+}
 
 // Whether run-time size `d` is symbol `target`, or a broadcast with it (equal to it at the call,
 // unless the target is 1 there).
@@ -100,6 +126,8 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
       return true;
     };
     bool joins = false;
+    // A value of the group read through a view may be another row's.
+    for (auto t : r.view_reads) open = open && !from_group(t);
     if (open && r.root >= 0)
       joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
     else if (open && same_rows(g, r.space, space))
@@ -127,8 +155,16 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
 // layer_norm, over [rows, 1]), is computed once per row by a region of its own when a node over
 // more elements reads it, instead of once per element by that node's region. In a row group
 // that region is an epilogue of the root.
+//
+// Views: one that numpy broadcasting already gives (expand; a reshape that only adds or drops
+// leading 1s; any view of a single element) is computed as its operand's value. Every other view
+// is a load: the region reads the view's base (a parameter or a materialized value) in place,
+// through the index maps of the views between them, composed at the call (`views`). A computed
+// value under a view is materialized, and so is a view under a reshape (a reshape maps the
+// row-major order of what it reads, which only a base has).
 constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
                                                     std::vector<std::int32_t>& transients,
+                                                    std::vector<std::int32_t>& views,
                                                     region_options opt = {}) {
   const auto n_nodes = g.nodes.size();
   auto is_root = [&](std::int32_t id) { return ir::is_reduction(ir::info(g.nodes[id].kind).cls); };
@@ -140,7 +176,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       materialized[i] = true;
       continue;
     }
-    if (cls == ir::op_class::leaf) continue;
+    if (cls == ir::op_class::leaf || cls == ir::op_class::view) continue;
     for (int k = 0; k < n.arity(); ++k) {
       std::int32_t o = n.operands[k];
       if ((is_root(o) || row_value[o]) && g.nodes[o].dims == n.dims) row_value[i] = true;
@@ -151,13 +187,31 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       std::int32_t o = g.nodes[i].operands[k];
       if (row_value[o] && !(g.nodes[o].dims == g.nodes[i].dims)) materialized[o] = true;
     }
+  std::vector<bool> load_view(n_nodes, false);
+  std::vector<std::int32_t> view_base(n_nodes, -1);
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    if (!is_view(g, static_cast<std::int32_t>(i)) || computed_view(g, g.nodes[i])) continue;
+    load_view[i] = true;
+    std::int32_t v = static_cast<std::int32_t>(i), o = g.nodes[i].operands[0];
+    while (g.nodes[o].kind != ir::op::input && !materialized[o]) {
+      if (!is_view(g, o) || (g.nodes[v].kind == ir::op::reshape && g.nodes[o].kind != ir::op::reshape)) {
+        materialized[o] = true;
+        break;
+      }
+      v = o;
+      o = g.nodes[o].operands[0];
+    }
+    view_base[i] = o;
+  }
   // The nodes a region evaluates to produce `wanted`: everything they read, stopping at
-  // materialized values other than the one the region produces (`own`; those are loaded).
+  // materialized values other than the one the region produces (`own`; those are loaded) and at
+  // views it loads.
   auto closure = [&](region& r, const std::vector<std::int32_t>& wanted, std::int32_t own) {
     std::vector<bool> used(n_nodes, false);
     for (auto w : wanted) used[w] = true;
     for (std::size_t i = n_nodes; i-- > 0;) {
-      if (!used[i] || (materialized[i] && static_cast<std::int32_t>(i) != own)) continue;
+      if (!used[i] || (materialized[i] && static_cast<std::int32_t>(i) != own) || load_view[i])
+        continue;
       for (int k = 0; k < g.nodes[i].arity(); ++k) used[g.nodes[i].operands[k]] = true;
     }
     r.nodes.clear();
@@ -173,6 +227,19 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     std::vector<std::int32_t> loaded;
     for (auto id : r.nodes)
       if (materialized[id] && id != produced) loaded.push_back(id);
+    return loaded;
+  };
+  // The views r loads, and the materialized values they read.
+  auto views_of = [&](const region& r, std::int32_t produced) {
+    std::vector<std::int32_t> v;
+    for (auto id : r.nodes)
+      if (load_view[id] && !(materialized[id] && id != produced)) v.push_back(id);
+    return v;
+  };
+  auto view_loads_of = [&](const region& r, std::int32_t produced) {
+    std::vector<std::int32_t> loaded;
+    for (auto id : views_of(r, produced))
+      if (materialized[view_base[id]]) loaded.push_back(view_base[id]);
     return loaded;
   };
   auto results_of = [&](std::int32_t id) {
@@ -213,11 +280,12 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
       closure(trial, wanted(trial), -1);
-      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial, -1).size();
+      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial, -1).size() +
+                      views_of(trial, -1).size();
       if (static_cast<int>(bindings) > opt.max_bindings) target = nullptr;  // start another
     }
     if (!target) {
-      regions.push_back(region{space, {}, {}, {}, -1, {}, {}});
+      regions.push_back(region{space});
       own.push_back(-1);
       target = &regions.back();
     }
@@ -239,7 +307,9 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (position[k] >= 0) continue;
       int key = -1;
       bool ready = true;
-      for (auto loaded : loads_of(regions[k], own[k])) {
+      auto loaded_values = loads_of(regions[k], own[k]);
+      for (auto v : view_loads_of(regions[k], own[k])) loaded_values.push_back(v);
+      for (auto loaded : loaded_values) {
         int at = position[producer[loaded]];
         ready = ready && at >= 0;
         key = std::max(key, at);
@@ -258,14 +328,25 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   // Transients: every materialized value another region loads, numbered in order of first load.
   transients.clear();
   std::vector<std::int32_t> transient_of(n_nodes, -1);
-  for (std::size_t k = 0; k < regions.size(); ++k)
-    for (auto loaded : loads_of(regions[k], own[k])) {
-      if (transient_of[loaded] < 0) {
-        transient_of[loaded] = static_cast<std::int32_t>(transients.size());
-        transients.push_back(loaded);
-      }
-      regions[k].reads.push_back(transient_of[loaded]);
+  auto transient_index = [&](std::int32_t loaded) {
+    if (transient_of[loaded] < 0) {
+      transient_of[loaded] = static_cast<std::int32_t>(transients.size());
+      transients.push_back(loaded);
     }
+    return transient_of[loaded];
+  };
+  views.clear();
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    for (auto loaded : loads_of(regions[k], own[k]))
+      regions[k].reads.push_back(transient_index(loaded));
+    for (auto loaded : view_loads_of(regions[k], own[k]))
+      regions[k].view_reads.push_back(transient_index(loaded));
+    for (auto v : views_of(regions[k], own[k])) {  // views in order of first load
+      auto at = std::find(views.begin(), views.end(), v);
+      regions[k].views.push_back(static_cast<std::int32_t>(at - views.begin()));
+      if (at == views.end()) views.push_back(v);
+    }
+  }
   for (std::size_t k = 0; k < regions.size(); ++k)
     if (own[k] >= 0 && transient_of[own[k]] >= 0) regions[k].writes.push_back(transient_of[own[k]]);
   if (opt.max_bindings > 0)
@@ -280,8 +361,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
 }
 
 constexpr std::vector<region> form_dispatch_regions(const ir::graph& g, region_options opt = {}) {
-  std::vector<std::int32_t> transients;
-  return form_dispatch_regions(g, transients, opt);
+  std::vector<std::int32_t> transients, views;
+  return form_dispatch_regions(g, transients, views, opt);
 }
 
 }  // namespace kiln::compiler

@@ -12,6 +12,7 @@ struct plan_sizes {
   int inputs = 0, nodes = 0, symbols = 0, constraints = 0, outputs = 0;
   int regions = 0, region_nodes = 0, region_args = 0, region_results = 0;
   int transients = 0, region_reads = 0, region_writes = 0;
+  int views = 0, region_views = 0, region_view_reads = 0;
 };
 
 constexpr plan_sizes sizes_of(const plan& p) {
@@ -20,12 +21,15 @@ constexpr plan_sizes sizes_of(const plan& p) {
       static_cast<int>(p.graph.symbols.size()), static_cast<int>(p.graph.constraints.size()),
       static_cast<int>(p.graph.outputs.size()), static_cast<int>(p.regions.size())};
   s.transients = static_cast<int>(p.transients.size());
+  s.views = static_cast<int>(p.views.size());
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
     s.region_args += static_cast<int>(r.args.size());
     s.region_results += static_cast<int>(r.results.size());
     s.region_reads += static_cast<int>(r.reads.size());
     s.region_writes += static_cast<int>(r.writes.size());
+    s.region_views += static_cast<int>(r.views.size());
+    s.region_view_reads += static_cast<int>(r.view_reads.size());
   }
   return s;
 }
@@ -40,6 +44,8 @@ struct frozen_region {
   int read_begin = 0, read_count = 0;
   int write_begin = 0, write_count = 0;
   std::int32_t group = 0;
+  int view_begin = 0, view_count = 0;
+  int view_read_begin = 0, view_read_count = 0;
 };
 
 template <plan_sizes S>
@@ -57,6 +63,10 @@ struct frozen_plan {
   std::array<std::int32_t, S.transients> transients;
   std::array<std::int32_t, S.region_reads> region_reads;
   std::array<std::int32_t, S.region_writes> region_writes;
+  std::array<std::int32_t, S.views> views;
+  std::array<std::int32_t, S.views> view_bases;
+  std::array<std::int32_t, S.region_views> region_views;
+  std::array<std::int32_t, S.region_view_reads> region_view_reads;
   std::int64_t static_transient_bytes = 0;
 
   constexpr int dispatch_count() const {
@@ -74,6 +84,8 @@ struct frozen_plan {
     p.graph.constraints.assign(constraints.begin(), constraints.end());
     p.graph.outputs.assign(outputs.begin(), outputs.end());
     p.transients.assign(transients.begin(), transients.end());
+    p.views.assign(views.begin(), views.end());
+    p.view_bases.assign(view_bases.begin(), view_bases.end());
     for (const frozen_region& f : regions) {
       region r;
       r.space = f.space;
@@ -89,6 +101,10 @@ struct frozen_plan {
                      region_reads.begin() + f.read_begin + f.read_count);
       r.writes.assign(region_writes.begin() + f.write_begin,
                       region_writes.begin() + f.write_begin + f.write_count);
+      r.views.assign(region_views.begin() + f.view_begin,
+                     region_views.begin() + f.view_begin + f.view_count);
+      r.view_reads.assign(region_view_reads.begin() + f.view_read_begin,
+                          region_view_reads.begin() + f.view_read_begin + f.view_read_count);
       p.regions.push_back(r);
     }
     return p;
@@ -107,8 +123,10 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   copy(p.graph.constraints, f.constraints);
   copy(p.graph.outputs, f.outputs);
   copy(p.transients, f.transients);
+  copy(p.views, f.views);
+  copy(p.view_bases, f.view_bases);
   f.static_transient_bytes = p.transient_bytes();
-  int nodes = 0, args = 0, results = 0, reads = 0, writes = 0;
+  int nodes = 0, args = 0, results = 0, reads = 0, writes = 0, views = 0, view_reads = 0;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const region& r = p.regions[i];
     f.regions[i] = {r.space,
@@ -123,12 +141,18 @@ constexpr frozen_plan<S> freeze(const plan& p) {
                     static_cast<int>(r.reads.size()),
                     writes,
                     static_cast<int>(r.writes.size()),
-                    r.group};
+                    r.group,
+                    views,
+                    static_cast<int>(r.views.size()),
+                    view_reads,
+                    static_cast<int>(r.view_reads.size())};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;
     for (auto v : r.reads) f.region_reads[reads++] = v;
     for (auto v : r.writes) f.region_writes[writes++] = v;
+    for (auto v : r.views) f.region_views[views++] = v;
+    for (auto v : r.view_reads) f.region_view_reads[view_reads++] = v;
   }
   return f;
 }

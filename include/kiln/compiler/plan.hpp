@@ -37,6 +37,7 @@ constexpr arena_layout plan_arena(const Regions& regions, const std::vector<std:
     int group = regions[k].group;
     for (auto t : regions[k].writes) first[t] = last[t] = group;
     for (auto t : regions[k].reads) last[t] = std::max(last[t], group);
+    for (auto t : regions[k].view_reads) last[t] = std::max(last[t], group);
   }
   arena_layout a;
   a.offsets.assign(n, 0);
@@ -69,6 +70,8 @@ struct plan {
   ir::graph graph;                       // canonical: verified, folded, deduplicated, no dead nodes
   std::vector<region> regions;           // in execution order; one dispatch per row group
   std::vector<std::int32_t> transients;  // root nodes whose values pass between regions
+  std::vector<std::int32_t> views;       // view nodes regions load (region::views)
+  std::vector<std::int32_t> view_bases;  // per view: the input slot of the value it maps
   constexpr int dispatch_count() const { return regions.empty() ? 0 : regions.back().group + 1; }
 
   // The arena of one call (sym: its resolved symbols; null for a plan of static sizes).
@@ -91,9 +94,13 @@ struct plan {
 };
 
 // A region's buffers by slot. Input slots: parameter a is slot a, transient t is slot
-// inputs + t; output slots: result r is slot r, transient t is slot outputs + t.
+// inputs + t, view v is slot inputs + transients + v (its base's buffer, through its index map);
+// output slots: result r is slot r, transient t is slot outputs + t.
 constexpr int input_slot_count(const plan& p) {
-  return static_cast<int>(p.graph.inputs.size() + p.transients.size());
+  return static_cast<int>(p.graph.inputs.size() + p.transients.size() + p.views.size());
+}
+constexpr int view_slot(const plan& p, std::int32_t v) {
+  return static_cast<int>(p.graph.inputs.size() + p.transients.size()) + v;
 }
 constexpr int output_slot_count(const plan& p) {
   return static_cast<int>(p.graph.outputs.size() + p.transients.size());
@@ -102,6 +109,7 @@ constexpr int output_slot_count(const plan& p) {
 constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
   std::vector<std::int32_t> s(r.args.begin(), r.args.end());
   for (auto t : r.reads) s.push_back(static_cast<std::int32_t>(p.graph.inputs.size()) + t);
+  for (auto v : r.views) s.push_back(view_slot(p, v));
   return s;
 }
 constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r) {
@@ -116,7 +124,19 @@ constexpr int load_slot(const plan& p, const region& r, std::int32_t id) {
   if (n.kind == ir::op::input) return n.arg;
   for (auto t : r.reads)
     if (p.transients[t] == id) return static_cast<int>(p.graph.inputs.size()) + t;
+  for (auto v : r.views)
+    if (p.views[v] == id) return view_slot(p, v);
   return -1;
+}
+
+// The input slot of the value view node `id` maps: the first parameter or transient below it.
+constexpr std::int32_t base_slot(const ir::graph& g, const std::vector<std::int32_t>& transients,
+                                 std::int32_t id) {
+  for (std::int32_t o = g.nodes[id].operands[0];; o = g.nodes[o].operands[0]) {
+    if (g.nodes[o].kind == ir::op::input) return g.nodes[o].arg;
+    for (std::size_t t = 0; t < transients.size(); ++t)
+      if (transients[t] == o) return static_cast<std::int32_t>(g.inputs.size() + t);
+  }
 }
 // What region r stores, as (output slot, node): its results and transients; a reduction's region
 // stores its root's operand to its first output slot, for the reduction driver to reduce.
@@ -135,9 +155,10 @@ constexpr std::vector<store> region_stores(const plan& p, const region& r) {
 
 constexpr plan compile(const ir::graph& g, options opt = {}) {
   ir::verify_or_throw(g);
-  plan p{canonicalize(g), {}, {}};
+  plan p{canonicalize(g), {}, {}, {}, {}};
   ir::verify_or_throw(p.graph);
-  p.regions = form_dispatch_regions(p.graph, p.transients, opt.regions);
+  p.regions = form_dispatch_regions(p.graph, p.transients, p.views, opt.regions);
+  for (auto v : p.views) p.view_bases.push_back(base_slot(p.graph, p.transients, v));
   return p;
 }
 
@@ -154,6 +175,7 @@ inline std::string print_regions(const plan& p) {
     out += "; reads";
     for (auto a : reg.args) out += " arg" + std::to_string(a);
     for (auto t : reg.reads) out += " t" + std::to_string(t);
+    for (auto v : reg.views) out += " view %" + std::to_string(p.views[v]);
     out += "; writes";
     for (auto res : reg.results) out += " result" + std::to_string(res);
     for (auto t : reg.writes) out += " t" + std::to_string(t);

@@ -120,6 +120,9 @@ class graph {
     if (ir::is_reduction(ir::info(o).cls))
       throw error(errc::invalid_argument, std::string(op_name),
                   "takes axes: use graph::reduce (or graph::" + std::string(op_name) + ")");
+    if (ir::info(o).cls == ir::op_class::view)
+      throw error(errc::invalid_argument, std::string(op_name),
+                  "takes an index map: use graph::" + std::string(op_name));
     if (static_cast<int>(operands.size()) != arity)
       throw error(
           errc::invalid_argument, std::string(op_name),
@@ -171,6 +174,94 @@ class graph {
     return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
   }
   value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
+
+  // Index maps, ONNX's Transpose, Reshape, Expand, Slice, Flatten, Squeeze and Unsqueeze: views
+  // that move no data where a region can read the operand in place. Sizes of the operand known
+  // only at the call may pass through (a reshape copies them with a 0 at the same position) but
+  // not be sliced or moved by a reshape.
+  using sizes = std::span<const std::int64_t>;
+  using size_list = std::initializer_list<std::int64_t>;
+  // Result axis i is x's axis perm[i]; no perm reverses the axes.
+  value transpose(value x, sizes perm) {
+    return wrap(b_.transpose(id_of(x, "transpose", 1), perm));
+  }
+  value transpose(value x, size_list perm = {}) { return transpose(x, list(perm)); }
+  value reshape(value x, sizes shape, bool allow_zero = false) {
+    return wrap(b_.reshape(id_of(x, "reshape", 1), shape, allow_zero));
+  }
+  value reshape(value x, size_list shape, bool allow_zero = false) {
+    return reshape(x, list(shape), allow_zero);
+  }
+  value expand(value x, sizes shape) {
+    return wrap(b_.expand(id_of(x, "expand", 1), make_shape(shape, "expand", "the shape")));
+  }
+  value expand(value x, size_list shape) { return expand(x, list(shape)); }
+  value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {}) {
+    return wrap(b_.slice(id_of(x, "slice", 1), starts, ends, axes, steps));
+  }
+  value slice(value x, size_list starts, size_list ends, size_list axes = {},
+              size_list steps = {}) {
+    return slice(x, list(starts), list(ends), list(axes), list(steps));
+  }
+  // [product of the sizes before axis, product of the rest] (axis from -rank to rank).
+  value flatten(value x, std::int64_t axis = 1) {
+    std::int32_t id = id_of(x, "flatten", 1);
+    const shape& d = b_.get().nodes[id].dims;
+    if (axis < -d.rank || axis > d.rank)
+      throw error(errc::invalid_argument, "flatten",
+                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
+                      std::to_string(d.rank) + " (expected " + std::to_string(-d.rank) + " to " +
+                      std::to_string(d.rank) + ")");
+    if (axis < 0) axis += d.rank;
+    std::int64_t outer = 1;
+    for (int i = 0; i < axis; ++i) outer *= static_dim(d, i, "flatten");
+    std::int64_t result[2] = {outer, -1};
+    return wrap(b_.reshape(id, result));
+  }
+  // x without the size-1 axes named (none: every size-1 axis).
+  value squeeze(value x, sizes axes) {
+    std::int32_t id = id_of(x, "squeeze", 1);
+    const shape& d = b_.get().nodes[id].dims;
+    std::uint32_t mask = 0;
+    if (axes.empty()) {
+      for (int i = 0; i < d.rank; ++i)
+        if (d.dims[i] == 1) mask |= 1u << i;
+    } else {
+      mask = axes_mask("squeeze", id, axes);
+      for (int i = 0; i < d.rank; ++i)
+        if ((mask >> i) & 1u && d.dims[i] != 1)
+          throw error(errc::shape_mismatch, "squeeze",
+                      "axis " + std::to_string(i) + " of " + to_string(d) + " is not of size 1");
+    }
+    std::vector<std::int64_t> result;
+    for (int i = 0; i < d.rank; ++i)
+      if (!((mask >> i) & 1u)) result.push_back(moved_size(d, i, result.size()));
+    return wrap(b_.reshape(id, result));
+  }
+  value squeeze(value x, size_list axes = {}) { return squeeze(x, list(axes)); }
+  // x with size-1 axes inserted at `axes` (positions in the result; negative: from its end).
+  value unsqueeze(value x, sizes axes) {
+    std::int32_t id = id_of(x, "unsqueeze", 1);
+    const shape& d = b_.get().nodes[id].dims;
+    const int rank = d.rank + static_cast<int>(axes.size());
+    std::uint32_t mask = 0;
+    for (std::int64_t a : axes) {
+      if (a < -rank || a >= rank)
+        throw error(errc::invalid_argument, "unsqueeze",
+                    "axis " + std::to_string(a) + " is out of range for a result of rank " +
+                        std::to_string(rank));
+      std::uint32_t bit = 1u << (a < 0 ? a + rank : a);
+      if (mask & bit)
+        throw error(errc::invalid_argument, "unsqueeze",
+                    "axis " + std::to_string(a) + " is given twice");
+      mask |= bit;
+    }
+    std::vector<std::int64_t> result;
+    for (int i = 0, from = 0; i < rank; ++i)
+      result.push_back((mask >> i) & 1u ? 1 : moved_size(d, from++, result.size()));
+    return wrap(b_.reshape(id, result));
+  }
+  value unsqueeze(value x, size_list axes) { return unsqueeze(x, list(axes)); }
 
   // Normalizations (ir/composites.hpp: graphs of the ops above, fused as one row group).
   // softmax / log_softmax along `axis` (negative: from the end): ONNX's Softmax and LogSoftmax.
@@ -237,6 +328,7 @@ class graph {
   value NAME(value a, std::initializer_list<std::int64_t> axes = {}, bool keepdims = true) { \
     return reduce(ir::op::NAME, a, axes, keepdims);                                          \
   }
+#define KILN_GRAPH_FORM_view_1(NAME)  // written above: each takes its own index map
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)
 #undef KILN_GRAPH_OP
@@ -252,6 +344,7 @@ class graph {
 #undef KILN_GRAPH_FORM_cast_1
 #undef KILN_GRAPH_FORM_reduction_1
 #undef KILN_GRAPH_FORM_index_reduction_1
+#undef KILN_GRAPH_FORM_view_1
 
   // Marks v as the next result, under a name of its own.
   void output(std::string_view name, value v) {
@@ -281,6 +374,33 @@ class graph {
   }
 
   value wrap(std::int32_t id) const { return {id, id_}; }
+  static sizes list(size_list l) { return {l.begin(), l.size()}; }
+  // Size i of d as a reshape's entry at position `to`: static as it is, a run-time size copied
+  // (0) where it keeps its position (elsewhere reshape reports it).
+  static std::int64_t moved_size(const shape& d, int i, std::size_t to) {
+    if (!ir::is_symbol(d.dims[i])) return d.dims[i];
+    return static_cast<std::size_t>(i) == to ? 0 : -1;
+  }
+  static shape make_shape(sizes d, const char* who, const char* what) {
+    if (d.size() > static_cast<std::size_t>(max_rank))
+      throw error(errc::invalid_argument, who,
+                  std::string(what) + " has rank " + std::to_string(d.size()) +
+                      ", above kiln::max_rank (" + std::to_string(max_rank) + ")");
+    shape r;
+    for (std::int64_t v : d) {
+      if (v < 0)
+        throw error(errc::invalid_argument, who,
+                    std::string(what) + " has a negative size " + std::to_string(v));
+      r.dims[r.rank++] = v;
+    }
+    return r;
+  }
+  static std::int64_t static_dim(const shape& d, int i, const char* op) {
+    if (ir::is_symbol(d.dims[i]))
+      throw error(errc::shape_mismatch, op,
+                  "axis " + std::to_string(i) + " of the operand has a run-time size");
+    return d.dims[i];
+  }
 
   value layer_norm(value x, value scale, std::int32_t bias, std::int64_t axis, double epsilon) {
     std::int32_t id = id_of(x, "layer_norm", 1);

@@ -1,7 +1,9 @@
-// A node's attributes: the op parameters beside its operands (a reduction's axes and keepdims),
-// structural and constexpr, so they compare in CSE and freeze into the plan's template argument.
+// A node's attributes: the op parameters beside its operands (a reduction's axes and keepdims, a
+// view's index map), structural and constexpr, so they compare in CSE and freeze into the plan's
+// template argument.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kiln/core/shape.hpp"
@@ -13,6 +15,12 @@ struct attributes {
   bool keepdims = false;     // reductions: the reduced axes stay, with size 1
   bool select_last = false;  // argmax/argmin: the last index of equal extremes (ONNX's
                              // select_last_index), else the first
+  // transpose: result axis i is operand axis perm[i].
+  std::array<std::int8_t, max_rank> perm{};
+  // slice: result index j along axis i reads operand index starts[i] + j * steps[i] (normalized
+  // by the builder: clamped as ONNX's Slice, steps never 0). 32 bits keep nodes small; an axis
+  // of 2^31 elements or more cannot be sliced.
+  std::array<std::int32_t, max_rank> starts{}, steps{};
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
 

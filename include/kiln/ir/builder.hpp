@@ -189,6 +189,196 @@ class builder {
     return append(n);
   }
 
+  // ---- index maps ----------------------------------------------------------------------------
+  // Each gives a view: its elements are the operand's, moved (ONNX's semantics). Identity maps
+  // give the operand itself, and a view of a view of the same op is one view.
+
+  // Result axis i is operand axis perm[i]; an empty perm reverses the axes (ONNX Transpose).
+  constexpr std::int32_t transpose(std::int32_t a, std::span<const std::int64_t> perm) {
+    const node& x = at(a, op::transpose);
+    const int r = x.dims.rank;
+    attributes m{};
+    if (!perm.empty() && static_cast<int>(perm.size()) != r)
+      fail(op::transpose, errc::invalid_argument,
+           "perm has " + detail::to_text(static_cast<std::int64_t>(perm.size())) +
+               " entries for an operand of rank " + detail::to_text(r));
+    std::uint32_t seen = 0;
+    for (int i = 0; i < r; ++i) {
+      std::int64_t p = perm.empty() ? r - 1 - i : perm[i];
+      if (p < 0 || p >= r)
+        fail(op::transpose, errc::invalid_argument,
+             "perm entry " + detail::to_text(i) + " is " + detail::to_text(p) +
+                 ", out of range for an operand of rank " + detail::to_text(r));
+      if ((seen >> p) & 1u)
+        fail(op::transpose, errc::invalid_argument,
+             "perm names axis " + detail::to_text(p) + " twice");
+      seen |= 1u << p;
+      m.perm[i] = static_cast<std::int8_t>(p);
+    }
+    shape d;
+    d.rank = r;
+    for (int i = 0; i < r; ++i) d.dims[i] = x.dims.dims[m.perm[i]];
+    return view(op::transpose, a, m, d);
+  }
+
+  // The operand's elements in row-major order, as `sizes` (ONNX Reshape: 0 copies the operand's
+  // size at that position unless allow_zero, one -1 is inferred). A run-time size must be copied
+  // by a 0; the other sizes must then hold as many elements as the operand's other sizes.
+  constexpr std::int32_t reshape(std::int32_t a, std::span<const std::int64_t> sizes,
+                                 bool allow_zero = false) {
+    const node& x = at(a, op::reshape);
+    if (static_cast<int>(sizes.size()) > max_rank)
+      fail(op::reshape, errc::invalid_argument,
+           "has " + detail::to_text(static_cast<std::int64_t>(sizes.size())) +
+               " sizes, above kiln::max_rank (" + detail::to_text(max_rank) + ")");
+    shape d;
+    d.rank = static_cast<int>(sizes.size());
+    std::uint32_t copied = 0;
+    int inferred = -1;
+    std::int64_t have = 1, want = 1;  // elements of the sizes not copied: operand's, result's
+    for (int i = 0; i < d.rank; ++i) {
+      std::int64_t s = sizes[i];
+      if (s == 0 && !allow_zero) {
+        if (i >= x.dims.rank)
+          fail(op::reshape, errc::invalid_argument,
+               "size " + detail::to_text(i) + " is 0 (copy the operand's), but the operand has " +
+                   "rank " + detail::to_text(x.dims.rank));
+        copied |= 1u << i;
+        d.dims[i] = x.dims.dims[i];
+      } else if (s == -1) {
+        if (inferred >= 0)
+          fail(op::reshape, errc::invalid_argument, "has more than one size of -1");
+        inferred = i;
+      } else if (s < 0) {
+        fail(op::reshape, errc::invalid_argument,
+             "size " + detail::to_text(i) + " is " + detail::to_text(s));
+      } else {
+        d.dims[i] = s;
+        want *= s;
+      }
+    }
+    for (int i = 0; i < x.dims.rank; ++i) {
+      if ((copied >> i) & 1u) continue;
+      if (is_symbol(x.dims.dims[i]))
+        fail(op::reshape, errc::shape_mismatch,
+             "operand " + to_string(x.dims) + " has a run-time size at axis " + detail::to_text(i) +
+                 " that the sizes do not copy (a 0 at that position)");
+      have *= x.dims.dims[i];
+    }
+    if (inferred >= 0) {
+      if (want == 0 || have % want != 0)
+        fail(op::reshape, errc::shape_mismatch,
+             "cannot infer the -1 of " + sizes_text(sizes) + " from operand " + to_string(x.dims));
+      d.dims[inferred] = have / want;
+      want = have;
+    }
+    if (have != want)
+      fail(op::reshape, errc::shape_mismatch,
+           "operand " + to_string(x.dims) + " cannot be reshaped to " + sizes_text(sizes) +
+               " (different element counts)");
+    return view(op::reshape, a, {}, d);
+  }
+
+  // The operand broadcast with `sizes` (ONNX Expand: numpy broadcasting both ways).
+  constexpr std::int32_t expand(std::int32_t a, const shape& sizes) {
+    const node& x = at(a, op::expand);
+    shape d = broadcast(op::expand, x.dims, sizes);
+    return view(op::expand, a, {}, d);
+  }
+
+  // ONNX Slice: along each of `axes` (negative from the end; empty: 0, 1, ...) the elements from
+  // starts to ends (exclusive) by steps (empty: 1), negative indices from the end, clamped.
+  constexpr std::int32_t slice(std::int32_t a, std::span<const std::int64_t> starts,
+                               std::span<const std::int64_t> ends,
+                               std::span<const std::int64_t> axes = {},
+                               std::span<const std::int64_t> steps = {}) {
+    const node& x = at(a, op::slice);
+    const int r = x.dims.rank;
+    if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+        (!steps.empty() && steps.size() != starts.size()))
+      fail(op::slice, errc::invalid_argument,
+           "starts, ends, axes and steps differ in length (" +
+               detail::to_text(static_cast<std::int64_t>(starts.size())) + ", " +
+               detail::to_text(static_cast<std::int64_t>(ends.size())) + ", " +
+               detail::to_text(static_cast<std::int64_t>(axes.size())) + ", " +
+               detail::to_text(static_cast<std::int64_t>(steps.size())) + ")");
+    attributes m{};
+    shape d = x.dims;
+    for (int i = 0; i < r; ++i) m.steps[i] = 1;
+    std::uint32_t seen = 0;
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      std::int64_t axis = axes.empty() ? static_cast<std::int64_t>(k) : axes[k];
+      if (axis < -r || axis >= r)
+        fail(op::slice, errc::invalid_argument,
+             "axis " + detail::to_text(axis) + " is out of range for an operand of rank " +
+                 detail::to_text(r));
+      if (axis < 0) axis += r;
+      if ((seen >> axis) & 1u)
+        fail(op::slice, errc::invalid_argument,
+             "axis " + detail::to_text(axis) + " is sliced twice");
+      seen |= 1u << axis;
+      std::int64_t step = steps.empty() ? 1 : steps[k];
+      std::int64_t n = x.dims.dims[axis];
+      if (step == 0) fail(op::slice, errc::invalid_argument, "step along axis " +
+                                                                 detail::to_text(axis) + " is 0");
+      if (is_symbol(n))
+        fail(op::slice, errc::shape_mismatch,
+             "axis " + detail::to_text(axis) + " of operand " + to_string(x.dims) +
+                 " has a run-time size: a sliced axis needs a static size");
+      if (n > 0x7fffffff || step > 0x7fffffff || step < -0x7fffffff)
+        fail(op::slice, errc::unsupported,
+             "axis " + detail::to_text(axis) + ": sizes and steps of 2^31 or more");
+      auto clamp = [](std::int64_t v, std::int64_t lo, std::int64_t hi) {
+        return v < lo ? lo : v > hi ? hi : v;
+      };
+      std::int64_t b = starts[k], e = ends[k];
+      if (b < 0) b = b < -n ? -1 : b + n;  // below -n: before the first element
+      if (e < 0) e = e < -n ? -1 : e + n;
+      b = step > 0 ? clamp(b, 0, n) : clamp(b, 0, n - 1);
+      e = step > 0 ? clamp(e, 0, n) : clamp(e, -1, n - 1);
+      std::int64_t count = step > 0 ? (e - b + step - 1) / step : (b - e - step - 1) / -step;
+      if (count <= 0) count = 0, b = 0;
+      d.dims[axis] = count;
+      m.starts[axis] = static_cast<std::int32_t>(b);
+      m.steps[axis] = static_cast<std::int32_t>(step);
+    }
+    return view(op::slice, a, m, d);
+  }
+
+  // A view node o of `a` with index map m and result dims d, as validated by the methods above
+  // (canonicalize rebuilds views through it).
+  constexpr std::int32_t view(op o, std::int32_t a, attributes m, const shape& d) {
+    const node& x = at(a, o);
+    if (info(o).cls != op_class::view) fail(o, errc::invalid_argument, "is not a view");
+    bool identity = d == x.dims;
+    for (int i = 0; i < d.rank; ++i) {
+      if (o == op::transpose) identity = identity && m.perm[i] == i;
+      if (o == op::slice) identity = identity && m.starts[i] == 0 && m.steps[i] == 1;
+    }
+    if (identity) return a;
+    if (x.kind == o) {  // a view of a view: one view of the first's operand
+      const attributes& inner = x.attrs;
+      if (o == op::transpose) {
+        attributes c{};
+        for (int i = 0; i < d.rank; ++i) c.perm[i] = inner.perm[m.perm[i]];
+        return view(o, x.operands[0], c, d);
+      }
+      if (o == op::slice) {
+        attributes c{};
+        for (int i = 0; i < d.rank; ++i) {
+          std::int64_t start = inner.starts[i] + std::int64_t{m.starts[i]} * inner.steps[i];
+          std::int64_t step = std::int64_t{inner.steps[i]} * m.steps[i];
+          if (step > 0x7fffffff || step < -0x7fffffff) return append_view(o, a, m, d);
+          c.starts[i] = static_cast<std::int32_t>(d.dims[i] == 0 ? 0 : start);
+          c.steps[i] = static_cast<std::int32_t>(step);
+        }
+        return view(o, x.operands[0], c, d);
+      }
+      return view(o, x.operands[0], {}, d);  // reshape, expand
+    }
+    return append_view(o, a, m, d);
+  }
+
   // Marks node id as the next function result.
   constexpr void output(std::int32_t id) {
     at(id, op::input);
@@ -209,6 +399,23 @@ class builder {
     if (id < 0 || id >= static_cast<std::int32_t>(g_.nodes.size()))
       fail(o, errc::invalid_argument, "operand %" + detail::to_text(id) + " is not in the graph");
     return g_.nodes[id];
+  }
+
+  constexpr std::int32_t append_view(op o, std::int32_t a, const attributes& m, const shape& d) {
+    node n;
+    n.kind = o;
+    n.type = g_.nodes[a].type;
+    n.dims = d;
+    n.attrs = m;
+    n.operands = {a, -1, -1};
+    return append(n);
+  }
+
+  static constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      t += (i ? ", " : "") + detail::to_text(sizes[i]);
+    return t + "]";
   }
 
   static constexpr void expect_arity(op o, int n) {
@@ -236,6 +443,11 @@ class builder {
                             n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32) |
                                 (std::uint64_t{n.attrs.select_last} << 33)};
     std::uint64_t h = detail::fnv1a(head);
+    if (info(n.kind).cls == op_class::view) {
+      h = detail::fnv1a(n.attrs.perm, h);
+      h = detail::fnv1a(n.attrs.starts, h);
+      h = detail::fnv1a(n.attrs.steps, h);
+    }
     h = detail::fnv1a(n.operands, h);
     return detail::fnv1a(n.dims.dims, h);
   }

@@ -97,7 +97,12 @@
   /* the index (i64) of the largest / smallest element */ \
   /* along one axis */                                    \
   X(argmax, 1, index_reduction, numeric, false)           \
-  X(argmin, 1, index_reduction, numeric, false)
+  X(argmin, 1, index_reduction, numeric, false)           \
+  /* index maps: where each element comes from */         \
+  X(transpose, 1, view, any, false)                       \
+  X(reshape, 1, view, any, false)                         \
+  X(expand, 1, view, any, false)                          \
+  X(slice, 1, view, any, false)
 
 namespace kiln::ir {
 
@@ -120,6 +125,8 @@ enum class op_class : std::uint8_t {
   cast,             // T -> U
   reduction,        // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
   index_reduction,  // T[dims] -> i64[the same, over one axis]: where the extreme element is
+  view,             // T[dims] -> T[other dims]: each element is one of the operand's, found by an
+                    // affine index map (attributes::perm, starts, steps); no arithmetic
 };
 
 // Reductions of either kind: the roots of dispatch regions.

@@ -69,6 +69,20 @@ inline std::string print(const graph& g) {
       out += n.attrs.keepdims ? "] keepdims" : "]";
       if (n.attrs.select_last) out += " last";
     }
+    if (n.kind == op::transpose) {
+      out += " perm [";
+      for (int a = 0; a < n.dims.rank; ++a) out += (a ? ", " : "") + std::to_string(n.attrs.perm[a]);
+      out += "]";
+    }
+    if (n.kind == op::slice) {
+      out += " starts [";
+      for (int a = 0; a < n.dims.rank; ++a)
+        out += (a ? ", " : "") + std::to_string(n.attrs.starts[a]);
+      out += "] steps [";
+      for (int a = 0; a < n.dims.rank; ++a)
+        out += (a ? ", " : "") + std::to_string(n.attrs.steps[a]);
+      out += "]";
+    }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }
   out += "  return";

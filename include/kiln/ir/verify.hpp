@@ -10,6 +10,66 @@
 
 namespace kiln::ir {
 
+// A view's index map against its operand and dims: the attributes its op takes and no others,
+// every element it reads inside the operand.
+template <class Report>
+constexpr void verify_view(const node& n, const node& x, Report report) {
+  if (n.type != x.type) report("result type differs from the operand's");
+  const attributes& m = n.attrs;
+  attributes expected{};
+  if (n.kind == op::transpose) expected.perm = m.perm;
+  if (n.kind == op::slice) expected.starts = m.starts, expected.steps = m.steps;
+  if (m != expected) report("has attributes its op does not take");
+  auto count = [](const shape& s) {  // static elements, or -1 with a run-time size
+    std::int64_t c = 1;
+    for (int i = 0; i < s.rank; ++i) {
+      if (is_symbol(s.dims[i])) return std::int64_t{-1};
+      c *= s.dims[i];
+    }
+    return c;
+  };
+  switch (n.kind) {
+    case op::transpose: {
+      std::uint32_t seen = 0;
+      bool ok = n.dims.rank == x.dims.rank;
+      for (int i = 0; ok && i < n.dims.rank; ++i) {
+        int p = m.perm[i];
+        ok = p >= 0 && p < x.dims.rank && !((seen >> p) & 1u) && n.dims.dims[i] == x.dims.dims[p];
+        if (ok) seen |= 1u << p;
+      }
+      if (!ok) report("perm and dims " + to_string(n.dims) + " are not a transpose of its operand");
+      break;
+    }
+    case op::slice: {
+      bool ok = n.dims.rank == x.dims.rank;
+      for (int i = 0; ok && i < n.dims.rank; ++i) {
+        std::int64_t len = n.dims.dims[i], size = x.dims.dims[i];
+        if (m.steps[i] == 0) ok = false;
+        if (!ok || len == 0 || (m.starts[i] == 0 && m.steps[i] == 1 && len == size)) continue;
+        std::int64_t last = m.starts[i] + (len - 1) * std::int64_t{m.steps[i]};
+        ok = !is_symbol(size) && len >= 0 && m.starts[i] >= 0 && m.starts[i] < size &&
+             last >= 0 && last < size;
+      }
+      if (!ok) report("reads outside its operand " + to_string(x.dims));
+      break;
+    }
+    case op::reshape:
+      if (count(n.dims) != count(x.dims) && (count(n.dims) >= 0 && count(x.dims) >= 0))
+        report("dims " + to_string(n.dims) + " hold another count of elements than its operand " +
+               to_string(x.dims));
+      break;
+    default: {  // expand: the operand broadcasts to the dims
+      bool ok = n.dims.rank >= x.dims.rank;
+      for (int i = 0; ok && i < x.dims.rank; ++i) {
+        std::int64_t have = x.dims.dims[i], want = n.dims.dims[n.dims.rank - x.dims.rank + i];
+        ok = have == want || have == 1 || is_symbol(want);
+      }
+      if (!ok) report("operand " + to_string(x.dims) + " does not broadcast to " + to_string(n.dims));
+      break;
+    }
+  }
+}
+
 // All violations, one message each ("%3 (add): ..."); empty when the graph is well formed.
 constexpr std::vector<std::string> verify(const graph& g) {
   std::vector<std::string> problems;
@@ -69,6 +129,10 @@ constexpr std::vector<std::string> verify(const graph& g) {
                        " axes where it takes one");
       if (oi.cls == op_class::reduction && n.attrs.select_last)
         report(id, "has select_last, which only argmax and argmin take");
+      continue;
+    }
+    if (oi.cls == op_class::view) {
+      verify_view(n, x, [&](const std::string& m) { report(id, m); });
       continue;
     }
     if (n.attrs != attributes{}) report(id, "has attributes its op does not take");

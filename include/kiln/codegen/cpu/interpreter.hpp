@@ -109,6 +109,12 @@ void fill_constant(const instruction& s, const tile_frame& f) {
   for (std::int64_t k = 0, n = f.packs(); k < n; ++k) write<D>(v, s, f, k);
 }
 
+// A view that broadcasting already gives (compiler::computed_view): its operand's lanes.
+template <dtype D>
+void copy_value(const instruction& s, const tile_frame& f) {
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) write<D>(read<D>(s, f, 0, k), s, f, k);
+}
+
 template <ir::op O, dtype D>
 void apply_unary(const instruction& s, const tile_frame& f) {
   for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
@@ -228,6 +234,9 @@ inline instruction_fn function_for(const ir::node& n, dtype operand) {
           return &apply_cast<decltype(from)::value, decltype(to)::value>;
         });
       });
+    } else if constexpr (cls == op_class::view) {
+      return with_dtype(compute_dtype(n.type),
+                        [](auto d) -> instruction_fn { return &copy_value<decltype(d)::value>; });
     } else {
       return nullptr;  // leaves are loads and fills, chosen by the program
     }

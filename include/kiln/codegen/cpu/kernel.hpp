@@ -24,14 +24,17 @@ template <const auto& Plan, int R>
 struct region_kernel {
   static constexpr const compiler::frozen_region& reg = Plan.regions[R];
   static constexpr int size = reg.node_count;
-  static constexpr int n_in = Plan.sizes.inputs + Plan.sizes.transients;
+  static constexpr int n_in = Plan.sizes.inputs + Plan.sizes.transients + Plan.sizes.views;
+  static constexpr int first_view_slot = Plan.sizes.inputs + Plan.sizes.transients;
   static constexpr int n_out = Plan.sizes.outputs + Plan.sizes.transients;
   // The input slots the region reads and the output slots it writes.
   static constexpr auto in_slots = [] {
-    std::array<int, reg.arg_count + reg.read_count> s{};
+    std::array<int, reg.arg_count + reg.read_count + reg.view_count> s{};
     for (int k = 0; k < reg.arg_count; ++k) s[k] = Plan.region_args[reg.arg_begin + k];
     for (int k = 0; k < reg.read_count; ++k)
       s[reg.arg_count + k] = Plan.sizes.inputs + Plan.region_reads[reg.read_begin + k];
+    for (int k = 0; k < reg.view_count; ++k)
+      s[reg.arg_count + reg.read_count + k] = first_view_slot + Plan.region_views[reg.view_begin + k];
     return s;
   }();
   // (output slot, node stored there)
@@ -54,13 +57,17 @@ struct region_kernel {
     }
     return s;
   }();
-  // The input slot a node is loaded from: its parameter's, or its transient's; -1: computed.
+  // The input slot a node is loaded from: its parameter's, its transient's, or its view's;
+  // -1: computed.
   static constexpr int load_slot(std::int32_t id) {
     const ir::node& n = Plan.nodes[id];
     if (n.kind == ir::op::input) return n.arg;
     for (int k = 0; k < reg.read_count; ++k)
       if (int t = Plan.region_reads[reg.read_begin + k]; Plan.transients[t] == id)
         return Plan.sizes.inputs + t;
+    for (int k = 0; k < reg.view_count; ++k)
+      if (int v = Plan.region_views[reg.view_begin + k]; Plan.views[v] == id)
+        return first_view_slot + v;
     return -1;
   }
 
@@ -97,6 +104,8 @@ struct region_kernel {
       // Reduced by run_reduction, not here; a defined value keeps the compiler's
       // maybe-uninitialized analysis quiet.
       return value_t<K>::splat(lane_value<n.type>(scalar::computed(n.type, 0.0)));
+    } else if constexpr (ir::info(n.kind).cls == ir::op_class::view) {
+      return operand<K, 0>(v);  // a view broadcasting already gives (compiler::computed_view)
     } else if constexpr (n.kind == op::constant) {
       return value_t<K>::splat(lane_value<n.type>(n.value));
     } else if constexpr (n.kind == op::cast) {
@@ -122,9 +131,10 @@ struct region_kernel {
 
   // Bytes of one element of input slot s.
   static constexpr int slot_bytes_of(int s) {
-    return s < Plan.sizes.inputs
-               ? size_in_bytes(Plan.inputs[s].type)
-               : size_in_bytes(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].type);
+    if (s < Plan.sizes.inputs) return size_in_bytes(Plan.inputs[s].type);
+    if (s < first_view_slot)
+      return size_in_bytes(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].type);
+    return size_in_bytes(Plan.nodes[Plan.views[s - first_view_slot]].type);
   }
 
   // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.

@@ -246,7 +246,8 @@ class region_emitter final : public op_lowering {
         e = m_.emit(Op::OpUDiv, uvec4(), {e, dv});
       }
     }
-    id idx = usplat(0);
+    id offset = strides_[strided_slot][rank_];
+    id idx = m_.emit(Op::OpCompositeConstruct, uvec4(), {offset, offset, offset, offset});
     for (int i = 0; i < rank_; ++i) {
       id s = strides_[strided_slot][i];
       id sv = m_.emit(Op::OpCompositeConstruct, uvec4(), {s, s, s, s});
@@ -452,7 +453,7 @@ class region_emitter final : public op_lowering {
       strided_slot_.push_back(static_cast<int>(strides_.size()));
       if (kinds_[a] != operand_kind::strided) continue;
       strides_.emplace_back();
-      for (int i = 0; i < rank_; ++i) strides_.back().push_back(metadata(next++));
+      for (int i = 0; i <= rank_; ++i) strides_.back().push_back(metadata(next++));  // + offset
     }
     current_label_ = entry;
     counted_loop(gx, groups, stride, {}, {}, [&](id g, const carried&) -> carried {
@@ -517,6 +518,9 @@ class region_emitter final : public op_lowering {
           break;
         case op_class::cast:
           value[nid] = cast(g_.nodes[n.operands[0]].type, n.type, in(0));
+          break;
+        case op_class::view:  // one broadcasting already gives (compiler::computed_view)
+          value[nid] = in(0);
           break;
         case op_class::reduction:
         case op_class::index_reduction:

@@ -18,12 +18,15 @@ enum class operand_kind : std::uint8_t {
 };
 
 // Metadata words (push constants, or a small buffer past the device's push-constant size):
-// [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then rank strides for each
-// strided argument in order, then (a reduction) the count of elements reduced into each result,
+// [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then for each strided
+// argument in order its rank strides and its offset (elements; a view's: a slice's start;
+// strides and offset wrap as u32, so negative steps work), then (a reduction) the count of
+// elements reduced into each result,
 // then the region's float constants (kernel::constants). A reduction's elements are its results,
 // and its space is its operand's with the kept axes first, then the reduced ones.
 inline std::uint32_t metadata_words(int rank, int strided_args, bool reduction = false) {
-  return 2 + static_cast<std::uint32_t>(rank) * (1 + static_cast<std::uint32_t>(strided_args)) +
+  return 2 + static_cast<std::uint32_t>(rank) +
+         (static_cast<std::uint32_t>(rank) + 1) * static_cast<std::uint32_t>(strided_args) +
          (reduction ? 1 : 0);
 }
 

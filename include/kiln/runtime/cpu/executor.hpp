@@ -3,10 +3,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <vector>
 
 #include "kiln/codegen/cpu/kernel.hpp"
+#include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/cpu/parallel.hpp"
@@ -55,8 +57,20 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
   std::int64_t s = 1;
   for (int i = actual.rank - 1; i >= 0; --i) {
     int si = space.rank - actual.rank + i;
-    l.stride[si] = actual.dims[i] == 1 ? 0 : s;
+    if (si >= 0) l.stride[si] = actual.dims[i] == 1 ? 0 : s;
     s *= actual.dims[i];
+  }
+  return l;
+}
+
+// A view's layout (compiler::view_layout) over iteration space `space`, broadcast as numpy does;
+// data: its base's first element.
+inline operand_layout layout_over(const void* data, int bytes, const compiler::strided_layout& v,
+                                  const shape& space) {
+  operand_layout l{static_cast<const unsigned char*>(data) + v.offset * bytes, bytes, {}};
+  for (int i = 0; i < v.dims.rank; ++i) {
+    int si = space.rank - v.dims.rank + i;
+    if (si >= 0) l.stride[si] = v.dims.dims[i] == 1 ? 0 : v.strides[i];
   }
   return l;
 }
@@ -134,6 +148,8 @@ using row_ref = function_ref<void(const void* const* in, const std::int64_t* ste
 // The pointer lists of row function calls: each operand's pointer at its offset (in elements),
 // an input's step along the contiguous dim 1, or 0 where it is broadcast. in/out are indexed by
 // slot; a region's operands are its inputs (listed in `args`) then its outputs (in `results`).
+// An input read with another stride (a view: a transpose, a slice by steps) is gathered into a
+// contiguous buffer a piece at a time, and the row function reads it there with step 1.
 struct row_pointers {
   row_list<const void*> in;
   row_list<std::int64_t> step;
@@ -144,17 +160,87 @@ struct row_pointers {
              std::span<const std::int32_t> args, std::span<const std::int32_t> results,
              std::span<const std::int64_t> offsets) {
     const int inner = s.rank - 1;
+    inputs_.clear();
+    outputs_.clear();
+    gathers_ = false;
     for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
       const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
       if (k < args.size()) {
+        std::int64_t stride = s.strides[k][inner];
         in[args[k]] = at;
-        step[args[k]] = s.strides[k][inner] ? 1 : 0;
+        step[args[k]] = stride ? 1 : 0;
+        inputs_.push_back({args[k], ops[k].bytes, stride, at});
+        gathers_ = gathers_ || (stride != 0 && stride != 1);
       } else {
-        out[results[k - args.size()]] = const_cast<unsigned char*>(at);
+        set_out(results[k - args.size()], const_cast<unsigned char*>(at), ops[k].bytes);
       }
     }
   }
-  void call(row_ref row, std::int64_t n) { row(in.data(), step.data(), out.data(), n); }
+  // Points output slot `slot` (elements of `bytes`) at p.
+  void set_out(std::int32_t slot, void* p, int bytes) {
+    out[slot] = p;
+    outputs_.push_back({slot, bytes, 1, p});
+  }
+  void call(row_ref row, std::int64_t n) {
+    if (gathers_)
+      call_gathered(row, n);
+    else
+      row(in.data(), step.data(), out.data(), n);
+  }
+
+ private:
+  struct operand {
+    std::int32_t slot;
+    int bytes;
+    std::int64_t stride;
+    const void* at;
+  };
+  void call_gathered(row_ref row, std::int64_t n) {
+    constexpr std::int64_t piece = 512;
+    thread_local std::vector<std::uint64_t> buffer;
+    if (buffer.size() < inputs_.size() * piece) buffer.resize(inputs_.size() * piece);
+    for (std::int64_t c = 0; c < n; c += piece) {
+      const std::int64_t m = std::min(piece, n - c);
+      for (std::size_t k = 0; k < inputs_.size(); ++k) {
+        const operand& o = inputs_[k];
+        auto* from = static_cast<const unsigned char*>(o.at);
+        if (o.stride == 0 || o.stride == 1) {
+          in[o.slot] = from + c * o.stride * o.bytes;
+          continue;
+        }
+        void* to = buffer.data() + k * piece;
+        gather(from + c * o.stride * o.bytes, o.stride, o.bytes, m, to);
+        in[o.slot] = to;
+      }
+      for (const operand& o : outputs_)
+        out[o.slot] = static_cast<unsigned char*>(const_cast<void*>(o.at)) + c * o.bytes;
+      row(in.data(), step.data(), out.data(), m);
+    }
+  }
+  static void gather(const unsigned char* from, std::int64_t stride, int bytes, std::int64_t m,
+                     void* to) {
+    auto copy = [&]<class T>(T*) {
+      const T* src = reinterpret_cast<const T*>(from);
+      T* dst = static_cast<T*>(to);
+      for (std::int64_t e = 0; e < m; ++e) std::memcpy(dst + e, src + e * stride, sizeof(T));
+    };
+    switch (bytes) {
+      case 1:
+        copy(static_cast<std::uint8_t*>(nullptr));
+        break;
+      case 2:
+        copy(static_cast<std::uint16_t*>(nullptr));
+        break;
+      case 4:
+        copy(static_cast<std::uint32_t*>(nullptr));
+        break;
+      default:
+        copy(static_cast<std::uint64_t*>(nullptr));
+        break;
+    }
+  }
+  std::vector<operand> inputs_, outputs_;
+  bool gathers_ = false;
 };
 
 // Runs `row` over `space`. ins/outs are indexed by parameter / result, only those of the region

@@ -344,7 +344,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
       values = ops[in_place].data + offsets[in_place] * bytes;
     } else {
       ptrs.point(ops, s, in_slots, {}, offsets);
-      ptrs.out[out_slots[0]] = mem.row.data();
+      ptrs.set_out(out_slots[0], mem.row.data(), bytes);
       ptrs.call(row, n);
       values = mem.row.data();
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "kiln/compiler/plan.hpp"
@@ -76,6 +77,20 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       auto [data, dims] = transient(t);
       r.ins[n_inputs + t] =
           layout_over(data, size_in_bytes(g.nodes[p.transients[t]].type), dims, r.space);
+    }
+    for (auto v : reg.views) {
+      std::int32_t base = p.view_bases[v];
+      const void* data;
+      shape dims;
+      if (base < n_inputs) {
+        data = args[base].data;
+        dims = runtime::argument_dims(args[base], g.inputs[base].dims);
+      } else {
+        std::tie(data, dims) = transient(base - n_inputs);
+      }
+      r.ins[compiler::view_slot(p, v)] =
+          layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
+                      compiler::view_layout(p, v, dims, sym), r.space);
     }
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.

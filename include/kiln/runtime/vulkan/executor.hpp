@@ -202,9 +202,11 @@ class call_bindings {
     auto at = static_cast<VkDeviceSize>(arena.offsets[t]);
     return {arena_.buffer(), arena_.offset + at, static_cast<VkDeviceSize>(arena.bytes) - at};
   }
-  // Input slot s of a region (a parameter, or a transient), and output slot s.
-  VkDescriptorBufferInfo input(int s, const compiler::arena_layout& arena) {
+  // Input slot s of a region (a parameter, a transient, or a view: its base's), and output slot s.
+  VkDescriptorBufferInfo input(int s, const compiler::plan& p, const compiler::arena_layout& arena) {
     int n = static_cast<int>(args_.size());
+    int views = n + static_cast<int>(p.transients.size());
+    if (s >= views) s = p.view_bases[s - views];
     return s < n ? arg(s) : transient(s - n, arena);
   }
   VkDescriptorBufferInfo output(int s, const compiler::arena_layout& arena) {
@@ -268,9 +270,10 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     const spirv::kernel& k = *r.kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s, c.arena));
+    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s, p, c.arena));
     for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s, c.arena));
-    if (!reg.reads.empty()) {  // the regions before have written what this one reads
+    if (!reg.reads.empty() || !reg.view_reads.empty()) {  // the regions before have written
+                                                          // what this one reads
       auto between = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
       between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;

@@ -14,6 +14,7 @@
 
 #include "kiln/codegen/spirv/emit_region.hpp"
 #include "kiln/codegen/spirv/tools.hpp"
+#include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/program.hpp"
@@ -90,27 +91,37 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   c.key = std::to_string(index) + ":";
   auto slots = compiler::input_slots(p, reg);
   const auto n_inputs = static_cast<std::int32_t>(p.graph.inputs.size());
+  const auto first_view = n_inputs + static_cast<std::int32_t>(p.transients.size());
+  auto dims_of = [&](std::int32_t slot) {  // a parameter's or transient's extents at the call
+    return slot < n_inputs
+               ? runtime::argument_dims(args[slot], p.graph.inputs[slot].dims)
+               : runtime::concrete(p.graph.nodes[p.transients[slot - n_inputs]].dims, sym);
+  };
   for (auto slot : slots) {
-    shape dims = slot < n_inputs
-                     ? runtime::argument_dims(args[slot], p.graph.inputs[slot].dims)
-                     : runtime::concrete(p.graph.nodes[p.transients[slot - n_inputs]].dims, sym);
-    std::int64_t size = dims.element_count();
-    spirv::operand_kind k = reg.root >= 0   ? spirv::operand_kind::strided
-                            : size == 1     ? spirv::operand_kind::uniform
-                            : size == total ? spirv::operand_kind::full
-                                            : spirv::operand_kind::strided;
+    // Where the slot's elements are: row-major, or a view's index map over its base.
+    compiler::strided_layout l =
+        slot < first_view ? compiler::row_major(dims_of(slot))
+                          : compiler::view_layout(p, slot - first_view,
+                                                  dims_of(p.view_bases[slot - first_view]), sym);
+    std::int64_t size = l.dims.element_count();
+    bool plain = l.offset == 0 && l.strides == compiler::row_major(l.dims).strides;
+    spirv::operand_kind k = reg.root >= 0 || !plain ? spirv::operand_kind::strided
+                            : size == 1             ? spirv::operand_kind::uniform
+                            : size == total         ? spirv::operand_kind::full
+                                                    : spirv::operand_kind::strided;
     c.kinds.push_back(k);
     c.key += "fus"[static_cast<int>(k)];
     if (k != spirv::operand_kind::strided) continue;
-    // Right-aligned numpy broadcasting: size-1 dimensions repeat (stride 0).
+    // Right-aligned numpy broadcasting: size-1 dimensions repeat (stride 0). Negative strides
+    // wrap, as the kernel's index arithmetic does.
     std::vector<std::uint32_t> stride(space.rank, 0);
-    std::int64_t s = 1;
-    for (int i = dims.rank - 1; i >= 0; --i) {
-      int si = space.rank - dims.rank + i;
-      stride[si] = dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(s);
-      s *= dims.dims[i];
+    for (int i = 0; i < l.dims.rank; ++i) {
+      int si = space.rank - l.dims.rank + i;
+      if (si >= 0)
+        stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(l.strides[i]);
     }
     for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
+    c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
   }
   if (reg.root >= 0) {
     c.metadata.push_back(static_cast<std::uint32_t>(count));
@@ -184,7 +195,9 @@ KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
   for (const auto& r : plan.regions)
     fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
   // A plan with reductions stays as it is (a region that binds too many runs on the CPU).
+  // So does one with transients or views (their numbering is the plan's).
   for (const auto& r : plan.regions) fits = fits || r.root >= 0;
+  fits = fits || !plan.transients.empty() || !plan.views.empty();
   if (!fits) {
     try {
       compiler::region_options opt{static_cast<int>(max_bindings) - 1};

@@ -1,0 +1,133 @@
+// The DSL's index maps: transpose, reshape, expand, slice, squeeze, unsqueeze and flatten, with
+// the result's extents worked out (and mistakes reported) at compile time.
+#pragma once
+
+#include <array>
+
+#include "kiln/dsl/ops.hpp"
+
+namespace kiln {
+
+namespace detail {
+
+// The dims of view `make(builder, x)` of an operand of element T and extents E (run-time sizes
+// as dyn): the builder's own rules, run during constant evaluation.
+template <class T, class E, class Make>
+constexpr shape view_dims(Make make) {
+  ir::builder b;
+  std::int32_t x = b.input(dtype_of<T>, E::value());
+  shape d = b.get().nodes[make(b, x)].dims;
+  for (int i = 0; i < d.rank; ++i)
+    if (d.dims[i] < 0) d.dims[i] = dyn;
+  return d;
+}
+
+template <class A, class Make>
+constexpr auto make_view(const A& x, Make make) {
+  using T = typename A::element;
+  using R = decltype(extents_from<view_dims<T, typename A::extents_type>(Make{})>());
+  return value<T, R>{x.builder, make(*x.builder, x.id)};
+}
+
+template <std::int64_t... V>
+inline constexpr std::array<std::int64_t, sizeof...(V)> list_of{V...};
+
+template <int Rank, std::int64_t... Perm>
+constexpr bool is_permutation() {
+  if (sizeof...(Perm) != static_cast<std::size_t>(Rank)) return false;
+  std::array<bool, max_rank> seen{};
+  for (std::int64_t p : {Perm...}) {
+    if (p < 0 || p >= Rank || seen[p]) return false;
+    seen[p] = true;
+  }
+  return true;
+}
+
+// Whether `sizes` reshape extents `from` (the builder's rules, as a static_assert can test them).
+template <shape From, std::int64_t... Sizes>
+constexpr bool reshape_ok() {
+  constexpr std::array<std::int64_t, sizeof...(Sizes)> sizes{Sizes...};
+  std::int64_t have = 1, want = 1;
+  int inferred = 0;
+  for (int i = 0; i < From.rank; ++i) {
+    bool copied = i < static_cast<int>(sizes.size()) && sizes[i] == 0;
+    if (From.dims[i] < 0 && !copied) return false;  // a run-time size is copied in place
+    if (!copied) have *= From.dims[i];
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::int64_t s = sizes[i];
+    if (s < -1 || (s == 0 && static_cast<int>(i) >= From.rank)) return false;
+    if (s == -1) ++inferred;
+    if (s > 0) want *= s;
+  }
+  if (inferred > 1) return false;
+  return inferred ? want != 0 && have % want == 0 : want == have;
+}
+
+}  // namespace detail
+
+// transpose<perm...>(x): result axis i is x's axis perm[i] (ONNX's Transpose); transpose<>(x)
+// reverses the axes. A view: regions read x in place.
+template <std::int64_t... Perm, tensor_value A>
+constexpr auto transpose(const A& x) {
+  constexpr int rank = A::extents_type::rank;
+  constexpr bool ok = sizeof...(Perm) == 0 || detail::is_permutation<rank, Perm...>();
+  static_assert(ok, "kiln::transpose: perm must name each axis of the operand once");
+  if constexpr (rejected_value<A> || !ok)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_view(x, [](ir::builder& b, std::int32_t id) {
+      return b.transpose(id, detail::list_of<Perm...>);
+    });
+}
+
+// reshape<sizes...>(x): x's elements in row-major order as `sizes` (ONNX's Reshape: 0 copies
+// x's size at that position, one -1 is inferred).
+template <std::int64_t... Sizes, tensor_value A>
+constexpr auto reshape(const A& x) {
+  constexpr bool valid = detail::reshape_ok<A::extents_type::value(), Sizes...>();
+  static_assert(valid,
+                "kiln::reshape: the sizes must hold the operand's element count (0 copies a "
+                "size, one -1 is inferred, a run-time size is copied by a 0 in its place)");
+  if constexpr (rejected_value<A> || !valid)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_view(x, [](ir::builder& b, std::int32_t id) {
+      return b.reshape(id, detail::list_of<Sizes...>);
+    });
+}
+
+// expand<sizes...>(x): x broadcast with `sizes` (ONNX's Expand).
+template <std::int64_t... Sizes, tensor_value A>
+constexpr auto expand(const A& x) {
+  constexpr bool ok = sizeof...(Sizes) <= max_rank && ((Sizes >= 0) && ...) &&
+                      broadcastable(A::extents_type::value(), shape{Sizes...});
+  static_assert(ok, "kiln::expand: the sizes do not broadcast with the operand's extents");
+  if constexpr (rejected_value<A> || !ok)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_view(
+        x, [](ir::builder& b, std::int32_t id) { return b.expand(id, shape{Sizes...}); });
+}
+
+// slice<axis, start, end[, step]>(x): along one axis the elements from start to end (exclusive)
+// by step, negative indices from the end, clamped (ONNX's Slice). Slices of slices are one view.
+template <int Axis, std::int64_t Start, std::int64_t End, std::int64_t Step = 1, tensor_value A>
+constexpr auto slice(const A& x) {
+  constexpr shape from = A::extents_type::value();
+  constexpr bool in_range = Axis >= -from.rank && Axis < from.rank;
+  static_assert(in_range, "kiln::slice: the axis is out of range for the operand's rank");
+  constexpr bool step_ok = Step != 0;
+  static_assert(step_ok, "kiln::slice: the step is 0");
+  constexpr bool sized = !in_range || from.dims[Axis < 0 ? Axis + from.rank : Axis] >= 0;
+  static_assert(sized, "kiln::slice: the sliced axis needs a static size");
+  if constexpr (rejected_value<A> || !in_range || !step_ok || !sized)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_view(x, [](ir::builder& b, std::int32_t id) {
+      return b.slice(id, detail::list_of<Start>, detail::list_of<End>, detail::list_of<Axis>,
+                     detail::list_of<Step>);
+    });
+}
+
+}  // namespace kiln
