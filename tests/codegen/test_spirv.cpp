@@ -147,6 +147,14 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
           case ir::op_class::index_reduction:
             r = b.index_reduce(kind, x, 1, false, o % 2 == 0);
             break;
+          case ir::op_class::view: {  // each a load through an offset and strides
+            const std::int64_t sizes[] = {0, 3, 1}, one[] = {1}, none[] = {0}, back[] = {-1};
+            if (kind == op::transpose) r = b.transpose(x, {});
+            if (kind == op::reshape) r = b.reshape(x, sizes);
+            if (kind == op::expand) r = b.transpose(b.expand(y, shape{2, 3}), {});
+            if (kind == op::slice) r = b.slice(x, one, none, one, back);
+            break;
+          }
           default:
             r = info.arity == 1 ? b.unary(kind, x) : b.binary(kind, x, y);
         }
@@ -157,7 +165,7 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
         for (auto k : {operand_kind::full, operand_kind::uniform, operand_kind::strided}) {
           // A reduction's operands are always strided (kernel_cache's layout_call).
           if (reg.root >= 0 && k != operand_kind::strided) continue;
-          std::vector<operand_kind> kinds(reg.args.size(), k);
+          std::vector<operand_kind> kinds(compiler::input_slots(p, reg).size(), k);
           auto kernel = spirv::emit_region(p, reg, kinds, full_target());
           std::string what = std::string(ir::name(kind)) + " " + std::string(name(t)) + "->" +
                              std::string(name(to)) + " layout " + std::to_string(int(k));

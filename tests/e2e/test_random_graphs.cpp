@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 
@@ -171,6 +173,37 @@ random_graph make_graph(unsigned seed) {
         break;
       }
       case 0:
+        if (pick(3) == 0) {  // a view that keeps the extents, so it still broadcasts
+          auto& from = pick(4) == 0 ? ints : floats;
+          value x = any(from);
+          shape d = b.dims_of(x);
+          std::vector<int> reversible, swaps;
+          for (int i = 0; i < d.rank; ++i)
+            if (d.dims[i] >= 0) reversible.push_back(i);
+          int a = d.rank > 1 ? pick(d.rank) : 0, c = d.rank > 1 ? pick(d.rank) : 0;
+          value y;
+          if (!reversible.empty() && pick(2)) {  // an axis reversed: a slice with step -1
+            std::int64_t axis = reversible[pick(static_cast<int>(reversible.size()))];
+            y = b.slice(x, {-1}, {std::numeric_limits<std::int64_t>::min()}, {axis}, {-1});
+          } else if (d.rank < 4 && reversible.size() == std::size_t(d.rank) && pick(3) == 0) {
+            // a leading 1: broadcasting's own view
+            std::vector<std::int64_t> sizes = {1};
+            for (int i = 0; i < d.rank; ++i) sizes.push_back(d.dims[i]);
+            y = b.reshape(x, sizes);
+          } else if (a != c && d.dims[a] == d.dims[c] && d.dims[a] >= 0) {  // two axes swapped
+            std::vector<std::int64_t> perm(d.rank);
+            std::iota(perm.begin(), perm.end(), 0);
+            std::swap(perm[a], perm[c]);
+            y = b.transpose(x, perm);
+          } else {  // broadcast to the whole space
+            std::vector<std::int64_t> full(space.dims.begin(), space.dims.begin() + space.rank);
+            y = b.expand(x, full);
+          }
+          from.push_back(y);
+          break;
+        }
+        floats.push_back(b.apply(any_op(float_unary), {any(floats)}));
+        break;
       case 1:
         floats.push_back(b.apply(any_op(float_unary), {any(floats)}));
         break;
@@ -682,6 +715,26 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
       continue;
     }
     std::int64_t point[max_rank] = {};
+    if (ir::info(n.kind).cls == ir::op_class::view) {  // where each element comes from
+      const ir::node& o = g.nodes[n.operands[0]];
+      shape od = runtime::concrete(o.dims, sym);
+      for (std::int64_t e = 0; e < count; ++e) {
+        unravel(e, dims, point);
+        std::int64_t from[max_rank] = {}, at = 0;
+        for (int i = 0; i < dims.rank; ++i) {
+          if (n.kind == op::transpose) from[n.attrs.perm[i]] = point[i];
+          if (n.kind == op::slice) from[i] = n.attrs.starts[i] + point[i] * n.attrs.steps[i];
+        }
+        if (n.kind == op::reshape)
+          at = e;  // the same row-major order
+        else if (n.kind == op::expand)
+          at = source_index(od, dims, point);
+        else
+          for (int i = 0; i < od.rank; ++i) at = at * od.dims[i] + from[i];
+        v[k][e] = v[n.operands[0]][at];
+      }
+      continue;
+    }
     for (std::int64_t e = 0; e < count; ++e) {
       unravel(e, dims, point);
       rv ops[3];
@@ -887,10 +940,10 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
 // type rule, on the f32, i32 and bool values it builds) and one the evaluator knows.
 TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   using ir::op_class;
-  const op_class drawn[] = {op_class::unary,     op_class::binary,         op_class::ternary,
-                            op_class::test,      op_class::compare,        op_class::logical,
-                            op_class::select,    op_class::cast,           op_class::leaf,
-                            op_class::reduction, op_class::index_reduction};
+  const op_class drawn[] = {
+      op_class::unary,   op_class::binary,    op_class::ternary,         op_class::test,
+      op_class::compare, op_class::logical,   op_class::select,          op_class::cast,
+      op_class::leaf,    op_class::reduction, op_class::index_reduction, op_class::view};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];
     auto o = static_cast<op>(k);
@@ -905,8 +958,9 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
                 info.cls == op_class::select)
         << "accepts neither f32 nor i32, which the generator builds";
     kiln::graph g;
-    bool reduction = ir::is_reduction(info.cls);
-    shape dims = reduction ? shape{2} : shape{};  // reduced: two elements into one
+    // Reduced: two elements into one; moved: two elements.
+    bool reduction = ir::is_reduction(info.cls) || info.cls == op_class::view;
+    shape dims = reduction ? shape{2} : shape{};
     auto x = g.input("x", t, dims);
     auto c = g.input("c", dtype::boolean, {});
     kiln::graph::value r = x;
@@ -922,6 +976,12 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         break;
       case op_class::index_reduction:
         r = g.index_reduce(o, x, 0);
+        break;
+      case op_class::view:
+        if (o == op::transpose) r = g.transpose(g.reshape(x, {1, 2}));
+        if (o == op::reshape) r = g.reshape(x, {2, 1});
+        if (o == op::expand) r = g.expand(x, {3, 2});
+        if (o == op::slice) r = g.slice(x, {1}, {0}, {0}, {-1});
         break;
       default:
         r = info.arity == 1   ? g.apply(o, {x})

@@ -16,7 +16,9 @@ from onnx.backend.test.case import node as node_cases  # noqa: E402
 
 OPS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
        "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
-       "LayerNormalization"}
+       "LayerNormalization", "Transpose", "Reshape", "Expand", "Slice", "Flatten", "Squeeze",
+       "Unsqueeze", "BatchNormalization", "InstanceNormalization", "Split", "Tile",
+       "DepthToSpace", "SpaceToDepth", "Range"}
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
           "int32": "i32", "int64": "i64", "uint8": "u8", "uint32": "u32", "bool": "bool"}
 
@@ -57,6 +59,8 @@ def main(path):
                 value = helper.get_attribute_value(attr)
                 if isinstance(value, int):
                     lines.append(f"attr {attr.name} i {value}")
+                elif isinstance(value, bytes) and value.isalnum():
+                    lines.append(f"attr {attr.name} s {value.decode()}")
                 elif isinstance(value, float):
                     lines.append(f"attr {attr.name} f {float(value).hex()}")
                 elif isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include <kiln/executable.hpp>
@@ -30,6 +31,7 @@ struct tensor {
 struct node_case {
   std::string name, op;
   std::map<std::string, std::vector<double>> attrs;
+  std::map<std::string, std::string> words;  // string attributes
   std::vector<tensor> inputs, outputs;
   bool has(const std::string& a) const { return attrs.count(a) > 0; }
   double attr(const std::string& a, double otherwise) const {
@@ -57,6 +59,10 @@ std::vector<node_case> read_cases(const std::string& path) {
     } else if (kind == "attr") {
       std::string name, form;
       words >> name >> form;
+      if (form == "s") {
+        words >> cases.back().words[name];
+        continue;
+      }
       std::vector<double> v;
       std::size_t n = 1;
       if (form == "is") words >> n;
@@ -127,17 +133,30 @@ const std::map<std::string, kiln::ir::op> reductions = {
     {"ReduceL2", kiln::ir::op::reduce_l2},
     {"ReduceSumSquare", kiln::ir::op::reduce_sum_square}};
 
+// Inputs that ONNX gives as tensors and kiln takes as the op's attributes (axes, shapes, slice
+// bounds): integer lists known when the graph is built.
+bool is_list_input(const node_case& c, int index) {
+  if (c.op == "Range") return true;  // start, limit and delta
+  if (index == 0) return false;
+  return c.op == "ReduceSum" || c.op == "Reshape" || c.op == "Expand" || c.op == "Slice" ||
+         c.op == "Squeeze" || c.op == "Unsqueeze" || c.op == "Split" || c.op == "Tile";
+}
+
 // Builds the case's graph; returns the reason to skip it, or "" when built.
 std::string build(const node_case& c, kiln::graph& g) {
   std::vector<kiln::graph::value> in;
-  std::vector<std::int64_t> axes_input;
+  std::map<int, std::vector<std::int64_t>> lists;
+  std::map<int, double> first;  // a list input's first value, unrounded
   for (const tensor& t : c.inputs) {
-    if (c.op == "ReduceSum" && t.index == 1) {  // axes as an input (opset 13)
-      for (double v : t.values) axes_input.push_back(static_cast<std::int64_t>(v));
+    if (is_list_input(c, t.index)) {
+      for (double v : t.values) lists[t.index].push_back(static_cast<std::int64_t>(v));
+      if (!t.values.empty()) first[t.index] = t.values[0];
       continue;
     }
     in.push_back(g.input("in" + std::to_string(t.index), t.type, t.dims));
   }
+  std::vector<std::int64_t> axes_input = lists[1];
+  auto list = [&](int i) { return std::span<const std::int64_t>(lists[i]); };
   bool keepdims = c.attr("keepdims", 1) != 0;
   if (reductions.count(c.op) || c.op == "ReduceLogSumExp") {
     std::vector<std::int64_t> axes = axes_input;
@@ -162,6 +181,47 @@ std::string build(const node_case& c, kiln::graph& g) {
     double eps = c.attr("epsilon", 1e-5);
     g.output("y", in.size() > 2 ? g.layer_norm(in[0], in[1], in[2], axis, eps)
                                 : g.layer_norm(in[0], in[1], axis, eps));
+  } else if (c.op == "BatchNormalization") {
+    if (c.attr("training_mode", 0) != 0) return "training_mode = 1 (kiln: inference only)";
+    g.output("y", g.batch_norm(in[0], in[1], in[2], in[3], in[4], c.attr("epsilon", 1e-5)));
+  } else if (c.op == "InstanceNormalization") {
+    g.output("y", g.instance_norm(in[0], in[1], in[2], c.attr("epsilon", 1e-5)));
+  } else if (c.op == "Split") {  // the first part (the harness compares the first output)
+    auto axis = static_cast<std::int64_t>(c.attr("axis", 0));
+    std::vector<std::int64_t> sizes = lists[1];
+    if (c.has("split"))
+      for (double v : c.attrs.at("split")) sizes.push_back(static_cast<std::int64_t>(v));
+    g.output("y", sizes.empty()
+                      ? g.split_equal(in[0], static_cast<std::int64_t>(c.outputs.size()), axis)[0]
+                      : g.split(in[0], sizes, axis)[0]);
+  } else if (c.op == "Tile") {
+    g.output("y", g.tile(in[0], list(1)));
+  } else if (c.op == "DepthToSpace" || c.op == "SpaceToDepth") {
+    auto block = static_cast<std::int64_t>(c.attr("blocksize", 1));
+    if (c.op == "SpaceToDepth")
+      g.output("y", g.space_to_depth(in[0], block));
+    else
+      g.output("y",
+               g.depth_to_space(in[0], block, c.words.count("mode") ? c.words.at("mode") : "DCR"));
+  } else if (c.op == "Range") {
+    g.output("y", g.range(first[0], first[1], first[2], c.outputs.at(0).type));
+  } else if (c.op == "Transpose") {
+    std::vector<std::int64_t> perm;
+    if (c.has("perm"))
+      for (double p : c.attrs.at("perm")) perm.push_back(static_cast<std::int64_t>(p));
+    g.output("y", g.transpose(in[0], perm));
+  } else if (c.op == "Reshape") {
+    g.output("y", g.reshape(in[0], list(1), c.attr("allowzero", 0) != 0));
+  } else if (c.op == "Expand") {
+    g.output("y", g.expand(in[0], list(1)));
+  } else if (c.op == "Slice") {
+    g.output("y", g.slice(in[0], list(1), list(2), list(3), list(4)));
+  } else if (c.op == "Flatten") {
+    g.output("y", g.flatten(in[0], static_cast<std::int64_t>(c.attr("axis", 1))));
+  } else if (c.op == "Squeeze") {
+    g.output("y", g.squeeze(in[0], list(1)));
+  } else if (c.op == "Unsqueeze") {
+    g.output("y", g.unsqueeze(in[0], list(1)));
   } else {
     return "not an op of this harness";
   }
@@ -187,7 +247,7 @@ TEST(OnnxNodeTests, EveryCaseOfKilnsOps) {
     std::vector<std::vector<unsigned char>> data;
     std::vector<kiln::tensor_ref> args, results;
     for (const tensor& t : c.inputs) {
-      if (c.op == "ReduceSum" && t.index == 1) continue;
+      if (is_list_input(c, t.index)) continue;
       data.push_back(bytes_of(t));
       args.emplace_back(static_cast<void*>(data.back().data()), t.type, t.dims);
     }

@@ -16,21 +16,21 @@
 namespace kiln::compiler {
 
 struct region {
-  shape space;                        // iteration space: elementwise, the dims it writes;
-                                      // a reduction, its operand's dims (the reduced result's
-                                      // axes keep their place with size 1)
-  std::vector<std::int32_t> nodes;    // node ids it evaluates, in topological order
-  std::vector<std::int32_t> args;     // function parameters it reads
-  std::vector<std::int32_t> results;  // function results it writes
-  std::int32_t root = -1;             // the reduction it computes (its last node), or -1
-  std::vector<std::int32_t> reads;    // transients it loads (indices into plan::transients)
-  std::vector<std::int32_t> writes;   // transients it stores
-  std::vector<std::int32_t> views;    // views it loads (indices into plan::views): a value read
-                                      // through an index map, in place
+  shape space;                           // iteration space: elementwise, the dims it writes;
+                                         // a reduction, its operand's dims (the reduced result's
+                                         // axes keep their place with size 1)
+  std::vector<std::int32_t> nodes;       // node ids it evaluates, in topological order
+  std::vector<std::int32_t> args;        // function parameters it reads
+  std::vector<std::int32_t> results;     // function results it writes
+  std::int32_t root = -1;                // the reduction it computes (its last node), or -1
+  std::vector<std::int32_t> reads;       // transients it loads (indices into plan::transients)
+  std::vector<std::int32_t> writes;      // transients it stores
+  std::vector<std::int32_t> views;       // views it loads (indices into plan::views): a value read
+                                         // through an index map, in place
   std::vector<std::int32_t> view_reads;  // transients it reads through views (they order the
                                          // regions and keep the transient alive)
-  std::int32_t group = 0;             // its dispatch: consecutive regions of one row group
-                                      // (form_row_groups) share it
+  std::int32_t group = 0;                // its dispatch: consecutive regions of one row group
+                                         // (form_row_groups) share it
   constexpr int binding_count() const {
     return static_cast<int>(args.size() + results.size() + reads.size() + writes.size() +
                             views.size());
@@ -194,7 +194,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     load_view[i] = true;
     std::int32_t v = static_cast<std::int32_t>(i), o = g.nodes[i].operands[0];
     while (g.nodes[o].kind != ir::op::input && !materialized[o]) {
-      if (!is_view(g, o) || (g.nodes[v].kind == ir::op::reshape && g.nodes[o].kind != ir::op::reshape)) {
+      if (!is_view(g, o) ||
+          (g.nodes[v].kind == ir::op::reshape && g.nodes[o].kind != ir::op::reshape)) {
         materialized[o] = true;
         break;
       }
@@ -285,7 +286,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (static_cast<int>(bindings) > opt.max_bindings) target = nullptr;  // start another
     }
     if (!target) {
-      regions.push_back(region{space});
+      regions.emplace_back().space = space;
       own.push_back(-1);
       target = &regions.back();
     }

@@ -120,4 +120,65 @@ constexpr auto rms_norm(const A& x, const S& scale, double epsilon = 1e-5) {
   }
 }
 
+namespace detail {
+// x [N, C, ...] and per-channel parameters P... [C], checked at compile time.
+template <int MinRank, class A, class... P>
+constexpr bool channels_ok() {
+  using E = typename A::extents_type;
+  constexpr bool elements_ok = floating_element<typename A::element>;
+  static_assert(elements_ok, "kiln normalization: needs floating-point elements");
+  constexpr bool rank_ok = E::rank >= MinRank;
+  static_assert(rank_ok, "kiln normalization: x must be [N, C, ...] (rank too small)");
+  constexpr bool types_agree = (same_element_type<A, P> && ...);
+  static_assert(types_agree, "kiln normalization: the parameters must have x's element type");
+  constexpr bool shapes_ok = [] {
+    if constexpr (!rank_ok) {
+      return true;
+    } else {
+      constexpr std::int64_t c = E::value().dims[1];
+      return ((P::extents_type::rank == 1 && (P::extents_type::value().dims[0] == c || c == dyn ||
+                                              P::extents_type::value().dims[0] == dyn)) &&
+              ...);
+    }
+  }();
+  static_assert(shapes_ok, "kiln normalization: each parameter must be [C], x's axis 1");
+  return elements_ok && rank_ok && types_agree && shapes_ok;
+}
+}  // namespace detail
+
+// batch_norm(x, scale, bias, mean, var, epsilon): ONNX's BatchNormalization for inference,
+// x [N, C, ...] and the rest [C].
+template <tensor_value A, tensor_value S, tensor_value B, tensor_value M, tensor_value V>
+constexpr auto batch_norm(const A& x, const S& scale, const B& bias, const M& mean, const V& var,
+                          double epsilon = 1e-5) {
+  if constexpr (any_rejected<A, S, B, M, V>() || !detail::channels_ok<2, A, S, B, M, V>())
+    return value<typename A::element, rejected_extents>{};
+  else
+    return A{x.builder,
+             ir::batch_norm(*x.builder, x.id, scale.id, bias.id, mean.id, var.id, epsilon)};
+}
+
+// instance_norm(x, scale, bias, epsilon): ONNX's InstanceNormalization, x [N, C, D...].
+template <tensor_value A, tensor_value S, tensor_value B>
+constexpr auto instance_norm(const A& x, const S& scale, const B& bias, double epsilon = 1e-5) {
+  if constexpr (any_rejected<A, S, B>() || !detail::channels_ok<3, A, S, B>())
+    return value<typename A::element, rejected_extents>{};
+  else
+    return A{x.builder, ir::instance_norm(*x.builder, x.id, scale.id, bias.id, epsilon)};
+}
+
+// group_norm<groups>(x, scale, bias, epsilon): ONNX's GroupNormalization (opset 21: per-channel
+// scale and bias), x [N, C, D...] with C a multiple of groups.
+template <std::int64_t Groups, tensor_value A, tensor_value S, tensor_value B>
+constexpr auto group_norm(const A& x, const S& scale, const B& bias, double epsilon = 1e-5) {
+  constexpr bool divides =
+      A::extents_type::rank < 2 || (Groups > 0 && A::extents_type::value().dims[1] >= 0 &&
+                                    A::extents_type::value().dims[1] % Groups == 0);
+  static_assert(divides, "kiln::group_norm: the group count must divide x's static channels");
+  if constexpr (any_rejected<A, S, B>() || !detail::channels_ok<2, A, S, B>() || !divides)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return A{x.builder, ir::group_norm(*x.builder, x.id, scale.id, bias.id, Groups, epsilon)};
+}
+
 }  // namespace kiln

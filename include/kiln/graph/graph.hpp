@@ -2,9 +2,12 @@
 // op, each checked as it is added (the same ir::builder as the DSL, so the same rules and errors).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <concepts>
+#include <cstring>
 #include <initializer_list>
 #include <ranges>
 #include <span>
@@ -263,6 +266,133 @@ class graph {
   }
   value unsqueeze(value x, size_list axes) { return unsqueeze(x, list(axes)); }
 
+  // Data movement made of the views above (ONNX's Split, Tile, DepthToSpace, SpaceToDepth) and
+  // Range as a tensor constant. Where a view of a view cannot be read in place (a reshape of a
+  // transpose), the inner one is computed into a transient: depth_to_space is one copy, as in
+  // any framework.
+  // The parts of x along `axis` with the given sizes (ONNX's Split with its `split` input).
+  std::vector<value> split(value x, sizes part_sizes, std::int64_t axis = 0) {
+    std::int32_t id = id_of(x, "split", 1);
+    int a = axis_of("split", id, axis);
+    std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split"), at = 0;
+    std::vector<value> parts;
+    for (std::int64_t size : part_sizes) {
+      if (size < 0 || at + size > n)
+        throw error(errc::shape_mismatch, "split",
+                    "the sizes " + sizes_text(part_sizes) + " do not fit axis " +
+                        std::to_string(a) + " of size " + std::to_string(n));
+      parts.push_back(slice(x, {at}, {at + size}, {a}));
+      at += size;
+    }
+    if (at != n)
+      throw error(errc::shape_mismatch, "split",
+                  "the sizes " + sizes_text(part_sizes) + " add up to " + std::to_string(at) +
+                      ", not the size " + std::to_string(n) + " of axis " + std::to_string(a));
+    return parts;
+  }
+  std::vector<value> split(value x, size_list part_sizes, std::int64_t axis = 0) {
+    return split(x, list(part_sizes), axis);
+  }
+  // `count` parts of ceil(size / count) elements, the last smaller (ONNX's num_outputs).
+  std::vector<value> split_equal(value x, std::int64_t count, std::int64_t axis = 0) {
+    std::int32_t id = id_of(x, "split", 1);
+    int a = axis_of("split", id, axis);
+    std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split");
+    if (count <= 0 || count > std::max<std::int64_t>(n, 1))
+      throw error(errc::invalid_argument, "split",
+                  "cannot make " + std::to_string(count) + " parts of an axis of size " +
+                      std::to_string(n));
+    std::int64_t each = (n + count - 1) / count;
+    std::vector<std::int64_t> part_sizes;
+    for (std::int64_t at = 0; at < n || part_sizes.empty(); at += each)
+      part_sizes.push_back(std::min(each, n - at));
+    return split(x, part_sizes, a);
+  }
+  // x repeated repeats[i] times along each axis i (ONNX's Tile).
+  value tile(value x, sizes repeats) {
+    std::int32_t id = id_of(x, "tile", 1);
+    const shape d = b_.get().nodes[id].dims;
+    if (static_cast<int>(repeats.size()) != d.rank)
+      throw error(errc::invalid_argument, "tile",
+                  "repeats has " + std::to_string(repeats.size()) +
+                      " entries for an operand of rank " + std::to_string(d.rank));
+    if (2 * d.rank > max_rank)
+      throw error(errc::unsupported, "tile",
+                  "rank " + std::to_string(d.rank) + " above kiln::max_rank / 2");
+    std::vector<std::int64_t> spread, tiled, result;
+    for (int i = 0; i < d.rank; ++i) {
+      std::int64_t size = static_dim(d, i, "tile");
+      if (repeats[i] < 0)
+        throw error(errc::invalid_argument, "tile",
+                    "repeats[" + std::to_string(i) + "] is " + std::to_string(repeats[i]));
+      spread.insert(spread.end(), {1, size});
+      tiled.insert(tiled.end(), {repeats[i], size});
+      result.push_back(repeats[i] * size);
+    }
+    return reshape(expand(reshape(x, spread), tiled), result);
+  }
+  value tile(value x, size_list repeats) { return tile(x, list(repeats)); }
+  // Blocks of `block` x `block` channels moved into space, x [N, C, H, W] (ONNX's DepthToSpace,
+  // mode "DCR" or "CRD").
+  value depth_to_space(value x, std::int64_t block, std::string_view mode = "DCR") {
+    auto [c, h, w] = image_sizes(x, "depth_to_space", block, true);
+    if (mode != "DCR" && mode != "CRD")
+      throw error(errc::invalid_argument, "depth_to_space",
+                  "mode is '" + std::string(mode) + "', expected DCR or CRD");
+    std::int64_t k = c / (block * block);
+    bool dcr = mode == "DCR";
+    value t = dcr ? reshape(x, {0, block, block, k, h, w}) : reshape(x, {0, k, block, block, h, w});
+    t = dcr ? transpose(t, {0, 3, 4, 1, 5, 2}) : transpose(t, {0, 1, 4, 2, 5, 3});
+    return reshape(t, {0, k, h * block, w * block});
+  }
+  // The inverse: blocks of space moved into channels (ONNX's SpaceToDepth).
+  value space_to_depth(value x, std::int64_t block) {
+    auto [c, h, w] = image_sizes(x, "space_to_depth", block, false);
+    value t = reshape(x, {0, c, h / block, block, w / block, block});
+    t = transpose(t, {0, 3, 5, 1, 2, 4});
+    return reshape(t, {0, c * block * block, h / block, w / block});
+  }
+  // start, start + delta, ... up to limit (exclusive), as a tensor constant of dtype t (ONNX's
+  // Range with the bounds known when the graph is built).
+  value range(double start, double limit, double delta, dtype t = dtype::f32) {
+    if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+      throw error(errc::invalid_argument, "range",
+                  "start, limit and delta must be finite and delta nonzero");
+    auto n = static_cast<std::int64_t>(std::max(std::ceil((limit - start) / delta), 0.0));
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * size_in_bytes(t));
+    visit_dtype(t, [&]<dtype D>() {
+      using S = storage_t<D>;
+      for (std::int64_t i = 0; i < n; ++i) {
+        S v;
+        if constexpr (std::is_integral_v<S>)
+          v = static_cast<S>(static_cast<std::int64_t>(start) +
+                             i * static_cast<std::int64_t>(delta));
+        else
+          v = static_cast<S>(static_cast<float>(start + static_cast<double>(i) * delta));
+        std::memcpy(bytes.data() + i * sizeof(S), &v, sizeof(S));
+      }
+    });
+    return constant(bytes.data(), t, n, shape{n});
+  }
+
+  // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
+  // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
+  // GroupNormalization with per-channel scale and bias (opset 21).
+  value batch_norm(value x, value scale, value bias, value mean, value var, double epsilon = 1e-5) {
+    return wrap(ir::batch_norm(b_, id_of(x, "batch_norm", 1), id_of(scale, "batch_norm", 2),
+                               id_of(bias, "batch_norm", 3), id_of(mean, "batch_norm", 4),
+                               id_of(var, "batch_norm", 5), epsilon));
+  }
+  value instance_norm(value x, value scale, value bias, double epsilon = 1e-5) {
+    return wrap(ir::instance_norm(b_, id_of(x, "instance_norm", 1),
+                                  id_of(scale, "instance_norm", 2), id_of(bias, "instance_norm", 3),
+                                  epsilon));
+  }
+  value group_norm(value x, value scale, value bias, std::int64_t groups, double epsilon = 1e-5) {
+    return wrap(ir::group_norm(b_, id_of(x, "group_norm", 1), id_of(scale, "group_norm", 2),
+                               id_of(bias, "group_norm", 3), groups, epsilon));
+  }
+
   // Normalizations (ir/composites.hpp: graphs of the ops above, fused as one row group).
   // softmax / log_softmax along `axis` (negative: from the end): ONNX's Softmax and LogSoftmax.
   value softmax(value x, std::int64_t axis = -1) {
@@ -375,6 +505,29 @@ class graph {
 
   value wrap(std::int32_t id) const { return {id, id_}; }
   static sizes list(size_list l) { return {l.begin(), l.size()}; }
+  static std::string sizes_text(sizes s) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  }
+  // C, H and W of an image x [N, C, H, W] for a block rearrangement (static, divisible).
+  std::array<std::int64_t, 3> image_sizes(value x, const char* op, std::int64_t block,
+                                          bool from_depth) const {
+    const shape& d = b_.get().nodes[id_of(x, op, 1)].dims;
+    if (d.rank != 4)
+      throw error(errc::shape_mismatch, op,
+                  "x has dims " + to_string(d) + ", expected [N, C, H, W]");
+    std::array<std::int64_t, 3> chw = {static_dim(d, 1, op), static_dim(d, 2, op),
+                                       static_dim(d, 3, op)};
+    bool fits = block > 0 && (from_depth ? chw[0] % (block * block) == 0
+                                         : chw[1] % block == 0 && chw[2] % block == 0);
+    if (!fits)
+      throw error(errc::shape_mismatch, op,
+                  "blocksize " + std::to_string(block) + " does not divide " +
+                      (from_depth ? "the channels of " : "the height and width of ") +
+                      to_string(d));
+    return chw;
+  }
   // Size i of d as a reshape's entry at position `to`: static as it is, a run-time size copied
   // (0) where it keeps its position (elsewhere reshape reports it).
   static std::int64_t moved_size(const shape& d, int i, std::size_t to) {

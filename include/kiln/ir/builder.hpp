@@ -60,6 +60,8 @@ class builder {
     if (info(o).cls == op_class::cast) fail(o, errc::invalid_argument, "use builder::cast");
     if (is_reduction(info(o).cls))
       fail(o, errc::invalid_argument, "takes axes: use builder::reduce or index_reduce");
+    if (info(o).cls == op_class::view)
+      fail(o, errc::invalid_argument, "takes an index map: use builder::" + std::string(name(o)));
     check_type(o, x.type);
     node n;
     n.kind = o;
@@ -319,8 +321,9 @@ class builder {
       seen |= 1u << axis;
       std::int64_t step = steps.empty() ? 1 : steps[k];
       std::int64_t n = x.dims.dims[axis];
-      if (step == 0) fail(op::slice, errc::invalid_argument, "step along axis " +
-                                                                 detail::to_text(axis) + " is 0");
+      if (step == 0)
+        fail(op::slice, errc::invalid_argument,
+             "step along axis " + detail::to_text(axis) + " is 0");
       if (is_symbol(n))
         fail(op::slice, errc::shape_mismatch,
              "axis " + detail::to_text(axis) + " of operand " + to_string(x.dims) +
@@ -413,8 +416,7 @@ class builder {
 
   static constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
     std::string t = "[";
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-      t += (i ? ", " : "") + detail::to_text(sizes[i]);
+    for (std::size_t i = 0; i < sizes.size(); ++i) t += (i ? ", " : "") + detail::to_text(sizes[i]);
     return t + "]";
   }
 

@@ -1,6 +1,7 @@
-// Ops that are graphs of other ops: softmax, log_softmax, reduce_log_sum_exp, layer_norm and
-// rms_norm, built here once for both doors. They are the graphs a user would write by hand, so
-// the compiler fuses either the same way (one row group: max, sum and divide in one dispatch).
+// Ops that are graphs of other ops: softmax, log_softmax, reduce_log_sum_exp, layer_norm,
+// rms_norm, batch_norm, instance_norm and group_norm, built here once for both doors. They are the
+// graphs a user would write by hand, so the compiler fuses either the same way (one row group: max,
+// sum and divide in one dispatch).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,47 @@ constexpr void expect_parameter(builder& b, std::string_view name, std::string_v
                     std::string(kiln::name(xn.type)));
 }
 
+// Per-channel parameter p (`what`, [C]) of normalization `name` for x [N, C, D...]: as
+// [C, 1, ..., 1], so it broadcasts along axis 1 (a view, read in place).
+constexpr std::int32_t per_channel(builder& b, std::string_view name, std::string_view what,
+                                   std::int32_t x, std::int32_t p) {
+  const node& xn = b.get().nodes[x];
+  const node& pn = b.get().nodes[p];
+  if (pn.type != xn.type)
+    throw error(errc::dtype_mismatch, std::string(name),
+                std::string(what) + " is " + std::string(kiln::name(pn.type)) + ", x is " +
+                    std::string(kiln::name(xn.type)));
+  std::int64_t c = xn.dims.dims[1], pc = pn.dims.rank == 1 ? pn.dims.dims[0] : -2;
+  if (pn.dims.rank != 1 || (pc != c && !is_symbol(pc) && !is_symbol(c)))
+    throw error(errc::shape_mismatch, std::string(name),
+                std::string(what) + " has dims " + to_string(pn.dims) + ", expected [" +
+                    (is_symbol(c) ? std::string("?") : kiln::detail::to_text(c)) +
+                    "] (x's channels, axis 1 of " + to_string(xn.dims) + ")");
+  std::int64_t sizes[max_rank] = {0};
+  for (int i = 1; i < xn.dims.rank - 1; ++i) sizes[i] = 1;
+  return b.reshape(p, std::span<const std::int64_t>(sizes, xn.dims.rank - 1));
+}
+
+constexpr void expect_channels(builder& b, std::string_view name, std::int32_t x, int min_rank) {
+  expect_floating(b, name, x);
+  int rank = b.get().nodes[x].dims.rank;
+  if (rank < min_rank)
+    throw error(errc::shape_mismatch, std::string(name),
+                "x has rank " + kiln::detail::to_text(rank) + ", expected at least " +
+                    kiln::detail::to_text(min_rank) + " ([N, C, ...])");
+}
+
+// (x - mean) / sqrt(var + epsilon) over the axes of `axes`, kept with size 1, in x's (widened)
+// type: the core of layer_norm, instance_norm and group_norm.
+constexpr std::int32_t normalized(builder& b, std::int32_t w, std::uint32_t axes, double epsilon) {
+  dtype c = b.get().nodes[w].type;
+  std::int32_t d = b.binary(op::sub, w, b.reduce(op::reduce_mean, w, axes, true));
+  std::int32_t var = b.reduce(op::reduce_mean, b.binary(op::mul, d, d), axes, true);
+  std::int32_t inv =
+      b.unary(op::rsqrt, b.binary(op::add, var, b.constant(scalar::computed(c, epsilon))));
+  return b.binary(op::mul, d, inv);
+}
+
 }  // namespace detail
 
 // exp(x - max) / sum(exp(x - max)) along `axis` (0 <= axis < rank): ONNX's Softmax (opset 13).
@@ -108,13 +150,9 @@ constexpr std::int32_t layer_norm(builder& b, std::int32_t x, std::int32_t scale
   if (bias >= 0) detail::expect_parameter(b, "layer_norm", "bias", x, bias);
   dtype t = b.get().nodes[x].type;
   std::int32_t w = detail::widened(b, x);
-  dtype c = b.get().nodes[w].type;
   std::uint32_t axes = axes_from(axis, b.get().nodes[x].dims.rank);
-  std::int32_t d = b.binary(op::sub, w, b.reduce(op::reduce_mean, w, axes, true));
-  std::int32_t var = b.reduce(op::reduce_mean, b.binary(op::mul, d, d), axes, true);
-  std::int32_t inv =
-      b.unary(op::rsqrt, b.binary(op::add, var, b.constant(scalar::computed(c, epsilon))));
-  std::int32_t y = b.binary(op::mul, b.binary(op::mul, d, inv), detail::widened(b, scale));
+  std::int32_t y =
+      b.binary(op::mul, detail::normalized(b, w, axes, epsilon), detail::widened(b, scale));
   if (bias >= 0) y = b.binary(op::add, y, detail::widened(b, bias));
   return detail::narrowed(b, y, t);
 }
@@ -134,6 +172,69 @@ constexpr std::int32_t rms_norm(builder& b, std::int32_t x, std::int32_t scale, 
       b.unary(op::rsqrt, b.binary(op::add, ms, b.constant(scalar::computed(c, epsilon))));
   return detail::narrowed(
       b, b.binary(op::mul, b.binary(op::mul, w, inv), detail::widened(b, scale)), t);
+}
+
+// (x - mean) / sqrt(var + epsilon) * scale + bias with per-channel statistics given: ONNX's
+// BatchNormalization (opset 15) for inference (training_mode 0). x [N, C, ...]; the rest [C].
+constexpr std::int32_t batch_norm(builder& b, std::int32_t x, std::int32_t scale, std::int32_t bias,
+                                  std::int32_t mean, std::int32_t var, double epsilon) {
+  detail::expect_channels(b, "batch_norm", x, 2);
+  dtype t = b.get().nodes[x].type;
+  auto channel = [&](std::int32_t p, std::string_view what) {
+    return detail::widened(b, detail::per_channel(b, "batch_norm", what, x, p));
+  };
+  std::int32_t w = detail::widened(b, x);
+  dtype c = b.get().nodes[w].type;
+  std::int32_t s = channel(scale, "scale"), o = channel(bias, "bias"), m = channel(mean, "mean");
+  std::int32_t v = channel(var, "var");
+  std::int32_t inv =
+      b.unary(op::rsqrt, b.binary(op::add, v, b.constant(scalar::computed(c, epsilon))));
+  std::int32_t y =
+      b.binary(op::add, b.binary(op::mul, b.binary(op::sub, w, m), b.binary(op::mul, inv, s)), o);
+  return detail::narrowed(b, y, t);
+}
+
+// Each channel of each sample normalized over its spatial axes, then scaled and shifted per
+// channel: ONNX's InstanceNormalization (opset 6). x [N, C, D...]; scale and bias [C].
+constexpr std::int32_t instance_norm(builder& b, std::int32_t x, std::int32_t scale,
+                                     std::int32_t bias, double epsilon) {
+  detail::expect_channels(b, "instance_norm", x, 3);
+  dtype t = b.get().nodes[x].type;
+  std::int32_t s = detail::widened(b, detail::per_channel(b, "instance_norm", "scale", x, scale));
+  std::int32_t o = detail::widened(b, detail::per_channel(b, "instance_norm", "bias", x, bias));
+  std::int32_t w = detail::widened(b, x);
+  std::int32_t n = detail::normalized(b, w, axes_from(2, b.get().nodes[x].dims.rank), epsilon);
+  return detail::narrowed(b, b.binary(op::add, b.binary(op::mul, n, s), o), t);
+}
+
+// The channels of each sample normalized in `groups` groups (each over its channels' spatial
+// elements), then scaled and shifted per channel: ONNX's GroupNormalization with per-channel
+// scale and bias (opset 21). x [N, C, D...] with C a multiple of groups and static C and D.
+constexpr std::int32_t group_norm(builder& b, std::int32_t x, std::int32_t scale, std::int32_t bias,
+                                  std::int64_t groups, double epsilon) {
+  detail::expect_channels(b, "group_norm", x, 2);
+  const shape dims = b.get().nodes[x].dims;
+  std::int64_t c = dims.dims[1];
+  for (int i = 1; i < dims.rank; ++i)
+    if (is_symbol(dims.dims[i]))
+      throw error(errc::shape_mismatch, "group_norm",
+                  "axis " + kiln::detail::to_text(i) + " of x " + to_string(dims) +
+                      " has a run-time size: the channels and spatial sizes must be static");
+  if (groups <= 0 || is_symbol(c) || c % groups != 0)
+    throw error(errc::shape_mismatch, "group_norm",
+                "num_groups " + kiln::detail::to_text(groups) + " does not divide the " +
+                    (is_symbol(c) ? std::string("run-time") : kiln::detail::to_text(c)) +
+                    " channels of x " + to_string(dims));
+  dtype t = b.get().nodes[x].type;
+  std::int32_t s = detail::widened(b, detail::per_channel(b, "group_norm", "scale", x, scale));
+  std::int32_t o = detail::widened(b, detail::per_channel(b, "group_norm", "bias", x, bias));
+  std::int64_t grouped[3] = {0, groups, -1};  // [N, groups, the rest]
+  std::int32_t w = detail::widened(b, b.reshape(x, grouped));
+  std::int32_t n = detail::normalized(b, w, 1u << 2, epsilon);
+  std::int64_t back[max_rank] = {0};
+  for (int i = 1; i < dims.rank; ++i) back[i] = dims.dims[i];
+  n = b.reshape(n, std::span<const std::int64_t>(back, dims.rank));
+  return detail::narrowed(b, b.binary(op::add, b.binary(op::mul, n, s), o), t);
 }
 
 }  // namespace kiln::ir

@@ -47,8 +47,8 @@ constexpr void verify_view(const node& n, const node& x, Report report) {
         if (m.steps[i] == 0) ok = false;
         if (!ok || len == 0 || (m.starts[i] == 0 && m.steps[i] == 1 && len == size)) continue;
         std::int64_t last = m.starts[i] + (len - 1) * std::int64_t{m.steps[i]};
-        ok = !is_symbol(size) && len >= 0 && m.starts[i] >= 0 && m.starts[i] < size &&
-             last >= 0 && last < size;
+        ok = !is_symbol(size) && len >= 0 && m.starts[i] >= 0 && m.starts[i] < size && last >= 0 &&
+             last < size;
       }
       if (!ok) report("reads outside its operand " + to_string(x.dims));
       break;
@@ -62,9 +62,10 @@ constexpr void verify_view(const node& n, const node& x, Report report) {
       bool ok = n.dims.rank >= x.dims.rank;
       for (int i = 0; ok && i < x.dims.rank; ++i) {
         std::int64_t have = x.dims.dims[i], want = n.dims.dims[n.dims.rank - x.dims.rank + i];
-        ok = have == want || have == 1 || is_symbol(want);
+        ok = have == want || have == 1 || is_symbol(want) || is_symbol(have);
       }
-      if (!ok) report("operand " + to_string(x.dims) + " does not broadcast to " + to_string(n.dims));
+      if (!ok)
+        report("operand " + to_string(x.dims) + " does not broadcast to " + to_string(n.dims));
       break;
     }
   }
