@@ -2,7 +2,11 @@
 // plan is a constant expression and whose kernels are instantiated per device.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <tuple>
 #include <vector>
 
@@ -37,6 +41,49 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
   runtime::check_call(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, Plan.outputs,
                       Plan.sizes.regions, args, results, sym.data(), "fn");
   return sym;
+}
+
+// A function's tensor constants (kiln::table) as arguments on device d: on the CPU the host
+// bytes, converted once from the plan; on a Vulkan device buffers uploaded at the first call there
+// and kept (the tables are of arithmetic element types, so storage is a plain cast).
+template <const auto& Plan>
+void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) {
+  if constexpr (Plan.sizes.tensors > 0) {
+    static const std::vector<std::vector<std::uint8_t>> host = [] {
+      std::vector<std::vector<std::uint8_t>> all;
+      for (const auto& t : Plan.tensors) {
+        dtype type = Plan.inputs[t.arg].type;
+        // Device memory cannot be empty: a constant of no elements gets one unused byte.
+        std::vector<std::uint8_t> bytes(
+            std::max<std::size_t>(static_cast<std::size_t>(t.count) * size_in_bytes(type), 1));
+        visit_dtype(type, [&]<dtype D>() {
+          using S = storage_t<D>;
+          if constexpr (std::is_arithmetic_v<S>)
+            for (int k = 0; k < t.count; ++k) {
+              const scalar& v = Plan.tensor_values[t.begin + k];
+              S x = is_floating(D) ? static_cast<S>(v.f) : static_cast<S>(v.i);
+              std::memcpy(bytes.data() + k * sizeof(S), &x, sizeof(S));
+            }
+        });
+        all.push_back(std::move(bytes));
+      }
+      return all;
+    }();
+    if (d.type() == device::kind::cpu) {
+      for (int k = 0; k < Plan.sizes.tensors; ++k)
+        args[Plan.tensors[k].arg] = {host[k].data(), Plan.inputs[Plan.tensors[k].arg].dims};
+      return;
+    }
+    static std::mutex mutex;
+    static std::map<const void*, std::vector<buffer<std::uint8_t>>> uploads;
+    std::lock_guard lock(mutex);
+    auto& on_device = uploads[d.context()];
+    if (on_device.empty())
+      for (const auto& bytes : host) on_device.push_back(d.upload(bytes));
+    for (int k = 0; k < Plan.sizes.tensors; ++k)
+      args[Plan.tensors[k].arg] = {nullptr, Plan.inputs[Plan.tensors[k].arg].dims, false,
+                                   on_device[k].memory()};
+  }
 }
 
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
@@ -146,7 +193,9 @@ class function {
     std::size_t k = 0;
     ((refs[k++] = ref_of(args)), ...);
     std::array<std::int64_t, plan.sizes.symbols + 1> sym{};
-    runtime::resolve_symbols(plan.inputs, plan.nodes, plan.symbols, plan.constraints,
+    // (Tensor constants have static sizes: no symbol comes from them.)
+    runtime::resolve_symbols(std::span(plan.inputs.data(), parameter_count), plan.nodes,
+                             plan.symbols, plan.constraints,
                              std::span(refs.data(), parameter_count), sym.data(), "fn");
     auto storage = [&]<std::size_t... I>(std::index_sequence<I...>) {
       return std::tuple{
@@ -202,9 +251,11 @@ class function {
                     "kiln::fn call: into(...) needs writable buffers");
     }
     (std::make_index_sequence<result_count>{});
-    std::array<runtime::buffer_ref, parameter_count + 1> in_refs{};
+    // The parameters, then the tensor constants (the plan's last inputs).
+    std::array<runtime::buffer_ref, plan.sizes.inputs + 1> in_refs{};
     std::size_t k = 0;
     ((in_refs[k++] = ref_of(args)), ...);
+    detail::tensor_constant_refs<plan>(d, in_refs);
     std::array<runtime::buffer_ref, result_count> out_refs{};
     std::apply(
         [&](const auto&... v) {
@@ -212,7 +263,7 @@ class function {
           ((out_refs[r++] = ref_of(v)), ...);
         },
         outs.views);
-    auto in = std::span<const runtime::buffer_ref>(in_refs.data(), parameter_count);
+    auto in = std::span<const runtime::buffer_ref>(in_refs.data(), plan.sizes.inputs);
     auto sym = detail::bind_call<plan>(in, out_refs);
     auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                        std::span<const runtime::buffer_ref> host_results,

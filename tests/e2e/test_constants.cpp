@@ -73,6 +73,32 @@ TEST(Constants, SameExecutableOnCpuAndDefaultDevice) {
   EXPECT_EQ(y2, y1);
 }
 
+// The DSL door: kiln::table literals in the lambda, kept by the function (one upload per
+// device), fused like arguments.
+TEST(Constants, DslTablesFuseLikeArguments) {
+  constexpr auto f = kiln::fn<kiln::tensor<float, kiln::dyn, 4>>([](auto x) {
+    return x * kiln::table<float, 4>{{0.5f, -1.0f, 2.0f, 0.25f}} +
+           kiln::table<float, 3, 1>{{10, 20, 30}};
+  });
+  static_assert(f.plan.dispatch_count() == 1);
+  static_assert(f.plan.sizes.inputs == 3 && f.plan.sizes.tensors == 2);
+  const float scale[4] = {0.5f, -1.0f, 2.0f, 0.25f}, shift[3] = {10, 20, 30};
+  std::vector<float> in(12), y(12);
+  for (int i = 0; i < 12; ++i) in[i] = float(i) - 3.5f;
+  for (auto d : {kiln::device::default_device(), kiln::device::cpu()})
+    for (int calls = 0; calls < 2; ++calls) {  // the second call reuses what the first uploaded
+      std::fill(y.begin(), y.end(), 0.0f);
+      f.on(d)(kiln::view(in.data(), {3, 4}), kiln::into(kiln::view(y.data(), {3, 4})));
+      for (int i = 0; i < 12; ++i) EXPECT_EQ(y[i], in[i] * scale[i % 4] + shift[i / 4]) << i;
+    }
+  // Integer tables, and the value returned by the call.
+  constexpr auto g = kiln::fn<kiln::tensor<std::int32_t, 2, 3>>([](auto x) {
+    return kiln::max(x, kiln::table<std::int32_t, 3>{{-1, 5, 100}});
+  });
+  std::vector<std::int32_t> xi = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(g(kiln::view(xi.data(), {2, 3})), (std::vector<std::int32_t>{0, 5, 100, 3, 5, 100}));
+}
+
 TEST(Constants, Errors) {
   kiln::graph g;
   std::vector<float> five(5);

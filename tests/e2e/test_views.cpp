@@ -141,6 +141,26 @@ TEST(Views, EveryTransposeOfRankThreeAndFour) {
   expect_values(run1<std::int8_t>(g, small, {33, 4}), ref_transpose(small, {1, 0}));
 }
 
+TEST(Views, LargeTransposeAddRunsOnEveryThread) {
+  // 528,390 elements: above the size where a region is cut into tasks for kiln's threads, each
+  // gathering its strided rows into its own buffer.
+  const std::int64_t rows = 513, cols = 1030;
+  auto xv = ref::random_data<float>(rows * cols, -1, 1, 41);
+  auto yv = ref::random_data<float>(rows * cols, -1, 1, 42);
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {rows, cols});
+  auto y = g.input("y", dtype::f32, {cols, rows});
+  g.output("z", g.add(g.transpose(x), y));
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.plan().transient_bytes(), 0);
+  std::vector<float> z(rows * cols);
+  e.run({kiln::view(xv.data(), {rows, cols}), kiln::view(yv.data(), {cols, rows})},
+        {kiln::view(z.data(), {cols, rows})});
+  for (std::int64_t i = 0; i < cols; ++i)
+    for (std::int64_t j = 0; j < rows; ++j)
+      ASSERT_EQ(z[i * rows + j], xv[j * cols + i] + yv[i * rows + j]) << i << "," << j;
+}
+
 TEST(Views, SlicesFollowOnnxClampingAndNegativeSteps) {
   host_tensor x = iota({7, 1000});
   struct slice_case {

@@ -148,6 +148,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
     map[i] = same >= 0 ? same : id;
   }
   for (auto id : g.outputs) b.output(map[id]);
+  b.keep_tensors(g.tensors);
   return b.take();
 }
 

@@ -13,6 +13,7 @@ struct plan_sizes {
   int regions = 0, region_nodes = 0, region_args = 0, region_results = 0;
   int transients = 0, region_reads = 0, region_writes = 0;
   int views = 0, region_views = 0, region_view_reads = 0;
+  int tensors = 0, tensor_values = 0;
 };
 
 constexpr plan_sizes sizes_of(const plan& p) {
@@ -22,6 +23,8 @@ constexpr plan_sizes sizes_of(const plan& p) {
       static_cast<int>(p.graph.outputs.size()), static_cast<int>(p.regions.size())};
   s.transients = static_cast<int>(p.transients.size());
   s.views = static_cast<int>(p.views.size());
+  s.tensors = static_cast<int>(p.graph.tensors.size());
+  for (const auto& t : p.graph.tensors) s.tensor_values += static_cast<int>(t.values.size());
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
     s.region_args += static_cast<int>(r.args.size());
@@ -48,6 +51,12 @@ struct frozen_region {
   int view_read_begin = 0, view_read_count = 0;
 };
 
+// A tensor constant as a range of the frozen plan's tensor_values.
+struct frozen_tensor {
+  std::int32_t arg = 0;
+  int begin = 0, count = 0;
+};
+
 template <plan_sizes S>
 struct frozen_plan {
   static constexpr plan_sizes sizes = S;
@@ -67,6 +76,8 @@ struct frozen_plan {
   std::array<std::int32_t, S.views> view_bases;
   std::array<std::int32_t, S.region_views> region_views;
   std::array<std::int32_t, S.region_view_reads> region_view_reads;
+  std::array<frozen_tensor, S.tensors> tensors;
+  std::array<scalar, S.tensor_values> tensor_values;
   std::int64_t static_transient_bytes = 0;
 
   constexpr int dispatch_count() const {
@@ -83,6 +94,10 @@ struct frozen_plan {
     p.graph.symbols.assign(symbols.begin(), symbols.end());
     p.graph.constraints.assign(constraints.begin(), constraints.end());
     p.graph.outputs.assign(outputs.begin(), outputs.end());
+    for (const frozen_tensor& t : tensors)
+      p.graph.tensors.push_back(
+          {t.arg, std::vector<scalar>(tensor_values.begin() + t.begin,
+                                      tensor_values.begin() + t.begin + t.count)});
     p.transients.assign(transients.begin(), transients.end());
     p.views.assign(views.begin(), views.end());
     p.view_bases.assign(view_bases.begin(), view_bases.end());
@@ -124,6 +139,11 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   copy(p.graph.outputs, f.outputs);
   copy(p.transients, f.transients);
   copy(p.views, f.views);
+  for (std::size_t t = 0, at = 0; t < p.graph.tensors.size(); ++t) {
+    const auto& values = p.graph.tensors[t].values;
+    f.tensors[t] = {p.graph.tensors[t].arg, static_cast<int>(at), static_cast<int>(values.size())};
+    for (const scalar& v : values) f.tensor_values[at++] = v;
+  }
   copy(p.view_bases, f.view_bases);
   f.static_transient_bytes = p.transient_bytes();
   int nodes = 0, args = 0, results = 0, reads = 0, writes = 0, views = 0, view_reads = 0;

@@ -42,6 +42,22 @@ class builder {
     return push(n);
   }
 
+  // A tensor constant of element type t and static extents `dims`, its values row-major (each of
+  // dtype t): an input whose data the graph carries (graph::tensors).
+  constexpr std::int32_t tensor_constant(dtype t, const shape& dims,
+                                         std::span<const scalar> values) {
+    if (!dims.is_static() || dims.element_count() != static_cast<std::int64_t>(values.size()))
+      fail(op::constant, errc::invalid_argument,
+           "a tensor constant of extents " + to_string(dims) + " takes " +
+               detail::to_text(dims.element_count()) + " values, got " +
+               detail::to_text(static_cast<std::int64_t>(values.size())));
+    std::int32_t id = input(t, dims);
+    g_.tensors.push_back({g_.nodes[id].arg, std::vector<scalar>(values.begin(), values.end())});
+    return id;
+  }
+  // Carries tensor constants over to a rebuilt graph (their inputs keep their numbers).
+  constexpr void keep_tensors(const std::vector<tensor_data>& tensors) { g_.tensors = tensors; }
+
   // A rank-0 constant of dtype v.type.
   constexpr std::int32_t constant(const scalar& v) {
     if (!is_valid(v.type))

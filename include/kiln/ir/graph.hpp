@@ -56,12 +56,21 @@ struct input_decl {
   friend constexpr bool operator==(const input_decl&, const input_decl&) = default;
 };
 
+// A tensor constant of the DSL (a kiln::table in the lambda): the input it is given as, and its
+// values in row-major order. The runtime supplies it as that input's data; it is never folded
+// into a kernel.
+struct tensor_data {
+  std::int32_t arg = 0;
+  std::vector<scalar> values;
+};
+
 struct graph {
   std::vector<input_decl> inputs;
   std::vector<node> nodes;  // operands always precede their users
   std::vector<symbol> symbols;
   std::vector<constraint> constraints;
   std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
+  std::vector<tensor_data> tensors;   // tensor constants, each an input (after the parameters)
 };
 
 // Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication

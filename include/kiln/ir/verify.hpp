@@ -174,6 +174,18 @@ constexpr std::vector<std::string> verify(const graph& g) {
         break;
     }
   }
+  for (const tensor_data& t : g.tensors) {
+    bool ok = t.arg >= 0 && t.arg < static_cast<std::int32_t>(g.inputs.size());
+    if (ok) {
+      const input_decl& d = g.inputs[t.arg];
+      ok = d.dims.is_static() &&
+           d.dims.element_count() == static_cast<std::int64_t>(t.values.size());
+      for (const scalar& v : t.values) ok = ok && v.type == d.type;
+    }
+    if (!ok)
+      problems.push_back("tensor constant of input " + detail::to_text(t.arg) +
+                         " does not match its declaration");
+  }
   for (std::size_t i = 0; i < g.outputs.size(); ++i)
     if (g.outputs[i] < 0 || g.outputs[i] >= n_nodes)
       problems.push_back("output " + detail::to_text(static_cast<std::int64_t>(i)) +

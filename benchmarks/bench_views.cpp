@@ -1,0 +1,89 @@
+// Index-map benchmarks: kiln reading a view in place (transpose(x) + y; a reversed, strided slice
+// times a scale) on the CPU beside Eigen's lazy transpose and a cache-blocked OpenMP loop, in the
+// same process. Ratios are anchor time / kiln time (above 1: kiln is faster).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <Eigen/Dense>
+
+#include <kiln/kiln.hpp>
+
+#include "timing.hpp"
+
+using namespace kiln;
+
+namespace {
+
+constexpr std::int64_t n = 4096;
+constexpr auto transpose_add =
+    fn<tensor<f32, n, n>, tensor<f32, n, n>>([](auto x, auto y) { return transpose<1, 0>(x) + y; });
+static_assert(transpose_add.plan.dispatch_count() == 1);
+static_assert(transpose_add.plan.transient_bytes() == 0);
+// Every other column, right to left, scaled: a slice with step -2.
+constexpr auto strided_scale =
+    fn<tensor<f32, n, n>>([](auto x) { return slice<1, -1, -n - 1, -2>(x) * 0.5f; });
+
+using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::vector<float> data(std::size_t count, float step) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = std::sin(step * float(i));
+  return v;
+}
+
+// out = x^T + y in 64 x 64 tiles, so a tile of x's columns stays in cache while it is read.
+void transpose_add_blocked(const float* x, const float* y, float* out) {
+  constexpr std::int64_t tile = 64;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bi = 0; bi < n; bi += tile)
+    for (std::int64_t bj = 0; bj < n; bj += tile)
+      for (std::int64_t i = bi; i < bi + tile; ++i)
+#pragma omp simd
+        for (std::int64_t j = bj; j < bj + tile; ++j) out[i * n + j] = x[j * n + i] + y[i * n + j];
+}
+
+void BM_transpose_add(benchmark::State& state) {
+  auto x = data(n * n, 0.37f), y = data(n * n, 0.11f);
+  std::vector<float> out(n * n);
+  auto cpu = device::cpu();
+  auto xv = view(x.data(), {n, n}), yv = view(y.data(), {n, n});
+  auto ov = view(out.data(), {n, n});
+  auto kiln_call = [&] { transpose_add.on(cpu)(xv, yv, into(ov)); };
+  int calls = 5;
+  measure_kiln(state, kiln_call, n * n * 12, calls);
+  Eigen::Map<const row_major> mx(x.data(), n, n), my(y.data(), n, n);
+  Eigen::Map<row_major> mo(out.data(), n, n);
+  ratio(
+      state, "x_vs_eigen", [&] { mo.noalias() = mx.transpose() + my; }, calls, kiln_call);
+  ratio(
+      state, "x_vs_omp_blocked", [&] { transpose_add_blocked(x.data(), y.data(), out.data()); },
+      calls, kiln_call);
+}
+
+void BM_strided_slice(benchmark::State& state) {
+  auto x = data(n * n, 0.37f);
+  std::vector<float> out(n * n / 2);
+  auto cpu = device::cpu();
+  auto xv = view(x.data(), {n, n});
+  auto ov = view(out.data(), {n, n / 2});
+  auto kiln_call = [&] { strided_scale.on(cpu)(xv, into(ov)); };
+  int calls = 5;
+  measure_kiln(state, kiln_call, n * n * 4, calls);
+  ratio(
+      state, "x_vs_omp_loop",
+      [&] {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < n; ++i)
+          for (std::int64_t j = 0; j < n / 2; ++j)
+            out[i * (n / 2) + j] = 0.5f * x[i * n + (n - 1 - 2 * j)];
+      },
+      calls, kiln_call);
+}
+
+}  // namespace
+
+BENCHMARK(BM_transpose_add)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_strided_slice)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();
