@@ -201,36 +201,27 @@ struct executable::state {
       : program("graph", traced, std::move(p)),
         inputs(std::move(in)),
         outputs(std::move(out)),
-        constants(std::move(consts)),
         cpu(cpu::tile_programs(program.plan())) {
     std::vector<bool> constant(program.plan().graph.inputs.size(), false);
-    for (const auto& c : constants) constant[c.arg] = true;
+    for (auto& c : consts) {
+      constant[c.arg] = true;
+      constant_args.push_back(c.arg);
+      constant_bytes.push_back(std::move(c.bytes));
+    }
     for (std::size_t a = 0; a < constant.size(); ++a)
       if (!constant[a]) parameters.push_back(static_cast<std::int32_t>(a));
   }
   runtime::program program;
   std::vector<std::string> inputs, outputs;
-  std::vector<graph::tensor_constant> constants;
+  std::vector<std::int32_t> constant_args;                // the plan's input of each constant
+  std::vector<std::vector<std::uint8_t>> constant_bytes;  // and its data
   std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
   std::vector<cpu::tile_program> cpu;
-  // The constants on each Vulkan device they were used on, uploaded at the first call there.
-  std::mutex uploads_mutex;
-  std::map<const void*, std::vector<buffer<std::uint8_t>>> uploads;
+  runtime::constant_uploads uploads;
 
   // Constant c as an argument on device d.
   runtime::buffer_ref constant_ref(const device& d, std::size_t c) {
-    const auto& decl = program.plan().graph.inputs[constants[c].arg];
-    if (d.type() == device::kind::cpu) return {constants[c].bytes.data(), decl.dims};
-    std::lock_guard lock(uploads_mutex);
-    auto& on_device = uploads[d.context()];
-    if (on_device.empty())
-      for (const auto& k : constants) {
-        // Device memory cannot be empty: a constant of no elements gets one unused byte.
-        std::vector<std::uint8_t> bytes(std::max<std::size_t>(k.bytes.size(), 1), 0);
-        if (!k.bytes.empty()) std::memcpy(bytes.data(), k.bytes.data(), k.bytes.size());
-        on_device.push_back(d.upload(bytes));
-      }
-    return {nullptr, decl.dims, false, on_device[c].memory()};
+    return uploads.ref(d, c, constant_bytes, program.plan().graph.inputs[constant_args[c]].dims);
   }
 };
 
@@ -317,8 +308,8 @@ KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor
                       runtime::declared_text(decl));
     args[parameters[a]] = given_args[a].ref;
   }
-  for (std::size_t c = 0; c < st().constants.size(); ++c)
-    args[st().constants[c].arg] = st().constant_ref(d, c);
+  for (std::size_t c = 0; c < st().constant_args.size(); ++c)
+    args[st().constant_args[c]] = st().constant_ref(d, c);
   for (std::size_t r = 0; r < given_results.size(); ++r) {
     dtype want = g.nodes[g.outputs[r]].type, got = given_results[r].type;
     auto what = [&] { return "result " + std::to_string(r + 1) + " ('" + st().outputs[r] + "')"; };

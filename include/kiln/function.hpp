@@ -2,16 +2,14 @@
 // plan is a constant expression and whose kernels are instantiated per device.
 #pragma once
 
-#include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <tuple>
 #include <vector>
 
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
+#include "kiln/runtime/constants.hpp"
 #include "kiln/runtime/cpu/run_plan.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/execute.hpp"
@@ -43,9 +41,9 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
   return sym;
 }
 
-// A function's tensor constants (kiln::table) as arguments on device d: on the CPU the host
-// bytes, converted once from the plan; on a Vulkan device buffers uploaded at the first call there
-// and kept (the tables are of arithmetic element types, so storage is a plain cast).
+// A function's tensor constants (kiln::table) as arguments on device d: their bytes, converted
+// once from the plan (tables have arithmetic element types, so storage is a plain cast), on the
+// CPU as they are, on Vulkan uploaded at the first call on each device and kept.
 template <const auto& Plan>
 void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) {
   if constexpr (Plan.sizes.tensors > 0) {
@@ -53,9 +51,7 @@ void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) 
       std::vector<std::vector<std::uint8_t>> all;
       for (const auto& t : Plan.tensors) {
         dtype type = Plan.inputs[t.arg].type;
-        // Device memory cannot be empty: a constant of no elements gets one unused byte.
-        std::vector<std::uint8_t> bytes(
-            std::max<std::size_t>(static_cast<std::size_t>(t.count) * size_in_bytes(type), 1));
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(t.count) * size_in_bytes(type));
         visit_dtype(type, [&]<dtype D>() {
           using S = storage_t<D>;
           if constexpr (std::is_arithmetic_v<S>)
@@ -69,20 +65,10 @@ void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) 
       }
       return all;
     }();
-    if (d.type() == device::kind::cpu) {
-      for (int k = 0; k < Plan.sizes.tensors; ++k)
-        args[Plan.tensors[k].arg] = {host[k].data(), Plan.inputs[Plan.tensors[k].arg].dims};
-      return;
-    }
-    static std::mutex mutex;
-    static std::map<const void*, std::vector<buffer<std::uint8_t>>> uploads;
-    std::lock_guard lock(mutex);
-    auto& on_device = uploads[d.context()];
-    if (on_device.empty())
-      for (const auto& bytes : host) on_device.push_back(d.upload(bytes));
+    static runtime::constant_uploads uploads;
     for (int k = 0; k < Plan.sizes.tensors; ++k)
-      args[Plan.tensors[k].arg] = {nullptr, Plan.inputs[Plan.tensors[k].arg].dims, false,
-                                   on_device[k].memory()};
+      args[Plan.tensors[k].arg] =
+          uploads.ref(d, static_cast<std::size_t>(k), host, Plan.inputs[Plan.tensors[k].arg].dims);
   }
 }
 

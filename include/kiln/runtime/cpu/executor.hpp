@@ -160,8 +160,6 @@ struct row_pointers {
              std::span<const std::int32_t> args, std::span<const std::int32_t> results,
              std::span<const std::int64_t> offsets) {
     const int inner = s.rank - 1;
-    inputs_.clear();
-    outputs_.clear();
     gathers_ = false;
     for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
       const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
@@ -169,17 +167,25 @@ struct row_pointers {
         std::int64_t stride = s.strides[k][inner];
         in[args[k]] = at;
         step[args[k]] = stride ? 1 : 0;
-        inputs_.push_back({args[k], ops[k].bytes, stride, at});
         gathers_ = gathers_ || (stride != 0 && stride != 1);
       } else {
-        set_out(results[k - args.size()], const_cast<unsigned char*>(at), ops[k].bytes);
+        out[results[k - args.size()]] = const_cast<unsigned char*>(at);
       }
+    }
+    if (!gathers_) return;  // the common case: nothing more to note (point runs once per row)
+    inputs_.clear();
+    outputs_.clear();
+    for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
+      bool input = k < args.size();
+      std::int32_t slot = input ? args[k] : results[k - args.size()];
+      const void* at = input ? in[slot] : out[slot];
+      (input ? inputs_ : outputs_).push_back({slot, ops[k].bytes, s.strides[k][inner], at});
     }
   }
   // Points output slot `slot` (elements of `bytes`) at p.
   void set_out(std::int32_t slot, void* p, int bytes) {
     out[slot] = p;
-    outputs_.push_back({slot, bytes, 1, p});
+    if (gathers_) outputs_.push_back({slot, bytes, 1, p});
   }
   void call(row_ref row, std::int64_t n) {
     if (gathers_)

@@ -1,0 +1,68 @@
+// Tensor constants as a call's arguments, for both doors (graph::constant, kiln::table): host
+// bytes on the CPU; on each Vulkan device, buffers uploaded at the first call there and kept.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/device.hpp"
+#include "kiln/runtime/signature.hpp"
+
+namespace kiln::runtime {
+
+class constant_uploads {
+ public:
+  KILN_RUNTIME_API constant_uploads();
+  KILN_RUNTIME_API ~constant_uploads();
+  constant_uploads(const constant_uploads&) = delete;
+  constant_uploads& operator=(const constant_uploads&) = delete;
+
+  // Constant k of `host` (each constant's bytes) with extents `dims`, as an argument on d.
+  KILN_RUNTIME_API buffer_ref ref(const device& d, std::size_t k,
+                                  std::span<const std::vector<std::uint8_t>> host,
+                                  const shape& dims);
+
+ private:
+  struct state;
+  std::unique_ptr<state> s_;
+};
+
+}  // namespace kiln::runtime
+
+#if KILN_RUNTIME_BODY
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace kiln::runtime {
+
+struct constant_uploads::state {
+  std::mutex mutex;
+  std::map<const void*, std::vector<buffer<std::uint8_t>>> on_device;  // by Vulkan context
+};
+
+KILN_RUNTIME_API constant_uploads::constant_uploads() : s_(std::make_unique<state>()) {}
+KILN_RUNTIME_API constant_uploads::~constant_uploads() = default;
+
+KILN_RUNTIME_API buffer_ref constant_uploads::ref(const device& d, std::size_t k,
+                                                  std::span<const std::vector<std::uint8_t>> host,
+                                                  const shape& dims) {
+  if (d.type() == device::kind::cpu) return {host[k].data(), dims};
+  std::lock_guard lock(s_->mutex);
+  auto& uploaded = s_->on_device[d.context()];
+  if (uploaded.empty())
+    for (const auto& bytes : host) {
+      // Device memory cannot be empty: a constant of no elements gets one unused byte.
+      std::vector<std::uint8_t> padded(std::max<std::size_t>(bytes.size(), 1), 0);
+      if (!bytes.empty()) std::memcpy(padded.data(), bytes.data(), bytes.size());
+      uploaded.push_back(d.upload(padded));
+    }
+  return {nullptr, dims, false, uploaded[k].memory()};
+}
+
+}  // namespace kiln::runtime
+#endif  // KILN_RUNTIME_BODY
