@@ -3,8 +3,10 @@
 #pragma once
 
 #include <array>
+#include <span>
 
 #include "kiln/compiler/plan.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 
 namespace kiln::compiler {
 
@@ -57,6 +59,22 @@ struct frozen_tensor {
   int begin = 0, count = 0;
 };
 
+// A frozen plan's arrays, whatever its sizes: what thaw reads.
+struct frozen_parts {
+  std::span<const ir::input_decl> inputs;
+  std::span<const ir::node> nodes;
+  std::span<const ir::symbol> symbols;
+  std::span<const ir::constraint> constraints;
+  std::span<const std::int32_t> outputs;
+  std::span<const frozen_region> regions;
+  std::span<const std::int32_t> region_nodes, region_args, region_results, transients, region_reads,
+      region_writes, views, view_bases, region_views, region_view_reads;
+  std::span<const frozen_tensor> tensors;
+  std::span<const scalar> tensor_values;
+};
+
+KILN_RUNTIME_API plan thaw(const frozen_parts& f);
+
 template <plan_sizes S>
 struct frozen_plan {
   static constexpr plan_sizes sizes = S;
@@ -86,43 +104,13 @@ struct frozen_plan {
   // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
   constexpr std::int64_t transient_bytes() const { return static_transient_bytes; }
 
-  // Back to the vector form (for printing, comparison, and anything written against `plan`).
-  constexpr plan thaw() const {
-    plan p;
-    p.graph.inputs.assign(inputs.begin(), inputs.end());
-    p.graph.nodes.assign(nodes.begin(), nodes.end());
-    p.graph.symbols.assign(symbols.begin(), symbols.end());
-    p.graph.constraints.assign(constraints.begin(), constraints.end());
-    p.graph.outputs.assign(outputs.begin(), outputs.end());
-    for (const frozen_tensor& t : tensors)
-      p.graph.tensors.push_back(
-          {t.arg, std::vector<scalar>(tensor_values.begin() + t.begin,
-                                      tensor_values.begin() + t.begin + t.count)});
-    p.transients.assign(transients.begin(), transients.end());
-    p.views.assign(views.begin(), views.end());
-    p.view_bases.assign(view_bases.begin(), view_bases.end());
-    for (const frozen_region& f : regions) {
-      region r;
-      r.space = f.space;
-      r.nodes.assign(region_nodes.begin() + f.node_begin,
-                     region_nodes.begin() + f.node_begin + f.node_count);
-      r.args.assign(region_args.begin() + f.arg_begin,
-                    region_args.begin() + f.arg_begin + f.arg_count);
-      r.results.assign(region_results.begin() + f.result_begin,
-                       region_results.begin() + f.result_begin + f.result_count);
-      r.root = f.root;
-      r.group = f.group;
-      r.reads.assign(region_reads.begin() + f.read_begin,
-                     region_reads.begin() + f.read_begin + f.read_count);
-      r.writes.assign(region_writes.begin() + f.write_begin,
-                      region_writes.begin() + f.write_begin + f.write_count);
-      r.views.assign(region_views.begin() + f.view_begin,
-                     region_views.begin() + f.view_begin + f.view_count);
-      r.view_reads.assign(region_view_reads.begin() + f.view_read_begin,
-                          region_view_reads.begin() + f.view_read_begin + f.view_read_count);
-      p.regions.push_back(r);
-    }
-    return p;
+  // Back to the vector form (for printing, comparison, and anything written against `plan`);
+  // compiled once behind the runtime boundary, not once per function.
+  plan thaw() const {
+    return compiler::thaw(frozen_parts{inputs, nodes, symbols, constraints, outputs, regions,
+                                       region_nodes, region_args, region_results, transients,
+                                       region_reads, region_writes, views, view_bases, region_views,
+                                       region_view_reads, tensors, tensor_values});
   }
 };
 
@@ -176,5 +164,41 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   }
   return f;
 }
+
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API plan thaw(const frozen_parts& f) {
+  plan p;
+  p.graph.inputs.assign(f.inputs.begin(), f.inputs.end());
+  p.graph.nodes.assign(f.nodes.begin(), f.nodes.end());
+  p.graph.symbols.assign(f.symbols.begin(), f.symbols.end());
+  p.graph.constraints.assign(f.constraints.begin(), f.constraints.end());
+  p.graph.outputs.assign(f.outputs.begin(), f.outputs.end());
+  for (const frozen_tensor& t : f.tensors)
+    p.graph.tensors.push_back(
+        {t.arg, std::vector<scalar>(f.tensor_values.begin() + t.begin,
+                                    f.tensor_values.begin() + t.begin + t.count)});
+  p.transients.assign(f.transients.begin(), f.transients.end());
+  p.views.assign(f.views.begin(), f.views.end());
+  p.view_bases.assign(f.view_bases.begin(), f.view_bases.end());
+  auto range = [](std::span<const std::int32_t> all, int begin, int count) {
+    return std::vector<std::int32_t>(all.begin() + begin, all.begin() + begin + count);
+  };
+  for (const frozen_region& fr : f.regions) {
+    region r;
+    r.space = fr.space;
+    r.nodes = range(f.region_nodes, fr.node_begin, fr.node_count);
+    r.args = range(f.region_args, fr.arg_begin, fr.arg_count);
+    r.results = range(f.region_results, fr.result_begin, fr.result_count);
+    r.root = fr.root;
+    r.group = fr.group;
+    r.reads = range(f.region_reads, fr.read_begin, fr.read_count);
+    r.writes = range(f.region_writes, fr.write_begin, fr.write_count);
+    r.views = range(f.region_views, fr.view_begin, fr.view_count);
+    r.view_reads = range(f.region_view_reads, fr.view_read_begin, fr.view_read_count);
+    p.regions.push_back(std::move(r));
+  }
+  return p;
+}
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::compiler
