@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace kiln::detail {
@@ -16,6 +17,13 @@ constexpr std::string to_text(std::int64_t v) {
     u /= 10;
   }
   return negative ? "-" + digits : digits;
+}
+
+// "[2, -1, 0]": a list of sizes as given (reshape's, split's).
+constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) t += (i ? ", " : "") + to_text(sizes[i]);
+  return t + "]";
 }
 
 }  // namespace kiln::detail

@@ -279,15 +279,16 @@ class graph {
     for (std::int64_t size : part_sizes) {
       if (size < 0 || at + size > n)
         throw error(errc::shape_mismatch, "split",
-                    "the sizes " + sizes_text(part_sizes) + " do not fit axis " +
+                    "the sizes " + detail::sizes_text(part_sizes) + " do not fit axis " +
                         std::to_string(a) + " of size " + std::to_string(n));
       parts.push_back(slice(x, {at}, {at + size}, {a}));
       at += size;
     }
     if (at != n)
       throw error(errc::shape_mismatch, "split",
-                  "the sizes " + sizes_text(part_sizes) + " add up to " + std::to_string(at) +
-                      ", not the size " + std::to_string(n) + " of axis " + std::to_string(a));
+                  "the sizes " + detail::sizes_text(part_sizes) + " add up to " +
+                      std::to_string(at) + ", not the size " + std::to_string(n) + " of axis " +
+                      std::to_string(a));
     return parts;
   }
   std::vector<value> split(value x, size_list part_sizes, std::int64_t axis = 0) {
@@ -505,11 +506,6 @@ class graph {
 
   value wrap(std::int32_t id) const { return {id, id_}; }
   static sizes list(size_list l) { return {l.begin(), l.size()}; }
-  static std::string sizes_text(sizes s) {
-    std::string t = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  }
   // C, H and W of an image x [N, C, H, W] for a block rearrangement (static, divisible).
   std::array<std::int64_t, 3> image_sizes(value x, const char* op, std::int64_t block,
                                           bool from_depth) const {

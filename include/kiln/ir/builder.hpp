@@ -286,13 +286,14 @@ class builder {
     if (inferred >= 0) {
       if (want == 0 || have % want != 0)
         fail(op::reshape, errc::shape_mismatch,
-             "cannot infer the -1 of " + sizes_text(sizes) + " from operand " + to_string(x.dims));
+             "cannot infer the -1 of " + detail::sizes_text(sizes) + " from operand " +
+                 to_string(x.dims));
       d.dims[inferred] = have / want;
       want = have;
     }
     if (have != want)
       fail(op::reshape, errc::shape_mismatch,
-           "operand " + to_string(x.dims) + " cannot be reshaped to " + sizes_text(sizes) +
+           "operand " + to_string(x.dims) + " cannot be reshaped to " + detail::sizes_text(sizes) +
                " (different element counts)");
     return view(op::reshape, a, {}, d);
   }
@@ -428,12 +429,6 @@ class builder {
     n.attrs = m;
     n.operands = {a, -1, -1};
     return append(n);
-  }
-
-  static constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
-    std::string t = "[";
-    for (std::size_t i = 0; i < sizes.size(); ++i) t += (i ? ", " : "") + detail::to_text(sizes[i]);
-    return t + "]";
   }
 
   static constexpr void expect_arity(op o, int n) {
