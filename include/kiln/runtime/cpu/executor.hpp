@@ -49,20 +49,6 @@ struct operand_layout {
   std::array<std::int64_t, max_rank> stride{};
 };
 
-// Strides of a row-major tensor of extents `actual` read over iteration space `space` (numpy
-// broadcasting: right-aligned, size-1 dimensions repeat).
-inline operand_layout layout_over(const void* data, int bytes, const shape& actual,
-                                  const shape& space) {
-  operand_layout l{static_cast<const unsigned char*>(data), bytes, {}};
-  std::int64_t s = 1;
-  for (int i = actual.rank - 1; i >= 0; --i) {
-    int si = space.rank - actual.rank + i;
-    if (si >= 0) l.stride[si] = actual.dims[i] == 1 ? 0 : s;
-    s *= actual.dims[i];
-  }
-  return l;
-}
-
 // A view's layout (compiler::view_layout) over iteration space `space`, broadcast as numpy does;
 // data: its base's first element.
 inline operand_layout layout_over(const void* data, int bytes, const compiler::strided_layout& v,
@@ -73,6 +59,11 @@ inline operand_layout layout_over(const void* data, int bytes, const compiler::s
     if (si >= 0) l.stride[si] = v.dims.dims[i] == 1 ? 0 : v.strides[i];
   }
   return l;
+}
+// A row-major tensor of extents `actual` read over iteration space `space`.
+inline operand_layout layout_over(const void* data, int bytes, const shape& actual,
+                                  const shape& space) {
+  return layout_over(data, bytes, compiler::row_major(actual), space);
 }
 
 // An iteration space with size-1 dims dropped and neighbours merged where every operand walks them
