@@ -299,6 +299,13 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   std::vector<std::int32_t> producer(n_nodes, -1);
   for (std::size_t k = 0; k < regions.size(); ++k)
     if (own[k] >= 0) producer[own[k]] = static_cast<std::int32_t>(k);
+  // Each region's materialized values, loaded directly or through views (found once, not per
+  // candidate placement).
+  std::vector<std::vector<std::int32_t>> loaded_by(regions.size());
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    loaded_by[k] = loads_of(regions[k], own[k]);
+    for (auto v : view_loads_of(regions[k], own[k])) loaded_by[k].push_back(v);
+  }
   std::vector<int> position(regions.size(), -1);
   std::vector<region> ordered;
   std::vector<std::int32_t> ordered_own;
@@ -308,9 +315,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (position[k] >= 0) continue;
       int key = -1;
       bool ready = true;
-      auto loaded_values = loads_of(regions[k], own[k]);
-      for (auto v : view_loads_of(regions[k], own[k])) loaded_values.push_back(v);
-      for (auto loaded : loaded_values) {
+      for (auto loaded : loaded_by[k]) {
         int at = position[producer[loaded]];
         ready = ready && at >= 0;
         key = std::max(key, at);
