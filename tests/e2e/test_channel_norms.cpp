@@ -129,14 +129,7 @@ TEST(ChannelNorms, ParametersOfTheWrongShapeNameTheOp) {
   auto x = g.input("x", dtype::f32, {2, 6, 5});
   auto c6 = g.input("c6", dtype::f32, {6});
   auto c4 = g.input("c4", dtype::f32, {4});
-  auto message = [](auto fn) {
-    try {
-      fn();
-    } catch (const kiln::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto fn) { return ref::error_message(fn); };
   EXPECT_THAT(message([&] { g.batch_norm(x, c6, c6, c4, c6); }),
               testing::HasSubstr("batch_norm: mean has dims [4], expected [6]"));
   EXPECT_THAT(message([&] { g.group_norm(x, c6, c6, 4); }),

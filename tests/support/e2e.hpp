@@ -109,4 +109,15 @@ inline constexpr tolerance cancelling{2e-6, 1e-6};
 // Ten chained approximations: each step's ulp is amplified by the next step's slope (up to 1.5).
 inline constexpr tolerance chained{1e-5, 1e-5};
 
+// What fn() throws as a kiln::error's text, or "no error".
+template <class Fn>
+std::string error_message(Fn fn) {
+  try {
+    fn();
+  } catch (const kiln::error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace ref
