@@ -71,7 +71,8 @@ inline std::string print(const graph& g) {
     }
     if (n.kind == op::transpose) {
       out += " perm [";
-      for (int a = 0; a < n.dims.rank; ++a) out += (a ? ", " : "") + std::to_string(n.attrs.perm[a]);
+      for (int a = 0; a < n.dims.rank; ++a)
+        out += (a ? ", " : "") + std::to_string(n.attrs.perm[a]);
       out += "]";
     }
     if (n.kind == op::slice) {

@@ -34,7 +34,8 @@ struct region_kernel {
     for (int k = 0; k < reg.read_count; ++k)
       s[reg.arg_count + k] = Plan.sizes.inputs + Plan.region_reads[reg.read_begin + k];
     for (int k = 0; k < reg.view_count; ++k)
-      s[reg.arg_count + reg.read_count + k] = first_view_slot + Plan.region_views[reg.view_begin + k];
+      s[reg.arg_count + reg.read_count + k] =
+          first_view_slot + Plan.region_views[reg.view_begin + k];
     return s;
   }();
   // (output slot, node stored there)

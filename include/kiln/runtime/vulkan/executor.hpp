@@ -203,7 +203,8 @@ class call_bindings {
     return {arena_.buffer(), arena_.offset + at, static_cast<VkDeviceSize>(arena.bytes) - at};
   }
   // Input slot s of a region (a parameter, a transient, or a view: its base's), and output slot s.
-  VkDescriptorBufferInfo input(int s, const compiler::plan& p, const compiler::arena_layout& arena) {
+  VkDescriptorBufferInfo input(int s, const compiler::plan& p,
+                               const compiler::arena_layout& arena) {
     int n = static_cast<int>(args_.size());
     int views = n + static_cast<int>(p.transients.size());
     if (s >= views) s = p.view_bases[s - views];

@@ -117,8 +117,7 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     std::vector<std::uint32_t> stride(space.rank, 0);
     for (int i = 0; i < l.dims.rank; ++i) {
       int si = space.rank - l.dims.rank + i;
-      if (si >= 0)
-        stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(l.strides[i]);
+      if (si >= 0) stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(l.strides[i]);
     }
     for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
     c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
