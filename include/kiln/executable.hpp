@@ -145,6 +145,9 @@ inline executable compile(const graph& g, compiler::options opt = {}) {
   // position in a call (and in every message about it).
   ir::graph ir = g.ir();
   auto constants = g.constants();
+  for (const ir::tensor_data& t : ir.tensors)  // the builder's own (pad's and concat's positions)
+    constants.push_back({t.arg, runtime::tensor_bytes(ir.inputs[t.arg].type, t.values)});
+  ir.tensors.clear();
   std::vector<std::int32_t> moved_to(ir.inputs.size(), -1);
   std::int32_t next = 0;
   for (int pass = 0; pass < 2; ++pass)

@@ -42,27 +42,17 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
 }
 
 // A function's tensor constants (kiln::table) as arguments on device d: their bytes, converted
-// once from the plan (tables have arithmetic element types, so storage is a plain cast), on the
-// CPU as they are, on Vulkan uploaded at the first call on each device and kept.
+// once from the plan (runtime::tensor_bytes), on the CPU as they are, on Vulkan uploaded at the
+// first call on each device and kept.
 template <const auto& Plan>
 void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) {
   if constexpr (Plan.sizes.tensors > 0) {
     static const std::vector<std::vector<std::uint8_t>> host = [] {
       std::vector<std::vector<std::uint8_t>> all;
-      for (const auto& t : Plan.tensors) {
-        dtype type = Plan.inputs[t.arg].type;
-        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(t.count) * size_in_bytes(type));
-        visit_dtype(type, [&]<dtype D>() {
-          using S = storage_t<D>;
-          if constexpr (std::is_arithmetic_v<S>)
-            for (int k = 0; k < t.count; ++k) {
-              const scalar& v = Plan.tensor_values[t.begin + k];
-              S x = is_floating(D) ? static_cast<S>(v.f) : static_cast<S>(v.i);
-              std::memcpy(bytes.data() + k * sizeof(S), &x, sizeof(S));
-            }
-        });
-        all.push_back(std::move(bytes));
-      }
+      for (const auto& t : Plan.tensors)
+        all.push_back(runtime::tensor_bytes(
+            Plan.inputs[t.arg].type,
+            std::span<const scalar>(Plan.tensor_values.data() + t.begin, t.count)));
       return all;
     }();
     static runtime::constant_uploads uploads;

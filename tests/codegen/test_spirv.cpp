@@ -214,7 +214,7 @@ TEST(SpirvEmitter, MetadataBeyondThePushConstantsGoesToABuffer) {
   auto p = compiler::compile(b.get());
   std::vector<operand_kind> kinds(p.regions[0].args.size(), operand_kind::strided);
   auto k = spirv::emit_region(p, p.regions[0], kinds, full_target());
-  EXPECT_EQ(k.metadata, spirv::metadata_words(4, 7));
+  EXPECT_EQ(k.metadata, spirv::metadata_words(4, 7, 0));
   EXPECT_GT(k.metadata * 4, 128u);
   EXPECT_TRUE(k.metadata_in_buffer);
   EXPECT_EQ(k.bindings, 7u + 1u + 1u);

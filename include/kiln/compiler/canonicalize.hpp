@@ -139,7 +139,12 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
                             old.attrs.select_last);
         break;
       case ir::op_class::view:
-        id = rebuild_view(b, old, ops[0]);
+        if (old.kind == ir::op::gather)
+          id = b.gather(ops[0], ops[1], old.attrs.axis);
+        else if (old.kind == ir::op::gather_elements)
+          id = b.gather_elements(ops[0], ops[1], old.attrs.axis);
+        else
+          id = rebuild_view(b, old, ops[0]);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);

@@ -27,13 +27,16 @@ struct region {
   std::vector<std::int32_t> writes;      // transients it stores
   std::vector<std::int32_t> views;       // views it loads (indices into plan::views): a value read
                                          // through an index map, in place
-  std::vector<std::int32_t> view_reads;  // transients it reads through views (they order the
-                                         // regions and keep the transient alive)
+  std::vector<std::int32_t> view_reads;  // transients it reads through views, as bases or
+                                         // indices (they order the regions and keep the
+                                         // transient alive)
+  std::vector<std::int32_t> indices;     // input slots (plan.hpp) of the index tensors its
+                                         // views' gathers read whole
   std::int32_t group = 0;                // its dispatch: consecutive regions of one row group
                                          // (form_row_groups) share it
   constexpr int binding_count() const {
     return static_cast<int>(args.size() + results.size() + reads.size() + writes.size() +
-                            views.size());
+                            views.size() + indices.size());
   }
 };
 
@@ -48,6 +51,7 @@ constexpr bool is_view(const ir::graph& g, std::int32_t id) {
 // A view that numpy broadcasting of its operand to its dims already gives: computed as the
 // operand's value, per element of the region's space.
 constexpr bool computed_view(const ir::graph& g, const ir::node& n) {
+  if (ir::is_gather(n.kind)) return false;
   const shape& x = g.nodes[n.operands[0]].dims;
   if (n.kind == ir::op::expand || x.rank == 0) return true;
   if (n.kind != ir::op::reshape) return false;
@@ -187,23 +191,70 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       std::int32_t o = g.nodes[i].operands[k];
       if (row_value[o] && !(g.nodes[o].dims == g.nodes[i].dims)) materialized[o] = true;
     }
+  // Indices are read whole, by position: a parameter's or a materialized value's.
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    if (ir::is_gather(g.nodes[i].kind) && g.nodes[g.nodes[i].operands[1]].kind != ir::op::input)
+      materialized[g.nodes[i].operands[1]] = true;
   std::vector<bool> load_view(n_nodes, false);
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    load_view[i] = is_view(g, static_cast<std::int32_t>(i)) && !computed_view(g, g.nodes[i]);
+  // Each load view's chain of views down to its base, materializing what a chain cannot map:
+  // a computed value, a view under a reshape, and a gather along an axis that an index tensor
+  // lower in the chain already selects (positions of positions). Until nothing changes: a value
+  // materialized for one chain shortens others.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < n_nodes; ++i) {
+      if (!load_view[i]) continue;
+      std::vector<std::int32_t> chain{static_cast<std::int32_t>(i)};
+      for (std::int32_t o = g.nodes[i].operands[0];
+           g.nodes[o].kind != ir::op::input && !materialized[o]; o = g.nodes[o].operands[0]) {
+        if (!is_view(g, o) ||
+            (g.nodes[chain.back()].kind == ir::op::reshape && g.nodes[o].kind != ir::op::reshape)) {
+          materialized[o] = changed = true;
+          break;
+        }
+        chain.push_back(o);
+      }
+      std::uint32_t selected = 0;  // the axes an index tensor selects along, bottom up
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        const ir::node& n = g.nodes[*it];
+        const int from_rank = g.nodes[n.operands[0]].dims.rank;
+        std::uint32_t next = 0;
+        if (ir::is_gather(n.kind) && ((selected >> n.attrs.axis) & 1u)) {
+          materialized[n.operands[0]] = changed = true;
+          break;
+        }
+        for (int a = 0; a < n.dims.rank; ++a) {
+          int from = a;  // the operand axis result axis a reads, or -1 (an index axis)
+          if (n.kind == ir::op::transpose) from = n.attrs.perm[a];
+          if (n.kind == ir::op::expand) from = a - (n.dims.rank - from_rank);
+          if (n.kind == ir::op::gather) {
+            const int q = g.nodes[n.operands[1]].dims.rank;
+            from = a < n.attrs.axis ? a : a < n.attrs.axis + q ? -1 : a - q + 1;
+          }
+          bool index_axis = n.kind == ir::op::gather_elements ||
+                            (n.kind == ir::op::gather && from < 0);
+          if (index_axis || (from >= 0 && ((selected >> from) & 1u))) next |= 1u << a;
+        }
+        selected = next;
+      }
+    }
+  }
   std::vector<std::int32_t> view_base(n_nodes, -1);
   for (std::size_t i = 0; i < n_nodes; ++i) {
-    if (!is_view(g, static_cast<std::int32_t>(i)) || computed_view(g, g.nodes[i])) continue;
-    load_view[i] = true;
-    std::int32_t v = static_cast<std::int32_t>(i), o = g.nodes[i].operands[0];
-    while (g.nodes[o].kind != ir::op::input && !materialized[o]) {
-      if (!is_view(g, o) ||
-          (g.nodes[v].kind == ir::op::reshape && g.nodes[o].kind != ir::op::reshape)) {
-        materialized[o] = true;
-        break;
-      }
-      v = o;
-      o = g.nodes[o].operands[0];
-    }
+    if (!load_view[i]) continue;
+    std::int32_t o = g.nodes[i].operands[0];
+    while (g.nodes[o].kind != ir::op::input && !materialized[o]) o = g.nodes[o].operands[0];
     view_base[i] = o;
   }
+  // The index tensors a load view's chain reads (parameters or materialized values).
+  auto indices_of = [&](std::int32_t v) {
+    std::vector<std::int32_t> idx;
+    for (std::int32_t id = v; id != view_base[v]; id = g.nodes[id].operands[0])
+      if (ir::is_gather(g.nodes[id].kind)) idx.push_back(g.nodes[id].operands[1]);
+    return idx;
+  };
   // The nodes a region evaluates to produce `wanted`: everything they read, stopping at
   // materialized values other than the one the region produces (`own`; those are loaded) and at
   // views it loads.
@@ -239,8 +290,11 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   };
   auto view_loads_of = [&](const region& r, std::int32_t produced) {
     std::vector<std::int32_t> loaded;
-    for (auto id : views_of(r, produced))
+    for (auto id : views_of(r, produced)) {
       if (materialized[view_base[id]]) loaded.push_back(view_base[id]);
+      for (auto i : indices_of(id))
+        if (materialized[i]) loaded.push_back(i);
+    }
     return loaded;
   };
   auto results_of = [&](std::int32_t id) {
@@ -281,8 +335,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
       closure(trial, wanted(trial), -1);
-      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial, -1).size() +
-                      views_of(trial, -1).size();
+      auto bindings = trial.args.size() + trial.results.size() + loads_of(trial, -1).size();
+      for (auto v : views_of(trial, -1)) bindings += 1 + indices_of(v).size();
       if (static_cast<int>(bindings) > opt.max_bindings) target = nullptr;  // start another
     }
     if (!target) {
@@ -351,6 +405,14 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       auto at = std::find(views.begin(), views.end(), v);
       regions[k].views.push_back(static_cast<std::int32_t>(at - views.begin()));
       if (at == views.end()) views.push_back(v);
+      for (auto i : indices_of(v)) {
+        const ir::node& n = g.nodes[i];
+        std::int32_t slot = n.kind == ir::op::input
+                                ? n.arg
+                                : static_cast<std::int32_t>(g.inputs.size()) + transient_index(i);
+        auto& idx = regions[k].indices;
+        if (std::find(idx.begin(), idx.end(), slot) == idx.end()) idx.push_back(slot);
+      }
     }
   }
   for (std::size_t k = 0; k < regions.size(); ++k)

@@ -14,7 +14,7 @@ struct plan_sizes {
   int inputs = 0, nodes = 0, symbols = 0, constraints = 0, outputs = 0;
   int regions = 0, region_nodes = 0, region_args = 0, region_results = 0;
   int transients = 0, region_reads = 0, region_writes = 0;
-  int views = 0, region_views = 0, region_view_reads = 0;
+  int views = 0, region_views = 0, region_view_reads = 0, region_indices = 0;
   int tensors = 0, tensor_values = 0;
 };
 
@@ -35,6 +35,7 @@ constexpr plan_sizes sizes_of(const plan& p) {
     s.region_writes += static_cast<int>(r.writes.size());
     s.region_views += static_cast<int>(r.views.size());
     s.region_view_reads += static_cast<int>(r.view_reads.size());
+    s.region_indices += static_cast<int>(r.indices.size());
   }
   return s;
 }
@@ -51,6 +52,7 @@ struct frozen_region {
   std::int32_t group = 0;
   int view_begin = 0, view_count = 0;
   int view_read_begin = 0, view_read_count = 0;
+  int index_begin = 0, index_count = 0;
 };
 
 // A tensor constant as a range of the frozen plan's tensor_values.
@@ -68,7 +70,7 @@ struct frozen_parts {
   std::span<const std::int32_t> outputs;
   std::span<const frozen_region> regions;
   std::span<const std::int32_t> region_nodes, region_args, region_results, transients, region_reads,
-      region_writes, views, view_bases, region_views, region_view_reads;
+      region_writes, views, view_bases, region_views, region_view_reads, region_indices;
   std::span<const frozen_tensor> tensors;
   std::span<const scalar> tensor_values;
 };
@@ -94,6 +96,7 @@ struct frozen_plan {
   std::array<std::int32_t, S.views> view_bases;
   std::array<std::int32_t, S.region_views> region_views;
   std::array<std::int32_t, S.region_view_reads> region_view_reads;
+  std::array<std::int32_t, S.region_indices> region_indices;
   std::array<frozen_tensor, S.tensors> tensors;
   std::array<scalar, S.tensor_values> tensor_values;
   std::int64_t static_transient_bytes = 0;
@@ -110,7 +113,8 @@ struct frozen_plan {
     return compiler::thaw(frozen_parts{inputs, nodes, symbols, constraints, outputs, regions,
                                        region_nodes, region_args, region_results, transients,
                                        region_reads, region_writes, views, view_bases, region_views,
-                                       region_view_reads, tensors, tensor_values});
+                                       region_view_reads, region_indices, tensors,
+                                       tensor_values});
   }
 };
 
@@ -134,7 +138,8 @@ constexpr frozen_plan<S> freeze(const plan& p) {
   }
   copy(p.view_bases, f.view_bases);
   f.static_transient_bytes = p.transient_bytes();
-  int nodes = 0, args = 0, results = 0, reads = 0, writes = 0, views = 0, view_reads = 0;
+  int nodes = 0, args = 0, results = 0, reads = 0, writes = 0, views = 0, view_reads = 0,
+      indices = 0;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const region& r = p.regions[i];
     f.regions[i] = {r.space,
@@ -153,7 +158,9 @@ constexpr frozen_plan<S> freeze(const plan& p) {
                     views,
                     static_cast<int>(r.views.size()),
                     view_reads,
-                    static_cast<int>(r.view_reads.size())};
+                    static_cast<int>(r.view_reads.size()),
+                    indices,
+                    static_cast<int>(r.indices.size())};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;
@@ -161,6 +168,7 @@ constexpr frozen_plan<S> freeze(const plan& p) {
     for (auto v : r.writes) f.region_writes[writes++] = v;
     for (auto v : r.views) f.region_views[views++] = v;
     for (auto v : r.view_reads) f.region_view_reads[view_reads++] = v;
+    for (auto v : r.indices) f.region_indices[indices++] = v;
   }
   return f;
 }
@@ -195,6 +203,7 @@ KILN_RUNTIME_API plan thaw(const frozen_parts& f) {
     r.writes = range(f.region_writes, fr.write_begin, fr.write_count);
     r.views = range(f.region_views, fr.view_begin, fr.view_count);
     r.view_reads = range(f.region_view_reads, fr.view_read_begin, fr.view_read_count);
+    r.indices = range(f.region_indices, fr.index_begin, fr.index_count);
     p.regions.push_back(std::move(r));
   }
   return p;

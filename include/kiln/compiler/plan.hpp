@@ -105,7 +105,8 @@ constexpr int view_slot(const plan& p, std::int32_t v) {
 constexpr int output_slot_count(const plan& p) {
   return static_cast<int>(p.graph.outputs.size() + p.transients.size());
 }
-// The input slots region r reads, and the output slots it writes.
+// The input slots region r reads, and the output slots it writes. (The index tensors its views
+// read, region::indices, are input slots too, bound after these.)
 constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
   std::vector<std::int32_t> s(r.args.begin(), r.args.end());
   for (auto t : r.reads) s.push_back(static_cast<std::int32_t>(p.graph.inputs.size()) + t);
@@ -129,14 +130,19 @@ constexpr int load_slot(const plan& p, const region& r, std::int32_t id) {
   return -1;
 }
 
+// The input slot of node `id` when it is a parameter or a transient, else -1.
+constexpr std::int32_t value_slot(const ir::graph& g, const std::vector<std::int32_t>& transients,
+                                  std::int32_t id) {
+  if (g.nodes[id].kind == ir::op::input) return g.nodes[id].arg;
+  for (std::size_t t = 0; t < transients.size(); ++t)
+    if (transients[t] == id) return static_cast<std::int32_t>(g.inputs.size() + t);
+  return -1;
+}
 // The input slot of the value view node `id` maps: the first parameter or transient below it.
 constexpr std::int32_t base_slot(const ir::graph& g, const std::vector<std::int32_t>& transients,
                                  std::int32_t id) {
-  for (std::int32_t o = g.nodes[id].operands[0];; o = g.nodes[o].operands[0]) {
-    if (g.nodes[o].kind == ir::op::input) return g.nodes[o].arg;
-    for (std::size_t t = 0; t < transients.size(); ++t)
-      if (transients[t] == o) return static_cast<std::int32_t>(g.inputs.size() + t);
-  }
+  for (std::int32_t o = g.nodes[id].operands[0];; o = g.nodes[o].operands[0])
+    if (auto s = value_slot(g, transients, o); s >= 0) return s;
 }
 // What region r stores, as (output slot, node): its results and transients; a reduction's region
 // stores its root's operand to its first output slot, for the reduction driver to reduce.
@@ -162,6 +168,12 @@ constexpr plan compile(const ir::graph& g, options opt = {}) {
   return p;
 }
 
+// An input slot as the printed plan names it: argN or tN.
+inline std::string slot_text(const plan& p, std::int32_t slot) {
+  const auto n_inputs = static_cast<std::int32_t>(p.graph.inputs.size());
+  return slot < n_inputs ? "arg" + std::to_string(slot) : "t" + std::to_string(slot - n_inputs);
+}
+
 // The region part of the textual form (the graph part is ir::print).
 inline std::string print_regions(const plan& p) {
   std::string out;
@@ -176,6 +188,7 @@ inline std::string print_regions(const plan& p) {
     for (auto a : reg.args) out += " arg" + std::to_string(a);
     for (auto t : reg.reads) out += " t" + std::to_string(t);
     for (auto v : reg.views) out += " view %" + std::to_string(p.views[v]);
+    for (auto i : reg.indices) out += " indices " + slot_text(p, i);
     out += "; writes";
     for (auto res : reg.results) out += " result" + std::to_string(res);
     for (auto t : reg.writes) out += " t" + std::to_string(t);

@@ -1,6 +1,7 @@
 // Where a view's elements lie in its base's buffer at a call: an offset and strides (in
-// elements), composed down the chain of views from the base's row-major layout. Both back ends
-// read a view in place through it.
+// elements), composed down the chain of views from the base's row-major layout, plus one index
+// term per gather in the chain (a position read from an index tensor). Both back ends read a
+// view in place through it.
 #pragma once
 
 #include <array>
@@ -10,14 +11,32 @@
 
 namespace kiln::compiler {
 
+// A gather's part of an element's place: data_stride times a position read from the index
+// tensor in input slot `slot` (element type `type`), at offset + sum of coordinate x strides.
+// A negative position counts from the end of the axis (extent positions); one outside the axis
+// is clamped to it.
+struct index_term {
+  std::int32_t slot = 0;
+  dtype type = dtype::i64;
+  std::int64_t extent = 0, data_stride = 0, offset = 0;
+  std::array<std::int64_t, max_rank> strides{};
+};
+
+// The position an index term reads from value v: in [0, extent).
+constexpr std::int64_t clamp_position(std::int64_t v, std::int64_t extent) {
+  if (v < 0) v += extent;
+  return v < 0 ? 0 : v >= extent ? extent - 1 : v;
+}
+
 struct strided_layout {
   shape dims;
   std::int64_t offset = 0;
   std::array<std::int64_t, max_rank> strides{};
+  std::vector<index_term> terms;
 };
 
 constexpr strided_layout row_major(const shape& dims) {
-  strided_layout l{dims, 0, {}};
+  strided_layout l{dims, 0, {}, {}};
   std::int64_t s = 1;
   for (int i = dims.rank - 1; i >= 0; --i) {
     l.strides[i] = s;
@@ -26,28 +45,66 @@ constexpr strided_layout row_major(const shape& dims) {
   return l;
 }
 
-// View node n applied to layout l (its operand's); sym: the call's resolved symbols.
-constexpr strided_layout apply_view(const ir::node& n, const strided_layout& l,
-                                    const std::int64_t* sym) {
+// View node n of graph g applied to layout l (its operand's); sym: the call's resolved symbols;
+// index_slot: a gather's indices' input slot.
+constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const strided_layout& l,
+                                    const std::int64_t* sym, std::int32_t index_slot = -1) {
   shape d = n.dims;
   for (int i = 0; i < d.rank; ++i) d.dims[i] = size_at(d.dims[i], sym);
-  strided_layout r{d, l.offset, {}};
+  strided_layout r{d, l.offset, {}, l.terms};
+  // Result axis i reads operand axis from(i) (-1: none); every stride vector moves with it.
+  auto remap = [&](auto from) {
+    for (int i = 0; i < d.rank; ++i) {
+      int j = from(i);
+      r.strides[i] = j < 0 ? 0 : l.strides[j];
+      for (std::size_t t = 0; t < r.terms.size(); ++t)
+        r.terms[t].strides[i] = j < 0 ? 0 : l.terms[t].strides[j];
+    }
+  };
   switch (n.kind) {
     case ir::op::transpose:
-      for (int i = 0; i < d.rank; ++i) r.strides[i] = l.strides[n.attrs.perm[i]];
+      remap([&](int i) { return int{n.attrs.perm[i]}; });
       break;
     case ir::op::slice:
+      remap([](int i) { return i; });
       for (int i = 0; i < d.rank; ++i) {
         r.offset += std::int64_t{n.attrs.starts[i]} * l.strides[i];
-        r.strides[i] = l.strides[i] * n.attrs.steps[i];
+        r.strides[i] *= n.attrs.steps[i];
+        for (auto& t : r.terms) {
+          t.offset += std::int64_t{n.attrs.starts[i]} * t.strides[i];
+          t.strides[i] *= n.attrs.steps[i];
+        }
       }
       break;
     case ir::op::expand:  // numpy broadcasting: right-aligned, size 1 repeats
-      for (int i = 0; i < d.rank; ++i) {
+      remap([&](int i) {
         int j = i - (d.rank - l.dims.rank);
-        r.strides[i] = j < 0 || l.dims.dims[j] == 1 ? 0 : l.strides[j];
-      }
+        return j < 0 || l.dims.dims[j] == 1 ? -1 : j;
+      });
       break;
+    case ir::op::gather:
+    case ir::op::gather_elements: {
+      const int axis = n.attrs.axis;
+      const ir::node& idx = g.nodes[n.operands[1]];
+      shape idims = idx.dims;
+      for (int i = 0; i < idims.rank; ++i) idims.dims[i] = size_at(idims.dims[i], sym);
+      strided_layout positions = row_major(idims);
+      index_term t{index_slot, idx.type, l.dims.dims[axis], l.strides[axis], 0, {}};
+      if (n.kind == ir::op::gather) {  // axes [axis, axis + q) walk the indices
+        const int q = idims.rank;
+        remap([&](int i) { return i < axis ? i : i < axis + q ? -1 : i - q + 1; });
+        for (int i = 0; i < q; ++i) t.strides[axis + i] = positions.strides[i];
+      } else {  // every axis walks the indices; the others also walk the data
+        remap([&](int i) { return i == axis ? -1 : i; });
+        t.strides = positions.strides;
+      }
+      if (t.extent == 0 && d.element_count() != 0)
+        throw error(errc::shape_mismatch, std::string(ir::name(n.kind)),
+                    "data has no positions along axis " + kiln::detail::to_text(axis) +
+                        " for the indices to select");
+      r.terms.push_back(t);
+      break;
+    }
     default:  // reshape, of a row-major base (compiler::form_dispatch_regions sees to it)
       r = row_major(d);
       r.offset = l.offset;
@@ -56,20 +113,41 @@ constexpr strided_layout apply_view(const ir::node& n, const strided_layout& l,
   return r;
 }
 
-// The layout of view v of plan p; base: the dims of its base (view_bases[v]) at the call.
-constexpr strided_layout view_layout(const plan& p, std::int32_t v, const shape& base,
-                                     const std::int64_t* sym) {
+// The views of view v of plan p from its base up: the order its map is composed in (and its
+// gathers' index terms are listed in).
+constexpr std::vector<std::int32_t> view_chain(const plan& p, std::int32_t v) {
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<std::int32_t>(g.inputs.size());
   const std::int32_t slot = p.view_bases[v];
   const std::int32_t base_node = slot >= n_inputs ? p.transients[slot - n_inputs] : -1;
-  std::vector<std::int32_t> chain;  // the views from p.views[v] down to the base
+  std::vector<std::int32_t> chain;
   for (std::int32_t id = p.views[v];; id = g.nodes[id].operands[0]) {
     if (id == base_node || (base_node < 0 && g.nodes[id].kind == ir::op::input)) break;
-    chain.push_back(id);
+    chain.insert(chain.begin(), id);
   }
+  return chain;
+}
+
+// The input slots of the index tensors view v's gathers read, in the order of its index terms.
+constexpr std::vector<std::int32_t> view_index_slots(const plan& p, std::int32_t v) {
+  std::vector<std::int32_t> slots;
+  for (auto id : view_chain(p, v))
+    if (ir::is_gather(p.graph.nodes[id].kind))
+      slots.push_back(value_slot(p.graph, p.transients, p.graph.nodes[id].operands[1]));
+  return slots;
+}
+
+// The layout of view v of plan p; base: the dims of its base (view_bases[v]) at the call.
+constexpr strided_layout view_layout(const plan& p, std::int32_t v, const shape& base,
+                                     const std::int64_t* sym) {
+  const ir::graph& g = p.graph;
   strided_layout l = row_major(base);
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) l = apply_view(g.nodes[*it], l, sym);
+  for (auto id : view_chain(p, v)) {
+    const ir::node& n = g.nodes[id];
+    std::int32_t index_slot =
+        ir::is_gather(n.kind) ? value_slot(g, p.transients, n.operands[1]) : -1;
+    l = apply_view(g, n, l, sym, index_slot);
+  }
   return l;
 }
 

@@ -226,6 +226,7 @@ constexpr auto make_reduction(const A& a) {
 #define KILN_DSL_FORM_reduction_1 KILN_DSL_REDUCTION
 #define KILN_DSL_FORM_index_reduction_1 KILN_DSL_INDEX_REDUCTION
 #define KILN_DSL_FORM_view_1(...)  // dsl/views.hpp: each takes its own template arguments
+#define KILN_DSL_FORM_view_2(...)  // gather, gather_elements: dsl/views.hpp
 #define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
 #define KILN_DSL_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
   KILN_DSL_EXPAND(KILN_DSL_FORM_##CLASS##_##ARITY, NAME, NAME, KILN_DSL_ELEMENTS_##TYPES)
@@ -245,6 +246,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_FORM_reduction_1
 #undef KILN_DSL_FORM_index_reduction_1
 #undef KILN_DSL_FORM_view_1
+#undef KILN_DSL_FORM_view_2
 #undef KILN_DSL_ELEMENTS_any
 #undef KILN_DSL_ELEMENTS_numeric
 #undef KILN_DSL_ELEMENTS_floating

@@ -18,6 +18,7 @@
 
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
+#include "kiln/ir/moves.hpp"
 
 namespace kiln {
 
@@ -205,6 +206,41 @@ class graph {
   value slice(value x, size_list starts, size_list ends, size_list axes = {},
               size_list steps = {}) {
     return slice(x, list(starts), list(ends), list(axes), list(steps));
+  }
+  // ONNX Gather and GatherElements: positions along `axis` read from `indices` (i32 or i64,
+  // negative from the end; outside the axis they are clamped to it, where ONNX leaves it
+  // undefined). Computed indices are materialized first; data is read in place.
+  value gather(value data, value indices, std::int64_t axis = 0) {
+    return wrap(b_.gather(id_of(data, "gather", 1), id_of(indices, "gather", 2), axis));
+  }
+  value gather_elements(value data, value indices, std::int64_t axis = 0) {
+    return wrap(b_.gather_elements(id_of(data, "gather_elements", 1),
+                                   id_of(indices, "gather_elements", 2), axis));
+  }
+  // ONNX Pad (mode "constant", "edge", "reflect" or "wrap"): pads holds every axis's begin, then
+  // every end; negative pads crop. `value`: the constant mode's value (a scalar of x's type).
+  value pad(value x, sizes pads, std::string_view mode = "constant") {
+    return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, pad_mode_of(mode)));
+  }
+  value pad(value x, size_list pads, std::string_view mode = "constant") {
+    return pad(x, list(pads), mode);
+  }
+  value pad(value x, sizes pads, value constant_value) {
+    return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, ir::pad_mode::constant,
+                        id_of(constant_value, "pad", 3)));
+  }
+  value pad(value x, size_list pads, value constant_value) {
+    return pad(x, list(pads), constant_value);
+  }
+  // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
+  value concat(std::span<const value> pieces, std::int64_t axis) {
+    std::vector<std::int32_t> ids;
+    for (std::size_t k = 0; k < pieces.size(); ++k)
+      ids.push_back(id_of(pieces[k], "concat", static_cast<int>(k) + 1));
+    return wrap(ir::concat(b_, ids, axis));
+  }
+  value concat(std::initializer_list<value> pieces, std::int64_t axis) {
+    return concat(std::span<const value>(pieces.begin(), pieces.size()), axis);
   }
   // [product of the sizes before axis, product of the rest] (axis from -rank to rank).
   value flatten(value x, std::int64_t axis = 1) {
@@ -460,6 +496,7 @@ class graph {
     return reduce(ir::op::NAME, a, axes, keepdims);                                          \
   }
 #define KILN_GRAPH_FORM_view_1(NAME)  // written above: each takes its own index map
+#define KILN_GRAPH_FORM_view_2(NAME)  // gather, gather_elements: written above
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)
 #undef KILN_GRAPH_OP
@@ -476,6 +513,7 @@ class graph {
 #undef KILN_GRAPH_FORM_reduction_1
 #undef KILN_GRAPH_FORM_index_reduction_1
 #undef KILN_GRAPH_FORM_view_1
+#undef KILN_GRAPH_FORM_view_2
 
   // Marks v as the next result, under a name of its own.
   void output(std::string_view name, value v) {
@@ -580,6 +618,14 @@ class graph {
       mask |= bit;
     }
     return mask;
+  }
+  static ir::pad_mode pad_mode_of(std::string_view mode) {
+    if (mode == "constant") return ir::pad_mode::constant;
+    if (mode == "edge") return ir::pad_mode::edge;
+    if (mode == "reflect") return ir::pad_mode::reflect;
+    if (mode == "wrap") return ir::pad_mode::wrap;
+    throw error(errc::invalid_argument, "pad",
+                "mode is '" + std::string(mode) + "', expected constant, edge, reflect or wrap");
   }
   std::int32_t id_of(value v, std::string_view op, int position) const {
     if (v.owner != id_ || v.id < 0)

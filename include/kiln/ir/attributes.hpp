@@ -15,6 +15,7 @@ struct attributes {
   bool keepdims = false;     // reductions: the reduced axes stay, with size 1
   bool select_last = false;  // argmax/argmin: the last index of equal extremes (ONNX's
                              // select_last_index), else the first
+  std::int8_t axis = 0;      // gather, gather_elements: the operand axis the indices select along
   // transpose: result axis i is operand axis perm[i].
   std::array<std::int8_t, max_rank> perm{};
   // slice: result index j along axis i reads operand index starts[i] + j * steps[i] (normalized

@@ -365,11 +365,55 @@ class builder {
     return view(op::slice, a, m, d);
   }
 
+  // ONNX Gather: data's axis `axis` (negative from the end) replaced by the indices' dims; the
+  // element at index j along them is data's at position indices[j] (negative from the end).
+  // Positions outside [-n, n) are an error in ONNX; kiln clamps them to the axis (no read outside
+  // the data, and no check that would need the indices on the host).
+  constexpr std::int32_t gather(std::int32_t data, std::int32_t indices, std::int64_t axis) {
+    const node& x = at(data, op::gather);
+    const node& i = at(indices, op::gather);
+    attributes m{};
+    m.axis = gather_axis(op::gather, x, i, axis);
+    if (x.dims.rank - 1 + i.dims.rank > max_rank)
+      fail(op::gather, errc::invalid_argument,
+           "data " + to_string(x.dims) + " and indices " + to_string(i.dims) +
+               " give a result above kiln::max_rank (" + detail::to_text(max_rank) + ")");
+    shape d;
+    for (int k = 0; k < m.axis; ++k) d.dims[d.rank++] = x.dims.dims[k];
+    for (int k = 0; k < i.dims.rank; ++k) d.dims[d.rank++] = i.dims.dims[k];
+    for (int k = m.axis + 1; k < x.dims.rank; ++k) d.dims[d.rank++] = x.dims.dims[k];
+    return append_gather(op::gather, data, indices, m, d);
+  }
+
+  // ONNX GatherElements: the result has the indices' dims; its element at index j is data's at
+  // j with position indices[j] along `axis`. The indices' other sizes must be at most data's
+  // (equal where either is a run-time size); positions are clamped as gather's.
+  constexpr std::int32_t gather_elements(std::int32_t data, std::int32_t indices,
+                                         std::int64_t axis) {
+    const node& x = at(data, op::gather_elements);
+    const node& i = at(indices, op::gather_elements);
+    attributes m{};
+    m.axis = gather_axis(op::gather_elements, x, i, axis);
+    bool fits = i.dims.rank == x.dims.rank;
+    for (int k = 0; fits && k < x.dims.rank; ++k) {
+      std::int64_t have = x.dims.dims[k], want = i.dims.dims[k];
+      fits = k == m.axis || have == want ||
+             (!is_symbol(have) && !is_symbol(want) && want <= have);
+    }
+    if (!fits)
+      fail(op::gather_elements, errc::shape_mismatch,
+           "indices " + to_string(i.dims) + " do not fit data " + to_string(x.dims) +
+               " (the same rank, and no larger except along axis " + detail::to_text(m.axis) +
+               ")");
+    return append_gather(op::gather_elements, data, indices, m, i.dims);
+  }
+
   // A view node o of `a` with index map m and result dims d, as validated by the methods above
   // (canonicalize rebuilds views through it).
   constexpr std::int32_t view(op o, std::int32_t a, attributes m, const shape& d) {
     const node& x = at(a, o);
     if (info(o).cls != op_class::view) fail(o, errc::invalid_argument, "is not a view");
+    if (is_gather(o)) fail(o, errc::invalid_argument, "takes indices: use builder::" + std::string(name(o)));
     bool identity = d == x.dims;
     for (int i = 0; i < d.rank; ++i) {
       if (o == op::transpose) identity = identity && m.perm[i] == i;
@@ -431,6 +475,35 @@ class builder {
     return append(n);
   }
 
+  // gather's and gather_elements' checks: integer indices, an axis of data, positions to read.
+  constexpr std::int8_t gather_axis(op o, const node& x, const node& i, std::int64_t axis) const {
+    if (i.type != dtype::i32 && i.type != dtype::i64)
+      fail(o, errc::dtype_mismatch,
+           "indices: expected i32 or i64, got " + std::string(name(i.type)));
+    const int r = x.dims.rank;
+    if (axis < -r || axis >= r)
+      fail(o, errc::invalid_argument,
+           "axis " + detail::to_text(axis) + " is out of range for data of rank " +
+               detail::to_text(r));
+    int a = static_cast<int>(axis < 0 ? axis + r : axis);
+    if (x.dims.dims[a] == 0 && i.dims.element_count() != 0)
+      fail(o, errc::shape_mismatch,
+           "data " + to_string(x.dims) + " has no positions along axis " + detail::to_text(a) +
+               " for indices " + to_string(i.dims) + " to select");
+    return static_cast<std::int8_t>(a);
+  }
+
+  constexpr std::int32_t append_gather(op o, std::int32_t data, std::int32_t indices,
+                                       const attributes& m, const shape& d) {
+    node n;
+    n.kind = o;
+    n.type = g_.nodes[data].type;
+    n.dims = d;
+    n.attrs = m;
+    n.operands = {data, indices, -1};
+    return append(n);
+  }
+
   static constexpr void expect_arity(op o, int n) {
     if (!is_valid(o))
       throw error(errc::invalid_argument, "apply",
@@ -454,7 +527,8 @@ class builder {
                             std::bit_cast<std::uint64_t>(n.value.f),
                             static_cast<std::uint64_t>(n.value.i),
                             n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32) |
-                                (std::uint64_t{n.attrs.select_last} << 33)};
+                                (std::uint64_t{n.attrs.select_last} << 33) |
+                                (std::uint64_t(std::uint8_t(n.attrs.axis)) << 34)};
     std::uint64_t h = detail::fnv1a(head);
     if (info(n.kind).cls == op_class::view) {
       h = detail::fnv1a(n.attrs.perm, h);

@@ -102,7 +102,11 @@
   X(transpose, 1, view, any, false)                       \
   X(reshape, 1, view, any, false)                         \
   X(expand, 1, view, any, false)                          \
-  X(slice, 1, view, any, false)
+  X(slice, 1, view, any, false)                           \
+  /* indirect index maps: positions along one axis */     \
+  /* read from an index tensor (operand 1) */             \
+  X(gather, 2, view, any, false)                          \
+  X(gather_elements, 2, view, any, false)
 
 namespace kiln::ir {
 
@@ -126,13 +130,17 @@ enum class op_class : std::uint8_t {
   reduction,        // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
   index_reduction,  // T[dims] -> i64[the same, over one axis]: where the extreme element is
   view,             // T[dims] -> T[other dims]: each element is one of the operand's, found by an
-                    // affine index map (attributes::perm, starts, steps); no arithmetic
+                    // index map: affine (attributes::perm, starts, steps), or along one axis
+                    // from an index tensor (gather, gather_elements); no arithmetic
 };
 
 // Reductions of either kind: the roots of dispatch regions.
 constexpr bool is_reduction(op_class c) {
   return c == op_class::reduction || c == op_class::index_reduction;
 }
+
+// Views whose map along attributes::axis reads positions from an index tensor (operand 1).
+constexpr bool is_gather(op o) { return o == op::gather || o == op::gather_elements; }
 
 // Which element types an op accepts.
 enum class operand_types : std::uint8_t {

@@ -84,6 +84,7 @@ inline std::string print(const graph& g) {
         out += (a ? ", " : "") + std::to_string(n.attrs.steps[a]);
       out += "]";
     }
+    if (is_gather(n.kind)) out += " axis " + std::to_string(n.attrs.axis);
     out += " : " + type_text(n.type, n.dims) + "\n";
   }
   out += "  return";

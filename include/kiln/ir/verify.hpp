@@ -12,13 +12,15 @@ namespace kiln::ir {
 
 // A view's index map against its operand and dims: the attributes its op takes and no others,
 // every element it reads inside the operand.
+// indices: a gather's operand 1, else null.
 template <class Report>
-constexpr void verify_view(const node& n, const node& x, Report report) {
+constexpr void verify_view(const node& n, const node& x, const node* indices, Report report) {
   if (n.type != x.type) report("result type differs from the operand's");
   const attributes& m = n.attrs;
   attributes expected{};
   if (n.kind == op::transpose) expected.perm = m.perm;
   if (n.kind == op::slice) expected.starts = m.starts, expected.steps = m.steps;
+  if (is_gather(n.kind)) expected.axis = m.axis;
   if (m != expected) report("has attributes its op does not take");
   auto count = [](const shape& s) {  // static elements, or -1 with a run-time size
     std::int64_t c = 1;
@@ -51,6 +53,29 @@ constexpr void verify_view(const node& n, const node& x, Report report) {
              last < size;
       }
       if (!ok) report("reads outside its operand " + to_string(x.dims));
+      break;
+    }
+    case op::gather:
+    case op::gather_elements: {
+      const shape& i = indices->dims;
+      bool ok = m.axis >= 0 && m.axis < x.dims.rank &&
+                (indices->type == dtype::i32 || indices->type == dtype::i64);
+      shape want = i;  // gather_elements: the indices' dims
+      if (ok && n.kind == op::gather) {
+        want = shape{};
+        for (int k = 0; k < x.dims.rank; ++k) {
+          if (k != m.axis) {
+            want.dims[want.rank++] = x.dims.dims[k];
+            continue;
+          }
+          for (int j = 0; j < i.rank && want.rank < max_rank; ++j)
+            want.dims[want.rank++] = i.dims[j];
+        }
+      }
+      if (!ok || n.dims != want)
+        report("axis " + detail::to_text(m.axis) + ", dims " + to_string(n.dims) +
+               " and indices " + to_string(i) + " are not a gather of its operand " +
+               to_string(x.dims));
       break;
     }
     case op::reshape:
@@ -133,7 +158,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
       continue;
     }
     if (oi.cls == op_class::view) {
-      verify_view(n, x, [&](const std::string& m) { report(id, m); });
+      const node* indices = is_gather(n.kind) ? &g.nodes[n.operands[1]] : nullptr;
+      verify_view(n, x, indices, [&](const std::string& m) { report(id, m); });
       continue;
     }
     if (n.attrs != attributes{}) report(id, "has attributes its op does not take");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,9 @@
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::runtime {
+
+// A tensor constant's values (each of dtype t; ir::tensor_data) as row-major storage bytes.
+KILN_RUNTIME_API std::vector<std::uint8_t> tensor_bytes(dtype t, std::span<const scalar> values);
 
 class constant_uploads {
  public:
@@ -44,6 +48,22 @@ struct constant_uploads::state {
   std::mutex mutex;
   std::map<const void*, std::vector<buffer<std::uint8_t>>> on_device;  // by Vulkan context
 };
+
+KILN_RUNTIME_API std::vector<std::uint8_t> tensor_bytes(dtype t, std::span<const scalar> values) {
+  std::vector<std::uint8_t> bytes(values.size() * static_cast<std::size_t>(size_in_bytes(t)));
+  visit_dtype(t, [&]<dtype D>() {
+    using S = storage_t<D>;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      S x{};
+      if constexpr (std::is_arithmetic_v<S>)
+        x = is_floating(D) ? static_cast<S>(values[k].f) : static_cast<S>(values[k].i);
+      else  // a narrow float: rounded from f32
+        x = S(static_cast<float>(values[k].f));
+      std::memcpy(bytes.data() + k * sizeof(S), &x, sizeof(S));
+    }
+  });
+  return bytes;
+}
 
 KILN_RUNTIME_API constant_uploads::constant_uploads() : s_(std::make_unique<state>()) {}
 KILN_RUNTIME_API constant_uploads::~constant_uploads() = default;

@@ -4,8 +4,10 @@
 // bf16, fp8, bool) are packed and unpacked in 32-bit words and need no 8/16-bit storage feature.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -15,6 +17,7 @@
 #include "kiln/codegen/spirv/lowering.hpp"
 #include "kiln/codegen/spirv/target.hpp"
 #include "kiln/compiler/plan.hpp"
+#include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/function_ref.hpp"
 
 namespace kiln::spirv {
@@ -31,16 +34,35 @@ class region_emitter final : public op_lowering {
         kinds_(kinds),
         t_(t),
         n_inputs_(compiler::input_slots(p, r).size()),
-        stores_(compiler::region_stores(p, r)) {}
+        stores_(compiler::region_stores(p, r)) {
+    // Each view's index terms: the binding of its positions (after the input slots), and their
+    // element size.
+    const auto slots = compiler::input_slots(p, r);
+    const auto n_args = static_cast<std::int32_t>(g_.inputs.size());
+    const auto first_view = n_args + static_cast<std::int32_t>(p.transients.size());
+    for (auto slot : slots) {
+      auto& terms = input_terms_.emplace_back();
+      if (slot < first_view) continue;
+      for (auto s : compiler::view_index_slots(p, slot - first_view)) {
+        auto at = std::find(r.indices.begin(), r.indices.end(), s) - r.indices.begin();
+        dtype t = s < n_args ? g_.inputs[s].type : g_.nodes[p.transients[s - n_args]].type;
+        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8});
+      }
+    }
+  }
 
   kernel run() {
     kernel k;
     k.unsupported = check();
     if (!k.unsupported.empty()) return k;
-    int strided = 0;
-    for (auto kind : kinds_) strided += kind == operand_kind::strided;
+    int strided = 0, terms = 0;
+    for (std::size_t a = 0; a < kinds_.size(); ++a)
+      if (kinds_[a] == operand_kind::strided) {
+        ++strided;
+        terms += static_cast<int>(input_terms_[a].size());
+      }
     rank_ = r_.space.rank;
-    constants_at_ = metadata_words(rank_, strided, r_.root >= 0);
+    constants_at_ = metadata_words(rank_, strided, terms, r_.root >= 0);
     for (auto id : r_.nodes) {
       const ir::node& n = g_.nodes[id];
       lane_kind lk = lane_of(n.type);
@@ -54,7 +76,8 @@ class region_emitter final : public op_lowering {
     k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
     k.per_workgroup = r_.root >= 0;
-    k.bindings = static_cast<std::uint32_t>(n_inputs_ + compiler::output_slots(p_, r_).size()) +
+    k.bindings = static_cast<std::uint32_t>(n_inputs_ + r_.indices.size() +
+                                            compiler::output_slots(p_, r_).size()) +
                  (k.metadata_in_buffer ? 1 : 0);
     declare(k);
     body();
@@ -118,7 +141,7 @@ class region_emitter final : public op_lowering {
                          {static_cast<std::uint32_t>(spv::StorageClass::StorageBuffer)});
       m_.decorate(var, spv::Decoration::DescriptorSet, {0});
       m_.decorate(var, spv::Decoration::Binding, {b});
-      if (b < n_inputs_) m_.decorate(var, spv::Decoration::NonWritable);
+      if (b < n_inputs_ + r_.indices.size()) m_.decorate(var, spv::Decoration::NonWritable);
       bindings_.push_back(var);
     }
     if (!k.metadata_in_buffer) {
@@ -246,10 +269,51 @@ class region_emitter final : public op_lowering {
         e = m_.emit(Op::OpUDiv, uvec4(), {e, dv});
       }
     }
-    id offset = strides_[strided_slot][rank_];
+    id idx = affine_index(strides_[strided_slot]);
+    for (const term_words& t : terms_[strided_slot]) {
+      // The positions' index, each lane's position (as i32: an i64's low word, or the nearest
+      // i32 where it does not fit), counted from the end if negative, clamped to the axis.
+      id at = affine_index(t.words);
+      id s32 = scalar_type(lane_kind::s32), ivec4 = vec(lane_kind::s32);
+      id l[4];
+      for (std::uint32_t i = 0; i < 4; ++i) {
+        id e = lane(at, u32(), i);
+        if (!t.wide) {
+          l[i] = m_.emit(Op::OpBitcast, s32, {word(bindings_[t.binding], e)});
+          continue;
+        }
+        id w = m_.emit(Op::OpShiftLeftLogical, u32(), {e, cu(1)});
+        id lo = m_.emit(Op::OpBitcast, s32, {word(bindings_[t.binding], w)});
+        id hi = m_.emit(Op::OpBitcast, s32,
+                        {word(bindings_[t.binding], m_.emit(Op::OpIAdd, u32(), {w, cu(1)}))});
+        id fits = m_.emit(Op::OpIEqual, m_.type_bool(),
+                          {hi, m_.emit(Op::OpShiftRightArithmetic, s32, {lo, cu(31)})});
+        id far = m_.emit(Op::OpSelect, s32,
+                         {m_.emit(Op::OpSLessThan, m_.type_bool(), {hi, m_.constant_i32(0)}),
+                          m_.constant_i32(INT32_MIN), m_.constant_i32(INT32_MAX)});
+        l[i] = m_.emit(Op::OpSelect, s32, {fits, lo, far});
+      }
+      id v = compose(ivec4, l[0], l[1], l[2], l[3]);
+      id extent = m_.emit(Op::OpBitcast, s32, {t.words[rank_ + 2]});
+      id ev = compose(ivec4, extent, extent, extent, extent);
+      id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, isplat(lane_kind::s32, 0)});
+      v = m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpIAdd, ivec4, {v, ev}), v});
+      id last = m_.emit(Op::OpISub, ivec4, {ev, isplat(lane_kind::s32, 1)});
+      v = m_.ext(ivec4, GLSLstd450SClamp, {v, isplat(lane_kind::s32, 0), last});
+      id data_stride = t.words[rank_ + 1];
+      id dv = compose(uvec4(), data_stride, data_stride, data_stride, data_stride);
+      idx = m_.emit(Op::OpIAdd, uvec4(),
+                    {idx, m_.emit(Op::OpIMul, uvec4(), {m_.emit(Op::OpBitcast, uvec4(), {v}), dv})});
+    }
+    return idx;
+  }
+
+  // offset + sum of coordinate x stride, per lane (words: rank strides, then the offset).
+  id affine_index(const std::vector<id>& words) {
+    id offset = words[rank_];
     id idx = m_.emit(Op::OpCompositeConstruct, uvec4(), {offset, offset, offset, offset});
     for (int i = 0; i < rank_; ++i) {
-      id s = strides_[strided_slot][i];
+      id s = words[i];
       id sv = m_.emit(Op::OpCompositeConstruct, uvec4(), {s, s, s, s});
       idx = m_.emit(Op::OpIAdd, uvec4(), {idx, m_.emit(Op::OpIMul, uvec4(), {coords_[i], sv})});
     }
@@ -353,7 +417,7 @@ class region_emitter final : public op_lowering {
 
   // Stores v to the region's output binding `slot` (its position among the output slots).
   void store_result(std::size_t slot, dtype t, id v) {
-    id var = bindings_[n_inputs_ + slot];
+    id var = bindings_[n_inputs_ + r_.indices.size() + slot];
     int bytes = size_in_bytes(t);
     auto store = [&](id ptr, id value) { m_.inst(Op::OpStore, {ptr, value}); };
     if (bytes == 8) {
@@ -454,6 +518,11 @@ class region_emitter final : public op_lowering {
       if (kinds_[a] != operand_kind::strided) continue;
       strides_.emplace_back();
       for (int i = 0; i <= rank_; ++i) strides_.back().push_back(metadata(next++));  // + offset
+      auto& terms = terms_.emplace_back();
+      for (const term_source& src : input_terms_[a]) {
+        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, {}});
+        for (int i = 0; i < rank_ + 3; ++i) t.words.push_back(metadata(next++));
+      }
     }
     current_label_ = entry;
     counted_loop(gx, groups, stride, {}, {}, [&](id g, const carried&) -> carried {
@@ -810,7 +879,19 @@ class region_emitter final : public op_lowering {
   const compiler::region& r_;
   const std::vector<operand_kind>& kinds_;
   const target& t_;
-  std::size_t n_inputs_ = 0;             // input bindings (parameters, then transients)
+  std::size_t n_inputs_ = 0;             // input bindings (parameters, transients, views);
+                                         // region::indices are bound after them
+  struct term_source {                   // an index term of a view (compiler::index_term)
+    std::size_t binding;                 // of its positions
+    bool wide;                           // i64 positions, else i32
+  };
+  std::vector<std::vector<term_source>> input_terms_;  // per input binding
+  struct term_words {                                  // an index term's metadata
+    std::size_t binding;
+    bool wide;
+    std::vector<id> words;  // positions' rank strides and offset, data stride, extent
+  };
+  std::vector<std::vector<term_words>> terms_;  // per strided argument, as strides_
   std::vector<compiler::store> stores_;  // what an elementwise region stores, by output binding
   id elements_ = 0;                      // a reduction's operand elements of the current step
   id current_label_ = 0;                 // the block a loop being emitted starts from

@@ -20,20 +20,23 @@ enum class operand_kind : std::uint8_t {
 // Metadata words (push constants, or a small buffer past the device's push-constant size):
 // [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then for each strided
 // argument in order its rank strides and its offset (elements; a view's: a slice's start;
-// strides and offset wrap as u32, so negative steps work), then (a reduction) the count of
-// elements reduced into each result,
+// strides and offset wrap as u32, so negative steps work), and for each of its index terms
+// (compiler::index_term) the positions' rank strides and offset, the data stride and the extent;
+// then (a reduction) the count of elements reduced into each result,
 // then the region's float constants (kernel::constants). A reduction's elements are its results,
 // and its space is its operand's with the kept axes first, then the reduced ones.
-inline std::uint32_t metadata_words(int rank, int strided_args, bool reduction = false) {
-  return 2 + static_cast<std::uint32_t>(rank) +
-         (static_cast<std::uint32_t>(rank) + 1) * static_cast<std::uint32_t>(strided_args) +
-         (reduction ? 1 : 0);
+inline std::uint32_t metadata_words(int rank, int strided_args, int index_terms,
+                                    bool reduction = false) {
+  const auto r = static_cast<std::uint32_t>(rank);
+  return 2 + r + (r + 1) * static_cast<std::uint32_t>(strided_args) +
+         (r + 3) * static_cast<std::uint32_t>(index_terms) + (reduction ? 1 : 0);
 }
 
 struct kernel {
   words code;                  // the module; empty when the device cannot run the region
   std::string unsupported;     // why not, naming the op and dtype
-  std::uint32_t bindings = 0;  // input slots, then output slots, then the metadata buffer if any
+  std::uint32_t bindings = 0;  // input slots, index tensors (region::indices), output slots,
+                               // then the metadata buffer if any
   std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
   bool per_workgroup = false;  // a reduction: one workgroup per four results (not per invocation)

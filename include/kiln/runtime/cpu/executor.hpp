@@ -41,39 +41,76 @@ inline constexpr std::int64_t parallel_threshold = 1 << 16;
 // The fewest elements a thread claims at a time: far more work than the claim (one atomic add).
 inline constexpr std::int64_t task_grain = 1 << 13;
 
-// One operand of a region: where its data starts, its element size, and its stride (in elements)
-// along each dimension of the iteration space (0 where it is broadcast).
+// A gather's part of an operand's element address (compiler::index_term over the iteration
+// space): data_stride x the position read from `positions` (i32 or i64 elements, `wide`) at
+// offset + sum of index x stride.
+struct index_term {
+  const unsigned char* positions = nullptr;
+  bool wide = false;
+  std::int64_t extent = 0, data_stride = 0;
+  std::array<std::int64_t, max_rank> stride{};
+  std::int64_t position(std::int64_t at) const {
+    std::int64_t v;
+    if (wide) {
+      std::memcpy(&v, positions + at * 8, 8);
+    } else {
+      std::int32_t w;
+      std::memcpy(&w, positions + at * 4, 4);
+      v = w;
+    }
+    return compiler::clamp_position(v, extent);
+  }
+};
+
+// One operand of a region: where its data starts, its element size, its stride (in elements)
+// along each dimension of the iteration space (0 where it is broadcast), and the index terms of
+// the gathers it is read through.
 struct operand_layout {
   const unsigned char* data = nullptr;
   int bytes = 0;
   std::array<std::int64_t, max_rank> stride{};
+  std::vector<index_term> terms;
 };
 
 // A view's layout (compiler::view_layout) over iteration space `space`, broadcast as numpy does;
-// data: its base's first element.
-inline operand_layout layout_over(const void* data, int bytes, const compiler::strided_layout& v,
-                                  const shape& space) {
-  operand_layout l{static_cast<const unsigned char*>(data) + v.offset * bytes, bytes, {}};
+// data: its base's first element; slot_data(s): input slot s's first element (index tensors).
+template <class SlotData>
+operand_layout layout_over(const void* data, int bytes, const compiler::strided_layout& v,
+                           const shape& space, SlotData slot_data) {
+  operand_layout l{static_cast<const unsigned char*>(data) + v.offset * bytes, bytes, {}, {}};
+  for (const auto& t : v.terms) {
+    const int index_bytes = size_in_bytes(t.type);
+    l.terms.push_back({static_cast<const unsigned char*>(slot_data(t.slot)) + t.offset * index_bytes,
+                       index_bytes == 8, t.extent, t.data_stride, {}});
+  }
   for (int i = 0; i < v.dims.rank; ++i) {
     int si = space.rank - v.dims.rank + i;
-    if (si >= 0) l.stride[si] = v.dims.dims[i] == 1 ? 0 : v.strides[i];
+    if (si < 0) continue;
+    bool broadcast = v.dims.dims[i] == 1;
+    l.stride[si] = broadcast ? 0 : v.strides[i];
+    for (std::size_t k = 0; k < v.terms.size(); ++k)
+      l.terms[k].stride[si] = broadcast ? 0 : v.terms[k].strides[i];
   }
   return l;
 }
 // A row-major tensor of extents `actual` read over iteration space `space`.
 inline operand_layout layout_over(const void* data, int bytes, const shape& actual,
                                   const shape& space) {
-  return layout_over(data, bytes, compiler::row_major(actual), space);
+  return layout_over(data, bytes, compiler::row_major(actual), space,
+                     [](std::int32_t) -> const void* { return nullptr; });
 }
 
 // An iteration space with size-1 dims dropped and neighbours merged where every operand walks them
 // contiguously and both are kept or both reduced (`reduced`: a reduction's axes, or none).
-// strides: per operand, along the collapsed dims. At least one dim: a single element is [1].
+// strides: per operand, along the collapsed dims, then per index term of the operands (in
+// operand order; their positions' strides). At least one dim: a single element is [1].
 struct collapsed_space {
   int rank = 0;
   std::array<std::int64_t, max_rank> dims{};
   std::array<bool, max_rank> reduced{};
   std::vector<std::array<std::int64_t, max_rank>> strides;
+  // The number of entries (operands, then index terms): the size of an offsets vector.
+  std::size_t entries() const { return strides.size(); }
   // The dims before the contiguous one, kept and reduced: a kept index (row) is a multi-index over
   // kept, then the contiguous dim where it is kept.
   std::vector<int> kept, reduced_dims;
@@ -105,17 +142,21 @@ struct collapsed_space {
 inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
                                 std::span<const operand_layout> ops) {
   collapsed_space s;
-  s.strides.resize(ops.size());
+  std::vector<const std::array<std::int64_t, max_rank>*> walks;  // every entry's strides
+  for (const auto& o : ops) walks.push_back(&o.stride);
+  for (const auto& o : ops)
+    for (const auto& t : o.terms) walks.push_back(&t.stride);
+  s.strides.resize(walks.size());
   for (int i = 0; i < space.rank; ++i) {
     if (space.dims[i] == 1) continue;
     bool red = (reduced_axes >> i) & 1u;
     bool merge = s.rank > 0 && s.reduced[s.rank - 1] == red;
-    for (std::size_t k = 0; merge && k < ops.size(); ++k)
-      merge = s.strides[k][s.rank - 1] == ops[k].stride[i] * space.dims[i];
+    for (std::size_t k = 0; merge && k < walks.size(); ++k)
+      merge = s.strides[k][s.rank - 1] == (*walks[k])[i] * space.dims[i];
     int at = merge ? s.rank - 1 : s.rank++;
     s.dims[at] = merge ? s.dims[at] * space.dims[i] : space.dims[i];
     s.reduced[at] = red;
-    for (std::size_t k = 0; k < ops.size(); ++k) s.strides[k][at] = ops[k].stride[i];
+    for (std::size_t k = 0; k < walks.size(); ++k) s.strides[k][at] = (*walks[k])[i];
   }
   if (s.rank == 0) {  // one element, kept
     s.rank = 1;
@@ -139,44 +180,69 @@ using row_ref = function_ref<void(const void* const* in, const std::int64_t* ste
 // The pointer lists of row function calls: each operand's pointer at its offset (in elements),
 // an input's step along the contiguous dim 1, or 0 where it is broadcast. in/out are indexed by
 // slot; a region's operands are its inputs (listed in `args`) then its outputs (in `results`).
-// An input read with another stride (a view: a transpose, a slice by steps) is gathered into a
-// contiguous buffer a piece at a time, and the row function reads it there with step 1.
+// An input read with another stride (a view: a transpose, a slice by steps), or through a gather
+// whose positions change along the row, is gathered into a contiguous buffer a piece at a time,
+// and the row function reads it there with step 1.
 struct row_pointers {
   row_list<const void*> in;
   row_list<std::int64_t> step;
   row_list<void*> out;
   row_pointers(std::size_t ins, std::size_t outs) : in(ins), step(ins), out(outs) {}
-  // Points args.size() inputs and results.size() outputs of ops (over collapsed space s).
+  // Points args.size() inputs and results.size() outputs of ops (over collapsed space s);
+  // offsets: per entry of s (operands, then index terms).
   void point(std::span<const operand_layout> ops, const collapsed_space& s,
              std::span<const std::int32_t> args, std::span<const std::int32_t> results,
              std::span<const std::int64_t> offsets) {
     const int inner = s.rank - 1;
+    const std::size_t n_ops = args.size() + results.size();
     gathers_ = false;
-    for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
-      const unsigned char* at = ops[k].data + offsets[k] * ops[k].bytes;
-      if (k < args.size()) {
-        std::int64_t stride = s.strides[k][inner];
-        in[args[k]] = at;
-        step[args[k]] = stride ? 1 : 0;
-        gathers_ = gathers_ || (stride != 0 && stride != 1);
-      } else {
+    for (std::size_t k = 0, entry = n_ops; k < n_ops; ++k) {
+      const operand_layout& o = ops[k];
+      const unsigned char* at = o.data + offsets[k] * o.bytes;
+      if (k >= args.size()) {
         out[results[k - args.size()]] = const_cast<unsigned char*>(at);
+        continue;
       }
+      std::int64_t stride = s.strides[k][inner];
+      bool varying = false;  // a gather's positions change along the row
+      for (std::size_t t = 0; t < o.terms.size(); ++t) varying = varying || s.strides[entry + t][inner];
+      if (!varying)
+        for (const index_term& t : o.terms)
+          at += t.data_stride * t.position(offsets[entry++]) * o.bytes;
+      else
+        entry += o.terms.size();
+      in[args[k]] = at;
+      step[args[k]] = stride || varying ? 1 : 0;
+      gathers_ = gathers_ || varying || (stride != 0 && stride != 1);
     }
     if (!gathers_) return;  // the common case: nothing more to note (point runs once per row)
     inputs_.clear();
     outputs_.clear();
-    for (std::size_t k = 0; k < args.size() + results.size(); ++k) {
+    terms_.clear();
+    for (std::size_t k = 0, entry = n_ops; k < n_ops; ++k) {
       bool input = k < args.size();
       std::int32_t slot = input ? args[k] : results[k - args.size()];
       const void* at = input ? in[slot] : out[slot];
-      (input ? inputs_ : outputs_).push_back({slot, ops[k].bytes, s.strides[k][inner], at});
+      operand o{slot, ops[k].bytes, s.strides[k][inner], at, terms_.size(), 0};
+      bool varying = false;
+      for (std::size_t t = 0; t < ops[k].terms.size(); ++t) varying = varying || s.strides[entry + t][inner];
+      if (varying) {  // every term is applied per element, from the untermed pointer
+        o.at = ops[k].data + offsets[k] * ops[k].bytes;
+        for (const index_term& t : ops[k].terms) {
+          terms_.push_back({&t, offsets[entry], s.strides[entry][inner]});
+          ++entry;
+        }
+        o.term_count = ops[k].terms.size();
+      } else {
+        entry += ops[k].terms.size();
+      }
+      (input ? inputs_ : outputs_).push_back(o);
     }
   }
   // Points output slot `slot` (elements of `bytes`) at p.
   void set_out(std::int32_t slot, void* p, int bytes) {
     out[slot] = p;
-    if (gathers_) outputs_.push_back({slot, bytes, 1, p});
+    if (gathers_) outputs_.push_back({slot, bytes, 1, p, 0, 0});
   }
   void call(row_ref row, std::int64_t n) {
     if (gathers_)
@@ -191,6 +257,11 @@ struct row_pointers {
     int bytes;
     std::int64_t stride;
     const void* at;
+    std::size_t term_begin, term_count;  // its entries in terms_ (gathered through them)
+  };
+  struct term_at {  // an index term at a row: its positions' offset and step along the row
+    const index_term* term;
+    std::int64_t offset, step;
   };
   void call_gathered(row_ref row, std::int64_t n) {
     constexpr std::int64_t piece = 512;
@@ -201,17 +272,33 @@ struct row_pointers {
       for (std::size_t k = 0; k < inputs_.size(); ++k) {
         const operand& o = inputs_[k];
         auto* from = static_cast<const unsigned char*>(o.at);
-        if (o.stride == 0 || o.stride == 1) {
+        void* to = buffer.data() + k * piece;
+        if (o.term_count) {
+          gather_positions(o, c, m, to);
+        } else if (o.stride == 0 || o.stride == 1) {
           in[o.slot] = from + c * o.stride * o.bytes;
           continue;
+        } else {
+          gather(from + c * o.stride * o.bytes, o.stride, o.bytes, m, to);
         }
-        void* to = buffer.data() + k * piece;
-        gather(from + c * o.stride * o.bytes, o.stride, o.bytes, m, to);
         in[o.slot] = to;
       }
       for (const operand& o : outputs_)
         out[o.slot] = static_cast<unsigned char*>(const_cast<void*>(o.at)) + c * o.bytes;
       row(in.data(), step.data(), out.data(), m);
+    }
+  }
+  // Elements [c, c + m) of operand o, read through its index terms, to `to`.
+  void gather_positions(const operand& o, std::int64_t c, std::int64_t m, void* to) const {
+    auto* from = static_cast<const unsigned char*>(o.at);
+    auto* dst = static_cast<unsigned char*>(to);
+    for (std::int64_t e = c; e < c + m; ++e) {
+      std::int64_t at = e * o.stride;
+      for (std::size_t t = o.term_begin; t < o.term_begin + o.term_count; ++t) {
+        const term_at& ta = terms_[t];
+        at += ta.term->data_stride * ta.term->position(ta.offset + e * ta.step);
+      }
+      std::memcpy(dst + (e - c) * o.bytes, from + at * o.bytes, static_cast<std::size_t>(o.bytes));
     }
   }
   static void gather(const unsigned char* from, std::int64_t stride, int bytes, std::int64_t m,
@@ -237,6 +324,7 @@ struct row_pointers {
     }
   }
   std::vector<operand> inputs_, outputs_;
+  std::vector<term_at> terms_;
   bool gathers_ = false;
 };
 
@@ -270,7 +358,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
   const int inner = s.rank - 1;
   const std::int64_t c = s.dims[inner], reduced = s.outer_reduced_count();
   row_pointers ptrs(ins.size(), outs.size());
-  std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
+  std::vector<std::int64_t> base(s.entries()), offsets(s.entries());
   // n elements along the contiguous dim from `offsets`.
   auto call = [&](std::int64_t n) {
     ptrs.point(ops, s, args, results, offsets);
@@ -293,7 +381,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
     std::int64_t outer = o / c, begin = o % c, n = std::min(c - begin, rows.last - o);
     std::fill(base.begin(), base.end(), 0);
     s.add_offsets(s.kept, outer, base);
-    for (std::size_t k = 0; k < ops.size(); ++k) base[k] += begin * s.strides[k][inner];
+    for (std::size_t k = 0; k < s.entries(); ++k) base[k] += begin * s.strides[k][inner];
     for (std::int64_t j = 0; j < reduced; ++j) {
       offsets = base;
       s.add_offsets(s.reduced_dims, j, offsets);
@@ -334,11 +422,11 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
   // Runs tasks [first, last) on the calling thread.
   auto run_tasks = [&](std::int64_t first, std::int64_t last) {
     row_pointers ptrs(ins.size(), outs.size());
-    std::vector<std::int64_t> offsets(ops.size());
+    std::vector<std::int64_t> offsets(c.entries());
     for (std::int64_t t = first; t < last; ++t) {
       std::int64_t r = t / pieces, p = t % pieces;
       std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
-      for (std::size_t k = 0; k < ops.size(); ++k) {
+      for (std::size_t k = 0; k < c.entries(); ++k) {
         // Offset of row r: its multi-index over the outer dimensions, times the strides.
         std::int64_t offset = 0, rest = r;
         for (int i = rank - 2; i >= 0; --i) {

@@ -327,7 +327,8 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   // The operand read in place: position of the direct slot among the inputs, if contiguous.
   int in_place = -1;
   for (std::size_t k = 0; k < n_in; ++k)
-    if (in_slots[k] == direct && s.strides[k][inner] == 1) in_place = static_cast<int>(k);
+    if (in_slots[k] == direct && s.strides[k][inner] == 1 && ops[k].terms.empty())
+      in_place = static_cast<int>(k);
   // Scratch for one piece of n values: the row function's (type) and their widened form.
   struct scratch {
     std::vector<unsigned char> row, wide;
@@ -373,14 +374,15 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
     auto run = [&](std::int64_t first, std::int64_t last) {
       row_pointers ptrs(in_size, out_size);
       scratch mem(std::min(piece, n0), bytes, widens);
-      std::vector<std::int64_t> offsets(ops.size());
+      std::vector<std::int64_t> offsets(s.entries());
       for (std::int64_t t = first; t < last; ++t) {
         std::int64_t o = first_row + t / per_output, j = (t % per_output) / pieces, p = t % pieces;
         std::fill(offsets.begin(), offsets.end(), 0);
         s.add_offsets(kept, o, offsets);
         s.add_offsets(reduced, j, offsets);
         std::int64_t begin = p * piece, n = std::min(piece, n0 - begin);
-        for (std::size_t k = 0; k < n_in; ++k) offsets[k] += begin * s.strides[k][inner];
+        for (std::size_t k = 0; k < s.entries(); ++k)  // the inputs and their index terms
+          if (k < n_in || k >= ops.size()) offsets[k] += begin * s.strides[k][inner];
         // The elements' index within the result's reduced set (argmax, argmin).
         std::int64_t first_index = j * n0 + begin;
         if (n > 0)
@@ -398,7 +400,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
       parallel_for(tasks, chunk, run);
     else
       run(0, tasks);
-    std::vector<std::int64_t> offsets(ops.size());
+    std::vector<std::int64_t> offsets(s.entries());
     acc_array result(r, 1);
     for (std::int64_t o = first_row; o < last_row; ++o) {
       std::fill(offsets.begin(), offsets.end(), 0);
@@ -418,7 +420,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   auto run = [&](std::int64_t first, std::int64_t last) {
     row_pointers ptrs(in_size, out_size);
     scratch mem(chunk, bytes, widens);
-    std::vector<std::int64_t> base(ops.size()), offsets(ops.size());
+    std::vector<std::int64_t> base(s.entries()), offsets(s.entries());
     // Folds reduced indices [a, b) of the chunk at `base` into acc.
     auto fold_range = [&](auto& self, std::int64_t a, std::int64_t b, std::int64_t n,
                           void* acc) -> void {
@@ -445,7 +447,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
       if (n <= 0) continue;
       std::fill(base.begin(), base.end(), 0);
       s.add_offsets(kept, o, base);
-      for (std::size_t k = 0; k < ops.size(); ++k) base[k] += begin * s.strides[k][inner];
+      for (std::size_t k = 0; k < s.entries(); ++k) base[k] += begin * s.strides[k][inner];
       r.fill(acc, n);
       fold_range(fold_range, 0, in_count, n, acc);
       for (std::int64_t i = 0; i < n; ++i) {

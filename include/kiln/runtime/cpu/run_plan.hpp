@@ -88,9 +88,12 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       } else {
         std::tie(data, dims) = transient(base - n_inputs);
       }
+      auto slot_data = [&](std::int32_t slot) -> const void* {  // a gather's indices
+        return slot < n_inputs ? args[slot].data : transient(slot - n_inputs).first;
+      };
       r.ins[compiler::view_slot(p, v)] =
           layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
-                      compiler::view_layout(p, v, dims, sym), r.space);
+                      compiler::view_layout(p, v, dims, sym), r.space, slot_data);
     }
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.

@@ -272,6 +272,7 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     const pipeline& pl = ctx.pipelines().get(k, wg);
     std::vector<VkDescriptorBufferInfo> infos;
     for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s, p, c.arena));
+    for (auto s : reg.indices) infos.push_back(bindings.input(s, p, c.arena));
     for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s, c.arena));
     if (!reg.reads.empty() || !reg.view_reads.empty()) {  // the regions before have written
                                                           // what this one reads

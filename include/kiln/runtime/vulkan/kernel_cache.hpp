@@ -104,7 +104,8 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
                           : compiler::view_layout(p, slot - first_view,
                                                   dims_of(p.view_bases[slot - first_view]), sym);
     std::int64_t size = l.dims.element_count();
-    bool plain = l.offset == 0 && l.strides == compiler::row_major(l.dims).strides;
+    bool plain = l.offset == 0 && l.strides == compiler::row_major(l.dims).strides &&
+                 l.terms.empty();
     spirv::operand_kind k = reg.root >= 0 || !plain ? spirv::operand_kind::strided
                             : size == 1             ? spirv::operand_kind::uniform
                             : size == total         ? spirv::operand_kind::full
@@ -121,6 +122,16 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     }
     for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
     c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
+    for (const compiler::index_term& t : l.terms) {  // the same broadcasting for the positions
+      std::vector<std::uint32_t> at(space.rank, 0);
+      for (int i = 0; i < l.dims.rank; ++i) {
+        int si = space.rank - l.dims.rank + i;
+        if (si >= 0) at[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(t.strides[i]);
+      }
+      for (int i = 0; i < space.rank; ++i) c.metadata.push_back(at[order[i]]);
+      for (std::int64_t w : {t.offset, t.data_stride, t.extent})
+        c.metadata.push_back(static_cast<std::uint32_t>(w));
+    }
   }
   if (reg.root >= 0) {
     c.metadata.push_back(static_cast<std::uint32_t>(count));
