@@ -18,7 +18,7 @@ OPS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reduc
        "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
        "LayerNormalization", "Transpose", "Reshape", "Expand", "Slice", "Flatten", "Squeeze",
        "Unsqueeze", "BatchNormalization", "InstanceNormalization", "Split", "Tile",
-       "DepthToSpace", "SpaceToDepth", "Range"}
+       "DepthToSpace", "SpaceToDepth", "Range", "Gather", "GatherElements", "Pad", "Concat"}
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
           "int32": "i32", "int64": "i64", "uint8": "u8", "uint32": "u32", "bool": "bool"}
 

@@ -138,6 +138,7 @@ const std::map<std::string, kiln::ir::op> reductions = {
 bool is_list_input(const node_case& c, int index) {
   if (c.op == "Range") return true;  // start, limit and delta
   if (index == 0) return false;
+  if (c.op == "Pad") return index == 1 || index == 3;  // pads, axes (constant_value: a tensor)
   return c.op == "ReduceSum" || c.op == "Reshape" || c.op == "Expand" || c.op == "Slice" ||
          c.op == "Squeeze" || c.op == "Unsqueeze" || c.op == "Split" || c.op == "Tile";
 }
@@ -205,6 +206,27 @@ std::string build(const node_case& c, kiln::graph& g) {
                g.depth_to_space(in[0], block, c.words.count("mode") ? c.words.at("mode") : "DCR"));
   } else if (c.op == "Range") {
     g.output("y", g.range(first[0], first[1], first[2], c.outputs.at(0).type));
+  } else if (c.op == "Gather" || c.op == "GatherElements") {
+    auto axis = static_cast<std::int64_t>(c.attr("axis", 0));
+    g.output("y", c.op == "Gather" ? g.gather(in[0], in[1], axis)
+                                   : g.gather_elements(in[0], in[1], axis));
+  } else if (c.op == "Concat") {
+    g.output("y", g.concat(in, static_cast<std::int64_t>(c.attr("axis", 0))));
+  } else if (c.op == "Pad") {
+    std::string mode = c.words.count("mode") ? c.words.at("mode") : "constant";
+    const int rank = c.inputs.at(0).dims.rank;
+    std::vector<std::int64_t> pads(2 * static_cast<std::size_t>(rank), 0);
+    std::vector<std::int64_t> axes = lists[3];
+    if (axes.empty())
+      for (int a = 0; a < rank; ++a) axes.push_back(a);
+    const auto n = axes.size();
+    for (std::size_t k = 0; k < n; ++k) {  // ONNX: every listed axis's begin, then every end
+      std::int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+      pads[a] = lists[1].at(k);
+      pads[a + rank] = lists[1].at(k + n);
+    }
+    g.output("y", in.size() > 1 && mode == "constant" ? g.pad(in[0], pads, in[1])
+                                                      : g.pad(in[0], pads, mode));
   } else if (c.op == "Transpose") {
     std::vector<std::int64_t> perm;
     if (c.has("perm"))

@@ -143,7 +143,10 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
   for (std::size_t k = 0; k < pieces.size(); ++k) {
     const node& p = b.get().nodes[pieces[k]];
     bool same = p.dims.rank == r && p.type == first.type;
-    for (int i = 0; same && i < r; ++i) same = i == a || p.dims.dims[i] == first.dims.dims[i];
+    for (int i = 0; same && i < r; ++i) {  // run-time sizes: checked at the call (broadcast)
+      std::int64_t have = p.dims.dims[i], want = first.dims.dims[i];
+      same = i == a || have == want || is_symbol(have) || is_symbol(want);
+    }
     if (!same)
       throw error(errc::shape_mismatch, "concat",
                   "piece " + kiln::detail::to_text(static_cast<std::int64_t>(k)) + " is " +

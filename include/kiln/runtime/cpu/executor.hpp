@@ -189,14 +189,15 @@ struct row_pointers {
   row_list<void*> out;
   row_pointers(std::size_t ins, std::size_t outs) : in(ins), step(ins), out(outs) {}
   // Points args.size() inputs and results.size() outputs of ops (over collapsed space s);
-  // offsets: per entry of s (operands, then index terms).
+  // offsets: per entry of s (all of ops, then their index terms; a reduction points its inputs
+  // only).
   void point(std::span<const operand_layout> ops, const collapsed_space& s,
              std::span<const std::int32_t> args, std::span<const std::int32_t> results,
              std::span<const std::int64_t> offsets) {
     const int inner = s.rank - 1;
     const std::size_t n_ops = args.size() + results.size();
     gathers_ = false;
-    for (std::size_t k = 0, entry = n_ops; k < n_ops; ++k) {
+    for (std::size_t k = 0, entry = ops.size(); k < n_ops; ++k) {
       const operand_layout& o = ops[k];
       const unsigned char* at = o.data + offsets[k] * o.bytes;
       if (k >= args.size()) {
@@ -219,7 +220,7 @@ struct row_pointers {
     inputs_.clear();
     outputs_.clear();
     terms_.clear();
-    for (std::size_t k = 0, entry = n_ops; k < n_ops; ++k) {
+    for (std::size_t k = 0, entry = ops.size(); k < n_ops; ++k) {
       bool input = k < args.size();
       std::int32_t slot = input ? args[k] : results[k - args.size()];
       const void* at = input ? in[slot] : out[slot];
