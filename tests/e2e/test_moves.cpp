@@ -375,6 +375,39 @@ TEST(Moves, PlansReadPiecesWithoutCopies) {
   EXPECT_EQ(e.plan().transient_bytes(), 0);
 }
 
+TEST(Moves, TheDslDoorWithExtentsAtCompileTime) {
+  using kiln::tensor;
+  // A gather, a piece of its own and an edge pad joined along axis 0, with an epilogue: one
+  // dispatch, no transient memory.
+  constexpr auto f = kiln::fn<tensor<float, 3, 4>, tensor<std::int64_t, 2>, tensor<float, 1, 2>>(
+      [](auto x, auto i, auto y) {
+        return kiln::relu(kiln::concat<0>(kiln::gather<1>(x, i), y,
+                                          kiln::pad<kiln::pad_mode::edge, 0, 1, 0, 0>(
+                                              kiln::slice<1, 0, 1>(x))) -
+                          2.0f);
+      });
+  static_assert(f.plan.dispatch_count() == 1 && f.plan.transient_bytes() == 0);
+  host_tensor x = iota({3, 4});
+  std::vector<float> xf(x.v.begin(), x.v.end()), y = {10, 20}, out(7 * 2);
+  std::vector<std::int64_t> i = {3, -4};
+  f(kiln::view(xf.data(), {3, 4}), kiln::view(i.data(), {2}), kiln::view(y.data(), {1, 2}),
+    kiln::into(kiln::view(out.data(), {7, 2})));
+  host_tensor edge = build({3, 2}, [&](const index_t& o) { return x.at({o[0], 0}); });
+  host_tensor want = ref_concat({ref_gather(x, {{2}, {3, -4}}, 1), {{1, 2}, {10, 20}}, edge}, 0);
+  for (auto& v : want.v) v = std::max(v - 2, 0.0);
+  expect_values(std::vector<double>(out.begin(), out.end()), want);
+  // gather_elements and a constant pad.
+  constexpr auto g = kiln::fn<tensor<float, 3, 4>, tensor<std::int32_t, 2, 4>>(
+      [](auto x, auto i) { return kiln::pad<1, 0, 0, 1>(kiln::gather_elements<0>(x, i)); });
+  std::vector<std::int32_t> j = {2, 1, 0, -1, 0, 0, 1, 2};
+  std::vector<float> z(3 * 5);
+  g(kiln::view(xf.data(), {3, 4}), kiln::view(j.data(), {2, 4}),
+    kiln::into(kiln::view(z.data(), {3, 5})));
+  host_tensor jt{{2, 4}, std::vector<double>(j.begin(), j.end())};
+  expect_values(std::vector<double>(z.begin(), z.end()),
+                ref_pad(ref_gather_elements(x, jt, 0), {1, 0, 0, 1}, "constant"));
+}
+
 TEST(Moves, MistakesNameTheOpAndTheArgument) {
   auto message = [](auto fn) { return ref::error_message(fn); };
   kiln::graph g;

@@ -1,10 +1,11 @@
-// The DSL's index maps: transpose, reshape, expand, slice, squeeze, unsqueeze and flatten, with
-// the result's extents worked out (and mistakes reported) at compile time.
+// The DSL's index maps: transpose, reshape, expand, slice, gather, gather_elements, concat and
+// pad, with the result's extents worked out (and mistakes reported) at compile time.
 #pragma once
 
 #include <array>
 
 #include "kiln/dsl/ops.hpp"
+#include "kiln/ir/moves.hpp"
 
 namespace kiln {
 
@@ -27,6 +28,26 @@ constexpr auto make_view(const A& x, Make make) {
   using T = typename A::element;
   using R = decltype(extents_from<view_dims<T, typename A::extents_type>(Make{})>());
   return value<T, R>{x.builder, make(*x.builder, x.id)};
+}
+
+// The same for a map of several operands (DSL values Vs).
+template <class Make, class... Vs>
+constexpr shape views_dims() {
+  ir::builder b;
+  std::array<std::int32_t, sizeof...(Vs)> ids{
+      b.input(dtype_of<typename Vs::element>, Vs::extents_type::value())...};
+  shape d = b.get().nodes[Make{}(b, ids)].dims;
+  for (int i = 0; i < d.rank; ++i)
+    if (d.dims[i] < 0) d.dims[i] = dyn;
+  return d;
+}
+
+template <class Make, class A, class... More>
+constexpr auto make_views(Make, const A& x, const More&... more) {
+  using T = typename A::element;
+  using R = decltype(extents_from<views_dims<Make, A, More...>()>());
+  std::array<std::int32_t, 1 + sizeof...(More)> ids{x.id, more.id...};
+  return value<T, R>{x.builder, Make{}(*x.builder, ids)};
 }
 
 template <std::int64_t... V>
@@ -128,6 +149,121 @@ constexpr auto slice(const A& x) {
       return b.slice(id, detail::list_of<Start>, detail::list_of<End>, detail::list_of<Axis>,
                      detail::list_of<Step>);
     });
+}
+
+// gather<axis>(data, indices): data's axis replaced by the indices' extents, each element read
+// at the position the indices give (ONNX's Gather; i32 or i64 indices, negative from the end,
+// clamped to the axis). gather_elements<axis>: the indices' extents, one position per element
+// (ONNX's GatherElements). Views: regions read data in place.
+template <int Axis, tensor_value A, tensor_value I>
+constexpr auto gather(const A& data, const I& indices) {
+  using IE = typename I::element;
+  constexpr bool index_ok = dtype_of<IE> == dtype::i32 || dtype_of<IE> == dtype::i64;
+  static_assert(index_ok, "kiln::gather: the indices must be std::int32_t or std::int64_t");
+  constexpr int rank = A::extents_type::rank, q = I::extents_type::rank;
+  constexpr bool in_range = Axis >= -rank && Axis < rank && rank - 1 + q <= max_rank;
+  static_assert(in_range, "kiln::gather: the axis is out of range for the data's rank");
+  if constexpr (rejected_value<A> || rejected_value<I> || !index_ok || !in_range)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return b.gather(ids[0], ids[1], Axis);
+        },
+        data, indices);
+}
+template <int Axis, tensor_value A, tensor_value I>
+constexpr auto gather_elements(const A& data, const I& indices) {
+  using IE = typename I::element;
+  constexpr bool index_ok = dtype_of<IE> == dtype::i32 || dtype_of<IE> == dtype::i64;
+  static_assert(index_ok,
+                "kiln::gather_elements: the indices must be std::int32_t or std::int64_t");
+  constexpr shape d = A::extents_type::value(), i = I::extents_type::value();
+  constexpr bool fits = [&] {
+    if (d.rank != i.rank || Axis < -d.rank || Axis >= d.rank) return false;
+    for (int k = 0; k < d.rank; ++k)
+      if (k != (Axis < 0 ? Axis + d.rank : Axis) && i.dims[k] != d.dims[k] &&
+          (i.dims[k] < 0 || d.dims[k] < 0 || i.dims[k] > d.dims[k]))
+        return false;
+    return true;
+  }();
+  static_assert(fits,
+                "kiln::gather_elements: the indices must have the data's rank and be no larger "
+                "than it except along the axis");
+  if constexpr (rejected_value<A> || rejected_value<I> || !index_ok || !fits)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return b.gather_elements(ids[0], ids[1], Axis);
+        },
+        data, indices);
+}
+
+// concat<axis>(a, b, ...): the pieces joined along the axis (ONNX's Concat), read in place by
+// the consumer: one element type, the same extents but along the axis, whose sizes are static.
+template <int Axis, tensor_value A, tensor_value... More>
+constexpr auto concat(const A& first, const More&... more) {
+  constexpr bool same_type = (std::is_same_v<typename A::element, typename More::element> && ...);
+  static_assert(same_type, "kiln::concat: the pieces must have one element type");
+  constexpr shape f = A::extents_type::value();
+  constexpr bool fits = [&] {
+    if (Axis < -f.rank || Axis >= f.rank) return false;
+    const int a = Axis < 0 ? Axis + f.rank : Axis;
+    for (shape s : std::array<shape, sizeof...(More)>{More::extents_type::value()...}) {
+      if (s.rank != f.rank || s.dims[a] < 0) return false;
+      for (int k = 0; k < f.rank; ++k)
+        if (k != a && s.dims[k] != f.dims[k]) return false;
+    }
+    return f.dims[a] >= 0;
+  }();
+  static_assert(fits,
+                "kiln::concat: the pieces must have the same extents except along the axis, "
+                "where their sizes are static");
+  if constexpr (rejected_value<A> || (rejected_value<More> || ...) || !same_type || !fits)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::concat(b, ids, Axis);
+        },
+        first, more...);
+}
+
+using pad_mode = ir::pad_mode;
+
+// pad<pads...>(x) and pad<mode, pads...>(x): ONNX's Pad; pads holds every axis's begin, then
+// every end (negative: a crop), on axes of static size; the constant mode pads with 0.
+template <pad_mode Mode, std::int64_t... Pads, tensor_value A>
+constexpr auto pad(const A& x) {
+  constexpr shape d = A::extents_type::value();
+  constexpr std::array<std::int64_t, sizeof...(Pads)> p{Pads...};
+  constexpr bool fits = [&] {
+    if (static_cast<int>(p.size()) != 2 * d.rank) return false;
+    for (int k = 0; k < d.rank; ++k) {
+      std::int64_t b = p[k], e = p[k + d.rank];
+      if (b == 0 && e == 0) continue;
+      if (d.dims[k] < 0 || d.dims[k] + b + e < 0) return false;
+      if ((b > 0 || e > 0) && d.dims[k] == 0 && Mode != pad_mode::constant) return false;
+      if (Mode == pad_mode::reflect && (b >= d.dims[k] || e >= d.dims[k])) return false;
+    }
+    return true;
+  }();
+  static_assert(fits,
+                "kiln::pad: pads must give every axis a begin and an end, on axes of static "
+                "size, cropping no more than the axis (reflect: each pad below its size)");
+  if constexpr (rejected_value<A> || !fits)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::pad(b, ids[0], detail::list_of<Pads...>, Mode);
+        },
+        x);
+}
+template <std::int64_t... Pads, tensor_value A>
+constexpr auto pad(const A& x) {
+  return pad<pad_mode::constant, Pads...>(x);
 }
 
 }  // namespace kiln
