@@ -183,21 +183,19 @@ host_tensor map(host_tensor t, double scale, double add) {
 TEST(Gather, EveryAxisIndexRankAndIndexType) {
   host_tensor x = iota({4, 5, 6});
   // Positions with negatives, and (kiln's clamp) past either end.
-  std::vector<host_tensor> indices = {{{}, {-2}},
-                                      {{3}, {0, -1, 2}},
-                                      {{2, 3}, {1, 0, -3, 3, 3, -4}},
-                                      {{2}, {9, -9}}};
+  std::vector<host_tensor> indices = {
+      {{}, {-2}}, {{3}, {0, -1, 2}}, {{2, 3}, {1, 0, -3, 3, 3, -4}}, {{2}, {9, -9}}};
   for (int axis = 0; axis < 3; ++axis)
     for (const auto& idx : indices)
       for (dtype it : {dtype::i32, dtype::i64}) {
-        SCOPED_TRACE("axis " + std::to_string(axis) + " indices " + ref::dims_text(idx.dims) +
-                     " " + std::string(kiln::name(it)));
+        SCOPED_TRACE("axis " + std::to_string(axis) + " indices " + ref::dims_text(idx.dims) + " " +
+                     std::string(kiln::name(it)));
         runner r;
         auto xv = r.input(dtype::f32, x);
         auto iv = r.input(it, idx);
         // An elementwise consumer: the gather is its load.
-        r.g.output("y", r.g.add(r.g.mul(r.g.gather(xv, iv, axis), r.g.constant(2.0)),
-                                r.g.constant(1.0)));
+        r.g.output(
+            "y", r.g.add(r.g.mul(r.g.gather(xv, iv, axis), r.g.constant(2.0)), r.g.constant(1.0)));
         host_tensor want = map(ref_gather(x, idx, axis), 2, 1);
         expect_values(r.run(dtype::f32, want.dims), want);
       }
@@ -303,7 +301,10 @@ TEST(Concat, PiecesAlongEveryAxisReadInPlace) {
   r.g.output("y", r.g.gt(joined, r.g.constant(std::int64_t{4}, dtype::i64)));
   host_tensor bb = b;
   for (auto& v : bb.v) v *= v;
-  host_tensor want = ref_concat({build({2, 3}, [&](const index_t& o) { return a.at({o[1], o[0]}); }),
+  host_tensor want = ref_concat({build({2, 3},
+                                       [&](const index_t& o) {
+                                         return a.at({o[1], o[0]});
+                                       }),
                                  bb, c},
                                 1);
   for (auto& v : want.v) v = v > 4;
@@ -333,8 +334,9 @@ TEST(Moves, ChainsAndComputedIndices) {
   // Indices computed by the graph (an argmax): materialized, then read whole.
   runner a;
   auto xa = a.input(dtype::f32, x);
-  auto w = a.input(dtype::f32, host_tensor{{3, 6}, std::vector<double>{3, 1, 4, 1, 5, 9, 2, 6, 5,
-                                                                       3, 5, 8, 9, 7, 9, 3, 2, 3}});
+  auto w = a.input(dtype::f32, host_tensor{{3, 6},
+                                           std::vector<double>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8,
+                                                               9, 7, 9, 3, 2, 3}});
   a.g.output("y", a.g.gather(xa, a.g.argmax(w, 1, false), 1));
   const std::int64_t best[] = {5, 5, 0};
   expect_values(a.run(dtype::f32, {6, 3}), build({6, 3}, [&](const index_t& o) {
@@ -381,10 +383,10 @@ TEST(Moves, TheDslDoorWithExtentsAtCompileTime) {
   // dispatch, no transient memory.
   constexpr auto f = kiln::fn<tensor<float, 3, 4>, tensor<std::int64_t, 2>, tensor<float, 1, 2>>(
       [](auto x, auto i, auto y) {
-        return kiln::relu(kiln::concat<0>(kiln::gather<1>(x, i), y,
-                                          kiln::pad<kiln::pad_mode::edge, 0, 1, 0, 0>(
-                                              kiln::slice<1, 0, 1>(x))) -
-                          2.0f);
+        return kiln::relu(
+            kiln::concat<0>(kiln::gather<1>(x, i), y,
+                            kiln::pad<kiln::pad_mode::edge, 0, 1, 0, 0>(kiln::slice<1, 0, 1>(x))) -
+            2.0f);
       });
   static_assert(f.plan.dispatch_count() == 1 && f.plan.transient_bytes() == 0);
   host_tensor x = iota({3, 4});
@@ -419,17 +421,29 @@ TEST(Moves, MistakesNameTheOpAndTheArgument) {
               testing::HasSubstr("gather: indices: expected i32 or i64, got f32"));
   EXPECT_THAT(message([&] { g.gather(x, i, 2); }),
               testing::HasSubstr("gather: axis 2 is out of range for data of rank 2"));
-  EXPECT_THAT(message([&] { g.gather_elements(x, g.input("j", dtype::i32, {4, 4}), 1); }),
+  EXPECT_THAT(message([&] {
+                g.gather_elements(x, g.input("j", dtype::i32, {4, 4}), 1);
+              }),
               testing::HasSubstr("gather_elements: indices [4, 4] do not fit data [3, 4]"));
-  EXPECT_THAT(message([&] { g.concat({x, g.input("y", dtype::f32, {2, 5})}, 0); }),
+  EXPECT_THAT(message([&] {
+                g.concat({x, g.input("y", dtype::f32, {2, 5})}, 0);
+              }),
               testing::HasSubstr("concat: piece 1 is f32[2, 5], piece 0 is f32[3, 4]"));
-  EXPECT_THAT(message([&] { g.concat({d, d}, 0); }),
+  EXPECT_THAT(message([&] {
+                g.concat({d, d}, 0);
+              }),
               testing::HasSubstr("concat: axis 0 has a run-time size"));
-  EXPECT_THAT(message([&] { g.pad(x, {0, 4, 0, 0}, "reflect"); }),
+  EXPECT_THAT(message([&] {
+                g.pad(x, {0, 4, 0, 0}, "reflect");
+              }),
               testing::HasSubstr("pad: reflect pads 4 and 0 must be below the axis's size 4"));
-  EXPECT_THAT(message([&] { g.pad(x, {0, 1}, "edge"); }),
+  EXPECT_THAT(message([&] {
+                g.pad(x, {0, 1}, "edge");
+              }),
               testing::HasSubstr("pad: pads has 2 entries for x of rank 2"));
-  EXPECT_THAT(message([&] { g.pad(x, {0, 0, 0, 1}, "mirror"); }),
+  EXPECT_THAT(message([&] {
+                g.pad(x, {0, 0, 0, 1}, "mirror");
+              }),
               testing::HasSubstr("pad: mode is 'mirror'"));
 }
 

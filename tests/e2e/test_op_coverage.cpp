@@ -29,6 +29,8 @@ double scalar(op o, double a, double b, double c = 0) {
     case op::reshape:
     case op::expand:
     case op::slice:
+    case op::gather:  // (test_moves.cpp)
+    case op::gather_elements:
       return a;
     case op::add:
       return a + b;
@@ -336,6 +338,7 @@ void check_index_reduction(const F& f) {
 #define KILN_TEST_FORM_select_3(NAME, T) ++covered;  // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_view_1(NAME, T) ++covered;    // every view: tests/e2e/test_views.cpp
+#define KILN_TEST_FORM_view_2(NAME, T) ++covered;    // gathers: tests/e2e/test_moves.cpp
 #define KILN_TEST_FORM_index_reduction_1(NAME, T)                                              \
   static_assert(                                                                               \
       requires(graph g, graph::value v) { g.NAME(v, 0, false); }, "graph::" #NAME " missing"); \
@@ -351,8 +354,8 @@ TEST(OpCoverage, EveryRowOfTheOpList) {
   int rows = 0, covered = 0;
   KILN_IR_OPS(KILN_TEST_OP)
   EXPECT_EQ(rows, ir::op_count);
-  // input, constant, select, cast (below), and the four views: checked elsewhere.
-  EXPECT_EQ(covered, 8);
+  // input, constant, select, cast (below), and the six views: checked elsewhere.
+  EXPECT_EQ(covered, 10);
 }
 
 TEST(OpCoverage, SelectAndCast) {

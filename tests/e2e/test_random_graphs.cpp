@@ -715,6 +715,30 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
       continue;
     }
     std::int64_t point[max_rank] = {};
+    if (ir::is_gather(n.kind)) {  // positions read from the indices (clamped, as kiln does)
+      const ir::node& o = g.nodes[n.operands[0]];
+      shape od = runtime::concrete(o.dims, sym);
+      shape id = runtime::concrete(g.nodes[n.operands[1]].dims, sym);
+      const int axis = n.attrs.axis, q = n.kind == op::gather ? id.rank : 1;
+      for (std::int64_t e = 0; e < count; ++e) {
+        unravel(e, dims, point);
+        std::int64_t at_index = e;  // gather_elements: the indices have the result's dims
+        if (n.kind == op::gather) {
+          at_index = 0;
+          for (int i = 0; i < q; ++i) at_index = at_index * id.dims[i] + point[axis + i];
+        }
+        std::int64_t p = v[n.operands[1]][at_index].i, size = od.dims[axis];
+        if (p < 0) p += size;
+        p = std::clamp<std::int64_t>(p, 0, size - 1);
+        std::int64_t at = 0;
+        for (int i = 0; i < od.rank; ++i) {
+          std::int64_t c = i < axis ? point[i] : i == axis ? p : point[i + q - 1];
+          at = at * od.dims[i] + c;
+        }
+        v[k][e] = v[n.operands[0]][at];
+      }
+      continue;
+    }
     if (ir::info(n.kind).cls == ir::op_class::view) {  // where each element comes from
       const ir::node& o = g.nodes[n.operands[0]];
       shape od = runtime::concrete(o.dims, sym);
@@ -982,6 +1006,8 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         if (o == op::reshape) r = g.reshape(x, {2, 1});
         if (o == op::expand) r = g.expand(x, {3, 2});
         if (o == op::slice) r = g.slice(x, {1}, {0}, {0}, {-1});
+        if (o == op::gather) r = g.gather(x, g.cast(x, dtype::i32), 0);
+        if (o == op::gather_elements) r = g.gather_elements(x, g.cast(x, dtype::i32), 0);
         break;
       default:
         r = info.arity == 1   ? g.apply(o, {x})

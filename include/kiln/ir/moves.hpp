@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/ir/builder.hpp"
+#include "kiln/ir/print.hpp"
 
 namespace kiln::ir {
 
@@ -32,8 +33,8 @@ constexpr std::int32_t gather_positions(builder& b, std::int32_t x, int axis,
                                         const std::vector<std::int64_t>& positions) {
   std::vector<scalar> values;
   for (auto p : positions) values.push_back(scalar::of_integer(dtype::i32, p));
-  std::int32_t idx = b.tensor_constant(
-      dtype::i32, shape{static_cast<std::int64_t>(positions.size())}, values);
+  std::int32_t idx =
+      b.tensor_constant(dtype::i32, shape{static_cast<std::int64_t>(positions.size())}, values);
   return b.gather(x, idx, axis);
 }
 
@@ -94,9 +95,9 @@ constexpr std::int32_t pad(builder& b, std::int32_t x, std::span<const std::int6
       continue;
     }
     if (n == 0 && mode != pad_mode::constant)
-      throw error(errc::invalid_argument, "pad",
-                  "axis " + kiln::detail::to_text(axis) + " is empty: only the constant mode " +
-                      "pads it");
+      throw error(
+          errc::invalid_argument, "pad",
+          "axis " + kiln::detail::to_text(axis) + " is empty: only the constant mode " + "pads it");
     if (mode == pad_mode::reflect && (begin >= n || end >= n))
       throw error(errc::invalid_argument, "pad",
                   "reflect pads " + kiln::detail::to_text(begin) + " and " +
