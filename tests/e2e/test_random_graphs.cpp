@@ -748,7 +748,12 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
         for (int i = 0; i < dims.rank; ++i) {
           if (n.kind == op::transpose) from[n.attrs.perm[i]] = point[i];
           if (n.kind == op::slice) from[i] = n.attrs.starts[i] + point[i] * n.attrs.steps[i];
+          if (n.kind == op::shift) from[i] = point[i];
         }
+        if (n.kind == op::shift)
+          from[n.attrs.axis] = ir::folded_position(
+              point[n.attrs.axis] - n.attrs.starts[n.attrs.axis], od.dims[n.attrs.axis],
+              static_cast<ir::position_fold>(n.attrs.fold));
         if (n.kind == op::reshape)
           at = e;  // the same row-major order
         else if (n.kind == op::expand)
@@ -1007,6 +1012,7 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         if (o == op::expand) r = g.expand(x, {3, 2});
         if (o == op::slice) r = g.slice(x, {1}, {0}, {0}, {-1});
         if (o == op::gather) r = g.gather(x, g.cast(x, dtype::i32), 0);
+        if (o == op::shift) r = g.pad(x, {1, -1}, "reflect");
         if (o == op::gather_elements) r = g.gather_elements(x, g.cast(x, dtype::i32), 0);
         break;
       default:

@@ -51,7 +51,7 @@ constexpr bool is_view(const ir::graph& g, std::int32_t id) {
 // A view that numpy broadcasting of its operand to its dims already gives: computed as the
 // operand's value, per element of the region's space.
 constexpr bool computed_view(const ir::graph& g, const ir::node& n) {
-  if (ir::is_gather(n.kind)) return false;
+  if (ir::selects_positions(n.kind)) return false;
   const shape& x = g.nodes[n.operands[0]].dims;
   if (n.kind == ir::op::expand || x.rank == 0) return true;
   if (n.kind != ir::op::reshape) return false;
@@ -221,7 +221,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
         const ir::node& n = g.nodes[*it];
         const int from_rank = g.nodes[n.operands[0]].dims.rank;
         std::uint32_t next = 0;
-        if (ir::is_gather(n.kind) && ((selected >> n.attrs.axis) & 1u)) {
+        if (ir::selects_positions(n.kind) && ((selected >> n.attrs.axis) & 1u)) {
           materialized[n.operands[0]] = changed = true;
           break;
         }
@@ -234,7 +234,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
             from = a < n.attrs.axis ? a : a < n.attrs.axis + q ? -1 : a - q + 1;
           }
           bool index_axis = n.kind == ir::op::gather_elements ||
-                            (n.kind == ir::op::gather && from < 0);
+                            (n.kind == ir::op::gather && from < 0) ||
+                            (n.kind == ir::op::shift && a == n.attrs.axis);
           if (index_axis || (from >= 0 && ((selected >> from) & 1u))) next |= 1u << a;
         }
         selected = next;

@@ -11,19 +11,27 @@
 
 namespace kiln::compiler {
 
-// A gather's part of an element's place: data_stride times a position read from the index
-// tensor in input slot `slot` (element type `type`), at offset + sum of coordinate x strides.
-// A negative position counts from the end of the axis (extent positions); one outside the axis
-// is clamped to it.
+// How an index term turns the value at its place into a position along an axis of `extent`
+// positions: a gather's index (negative from the end, then clamped), or a shift's computed
+// position folded back into the axis (ir::position_fold).
+enum class term_rule : std::uint8_t { index, clamp, reflect, wrap };
+
+// A gather's or shift's part of an element's place: data_stride times a position. A gather reads
+// it from the index tensor in input slot `slot` (element type `type`) at offset + sum of
+// coordinate x strides; a shift (slot -1) computes offset + sum of coordinate x strides itself.
 struct index_term {
-  std::int32_t slot = 0;
+  std::int32_t slot = -1;
   dtype type = dtype::i64;
+  term_rule rule = term_rule::index;
   std::int64_t extent = 0, data_stride = 0, offset = 0;
   std::array<std::int64_t, max_rank> strides{};
 };
 
-// The position an index term reads from value v: in [0, extent).
-constexpr std::int64_t clamp_position(std::int64_t v, std::int64_t extent) {
+// The position a term gives for value v (read, or computed): in [0, extent).
+constexpr std::int64_t term_position(std::int64_t v, std::int64_t extent, term_rule rule) {
+  if (rule != term_rule::index)
+    return ir::folded_position(v, extent,
+                               static_cast<ir::position_fold>(static_cast<int>(rule) - 1));
   if (v < 0) v += extent;
   return v < 0 ? 0 : v >= extent ? extent - 1 : v;
 }
@@ -82,6 +90,20 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
         return j < 0 || l.dims.dims[j] == 1 ? -1 : j;
       });
       break;
+    case ir::op::shift: {  // positions computed from the coordinate along the axis
+      const int axis = n.attrs.axis;
+      remap([&](int i) { return i == axis ? -1 : i; });
+      index_term t{-1,
+                   dtype::i64,
+                   static_cast<term_rule>(n.attrs.fold + 1),
+                   l.dims.dims[axis],
+                   l.strides[axis],
+                   -std::int64_t{n.attrs.starts[axis]},
+                   {}};
+      t.strides[axis] = 1;
+      r.terms.push_back(t);
+      break;
+    }
     case ir::op::gather:
     case ir::op::gather_elements: {
       const int axis = n.attrs.axis;
@@ -89,7 +111,8 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
       shape idims = idx.dims;
       for (int i = 0; i < idims.rank; ++i) idims.dims[i] = size_at(idims.dims[i], sym);
       strided_layout positions = row_major(idims);
-      index_term t{index_slot, idx.type, l.dims.dims[axis], l.strides[axis], 0, {}};
+      index_term t{index_slot, idx.type, term_rule::index, l.dims.dims[axis], l.strides[axis],
+                   0,          {}};
       if (n.kind == ir::op::gather) {  // axes [axis, axis + q) walk the indices
         const int q = idims.rank;
         remap([&](int i) { return i < axis ? i : i < axis + q ? -1 : i - q + 1; });
@@ -128,13 +151,22 @@ constexpr std::vector<std::int32_t> view_chain(const plan& p, std::int32_t v) {
   return chain;
 }
 
-// The input slots of the index tensors view v's gathers read, in the order of its index terms.
-constexpr std::vector<std::int32_t> view_index_slots(const plan& p, std::int32_t v) {
-  std::vector<std::int32_t> slots;
-  for (auto id : view_chain(p, v))
-    if (ir::is_gather(p.graph.nodes[id].kind))
-      slots.push_back(value_slot(p.graph, p.transients, p.graph.nodes[id].operands[1]));
-  return slots;
+// View v's index terms as its kernel needs them before the call: each term's positions' input
+// slot (-1: computed, a shift's) and rule, in the order of strided_layout::terms.
+struct term_source {
+  std::int32_t slot = -1;
+  term_rule rule = term_rule::index;
+};
+constexpr std::vector<term_source> view_terms(const plan& p, std::int32_t v) {
+  std::vector<term_source> terms;
+  for (auto id : view_chain(p, v)) {
+    const ir::node& n = p.graph.nodes[id];
+    if (ir::is_gather(n.kind))
+      terms.push_back({value_slot(p.graph, p.transients, n.operands[1]), term_rule::index});
+    else if (n.kind == ir::op::shift)
+      terms.push_back({-1, static_cast<term_rule>(n.attrs.fold + 1)});
+  }
+  return terms;
 }
 
 // The layout of view v of plan p; base: the dims of its base (view_bases[v]) at the call.

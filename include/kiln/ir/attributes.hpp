@@ -15,7 +15,9 @@ struct attributes {
   bool keepdims = false;     // reductions: the reduced axes stay, with size 1
   bool select_last = false;  // argmax/argmin: the last index of equal extremes (ONNX's
                              // select_last_index), else the first
-  std::int8_t axis = 0;      // gather, gather_elements: the operand axis the indices select along
+  std::int8_t axis = 0;      // gather, gather_elements, shift: the operand axis it maps along
+  std::uint8_t fold = 0;     // shift: how a position outside the operand's axis comes back into
+                             // it (position_fold)
   // transpose: result axis i is operand axis perm[i].
   std::array<std::int8_t, max_rank> perm{};
   // slice: result index j along axis i reads operand index starts[i] + j * steps[i] (normalized
@@ -24,6 +26,25 @@ struct attributes {
   std::array<std::int32_t, max_rank> starts{}, steps{};
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
+
+// How a shift brings a position p outside an axis of n positions back into it: clamp (edge
+// padding, concat's pieces), reflect (mirror without repeating the border), wrap (p mod n).
+enum class position_fold : std::uint8_t { clamp, reflect, wrap };
+
+constexpr std::int64_t folded_position(std::int64_t p, std::int64_t n, position_fold f) {
+  if (n <= 1) return 0;
+  switch (f) {
+    case position_fold::reflect: {
+      std::int64_t period = 2 * (n - 1);
+      p = ((p % period) + period) % period;
+      return p >= n ? period - p : p;
+    }
+    case position_fold::wrap:
+      return ((p % n) + n) % n;
+    default:
+      return p < 0 ? 0 : p >= n ? n - 1 : p;
+  }
+}
 
 constexpr bool reduces(const attributes& a, int axis) { return (a.axes >> axis) & 1u; }
 

@@ -408,6 +408,35 @@ class builder {
     return append_gather(op::gather_elements, data, indices, m, i.dims);
   }
 
+  // `size` positions along `axis`, position j reading a's position fold(j - begin): edge, reflect
+  // and wrap padding and concat's pieces, with no position tensor. a's size along the axis may
+  // be a run-time size; the result's is static.
+  constexpr std::int32_t shift(std::int32_t a, std::int64_t axis, std::int64_t size,
+                               std::int64_t begin, position_fold fold) {
+    const node& x = at(a, op::shift);
+    const int r = x.dims.rank;
+    if (axis < -r || axis >= r)
+      fail(op::shift, errc::invalid_argument,
+           "axis " + detail::to_text(axis) + " is out of range for an operand of rank " +
+               detail::to_text(r));
+    const int ax = static_cast<int>(axis < 0 ? axis + r : axis);
+    if (size < 0 || begin < -0x7fffffff || begin > 0x7fffffff)
+      fail(op::shift, errc::invalid_argument,
+           "size " + detail::to_text(size) + " or begin " + detail::to_text(begin) +
+               " is out of range");
+    if (x.dims.dims[ax] == 0 && size > 0)
+      fail(op::shift, errc::shape_mismatch,
+           "operand " + to_string(x.dims) + " has no positions along axis " +
+               detail::to_text(ax) + " to read");
+    attributes m{};
+    m.axis = static_cast<std::int8_t>(ax);
+    m.fold = static_cast<std::uint8_t>(fold);
+    m.starts[ax] = static_cast<std::int32_t>(begin);
+    shape d = x.dims;
+    d.dims[ax] = size;
+    return view(op::shift, a, m, d);
+  }
+
   // A view node o of `a` with index map m and result dims d, as validated by the methods above
   // (canonicalize rebuilds views through it).
   constexpr std::int32_t view(op o, std::int32_t a, attributes m, const shape& d) {
@@ -418,9 +447,10 @@ class builder {
     for (int i = 0; i < d.rank; ++i) {
       if (o == op::transpose) identity = identity && m.perm[i] == i;
       if (o == op::slice) identity = identity && m.starts[i] == 0 && m.steps[i] == 1;
+      if (o == op::shift) identity = identity && m.starts[i] == 0;
     }
     if (identity) return a;
-    if (x.kind == o) {  // a view of a view: one view of the first's operand
+    if (x.kind == o && o != op::shift) {  // a view of a view: one view of the first's operand
       const attributes& inner = x.attrs;
       if (o == op::transpose) {
         attributes c{};
@@ -528,7 +558,8 @@ class builder {
                             static_cast<std::uint64_t>(n.value.i),
                             n.attrs.axes | (std::uint64_t{n.attrs.keepdims} << 32) |
                                 (std::uint64_t{n.attrs.select_last} << 33) |
-                                (std::uint64_t(std::uint8_t(n.attrs.axis)) << 34)};
+                                (std::uint64_t(std::uint8_t(n.attrs.axis)) << 34) |
+                                (std::uint64_t{n.attrs.fold} << 42)};
     std::uint64_t h = detail::fnv1a(head);
     if (info(n.kind).cls == op_class::view) {
       h = detail::fnv1a(n.attrs.perm, h);

@@ -1,6 +1,7 @@
 // Data movement built from index maps: pad (constant, edge, reflect, wrap) and concat, each a
-// gather along an axis through a small index tensor (and a mask where a piece ends), so a
-// consumer reads the pieces in place and nothing is copied unless a region boundary needs it.
+// shift along an axis (positions computed from the coordinate, folded into the operand) and,
+// where a piece or the padding ends, a mask (a two-value table, shifted), so a consumer reads the
+// pieces in place and nothing is copied unless a region boundary needs it.
 #pragma once
 
 #include <cstdint>
@@ -28,25 +29,22 @@ constexpr std::int64_t static_size(builder& b, std::string_view name, std::int32
   return n;
 }
 
-// positions (i32) as a tensor constant gathered along `axis` of x.
-constexpr std::int32_t gather_positions(builder& b, std::int32_t x, int axis,
-                                        const std::vector<std::int64_t>& positions) {
-  std::vector<scalar> values;
-  for (auto p : positions) values.push_back(scalar::of_integer(dtype::i32, p));
-  std::int32_t idx =
-      b.tensor_constant(dtype::i32, shape{static_cast<std::int64_t>(positions.size())}, values);
-  return b.gather(x, idx, axis);
+// The bool pair {first, second} as a [2, 1, ..., 1] tensor constant: a mask along `axis` of a
+// rank-`rank` value, once shifted (step_mask).
+constexpr std::int32_t bool_pair(builder& b, int axis, int rank, bool first, bool second) {
+  scalar values[] = {scalar::of_integer(dtype::boolean, first),
+                     scalar::of_integer(dtype::boolean, second)};
+  std::int32_t m = b.tensor_constant(dtype::boolean, shape{2}, values);
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(rank - axis), 1);
+  sizes[0] = 2;
+  return b.reshape(m, sizes);
 }
 
-// A bool mask along `axis` of a rank-`rank` value: [n] as [n, 1, ..., 1], true where `keep`.
-constexpr std::int32_t axis_mask(builder& b, int axis, int rank, const std::vector<bool>& keep) {
-  std::vector<scalar> values;
-  for (bool k : keep) values.push_back(scalar::of_integer(dtype::boolean, k ? 1 : 0));
-  auto n = static_cast<std::int64_t>(keep.size());
-  std::int32_t m = b.tensor_constant(dtype::boolean, shape{n}, values);
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(rank - axis), 1);
-  sizes[0] = n;
-  return b.reshape(m, sizes);
+// Along `axis`, `size` positions: pair's first value before position `at`, its second from
+// there on (a shift of the pair by at - 1, clamped). No table as long as the axis.
+constexpr std::int32_t step_mask(builder& b, std::int32_t pair, std::int64_t size,
+                                 std::int64_t at) {
+  return b.shift(pair, 0, size, at - 1, position_fold::clamp);
 }
 
 }  // namespace detail
@@ -103,23 +101,16 @@ constexpr std::int32_t pad(builder& b, std::int32_t x, std::span<const std::int6
                   "reflect pads " + kiln::detail::to_text(begin) + " and " +
                       kiln::detail::to_text(end) + " must be below the axis's size " +
                       kiln::detail::to_text(n) + " (axis " + kiln::detail::to_text(axis) + ")");
-    std::vector<std::int64_t> positions;
-    std::vector<bool> inside;
-    for (std::int64_t j = 0; j < out; ++j) {
-      std::int64_t p = j - begin;
-      inside.push_back(p >= 0 && p < n);
-      if (mode == pad_mode::reflect && n > 1) {
-        std::int64_t period = 2 * (n - 1);
-        p = ((p % period) + period) % period;
-        if (p >= n) p = period - p;
-      } else if (mode == pad_mode::wrap) {
-        p = ((p % n) + n) % n;
-      }
-      positions.push_back(p < 0 ? 0 : p >= n ? n - 1 : p);  // constant, edge: clamped
-    }
-    y = detail::gather_positions(b, y, axis, positions);
-    if (mode == pad_mode::constant) {
-      std::int32_t m = detail::axis_mask(b, axis, r, inside);
+    const position_fold fold = mode == pad_mode::reflect ? position_fold::reflect
+                               : mode == pad_mode::wrap  ? position_fold::wrap
+                                                         : position_fold::clamp;
+    y = b.shift(y, axis, out, begin, fold);
+    if (mode != pad_mode::constant) continue;
+    // Inside: from position `begin` (when it pads there) and below begin + n (likewise).
+    for (auto [at, outside_first] : {std::pair{begin, true}, std::pair{begin + n, false}}) {
+      if (outside_first ? at <= 0 : at >= out) continue;
+      std::int32_t pair = detail::bool_pair(b, axis, r, !outside_first, outside_first);
+      std::int32_t m = detail::step_mask(b, pair, out, at);
       mask = mask < 0 ? m : b.binary(op::logical_and, mask, m);
     }
   }
@@ -127,7 +118,7 @@ constexpr std::int32_t pad(builder& b, std::int32_t x, std::span<const std::int6
 }
 
 // ONNX Concat: the pieces along `axis` (negative from the end), every other size equal. Each
-// piece is read where its positions are: a gather of it (clamped) chosen by a mask, so the
+// piece is read where its positions are: a shift of it (clamped) chosen by a mask, so the
 // consumer reads every piece in place.
 constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, std::int64_t axis) {
   if (pieces.empty()) throw error(errc::invalid_argument, "concat", "takes at least one piece");
@@ -163,18 +154,13 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
   }
   if (kept.empty()) return pieces[0];  // every piece is empty along the axis
   if (kept.size() == 1) return kept[0];
-  std::int32_t y = -1;
+  // Piece k is read at positions j - begin(k), clamped into it, where j < end(k) and no piece
+  // before it holds j.
+  std::int32_t below = detail::bool_pair(b, a, r, true, false), y = -1;
   for (std::size_t k = kept.size(); k-- > 0;) {
-    const std::int64_t begin = k ? ends[k - 1] : 0, n = ends[k] - begin;
-    std::vector<std::int64_t> positions;
-    std::vector<bool> inside;
-    for (std::int64_t j = 0; j < total; ++j) {
-      std::int64_t p = j - begin;
-      positions.push_back(p < 0 ? 0 : p >= n ? n - 1 : p);
-      inside.push_back(j < ends[k]);
-    }
-    std::int32_t g = detail::gather_positions(b, kept[k], a, positions);
-    y = y < 0 ? g : b.select(detail::axis_mask(b, a, r, inside), g, y);
+    const std::int64_t begin = k ? ends[k - 1] : 0;
+    std::int32_t piece = b.shift(kept[k], a, total, begin, position_fold::clamp);
+    y = y < 0 ? piece : b.select(detail::step_mask(b, below, total, ends[k]), piece, y);
   }
   return y;
 }

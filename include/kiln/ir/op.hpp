@@ -103,6 +103,9 @@
   X(reshape, 1, view, any, false)                         \
   X(expand, 1, view, any, false)                          \
   X(slice, 1, view, any, false)                           \
+  /* position j along attributes::axis reads the */       \
+  /* operand's fold(j - starts[axis]) (pad, concat) */    \
+  X(shift, 1, view, any, false)                           \
   /* indirect index maps: positions along one axis */     \
   /* read from an index tensor (operand 1) */             \
   X(gather, 2, view, any, false)                          \
@@ -141,6 +144,8 @@ constexpr bool is_reduction(op_class c) {
 
 // Views whose map along attributes::axis reads positions from an index tensor (operand 1).
 constexpr bool is_gather(op o) { return o == op::gather || o == op::gather_elements; }
+// Views whose map along attributes::axis is not affine: gathers and shifts.
+constexpr bool selects_positions(op o) { return is_gather(o) || o == op::shift; }
 
 // Which element types an op accepts.
 enum class operand_types : std::uint8_t {

@@ -85,6 +85,12 @@ inline std::string print(const graph& g) {
       out += "]";
     }
     if (is_gather(n.kind)) out += " axis " + std::to_string(n.attrs.axis);
+    if (n.kind == op::shift) {
+      constexpr const char* folds[] = {"clamp", "reflect", "wrap"};
+      out += " axis " + std::to_string(n.attrs.axis) + " from " +
+             std::to_string(n.attrs.starts[n.attrs.axis]) + " " +
+             (n.attrs.fold < 3 ? folds[n.attrs.fold] : "?");
+    }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }
   out += "  return";

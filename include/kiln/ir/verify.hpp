@@ -21,6 +21,11 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
   if (n.kind == op::transpose) expected.perm = m.perm;
   if (n.kind == op::slice) expected.starts = m.starts, expected.steps = m.steps;
   if (is_gather(n.kind)) expected.axis = m.axis;
+  if (n.kind == op::shift) {
+    expected.axis = m.axis;
+    expected.fold = m.fold;
+    if (m.axis >= 0 && m.axis < max_rank) expected.starts[m.axis] = m.starts[m.axis];
+  }
   if (m != expected) report("has attributes its op does not take");
   auto count = [](const shape& s) {  // static elements, or -1 with a run-time size
     std::int64_t c = 1;
@@ -73,9 +78,20 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
         }
       }
       if (!ok || n.dims != want)
-        report("axis " + detail::to_text(m.axis) + ", dims " + to_string(n.dims) +
-               " and indices " + to_string(i) + " are not a gather of its operand " +
-               to_string(x.dims));
+        report("axis " + detail::to_text(m.axis) + ", dims " + to_string(n.dims) + " and indices " +
+               to_string(i) + " are not a gather of its operand " + to_string(x.dims));
+      break;
+    }
+    case op::shift: {
+      bool ok = m.axis >= 0 && m.axis < x.dims.rank && n.dims.rank == x.dims.rank &&
+                m.fold <= static_cast<std::uint8_t>(position_fold::wrap) &&
+                !is_symbol(n.dims.dims[m.axis]) &&
+                (x.dims.dims[m.axis] != 0 || n.dims.dims[m.axis] == 0);
+      for (int i = 0; ok && i < n.dims.rank; ++i)
+        ok = i == m.axis || n.dims.dims[i] == x.dims.dims[i];
+      if (!ok)
+        report("axis " + detail::to_text(m.axis) + " and dims " + to_string(n.dims) +
+               " are not a shift of its operand " + to_string(x.dims));
       break;
     }
     case op::reshape:

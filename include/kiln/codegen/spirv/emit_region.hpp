@@ -35,18 +35,22 @@ class region_emitter final : public op_lowering {
         t_(t),
         n_inputs_(compiler::input_slots(p, r).size()),
         stores_(compiler::region_stores(p, r)) {
-    // Each view's index terms: the binding of its positions (after the input slots), and their
-    // element size.
+    // Each view's index terms: the binding of its positions (after the input slots; none for a
+    // shift's computed positions), their element size, and the rule that makes them positions.
     const auto slots = compiler::input_slots(p, r);
     const auto n_args = static_cast<std::int32_t>(g_.inputs.size());
     const auto first_view = n_args + static_cast<std::int32_t>(p.transients.size());
     for (auto slot : slots) {
       auto& terms = input_terms_.emplace_back();
       if (slot < first_view) continue;
-      for (auto s : compiler::view_index_slots(p, slot - first_view)) {
+      for (auto [s, rule] : compiler::view_terms(p, slot - first_view)) {
+        if (s < 0) {
+          terms.push_back({no_binding, false, rule});
+          continue;
+        }
         auto at = std::find(r.indices.begin(), r.indices.end(), s) - r.indices.begin();
         dtype t = s < n_args ? g_.inputs[s].type : g_.nodes[p.transients[s - n_args]].type;
-        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8});
+        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8, rule});
       }
     }
   }
@@ -272,11 +276,11 @@ class region_emitter final : public op_lowering {
     id idx = affine_index(strides_[strided_slot]);
     for (const term_words& t : terms_[strided_slot]) {
       // The positions' index, each lane's position (as i32: an i64's low word, or the nearest
-      // i32 where it does not fit), counted from the end if negative, clamped to the axis.
+      // i32 where it does not fit), then made a position by the term's rule.
       id at = affine_index(t.words);
       id s32 = scalar_type(lane_kind::s32), ivec4 = vec(lane_kind::s32);
       id l[4];
-      for (std::uint32_t i = 0; i < 4; ++i) {
+      for (std::uint32_t i = 0; i < 4 && t.binding != no_binding; ++i) {
         id e = lane(at, u32(), i);
         if (!t.wide) {
           l[i] = m_.emit(Op::OpBitcast, s32, {word(bindings_[t.binding], e)});
@@ -293,19 +297,57 @@ class region_emitter final : public op_lowering {
                           m_.constant_i32(INT32_MIN), m_.constant_i32(INT32_MAX)});
         l[i] = m_.emit(Op::OpSelect, s32, {fits, lo, far});
       }
-      id v = compose(ivec4, l[0], l[1], l[2], l[3]);
+      id v = t.binding == no_binding ? m_.emit(Op::OpBitcast, ivec4, {at})  // computed
+                                     : compose(ivec4, l[0], l[1], l[2], l[3]);
       id extent = m_.emit(Op::OpBitcast, s32, {t.words[rank_ + 2]});
       id ev = compose(ivec4, extent, extent, extent, extent);
-      id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, isplat(lane_kind::s32, 0)});
-      v = m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpIAdd, ivec4, {v, ev}), v});
-      id last = m_.emit(Op::OpISub, ivec4, {ev, isplat(lane_kind::s32, 1)});
-      v = m_.ext(ivec4, GLSLstd450SClamp, {v, isplat(lane_kind::s32, 0), last});
+      id zero = isplat(lane_kind::s32, 0), one = isplat(lane_kind::s32, 1);
+      id last = m_.emit(Op::OpISub, ivec4, {ev, one});
+      switch (t.rule) {
+        case compiler::term_rule::index: {  // negative from the end, then clamped
+          id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, zero});
+          v = m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpIAdd, ivec4, {v, ev}), v});
+          v = m_.ext(ivec4, GLSLstd450SClamp, {v, zero, last});
+          break;
+        }
+        case compiler::term_rule::clamp:
+          v = m_.ext(ivec4, GLSLstd450SClamp, {v, zero, last});
+          break;
+        case compiler::term_rule::wrap:
+          v = positive_mod(v, ev);
+          break;
+        case compiler::term_rule::reflect: {  // period 2(n - 1), the second half mirrored
+          id period = m_.ext(ivec4, GLSLstd450SMax,
+                             {m_.emit(Op::OpIMul, ivec4, {last, isplat(lane_kind::s32, 2)}), one});
+          id m = positive_mod(v, period);
+          id back = m_.emit(Op::OpSGreaterThanEqual, bvec4(), {m, ev});
+          v = m_.emit(Op::OpSelect, ivec4, {back, m_.emit(Op::OpISub, ivec4, {period, m}), m});
+          break;
+        }
+      }
       id data_stride = t.words[rank_ + 1];
       id dv = compose(uvec4(), data_stride, data_stride, data_stride, data_stride);
-      idx = m_.emit(Op::OpIAdd, uvec4(),
-                    {idx, m_.emit(Op::OpIMul, uvec4(), {m_.emit(Op::OpBitcast, uvec4(), {v}), dv})});
+      idx =
+          m_.emit(Op::OpIAdd, uvec4(),
+                  {idx, m_.emit(Op::OpIMul, uvec4(), {m_.emit(Op::OpBitcast, uvec4(), {v}), dv})});
     }
     return idx;
+  }
+
+  // v mod n in [0, n) for every sign of v (n > 0), in unsigned arithmetic: lavapipe's OpSMod
+  // gives wrong results for negative dividends.
+  id positive_mod(id v, id n) {
+    id ivec4 = vec(lane_kind::s32);
+    id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, isplat(lane_kind::s32, 0)});
+    id magnitude =
+        m_.emit(Op::OpBitcast, uvec4(),
+                {m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpSNegate, ivec4, {v}), v})});
+    id un = m_.emit(Op::OpBitcast, uvec4(), {n});
+    id m = m_.emit(Op::OpUMod, uvec4(), {magnitude, un});
+    id wraps = m_.emit(Op::OpLogicalAnd, bvec4(),
+                       {negative, m_.emit(Op::OpINotEqual, bvec4(), {m, usplat(0)})});
+    id r = m_.emit(Op::OpSelect, uvec4(), {wraps, m_.emit(Op::OpISub, uvec4(), {un, m}), m});
+    return m_.emit(Op::OpBitcast, ivec4, {r});
   }
 
   // offset + sum of coordinate x stride, per lane (words: rank strides, then the offset).
@@ -520,7 +562,7 @@ class region_emitter final : public op_lowering {
       for (int i = 0; i <= rank_; ++i) strides_.back().push_back(metadata(next++));  // + offset
       auto& terms = terms_.emplace_back();
       for (const term_source& src : input_terms_[a]) {
-        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, {}});
+        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, src.rule, {}});
         for (int i = 0; i < rank_ + 3; ++i) t.words.push_back(metadata(next++));
       }
     }
@@ -879,16 +921,19 @@ class region_emitter final : public op_lowering {
   const compiler::region& r_;
   const std::vector<operand_kind>& kinds_;
   const target& t_;
-  std::size_t n_inputs_ = 0;             // input bindings (parameters, transients, views);
-                                         // region::indices are bound after them
-  struct term_source {                   // an index term of a view (compiler::index_term)
-    std::size_t binding;                 // of its positions
-    bool wide;                           // i64 positions, else i32
+  std::size_t n_inputs_ = 0;  // input bindings (parameters, transients, views);
+                              // region::indices are bound after them
+  static constexpr std::size_t no_binding = ~std::size_t{0};
+  struct term_source {    // an index term of a view (compiler::index_term)
+    std::size_t binding;  // of its positions; no_binding: computed (a shift)
+    bool wide;            // i64 positions, else i32
+    compiler::term_rule rule;
   };
   std::vector<std::vector<term_source>> input_terms_;  // per input binding
   struct term_words {                                  // an index term's metadata
     std::size_t binding;
     bool wide;
+    compiler::term_rule rule;
     std::vector<id> words;  // positions' rank strides and offset, data stride, extent
   };
   std::vector<std::vector<term_words>> terms_;  // per strided argument, as strides_

@@ -41,24 +41,26 @@ inline constexpr std::int64_t parallel_threshold = 1 << 16;
 // The fewest elements a thread claims at a time: far more work than the claim (one atomic add).
 inline constexpr std::int64_t task_grain = 1 << 13;
 
-// A gather's part of an operand's element address (compiler::index_term over the iteration
-// space): data_stride x the position read from `positions` (i32 or i64 elements, `wide`) at
-// offset + sum of index x stride.
+// A gather's or shift's part of an operand's element address (compiler::index_term over the
+// iteration space): data_stride x the position read from `positions` (i32 or i64 elements,
+// `wide`) at offset + sum of index x stride, or (no positions: a shift) that place itself.
+// (Positions are read from `positions` already at the offset; a shift adds it, `shift`.)
 struct index_term {
   const unsigned char* positions = nullptr;
   bool wide = false;
-  std::int64_t extent = 0, data_stride = 0;
+  compiler::term_rule rule = compiler::term_rule::index;
+  std::int64_t extent = 0, data_stride = 0, shift = 0;
   std::array<std::int64_t, max_rank> stride{};
   std::int64_t position(std::int64_t at) const {
-    std::int64_t v;
-    if (wide) {
+    std::int64_t v = at + shift;
+    if (positions && wide) {
       std::memcpy(&v, positions + at * 8, 8);
-    } else {
+    } else if (positions) {
       std::int32_t w;
       std::memcpy(&w, positions + at * 4, 4);
       v = w;
     }
-    return compiler::clamp_position(v, extent);
+    return compiler::term_position(v, extent, rule);
   }
 };
 
@@ -80,8 +82,17 @@ operand_layout layout_over(const void* data, int bytes, const compiler::strided_
   operand_layout l{static_cast<const unsigned char*>(data) + v.offset * bytes, bytes, {}, {}};
   for (const auto& t : v.terms) {
     const int index_bytes = size_in_bytes(t.type);
-    l.terms.push_back({static_cast<const unsigned char*>(slot_data(t.slot)) + t.offset * index_bytes,
-                       index_bytes == 8, t.extent, t.data_stride, {}});
+    if (t.slot < 0)  // computed positions: the place is the position, offset included
+      l.terms.push_back({nullptr, false, t.rule, t.extent, t.data_stride, t.offset, {}});
+    else
+      l.terms.push_back(
+          {static_cast<const unsigned char*>(slot_data(t.slot)) + t.offset * index_bytes,
+           index_bytes == 8,
+           t.rule,
+           t.extent,
+           t.data_stride,
+           0,
+           {}});
   }
   for (int i = 0; i < v.dims.rank; ++i) {
     int si = space.rank - v.dims.rank + i;
@@ -206,7 +217,8 @@ struct row_pointers {
       }
       std::int64_t stride = s.strides[k][inner];
       bool varying = false;  // a gather's positions change along the row
-      for (std::size_t t = 0; t < o.terms.size(); ++t) varying = varying || s.strides[entry + t][inner];
+      for (std::size_t t = 0; t < o.terms.size(); ++t)
+        varying = varying || s.strides[entry + t][inner];
       if (!varying)
         for (const index_term& t : o.terms)
           at += t.data_stride * t.position(offsets[entry++]) * o.bytes;
@@ -226,7 +238,8 @@ struct row_pointers {
       const void* at = input ? in[slot] : out[slot];
       operand o{slot, ops[k].bytes, s.strides[k][inner], at, terms_.size(), 0};
       bool varying = false;
-      for (std::size_t t = 0; t < ops[k].terms.size(); ++t) varying = varying || s.strides[entry + t][inner];
+      for (std::size_t t = 0; t < ops[k].terms.size(); ++t)
+        varying = varying || s.strides[entry + t][inner];
       if (varying) {  // every term is applied per element, from the untermed pointer
         o.at = ops[k].data + offsets[k] * ops[k].bytes;
         for (const index_term& t : ops[k].terms) {
