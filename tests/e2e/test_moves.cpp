@@ -129,7 +129,7 @@ struct runner {
     std::vector<std::vector<unsigned char>> data;
     std::vector<kiln::tensor_ref> args;
     for (auto& [t, x] : inputs) {
-      data.push_back(bytes(t, x.v));
+      data.push_back(ref::bytes_of(t, x.v));
       args.emplace_back(static_cast<const void*>(data.back().data()), t, ref::to_shape(x.dims));
     }
     std::vector<unsigned char> out(
@@ -138,34 +138,8 @@ struct runner {
         kiln::tensor_ref(static_cast<void*>(out.data()), out_type, ref::to_shape(out_dims))};
     e.run(args, results);
     std::vector<double> r;
-    for (std::int64_t i = 0; i < count_of(out_dims); ++i) r.push_back(value(out_type, out, i));
-    return r;
-  }
-  static std::vector<unsigned char> bytes(dtype t, const std::vector<double>& v) {
-    std::vector<unsigned char> b(v.size() * kiln::size_in_bytes(t) + 1);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      kiln::visit_dtype(t, [&]<dtype D>() {
-        using T = kiln::storage_t<D>;
-        T x;
-        if constexpr (std::is_arithmetic_v<T>)
-          x = static_cast<T>(v[i]);
-        else
-          x = T(static_cast<float>(v[i]));
-        std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
-      });
-    return b;
-  }
-  static double value(dtype t, const std::vector<unsigned char>& b, std::int64_t i) {
-    double r = 0;
-    kiln::visit_dtype(t, [&]<dtype D>() {
-      using T = kiln::storage_t<D>;
-      T x;
-      std::memcpy(&x, b.data() + i * sizeof(T), sizeof(T));
-      if constexpr (std::is_arithmetic_v<T>)
-        r = static_cast<double>(x);
-      else
-        r = static_cast<double>(static_cast<float>(x));
-    });
+    for (std::int64_t i = 0; i < count_of(out_dims); ++i)
+      r.push_back(ref::value_at(out, out_type, static_cast<std::size_t>(i)));
     return r;
   }
 };

@@ -17,6 +17,8 @@
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
 
+#include "../support/reference.hpp"
+
 namespace {
 
 using kiln::dtype;
@@ -91,36 +93,6 @@ std::vector<node_case> read_cases(const std::string& path) {
     }
   }
   return cases;
-}
-
-// A tensor's values as bytes of its dtype.
-std::vector<unsigned char> bytes_of(const tensor& t) {
-  std::vector<unsigned char> b(t.values.size() * kiln::size_in_bytes(t.type) + 8);
-  for (std::size_t i = 0; i < t.values.size(); ++i) {
-    void* at = b.data() + i * kiln::size_in_bytes(t.type);
-    double v = t.values[i];
-    kiln::visit_dtype(t.type, [&]<dtype D>() {
-      using T = kiln::storage_t<D>;
-      if constexpr (std::is_arithmetic_v<T>)
-        *static_cast<T*>(at) = static_cast<T>(v);
-      else
-        *static_cast<T*>(at) = T(static_cast<float>(v));
-    });
-  }
-  return b;
-}
-double value_at(const std::vector<unsigned char>& b, dtype t, std::size_t i) {
-  double v = 0;
-  kiln::visit_dtype(t, [&]<dtype D>() {
-    using T = kiln::storage_t<D>;
-    T x;
-    std::memcpy(&x, b.data() + i * sizeof(T), sizeof(T));
-    if constexpr (std::is_arithmetic_v<T>)
-      v = static_cast<double>(x);
-    else
-      v = static_cast<double>(static_cast<float>(x));
-  });
-  return v;
 }
 
 const std::map<std::string, kiln::ir::op> reductions = {
@@ -270,7 +242,7 @@ TEST(OnnxNodeTests, EveryCaseOfKilnsOps) {
     std::vector<kiln::tensor_ref> args, results;
     for (const tensor& t : c.inputs) {
       if (is_list_input(c, t.index)) continue;
-      data.push_back(bytes_of(t));
+      data.push_back(ref::bytes_of(t.type, t.values));
       args.emplace_back(static_cast<void*>(data.back().data()), t.type, t.dims);
     }
     // Only the first output (LayerNormalization's Y; kiln gives no Mean or InvStdDev).
@@ -281,7 +253,7 @@ TEST(OnnxNodeTests, EveryCaseOfKilnsOps) {
     ++run;
     int reported = 0;
     for (std::size_t i = 0; i < want.values.size() && reported < 3; ++i) {
-      double w = want.values[i], v = value_at(got, want.type, i);
+      double w = want.values[i], v = ref::value_at(got, want.type, i);
       bool ok = kiln::is_floating(want.type)
                     ? (std::isnan(w)   ? std::isnan(v)
                        : std::isinf(w) ? v == w

@@ -180,4 +180,34 @@ void expect_near(const std::vector<T>& got, const std::vector<double>& want, tol
   }
 }
 
+// Values as the bytes of dtype t (narrow floats rounded from f32), and back: how the tests that
+// build run-time graphs pass data of any dtype (one spare byte: bool's empty data has an address).
+inline std::vector<unsigned char> bytes_of(kiln::dtype t, const std::vector<double>& v) {
+  std::vector<unsigned char> b(v.size() * kiln::size_in_bytes(t) + 1);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    kiln::visit_dtype(t, [&]<kiln::dtype D>() {
+      using T = kiln::storage_t<D>;
+      T x;
+      if constexpr (std::is_arithmetic_v<T>)
+        x = static_cast<T>(v[i]);
+      else
+        x = T(static_cast<float>(v[i]));
+      std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
+    });
+  return b;
+}
+inline double value_at(const std::vector<unsigned char>& b, kiln::dtype t, std::size_t i) {
+  double r = 0;
+  kiln::visit_dtype(t, [&]<kiln::dtype D>() {
+    using T = kiln::storage_t<D>;
+    T x;
+    std::memcpy(&x, b.data() + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_arithmetic_v<T>)
+      r = static_cast<double>(x);
+    else
+      r = static_cast<double>(static_cast<float>(x));
+  });
+  return r;
+}
+
 }  // namespace ref

@@ -53,6 +53,11 @@ constexpr auto make_views(Make, const A& x, const More&... more) {
 template <std::int64_t... V>
 inline constexpr std::array<std::int64_t, sizeof...(V)> list_of{V...};
 
+// The element types of gather's indices.
+template <class T>
+concept index_element = dtype_of<T>
+== dtype::i32 || dtype_of<T> == dtype::i64;
+
 template <int Rank, std::int64_t... Perm>
 constexpr bool is_permutation() {
   if (sizeof...(Perm) != static_cast<std::size_t>(Rank)) return false;
@@ -157,8 +162,7 @@ constexpr auto slice(const A& x) {
 // (ONNX's GatherElements). Views: regions read data in place.
 template <int Axis, tensor_value A, tensor_value I>
 constexpr auto gather(const A& data, const I& indices) {
-  using IE = typename I::element;
-  constexpr bool index_ok = dtype_of<IE> == dtype::i32 || dtype_of<IE> == dtype::i64;
+  constexpr bool index_ok = detail::index_element<typename I::element>;
   static_assert(index_ok, "kiln::gather: the indices must be std::int32_t or std::int64_t");
   constexpr int rank = A::extents_type::rank, q = I::extents_type::rank;
   constexpr bool in_range = Axis >= -rank && Axis < rank && rank - 1 + q <= max_rank;
@@ -174,8 +178,7 @@ constexpr auto gather(const A& data, const I& indices) {
 }
 template <int Axis, tensor_value A, tensor_value I>
 constexpr auto gather_elements(const A& data, const I& indices) {
-  using IE = typename I::element;
-  constexpr bool index_ok = dtype_of<IE> == dtype::i32 || dtype_of<IE> == dtype::i64;
+  constexpr bool index_ok = detail::index_element<typename I::element>;
   static_assert(index_ok,
                 "kiln::gather_elements: the indices must be std::int32_t or std::int64_t");
   constexpr shape d = A::extents_type::value(), i = I::extents_type::value();
@@ -224,9 +227,7 @@ constexpr auto concat(const A& first, const More&... more) {
     return value<typename A::element, rejected_extents>{};
   else
     return detail::make_views(
-        [](ir::builder& b, std::span<const std::int32_t> ids) {
-          return ir::concat(b, ids, Axis);
-        },
+        [](ir::builder& b, std::span<const std::int32_t> ids) { return ir::concat(b, ids, Axis); },
         first, more...);
 }
 
