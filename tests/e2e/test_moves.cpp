@@ -265,6 +265,21 @@ TEST(Concat, PiecesAlongEveryAxisReadInPlace) {
     EXPECT_EQ(e.plan().transient_bytes(), 0);
     expect_values(r.run(dtype::f32, want.dims), want);
   }
+  // Long rows along the joined axis: pieces that start and end inside the CPU's 512-element
+  // pieces of a row, one of them transposed (read with a stride between its clamped ends), and
+  // an edge pad of it.
+  {
+    host_tensor p0 = iota({3, 700}, 1, 1), p1 = iota({3, 1}, 1, -5), p2 = iota({300, 3}, 2, 7);
+    runner r;
+    auto a0 = r.input(dtype::f32, p0);
+    auto a1 = r.input(dtype::f32, p1);
+    auto a2 = r.input(dtype::f32, p2);
+    auto t2 = r.g.transpose(a2);
+    r.g.output("y", r.g.concat({a0, a1, t2, r.g.pad(t2, {0, 200, 0, 100}, "edge")}, 1));
+    host_tensor p2t = build({3, 300}, [&](const index_t& o) { return p2.at({o[1], o[0]}); });
+    host_tensor want = ref_concat({p0, p1, p2t, ref_pad(p2t, {0, 200, 0, 100}, "edge")}, 1);
+    expect_values(r.run(dtype::f32, want.dims), want);
+  }
   // bool and i64 pieces, one of them transposed, one computed (materialized for the gather).
   host_tensor a = iota({3, 2}), b = iota({2, 2}, 1, 6), c = iota({2, 1}, 1, 10);
   runner r;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -277,30 +278,79 @@ struct row_pointers {
     const index_term* term;
     std::int64_t offset, step;
   };
+  // Runs the row in pieces of at most 512 elements, each cut into segments where every shift
+  // that clamps along the row (pad's edges, concat's pieces) is constant or steps by one: there
+  // such an operand is read in place (step 0 or 1), or gathered with one stride; other operands
+  // are gathered into a buffer.
   void call_gathered(row_ref row, std::int64_t n) {
     constexpr std::int64_t piece = 512;
     thread_local std::vector<std::uint64_t> buffer;
     if (buffer.size() < inputs_.size() * piece) buffer.resize(inputs_.size() * piece);
     for (std::int64_t c = 0; c < n; c += piece) {
-      const std::int64_t m = std::min(piece, n - c);
-      for (std::size_t k = 0; k < inputs_.size(); ++k) {
-        const operand& o = inputs_[k];
-        auto* from = static_cast<const unsigned char*>(o.at);
-        void* to = buffer.data() + k * piece;
-        if (o.term_count) {
-          gather_positions(o, c, m, to);
-        } else if (o.stride == 0 || o.stride == 1) {
-          in[o.slot] = from + c * o.stride * o.bytes;
-          continue;
-        } else {
-          gather(from + c * o.stride * o.bytes, o.stride, o.bytes, m, to);
+      for (std::int64_t s = c, last = c + std::min(piece, n - c); s < last;) {
+        std::int64_t t = last;
+        for (const operand& o : inputs_) t = std::min(t, regime_end(o, s));
+        for (std::size_t k = 0; k < inputs_.size(); ++k) {
+          const operand& o = inputs_[k];
+          auto* from = static_cast<const unsigned char*>(o.at);
+          void* to = buffer.data() + k * piece;
+          const unsigned char* at = from + s * o.stride * o.bytes;
+          std::int64_t stride = o.stride;
+          if (o.term_count && !affine_at(o, s, at, stride)) {
+            gather_positions(o, s, t - s, to);
+            at = static_cast<const unsigned char*>(to);
+            stride = 1;
+          } else if (stride != 0 && stride != 1) {
+            gather(at, stride, o.bytes, t - s, to);
+            at = static_cast<const unsigned char*>(to);
+            stride = 1;
+          }
+          in[o.slot] = at;
+          step[o.slot] = stride;
         }
-        in[o.slot] = to;
+        for (const operand& o : outputs_)
+          out[o.slot] = static_cast<unsigned char*>(const_cast<void*>(o.at)) + s * o.bytes;
+        row(in.data(), step.data(), out.data(), t - s);
+        s = t;
       }
-      for (const operand& o : outputs_)
-        out[o.slot] = static_cast<unsigned char*>(const_cast<void*>(o.at)) + c * o.bytes;
-      row(in.data(), step.data(), out.data(), m);
     }
+  }
+  // A term whose position is computed, clamped, and steps by one along the row: where it is
+  // below the axis, inside it, and past it, the operand is read with one stride.
+  static bool clamps_by_one(const term_at& ta) {
+    return !ta.term->positions && ta.term->rule == compiler::term_rule::clamp && ta.step == 1;
+  }
+  // The first element after e where one of o's clamping terms changes regime (or far past).
+  std::int64_t regime_end(const operand& o, std::int64_t e) const {
+    std::int64_t end = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t t = o.term_begin; t < o.term_begin + o.term_count; ++t) {
+      const term_at& ta = terms_[t];
+      if (!clamps_by_one(ta)) continue;
+      std::int64_t v = ta.offset + e + ta.term->shift;  // the unclamped position at e
+      if (v < 0)
+        end = std::min(end, e - v);
+      else if (v < ta.term->extent)
+        end = std::min(end, e + ta.term->extent - v);
+    }
+    return end;
+  }
+  // Where o's element e is and its stride from there on, when every term of o that changes
+  // along the row clamps by one (false: o is gathered element by element).
+  bool affine_at(const operand& o, std::int64_t e, const unsigned char*& at,
+                 std::int64_t& stride) const {
+    std::int64_t place = e * o.stride;
+    stride = o.stride;
+    for (std::size_t t = o.term_begin; t < o.term_begin + o.term_count; ++t) {
+      const term_at& ta = terms_[t];
+      if (ta.step != 0 && !clamps_by_one(ta)) return false;
+      const index_term& term = *ta.term;
+      std::int64_t v = ta.offset + e * ta.step;
+      place += term.data_stride * term.position(v);
+      std::int64_t unclamped = v + term.shift;
+      if (ta.step != 0 && unclamped >= 0 && unclamped < term.extent) stride += term.data_stride;
+    }
+    at = static_cast<const unsigned char*>(o.at) + place * o.bytes;
+    return true;
   }
   // Elements [c, c + m) of operand o, read through its index terms, to `to`.
   void gather_positions(const operand& o, std::int64_t c, std::int64_t m, void* to) const {
