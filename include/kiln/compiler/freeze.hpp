@@ -113,8 +113,7 @@ struct frozen_plan {
     return compiler::thaw(frozen_parts{inputs, nodes, symbols, constraints, outputs, regions,
                                        region_nodes, region_args, region_results, transients,
                                        region_reads, region_writes, views, view_bases, region_views,
-                                       region_view_reads, region_indices, tensors,
-                                       tensor_values});
+                                       region_view_reads, region_indices, tensors, tensor_values});
   }
 };
 

@@ -11,29 +11,24 @@
 
 namespace kiln::compiler {
 
-// How an index term turns the value at its place into a position along an axis of `extent`
-// positions: a gather's index (negative from the end, then clamped), or a shift's computed
-// position folded back into the axis (ir::position_fold).
-enum class term_rule : std::uint8_t { index, clamp, reflect, wrap };
-
 // A gather's or shift's part of an element's place: data_stride times a position. A gather reads
 // it from the index tensor in input slot `slot` (element type `type`) at offset + sum of
 // coordinate x strides; a shift (slot -1) computes offset + sum of coordinate x strides itself.
+// Either is folded into the axis's `extent` positions by `fold` (a gather's: clamp).
 struct index_term {
   std::int32_t slot = -1;
   dtype type = dtype::i64;
-  term_rule rule = term_rule::index;
+  ir::position_fold fold = ir::position_fold::clamp;
   std::int64_t extent = 0, data_stride = 0, offset = 0;
   std::array<std::int64_t, max_rank> strides{};
 };
 
-// The position a term gives for value v (read, or computed): in [0, extent).
-constexpr std::int64_t term_position(std::int64_t v, std::int64_t extent, term_rule rule) {
-  if (rule != term_rule::index)
-    return ir::folded_position(v, extent,
-                               static_cast<ir::position_fold>(static_cast<int>(rule) - 1));
-  if (v < 0) v += extent;
-  return v < 0 ? 0 : v >= extent ? extent - 1 : v;
+// The position a term gives for value v, in [0, extent): a read index (a gather's) counts from
+// the end when negative, as ONNX's; then it is folded into the axis.
+constexpr std::int64_t term_position(std::int64_t v, std::int64_t extent, ir::position_fold fold,
+                                     bool read) {
+  if (read && v < 0) v += extent;
+  return ir::folded_position(v, extent, fold);
 }
 
 struct strided_layout {
@@ -95,7 +90,7 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
       remap([&](int i) { return i == axis ? -1 : i; });
       index_term t{-1,
                    dtype::i64,
-                   static_cast<term_rule>(n.attrs.fold + 1),
+                   static_cast<ir::position_fold>(n.attrs.fold),
                    l.dims.dims[axis],
                    l.strides[axis],
                    -std::int64_t{n.attrs.starts[axis]},
@@ -111,8 +106,9 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
       shape idims = idx.dims;
       for (int i = 0; i < idims.rank; ++i) idims.dims[i] = size_at(idims.dims[i], sym);
       strided_layout positions = row_major(idims);
-      index_term t{index_slot, idx.type, term_rule::index, l.dims.dims[axis], l.strides[axis],
-                   0,          {}};
+      index_term t{
+          index_slot, idx.type, ir::position_fold::clamp, l.dims.dims[axis], l.strides[axis],
+          0,          {}};
       if (n.kind == ir::op::gather) {  // axes [axis, axis + q) walk the indices
         const int q = idims.rank;
         remap([&](int i) { return i < axis ? i : i < axis + q ? -1 : i - q + 1; });
@@ -152,19 +148,19 @@ constexpr std::vector<std::int32_t> view_chain(const plan& p, std::int32_t v) {
 }
 
 // View v's index terms as its kernel needs them before the call: each term's positions' input
-// slot (-1: computed, a shift's) and rule, in the order of strided_layout::terms.
+// slot (-1: computed, a shift's) and fold, in the order of strided_layout::terms.
 struct term_source {
   std::int32_t slot = -1;
-  term_rule rule = term_rule::index;
+  ir::position_fold fold = ir::position_fold::clamp;
 };
 constexpr std::vector<term_source> view_terms(const plan& p, std::int32_t v) {
   std::vector<term_source> terms;
   for (auto id : view_chain(p, v)) {
     const ir::node& n = p.graph.nodes[id];
     if (ir::is_gather(n.kind))
-      terms.push_back({value_slot(p.graph, p.transients, n.operands[1]), term_rule::index});
+      terms.push_back({value_slot(p.graph, p.transients, n.operands[1])});
     else if (n.kind == ir::op::shift)
-      terms.push_back({-1, static_cast<term_rule>(n.attrs.fold + 1)});
+      terms.push_back({-1, static_cast<ir::position_fold>(n.attrs.fold)});
   }
   return terms;
 }

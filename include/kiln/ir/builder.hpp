@@ -397,14 +397,12 @@ class builder {
     bool fits = i.dims.rank == x.dims.rank;
     for (int k = 0; fits && k < x.dims.rank; ++k) {
       std::int64_t have = x.dims.dims[k], want = i.dims.dims[k];
-      fits = k == m.axis || have == want ||
-             (!is_symbol(have) && !is_symbol(want) && want <= have);
+      fits = k == m.axis || have == want || (!is_symbol(have) && !is_symbol(want) && want <= have);
     }
     if (!fits)
       fail(op::gather_elements, errc::shape_mismatch,
            "indices " + to_string(i.dims) + " do not fit data " + to_string(x.dims) +
-               " (the same rank, and no larger except along axis " + detail::to_text(m.axis) +
-               ")");
+               " (the same rank, and no larger except along axis " + detail::to_text(m.axis) + ")");
     return append_gather(op::gather_elements, data, indices, m, i.dims);
   }
 
@@ -426,8 +424,8 @@ class builder {
                " is out of range");
     if (x.dims.dims[ax] == 0 && size > 0)
       fail(op::shift, errc::shape_mismatch,
-           "operand " + to_string(x.dims) + " has no positions along axis " +
-               detail::to_text(ax) + " to read");
+           "operand " + to_string(x.dims) + " has no positions along axis " + detail::to_text(ax) +
+               " to read");
     attributes m{};
     m.axis = static_cast<std::int8_t>(ax);
     m.fold = static_cast<std::uint8_t>(fold);
@@ -442,7 +440,8 @@ class builder {
   constexpr std::int32_t view(op o, std::int32_t a, attributes m, const shape& d) {
     const node& x = at(a, o);
     if (info(o).cls != op_class::view) fail(o, errc::invalid_argument, "is not a view");
-    if (is_gather(o)) fail(o, errc::invalid_argument, "takes indices: use builder::" + std::string(name(o)));
+    if (is_gather(o))
+      fail(o, errc::invalid_argument, "takes indices: use builder::" + std::string(name(o)));
     bool identity = d == x.dims;
     for (int i = 0; i < d.rank; ++i) {
       if (o == op::transpose) identity = identity && m.perm[i] == i;

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <type_traits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/core/runtime_boundary.hpp"

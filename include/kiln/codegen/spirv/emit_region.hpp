@@ -36,21 +36,21 @@ class region_emitter final : public op_lowering {
         n_inputs_(compiler::input_slots(p, r).size()),
         stores_(compiler::region_stores(p, r)) {
     // Each view's index terms: the binding of its positions (after the input slots; none for a
-    // shift's computed positions), their element size, and the rule that makes them positions.
+    // shift's computed positions), their element size, and how they fold into the axis.
     const auto slots = compiler::input_slots(p, r);
     const auto n_args = static_cast<std::int32_t>(g_.inputs.size());
     const auto first_view = n_args + static_cast<std::int32_t>(p.transients.size());
     for (auto slot : slots) {
       auto& terms = input_terms_.emplace_back();
       if (slot < first_view) continue;
-      for (auto [s, rule] : compiler::view_terms(p, slot - first_view)) {
+      for (auto [s, fold] : compiler::view_terms(p, slot - first_view)) {
         if (s < 0) {
-          terms.push_back({no_binding, false, rule});
+          terms.push_back({no_binding, false, fold});
           continue;
         }
         auto at = std::find(r.indices.begin(), r.indices.end(), s) - r.indices.begin();
         dtype t = s < n_args ? g_.inputs[s].type : g_.nodes[p.transients[s - n_args]].type;
-        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8, rule});
+        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8, fold});
       }
     }
   }
@@ -276,7 +276,8 @@ class region_emitter final : public op_lowering {
     id idx = affine_index(strides_[strided_slot]);
     for (const term_words& t : terms_[strided_slot]) {
       // The positions' index, each lane's position (as i32: an i64's low word, or the nearest
-      // i32 where it does not fit), then made a position by the term's rule.
+      // i32 where it does not fit; a read index counts from the end when negative), folded into
+      // the axis.
       id at = affine_index(t.words);
       id s32 = scalar_type(lane_kind::s32), ivec4 = vec(lane_kind::s32);
       id l[4];
@@ -303,20 +304,18 @@ class region_emitter final : public op_lowering {
       id ev = compose(ivec4, extent, extent, extent, extent);
       id zero = isplat(lane_kind::s32, 0), one = isplat(lane_kind::s32, 1);
       id last = m_.emit(Op::OpISub, ivec4, {ev, one});
-      switch (t.rule) {
-        case compiler::term_rule::index: {  // negative from the end, then clamped
-          id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, zero});
-          v = m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpIAdd, ivec4, {v, ev}), v});
+      if (t.binding != no_binding) {
+        id negative = m_.emit(Op::OpSLessThan, bvec4(), {v, zero});
+        v = m_.emit(Op::OpSelect, ivec4, {negative, m_.emit(Op::OpIAdd, ivec4, {v, ev}), v});
+      }
+      switch (t.fold) {
+        case ir::position_fold::clamp:
           v = m_.ext(ivec4, GLSLstd450SClamp, {v, zero, last});
           break;
-        }
-        case compiler::term_rule::clamp:
-          v = m_.ext(ivec4, GLSLstd450SClamp, {v, zero, last});
-          break;
-        case compiler::term_rule::wrap:
+        case ir::position_fold::wrap:
           v = positive_mod(v, ev);
           break;
-        case compiler::term_rule::reflect: {  // period 2(n - 1), the second half mirrored
+        case ir::position_fold::reflect: {  // period 2(n - 1), the second half mirrored
           id period = m_.ext(ivec4, GLSLstd450SMax,
                              {m_.emit(Op::OpIMul, ivec4, {last, isplat(lane_kind::s32, 2)}), one});
           id m = positive_mod(v, period);
@@ -562,7 +561,7 @@ class region_emitter final : public op_lowering {
       for (int i = 0; i <= rank_; ++i) strides_.back().push_back(metadata(next++));  // + offset
       auto& terms = terms_.emplace_back();
       for (const term_source& src : input_terms_[a]) {
-        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, src.rule, {}});
+        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, src.fold, {}});
         for (int i = 0; i < rank_ + 3; ++i) t.words.push_back(metadata(next++));
       }
     }
@@ -927,13 +926,13 @@ class region_emitter final : public op_lowering {
   struct term_source {    // an index term of a view (compiler::index_term)
     std::size_t binding;  // of its positions; no_binding: computed (a shift)
     bool wide;            // i64 positions, else i32
-    compiler::term_rule rule;
+    ir::position_fold fold;
   };
   std::vector<std::vector<term_source>> input_terms_;  // per input binding
   struct term_words {                                  // an index term's metadata
     std::size_t binding;
     bool wide;
-    compiler::term_rule rule;
+    ir::position_fold fold;
     std::vector<id> words;  // positions' rank strides and offset, data stride, extent
   };
   std::vector<std::vector<term_words>> terms_;  // per strided argument, as strides_

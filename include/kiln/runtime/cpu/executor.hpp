@@ -49,7 +49,7 @@ inline constexpr std::int64_t task_grain = 1 << 13;
 struct index_term {
   const unsigned char* positions = nullptr;
   bool wide = false;
-  compiler::term_rule rule = compiler::term_rule::index;
+  ir::position_fold fold = ir::position_fold::clamp;
   std::int64_t extent = 0, data_stride = 0, shift = 0;
   std::array<std::int64_t, max_rank> stride{};
   std::int64_t position(std::int64_t at) const {
@@ -61,7 +61,7 @@ struct index_term {
       std::memcpy(&w, positions + at * 4, 4);
       v = w;
     }
-    return compiler::term_position(v, extent, rule);
+    return compiler::term_position(v, extent, fold, positions != nullptr);
   }
 };
 
@@ -84,12 +84,12 @@ operand_layout layout_over(const void* data, int bytes, const compiler::strided_
   for (const auto& t : v.terms) {
     const int index_bytes = size_in_bytes(t.type);
     if (t.slot < 0)  // computed positions: the place is the position, offset included
-      l.terms.push_back({nullptr, false, t.rule, t.extent, t.data_stride, t.offset, {}});
+      l.terms.push_back({nullptr, false, t.fold, t.extent, t.data_stride, t.offset, {}});
     else
       l.terms.push_back(
           {static_cast<const unsigned char*>(slot_data(t.slot)) + t.offset * index_bytes,
            index_bytes == 8,
-           t.rule,
+           t.fold,
            t.extent,
            t.data_stride,
            0,
@@ -217,9 +217,7 @@ struct row_pointers {
         continue;
       }
       std::int64_t stride = s.strides[k][inner];
-      bool varying = false;  // a gather's positions change along the row
-      for (std::size_t t = 0; t < o.terms.size(); ++t)
-        varying = varying || s.strides[entry + t][inner];
+      const bool varying = varies(s, entry, o.terms.size());
       if (!varying)
         for (const index_term& t : o.terms)
           at += t.data_stride * t.position(offsets[entry++]) * o.bytes;
@@ -238,10 +236,8 @@ struct row_pointers {
       std::int32_t slot = input ? args[k] : results[k - args.size()];
       const void* at = input ? in[slot] : out[slot];
       operand o{slot, ops[k].bytes, s.strides[k][inner], at, terms_.size(), 0};
-      bool varying = false;
-      for (std::size_t t = 0; t < ops[k].terms.size(); ++t)
-        varying = varying || s.strides[entry + t][inner];
-      if (varying) {  // every term is applied per element, from the untermed pointer
+      if (varies(s, entry, ops[k].terms.size())) {  // every term is applied per element, from the
+                                                    // untermed pointer
         o.at = ops[k].data + offsets[k] * ops[k].bytes;
         for (const index_term& t : ops[k].terms) {
           terms_.push_back({&t, offsets[entry], s.strides[entry][inner]});
@@ -274,6 +270,12 @@ struct row_pointers {
     const void* at;
     std::size_t term_begin, term_count;  // its entries in terms_ (gathered through them)
   };
+  // Whether one of `count` index terms from entry `first` of s changes along the row.
+  static bool varies(const collapsed_space& s, std::size_t first, std::size_t count) {
+    for (std::size_t t = first; t < first + count; ++t)
+      if (s.strides[t][s.rank - 1] != 0) return true;
+    return false;
+  }
   struct term_at {  // an index term at a row: its positions' offset and step along the row
     const index_term* term;
     std::int64_t offset, step;
@@ -318,7 +320,7 @@ struct row_pointers {
   // A term whose position is computed, clamped, and steps by one along the row: where it is
   // below the axis, inside it, and past it, the operand is read with one stride.
   static bool clamps_by_one(const term_at& ta) {
-    return !ta.term->positions && ta.term->rule == compiler::term_rule::clamp && ta.step == 1;
+    return !ta.term->positions && ta.term->fold == ir::position_fold::clamp && ta.step == 1;
   }
   // The first element after e where one of o's clamping terms changes regime (or far past).
   std::int64_t regime_end(const operand& o, std::int64_t e) const {

@@ -104,8 +104,8 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
                           : compiler::view_layout(p, slot - first_view,
                                                   dims_of(p.view_bases[slot - first_view]), sym);
     std::int64_t size = l.dims.element_count();
-    bool plain = l.offset == 0 && l.strides == compiler::row_major(l.dims).strides &&
-                 l.terms.empty();
+    bool plain =
+        l.offset == 0 && l.strides == compiler::row_major(l.dims).strides && l.terms.empty();
     spirv::operand_kind k = reg.root >= 0 || !plain ? spirv::operand_kind::strided
                             : size == 1             ? spirv::operand_kind::uniform
                             : size == total         ? spirv::operand_kind::full
@@ -113,22 +113,21 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     c.kinds.push_back(k);
     c.key += "fus"[static_cast<int>(k)];
     if (k != spirv::operand_kind::strided) continue;
-    // Right-aligned numpy broadcasting: size-1 dimensions repeat (stride 0). Negative strides
-    // wrap, as the kernel's index arithmetic does.
-    std::vector<std::uint32_t> stride(space.rank, 0);
-    for (int i = 0; i < l.dims.rank; ++i) {
-      int si = space.rank - l.dims.rank + i;
-      if (si >= 0) stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(l.strides[i]);
-    }
-    for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
-    c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
-    for (const compiler::index_term& t : l.terms) {  // the same broadcasting for the positions
-      std::vector<std::uint32_t> at(space.rank, 0);
+    // Strides over the space in the kernel's axis order, right-aligned numpy broadcasting:
+    // size-1 dimensions repeat (stride 0). Negative strides wrap, as the kernel's index
+    // arithmetic does. The data's, then each index term's positions' the same way.
+    auto push_strides = [&](const std::array<std::int64_t, max_rank>& strides) {
+      std::vector<std::uint32_t> stride(space.rank, 0);
       for (int i = 0; i < l.dims.rank; ++i) {
         int si = space.rank - l.dims.rank + i;
-        if (si >= 0) at[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(t.strides[i]);
+        if (si >= 0) stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(strides[i]);
       }
-      for (int i = 0; i < space.rank; ++i) c.metadata.push_back(at[order[i]]);
+      for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
+    };
+    push_strides(l.strides);
+    c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
+    for (const compiler::index_term& t : l.terms) {
+      push_strides(t.strides);
       for (std::int64_t w : {t.offset, t.data_stride, t.extent})
         c.metadata.push_back(static_cast<std::uint32_t>(w));
     }
