@@ -89,37 +89,42 @@ class executable {
   // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
   KILN_RUNTIME_API std::vector<spirv::kernel> kernels() const;
 
-  // Runs on `d`: arguments in the graph's input order, results in its output order.
+  // Runs on `d`: arguments in the graph's input order, results in its output order. The call's
+  // transients live in the executable's arena for `d`, or in `ws` when the caller gives one.
   void run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
-           const device& d = device::default_device()) const {
-    run_on(d, args, results);
+           const device& d = device::default_device(), const workspace& ws = {}) const {
+    run_on(d, args, results, ws);
   }
   void run(std::initializer_list<tensor_ref> args, std::initializer_list<tensor_ref> results,
-           const device& d = device::default_device()) const {
-    run_on(d, std::span(args.begin(), args.size()), std::span(results.begin(), results.size()));
+           const device& d = device::default_device(), const workspace& ws = {}) const {
+    run_on(d, std::span(args.begin(), args.size()), std::span(results.begin(), results.size()),
+           ws);
   }
   // Runs with arguments and results by name, in any order.
   void run(std::initializer_list<named_tensor> args, std::initializer_list<named_tensor> results,
-           const device& d = device::default_device()) const {
+           const device& d = device::default_device(), const workspace& ws = {}) const {
     auto a = by_position(args, input_names(), "argument");
     auto r = by_position(results, output_names(), "result");
-    run_on(d, a, r);
+    run_on(d, a, r, ws);
   }
 
   // The same, returning the kiln::error instead of throwing it.
   result<void> try_run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
-                       const device& d = device::default_device()) const {
-    return try_call([&] { run(args, results, d); });
+                       const device& d = device::default_device(),
+                       const workspace& ws = {}) const {
+    return try_call([&] { run(args, results, d, ws); });
   }
   result<void> try_run(std::initializer_list<tensor_ref> args,
                        std::initializer_list<tensor_ref> results,
-                       const device& d = device::default_device()) const {
-    return try_call([&] { run(args, results, d); });
+                       const device& d = device::default_device(),
+                       const workspace& ws = {}) const {
+    return try_call([&] { run(args, results, d, ws); });
   }
   result<void> try_run(std::initializer_list<named_tensor> args,
                        std::initializer_list<named_tensor> results,
-                       const device& d = device::default_device()) const {
-    return try_call([&] { run(args, results, d); });
+                       const device& d = device::default_device(),
+                       const workspace& ws = {}) const {
+    return try_call([&] { run(args, results, d, ws); });
   }
 
  private:
@@ -129,7 +134,8 @@ class executable {
                                                        const std::vector<std::string>& names,
                                                        const char* what) const;
   KILN_RUNTIME_API void run_on(const device& d, std::span<const tensor_ref> given_args,
-                               std::span<const tensor_ref> given_results) const;
+                               std::span<const tensor_ref> given_results,
+                               const workspace& ws) const;
   // The state, or a clear error for a moved-from executable (whose state went with the move).
   KILN_RUNTIME_API state& st() const;
 
@@ -284,7 +290,8 @@ KILN_RUNTIME_API std::vector<tensor_ref> executable::by_position(
 }
 
 KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor_ref> given_args,
-                                         std::span<const tensor_ref> given_results) const {
+                                         std::span<const tensor_ref> given_results,
+                                         const workspace& ws) const {
   const compiler::plan& p = st().program.plan();
   const ir::graph& g = p.graph;
   const std::string& who = st().program.name();
@@ -329,10 +336,10 @@ KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor
                       args, results, sym.data(), who);
   auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                      std::span<const runtime::buffer_ref> host_results,
-                     const std::vector<bool>* only) {
-    cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only);
+                     const std::vector<bool>* only, const runtime::arena& transients) {
+    cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only, transients);
   };
-  runtime::execute(d, st().program, args, results, sym.data(), who, on_host);
+  runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);
 }
 
 KILN_RUNTIME_API executable::state& executable::st() const {

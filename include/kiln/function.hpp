@@ -109,23 +109,34 @@ struct rejected_function {
   const rejected_function& on(const D&) const {
     return *this;
   }
+  template <class W>
+  const rejected_function& with(const W&) const {
+    return *this;
+  }
 };
 
 }  // namespace detail
 
-// A compiled function bound to a device: call it like the function itself.
+// A compiled function bound to a device: call it like the function itself. with(ws) gives its
+// calls the caller's workspace for their transients instead of the function's own arena.
 template <class Function>
 class bound_function {
  public:
   explicit bound_function(device d) : device_(d) {}
   template <class... Args>
   auto operator()(Args&&... args) const {
-    return Function::call(device_, std::forward<Args>(args)...);
+    return Function::call(device_, workspace_, std::forward<Args>(args)...);
+  }
+  bound_function with(const workspace& ws) const {
+    bound_function b = *this;
+    b.workspace_ = ws;
+    return b;
   }
   const kiln::device& target() const { return device_; }
 
  private:
   kiln::device device_;
+  workspace workspace_;
 };
 
 template <class F, class... P>
@@ -143,27 +154,27 @@ class function {
   // std::vector, or a std::tuple of them for several results). Runs on the default device.
   template <class... Args>
   auto operator()(Args&&... args) const {
-    return call(device::default_device(), std::forward<Args>(args)...);
+    return call(device::default_device(), workspace{}, std::forward<Args>(args)...);
   }
 
   bound_function<function> on(device d) const { return bound_function<function>(d); }
 
   template <class... Args>
-  static auto call(const device& d, Args&&... args) {
+  static auto call(const device& d, const workspace& ws, Args&&... args) {
     constexpr std::size_t n = sizeof...(Args);
     if constexpr (n > 0 && output_set<std::tuple_element_t<n - 1, std::tuple<Args...>>>) {
       auto all = std::forward_as_tuple(std::forward<Args>(args)...);
       auto& outs = std::get<n - 1>(all);
-      [&]<std::size_t... I>(std::index_sequence<I...>) { run(d, outs, std::get<I>(all)...); }
+      [&]<std::size_t... I>(std::index_sequence<I...>) { run(d, ws, outs, std::get<I>(all)...); }
       (std::make_index_sequence<n - 1>{});
     } else {
-      return call_returning(d, std::forward<Args>(args)...);
+      return call_returning(d, ws, std::forward<Args>(args)...);
     }
   }
 
  private:
   template <class... Args>
-  static auto call_returning(const device& d, Args&&... args) {
+  static auto call_returning(const device& d, const workspace& ws, Args&&... args) {
     std::array<runtime::buffer_ref, parameter_count + 1> refs{};
     check_arguments<Args...>();
     std::size_t k = 0;
@@ -179,7 +190,7 @@ class function {
               runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
     }
     (std::make_index_sequence<result_count>{});
-    std::apply([&](auto&... r) { run(d, outputs{std::tuple{r.view()...}}, args...); }, storage);
+    std::apply([&](auto&... r) { run(d, ws, outputs{std::tuple{r.view()...}}, args...); }, storage);
     auto results = std::apply([](auto&... r) { return std::tuple{r.take()...}; }, storage);
     if constexpr (result_count == 1)
       return std::move(std::get<0>(results));
@@ -212,7 +223,7 @@ class function {
   }
 
   template <class Outs, class... Args>
-  static void run(const device& d, const Outs& outs, Args&... args) {
+  static void run(const device& d, const workspace& ws, const Outs& outs, Args&... args) {
     check_arguments<Args...>();
     using out_views = decltype(outs.views);
     static_assert(std::tuple_size_v<out_views> == result_count,
@@ -243,14 +254,15 @@ class function {
     auto sym = detail::bind_call<plan>(in, out_refs);
     auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                        std::span<const runtime::buffer_ref> host_results,
-                       const std::vector<bool>* only) {
+                       const std::vector<bool>* only, const runtime::arena& transients) {
       cpu::run_plan(
           detail::program_of<F, P...>().plan(),
           [](int region, const void* const* in, const std::int64_t* step, void* const* out,
              std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
-          host_args, host_results, sym.data(), only);
+          host_args, host_results, sym.data(), only, transients);
     };
-    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host);
+    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
+                     ws);
   }
 };
 

@@ -190,6 +190,36 @@ random_graph make_graph(unsigned seed) {
             std::vector<std::int64_t> sizes = {1};
             for (int i = 0; i < d.rank; ++i) sizes.push_back(d.dims[i]);
             y = b.reshape(x, sizes);
+          } else if (!reversible.empty() && pick(2)) {
+            // An index map along a static axis that keeps its extent n: a gather by constant
+            // positions (repeats, negatives from the end), a pad that shifts by k and crops k
+            // (each mode), or a rotation by k as the concat of two slices.
+            std::int64_t axis = reversible[pick(static_cast<int>(reversible.size()))];
+            std::int64_t n = d.dims[axis], k = n > 1 ? 1 + pick(static_cast<int>(n - 1)) : 0;
+            switch (pick(3)) {
+              case 0: {
+                std::vector<std::int64_t> at(static_cast<std::size_t>(n));
+                for (auto& i : at) i = pick(static_cast<int>(2 * n)) - n;
+                dtype t = pick(2) ? dtype::i32 : dtype::i64;
+                std::vector<std::int32_t> at32(at.begin(), at.end());
+                value positions =
+                    t == dtype::i64 ? b.constant(at.data(), t, at.size(), shape{n})
+                                    : b.constant(at32.data(), t, at32.size(), shape{n});
+                y = b.gather(x, positions, axis);
+                break;
+              }
+              case 1: {
+                std::vector<std::int64_t> pads(2 * static_cast<std::size_t>(d.rank), 0);
+                bool left = pick(2);
+                pads[axis + (left ? 0 : d.rank)] = k;
+                pads[axis + (left ? d.rank : 0)] = -k;
+                const char* modes[] = {"constant", "edge", "reflect", "wrap"};
+                y = b.pad(x, pads, modes[pick(4)]);
+                break;
+              }
+              default:
+                y = b.concat({b.slice(x, {k}, {n}, {axis}), b.slice(x, {0}, {k}, {axis})}, axis);
+            }
           } else if (a != c && d.dims[a] == d.dims[c] && d.dims[a] >= 0) {  // two axes swapped
             std::vector<std::int64_t> perm(d.rank);
             std::iota(perm.begin(), perm.end(), 0);

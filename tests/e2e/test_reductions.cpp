@@ -2,8 +2,10 @@
 // without keepdims, through both doors, checked against the tests' own reduction (double or
 // 64-bit integer accumulation, written here without kiln). Runs on the default device (Vulkan on
 // lavapipe) and, as e2e.cpu.test_reductions, on the CPU.
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -410,47 +412,116 @@ TEST(Reductions, ResultReadByAnotherRegion) {
 // A chain of reductions each reading the one before, along alternating axes (so each is a
 // dispatch of its own: a row group's transients live through all of it): three transients, but
 // the first is dead once the second's dispatch has run, so the third takes its place.
-TEST(Reductions, ArenaReusesTransientsWhoseReadersHaveRun) {
-  using kiln::tensor;
-  constexpr auto chain = kiln::fn<tensor<float, 64, 100>>([](auto x) {
-    auto a = kiln::reduce_sum<1>(x, kiln::keepdims);      // [64, 1]
-    auto b = kiln::reduce_sum<0>(x - a, kiln::keepdims);  // [1, 100]
-    auto c = kiln::reduce_sum<1>(x * b, kiln::keepdims);  // [64, 1]
-    return kiln::reduce_max<0>(x + c);                    // [100]
-  });
-  static_assert(chain.plan.dispatch_count() == 4);
-  static_assert(chain.plan.sizes.transients == 3);
-  // a and c are 64 floats (256 bytes), b 100 floats (512 bytes aligned): 1024 bytes apart, 768
-  // with c where a was.
-  static_assert(chain.plan.transient_bytes() == 768);
-  auto x = ref::make_arg<float>({64, 100}, -1, 1, 31);
-  auto got = chain(ref::view_of(x.data, x.dims));
-  ASSERT_EQ(got.size(), 100u);
-  auto at = [&](int r, int col) { return x.data[r * 100 + col]; };
-  std::vector<float> a(64), b(100), c(64);
-  for (int r = 0; r < 64; ++r) {
-    double s = 0;
-    for (int i = 0; i < 100; ++i) s += at(r, i);
-    a[r] = static_cast<float>(s);
-  }
-  for (int i = 0; i < 100; ++i) {
-    double s = 0;
-    for (int r = 0; r < 64; ++r) s += at(r, i) - a[r];
-    b[i] = static_cast<float>(s);
-  }
-  for (int r = 0; r < 64; ++r) {
-    double s = 0;
-    for (int i = 0; i < 100; ++i) s += at(r, i) * b[i];
-    c[r] = static_cast<float>(s);
-  }
+constexpr auto reduction_chain = kiln::fn<kiln::tensor<float, 64, 100>>([](auto x) {
+  auto a = kiln::reduce_sum<1>(x, kiln::keepdims);      // [64, 1]
+  auto b = kiln::reduce_sum<0>(x - a, kiln::keepdims);  // [1, 100]
+  auto c = kiln::reduce_sum<1>(x * b, kiln::keepdims);  // [64, 1]
+  return kiln::reduce_max<0>(x + c);                    // [100]
+});
+
+// The chain's values by the tests' own sums (double): the transients b and c, the result, and
+// the result's tolerance (kiln sums in f32, to a tree's bound).
+struct chain_values {
+  std::vector<double> b, c, result, tolerance;
+};
+chain_values chain_reference(const std::vector<float>& x) {
+  auto at = [&](int r, int col) { return static_cast<double>(x[r * 100 + col]); };
+  chain_values v{std::vector<double>(100), std::vector<double>(64), std::vector<double>(100),
+                 std::vector<double>(100)};
+  std::vector<double> a(64);
+  for (int r = 0; r < 64; ++r)
+    for (int i = 0; i < 100; ++i) a[r] += at(r, i);
+  for (int i = 0; i < 100; ++i)
+    for (int r = 0; r < 64; ++r) v.b[i] += at(r, i) - static_cast<float>(a[r]);
+  for (int r = 0; r < 64; ++r)
+    for (int i = 0; i < 100; ++i) v.c[r] += at(r, i) * static_cast<float>(v.b[i]);
   for (int i = 0; i < 100; ++i) {
     double m = -INFINITY, scale = 0;
     for (int r = 0; r < 64; ++r) {
-      m = std::max<double>(m, at(r, i) + c[r]);
-      scale = std::max<double>(scale, std::fabs(c[r]));
+      m = std::max(m, at(r, i) + static_cast<float>(v.c[r]));
+      scale = std::max(scale, std::fabs(v.c[r]));
     }
-    // The sums before the maximum are the tests' own in double, kiln's in f32 (a tree's bound).
-    EXPECT_NEAR(got[i], m, 1e-4 * (scale + 1)) << "column " << i;
+    v.result[i] = m;
+    v.tolerance[i] = 1e-4 * (scale + 1);
+  }
+  return v;
+}
+
+TEST(Reductions, ArenaReusesTransientsWhoseReadersHaveRun) {
+  static_assert(reduction_chain.plan.dispatch_count() == 4);
+  static_assert(reduction_chain.plan.sizes.transients == 3);
+  // a and c are 64 floats (256 bytes), b 100 floats (512 bytes aligned): 1024 bytes apart, 768
+  // with c where a was.
+  static_assert(reduction_chain.plan.transient_bytes() == 768);
+  auto x = ref::make_arg<float>({64, 100}, -1, 1, 31);
+  auto got = reduction_chain(ref::view_of(x.data, x.dims));
+  ASSERT_EQ(got.size(), 100u);
+  chain_values want = chain_reference(x.data.to_vector());
+  for (int i = 0; i < 100; ++i)
+    EXPECT_NEAR(got[i], want.result[i], want.tolerance[i]) << "column " << i;
+}
+
+// A caller's workspace holds the call's transients instead of the function's own arena: after
+// the call, b and c are where the plan's arena layout puts them (c where a was), in the
+// caller's memory (host bytes on the CPU, a device buffer on Vulkan), for both doors.
+TEST(Reductions, WorkspaceHoldsTheTransients) {
+  auto dev = kiln::device::default_device();
+  const bool on_cpu = dev.type() == kiln::device::kind::cpu;
+  auto x = ref::make_arg<float>({64, 100}, -1, 1, 37);
+  chain_values want = chain_reference(x.data.to_vector());
+  const auto layout = reduction_chain.plan.thaw().arena();
+  ASSERT_EQ(layout.bytes, 768);
+  // The transients are a, b, c in the plan's order (a and c [64, 1], b [1, 100]).
+  auto check_arena = [&](const unsigned char* arena, const char* door) {
+    std::vector<float> b(100), c(64);
+    std::memcpy(b.data(), arena + layout.offsets[1], sizeof(float) * 100);
+    std::memcpy(c.data(), arena + layout.offsets[2], sizeof(float) * 64);
+    for (int i = 0; i < 100; ++i) EXPECT_NEAR(b[i], want.b[i], 1e-3) << door << " b " << i;
+    for (int r = 0; r < 64; ++r)
+      EXPECT_NEAR(c[r], want.c[r], 1e-3 * (std::fabs(want.c[r]) + 1)) << door << " c " << r;
+  };
+  kiln::graph g;
+  auto gx = g.input("x", dtype::f32, {64, 100});
+  auto ga = g.reduce_sum(gx, {1}, true);
+  auto gb = g.reduce_sum(g.sub(gx, ga), {0}, true);
+  auto gc = g.reduce_sum(g.mul(gx, gb), {1}, true);
+  g.output("y", g.reduce_max(g.add(gx, gc), {0}, false));
+  auto e = kiln::compile(g);
+  ASSERT_EQ(e.plan().arena().bytes, 768);
+  for (const char* door : {"fn", "graph"}) {
+    std::vector<float> got(100);
+    auto run = [&](const kiln::workspace& ws) {
+      if (door[0] == 'f')
+        reduction_chain.on(dev).with(ws)(ref::view_of(x.data, x.dims), kiln::into(got));
+      else
+        e.run({ref::view_of(x.data, x.dims)}, {kiln::tensor_ref(got)}, dev, ws);
+    };
+    if (on_cpu) {
+      // One byte past a 64-byte boundary: the arena starts at the next boundary.
+      alignas(64) std::array<std::byte, 64 + 1 + 768> host;
+      host.fill(std::byte{0xab});
+      std::span<std::byte> ws(host.data() + 1, host.size() - 1);
+      run(ws);
+      check_arena(reinterpret_cast<const unsigned char*>(host.data()) + 64, door);
+      // Too small once aligned: the error says how many bytes the call needs.
+      std::string message = ref::error_message([&] { run(ws.first(768)); });
+      EXPECT_NE(message.find("need 768"), std::string::npos) << message;
+      message = ref::error_message([&] { run(kiln::device::vulkan().alloc<std::uint8_t>(768)); });
+      EXPECT_NE(message.find("the workspace is on vulkan"), std::string::npos) << message;
+    } else {
+      auto ws = dev.alloc<std::uint8_t>(1024);
+      run(ws);
+      std::vector<std::uint8_t> arena(1024);
+      ws.download(arena);
+      check_arena(arena.data(), door);
+      std::string message = ref::error_message([&] { run(dev.alloc<std::uint8_t>(767)); });
+      EXPECT_NE(message.find("need 768"), std::string::npos) << message;
+      std::vector<std::byte> host(1024);
+      message = ref::error_message([&] { run(std::span<std::byte>(host)); });
+      EXPECT_NE(message.find("workspace is host memory"), std::string::npos) << message;
+    }
+    for (int i = 0; i < 100; ++i)
+      EXPECT_NEAR(got[i], want.result[i], want.tolerance[i]) << door << " column " << i;
   }
 }
 

@@ -21,6 +21,8 @@ class device_memory {
   virtual void write(const void* src, std::size_t bytes) = 0;
   virtual void read(void* dst, std::size_t bytes) const = 0;
   virtual std::string device_name() const = 0;
+  // Where the host can address the bytes directly (host-visible device memory), else null.
+  virtual unsigned char* host_address() const { return nullptr; }
 };
 }  // namespace runtime
 

@@ -1,6 +1,7 @@
 // runtime::program: a compiled function as the runtime keeps it, shared by every call of one
 // kiln::fn or by the copies of one executable: its plan, its name (in notices, errors and dump
-// paths), and what the Vulkan back end has made of it so far (kernels per region and layout).
+// paths), what the Vulkan back end has made of it so far (kernels per region and layout), and the
+// transient arenas its calls reuse.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/arena.hpp"
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::vulkan {
@@ -20,10 +22,11 @@ struct kernel_cache;
 namespace kiln::runtime {
 
 // How a door runs a program's regions on the CPU, on host data: those marked in `only`, or all
-// when it is null (the kiln::fn's compiled kernels, or an executable's interpreter).
+// when it is null (the kiln::fn's compiled kernels, or an executable's interpreter), with the
+// call's transients in `transients` (host memory).
 using host_regions =
     function_ref<void(std::span<const buffer_ref> args, std::span<const buffer_ref> results,
-                      const std::vector<bool>* only)>;
+                      const std::vector<bool>* only, const arena& transients)>;
 
 class program {
  public:
@@ -38,11 +41,14 @@ class program {
   const std::string& name() const { return name_; }
   // Kernels, per-device plans and notices of the Vulkan back end (runtime/vulkan/executor.hpp).
   vulkan::kernel_cache& vulkan_kernels() const { return *vulkan_; }
+  // The transient arenas its calls reuse, per device.
+  arena_pool& arenas() const { return arenas_; }
 
  private:
   compiler::plan plan_;
   std::string name_;
   std::unique_ptr<vulkan::kernel_cache> vulkan_;
+  mutable arena_pool arenas_;
 };
 
 }  // namespace kiln::runtime

@@ -15,16 +15,17 @@ inline std::vector<tile_program> tile_programs(const compiler::plan& p) {
   return programs;
 }
 
-// Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols.
+// Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols;
+// transients: the call's arena.
 inline void run_interpreted(const compiler::plan& p, std::span<const tile_program> programs,
                             std::span<const runtime::buffer_ref> args,
                             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                            const std::vector<bool>* only = nullptr) {
+                            const std::vector<bool>* only, const runtime::arena& transients) {
   run_plan(
       p,
       [&](int region, const void* const* in, const std::int64_t* step, void* const* out,
           std::int64_t n) { programs[region].row(in, step, out, n); },
-      args, results, sym, only);
+      args, results, sym, only, transients);
 }
 
 }  // namespace kiln::cpu::inline KILN_CPU_ISA

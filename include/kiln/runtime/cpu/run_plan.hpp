@@ -9,6 +9,7 @@
 
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/arena.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
 
@@ -23,33 +24,28 @@ using region_rows_ref =
     function_ref<void(int region, const void* const* in, const std::int64_t* step, void* const* out,
                       std::int64_t count)>;
 
-// Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols.
+// Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols;
+// transients: the call's arena (p's layout in host memory).
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
-                               const std::int64_t* sym, const std::vector<bool>* only);
+                               const std::int64_t* sym, const std::vector<bool>* only,
+                               const runtime::arena& transients);
 
 #if KILN_RUNTIME_BODY
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
-                               const std::int64_t* sym, const std::vector<bool>* only) {
+                               const std::int64_t* sym, const std::vector<bool>* only,
+                               const runtime::arena& transients) {
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
   // The call's transients, in one arena laid out by the plan (reused between regions).
-  // The memory is the calling thread's, kept for its next call (a call runs on one thread's
-  // behalf at a time), so a steady stream of calls allocates nothing.
-  compiler::arena_layout arena = p.arena(sym);
-  struct alignas(64) line {
-    unsigned char bytes[64];
-  };
-  thread_local std::vector<line> arena_memory;
-  if (arena_memory.size() * sizeof(line) < static_cast<std::size_t>(arena.bytes))
-    arena_memory.resize((arena.bytes + sizeof(line) - 1) / sizeof(line));
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
-    return std::pair{arena_memory.data()->bytes + arena.offsets[t], runtime::concrete(n.dims, sym)};
+    return std::pair{transients.host + transients.layout.offsets[t],
+                     runtime::concrete(n.dims, sym)};
   };
   // A region ready to run: its operands' layouts over its space, by slot.
   struct prepared {

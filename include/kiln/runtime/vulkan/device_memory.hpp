@@ -18,6 +18,7 @@ class device_memory final : public runtime::device_memory {
   const allocation& range() const { return range_; }
   std::size_t bytes() const { return bytes_; }
   context& owner() const { return *ctx_; }
+  unsigned char* host_address() const override { return range_.host(); }
   std::string device_name() const override {
     return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
   }

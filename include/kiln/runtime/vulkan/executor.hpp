@@ -54,12 +54,12 @@ inline std::string cannot_reduce(const spirv::target& t, const detail::region_ca
 }
 
 // Runs every region of prog's plan for one call and waits for it. sym: the resolved symbols.
-// cpu(args, results, regions) runs the marked regions of prog.plan() on the CPU (with host
-// pointers in the refs), while the device works.
+// cpu(args, results, regions, arena) runs the marked regions of prog.plan() on the CPU (with host
+// pointers in the refs), while the device works. arenas: where the call's transients live.
 KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
                           std::span<const runtime::buffer_ref> args,
                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                          runtime::host_regions cpu);
+                          runtime::host_regions cpu, runtime::arena_source arenas);
 
 // Submits one call without waiting for it: it starts once every `wait` point is reached and
 // signals every `signal` point when done; returns its value on ctx.queue().timeline(). Every
@@ -106,7 +106,6 @@ struct call_plan {
   const kernel_cache::device_plan* device = nullptr;
   std::vector<region> regions;
   std::vector<bool> on_cpu;
-  compiler::arena_layout arena;             // where the call's transients live
   std::uint32_t sets = 0, descriptors = 0;  // what the dispatches bind
 
   bool dispatched(std::size_t i) const {
@@ -131,7 +130,6 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
   const ir::graph& g = p.graph;
   c.on_cpu.assign(prog.plan().regions.size(), false);
   c.regions.resize(p.regions.size());
-  c.arena = p.arena(sym);
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const compiler::region& reg = p.regions[i];
     shape space = runtime::concrete(reg.space, sym);
@@ -180,12 +178,16 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
 // in for arguments now, copied out for results after the wait).
 class call_bindings {
  public:
+  // arenas: where the transients of p (the device's plan) live; null for a call that has none.
   call_bindings(context& ctx, std::span<const runtime::buffer_ref> args,
-                std::span<const runtime::buffer_ref> results, const ir::graph& g)
+                std::span<const runtime::buffer_ref> results, const compiler::plan& p,
+                const runtime::arena_source* arenas)
       : ctx_(ctx),
         args_(args),
         results_(results),
-        g_(g),
+        plan_(p),
+        g_(p.graph),
+        arenas_(arenas),
         arg_info_(args.size()),
         result_info_(results.size()) {}
 
@@ -196,23 +198,23 @@ class call_bindings {
     return bind(result_info_[r], results_[r], bytes_of(results_[r], g_.nodes[g_.outputs[r]].type),
                 true);
   }
-  // Transient t of the call's arena (taken from the ring at the first use).
-  VkDescriptorBufferInfo transient(int t, const compiler::arena_layout& arena) {
-    if (!arena_.block) arena_ = ctx_.ring().take(static_cast<VkDeviceSize>(arena.bytes));
-    auto at = static_cast<VkDeviceSize>(arena.offsets[t]);
-    return {arena_.buffer(), arena_.offset + at, static_cast<VkDeviceSize>(arena.bytes) - at};
+  // Transient t of the call's arena on the device (asked for at the first use).
+  VkDescriptorBufferInfo transient(int t) {
+    if (!arena_.memory) arena_ = (*arenas_)(plan_, true);
+    const allocation& range = static_cast<const device_memory*>(arena_.memory)->range();
+    auto at = static_cast<VkDeviceSize>(arena_.layout.offsets[t]);
+    return {range.buffer(), range.offset + at, static_cast<VkDeviceSize>(arena_.layout.bytes) - at};
   }
   // Input slot s of a region (a parameter, a transient, or a view: its base's), and output slot s.
-  VkDescriptorBufferInfo input(int s, const compiler::plan& p,
-                               const compiler::arena_layout& arena) {
+  VkDescriptorBufferInfo input(int s) {
     int n = static_cast<int>(args_.size());
-    int views = n + static_cast<int>(p.transients.size());
-    if (s >= views) s = p.view_bases[s - views];
-    return s < n ? arg(s) : transient(s - n, arena);
+    int views = n + static_cast<int>(plan_.transients.size());
+    if (s >= views) s = plan_.view_bases[s - views];
+    return s < n ? arg(s) : transient(s - n);
   }
-  VkDescriptorBufferInfo output(int s, const compiler::arena_layout& arena) {
+  VkDescriptorBufferInfo output(int s) {
     int n = static_cast<int>(results_.size());
-    return s < n ? result(s) : transient(s - n, arena);
+    return s < n ? result(s) : transient(s - n);
   }
   // Copies the staged results to the host (after the device finished).
   void copy_back() const {
@@ -244,9 +246,11 @@ class call_bindings {
 
   context& ctx_;
   std::span<const runtime::buffer_ref> args_, results_;
+  const compiler::plan& plan_;
   const ir::graph& g_;
+  const runtime::arena_source* arenas_;
   std::vector<VkDescriptorBufferInfo> arg_info_, result_info_;  // null buffer: not bound yet
-  allocation arena_;
+  runtime::arena arena_;
   std::vector<staged> staged_results_;
 };
 
@@ -271,9 +275,9 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     const spirv::kernel& k = *r.kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s, p, c.arena));
-    for (auto s : reg.indices) infos.push_back(bindings.input(s, p, c.arena));
-    for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s, c.arena));
+    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s));
+    for (auto s : reg.indices) infos.push_back(bindings.input(s));
+    for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s));
     if (!reg.reads.empty() || !reg.view_reads.empty()) {  // the regions before have written
                                                           // what this one reads
       auto between = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
@@ -326,7 +330,8 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
 // caller's back.
 inline void run_on_host(const runtime::program& prog, const call_plan& c,
                         std::span<const runtime::buffer_ref> args,
-                        std::span<const runtime::buffer_ref> results, runtime::host_regions cpu) {
+                        std::span<const runtime::buffer_ref> results, runtime::host_regions cpu,
+                        const runtime::arena& transients) {
   std::vector<runtime::buffer_ref> host_args(args.begin(), args.end());
   std::vector<runtime::buffer_ref> host_results(results.begin(), results.end());
   auto host_of = [&](runtime::buffer_ref& b, const std::string& what) {
@@ -348,7 +353,7 @@ inline void run_on_host(const runtime::program& prog, const call_plan& c,
       host_of(host_results[r], "result " + std::to_string(r + 1));
   }
   cpu(std::span<const runtime::buffer_ref>(host_args),
-      std::span<const runtime::buffer_ref>(host_results), &c.on_cpu);
+      std::span<const runtime::buffer_ref>(host_results), &c.on_cpu, transients);
 }
 
 }  // namespace detail
@@ -356,13 +361,13 @@ inline void run_on_host(const runtime::program& prog, const call_plan& c,
 KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
                           std::span<const runtime::buffer_ref> args,
                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                          runtime::host_regions cpu) {
+                          runtime::host_regions cpu, runtime::arena_source arenas) {
   detail::check_devices(prog, ctx, args, results);
   std::lock_guard lock(ctx.mutex());
   ctx.finish_submitted();  // the staging ring starts over: nothing submitted may still read it
   ctx.ring().reset();
   detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
-  detail::call_bindings bindings(ctx, args, results, c.device->plan.graph);
+  detail::call_bindings bindings(ctx, args, results, c.device->plan, &arenas);
   std::uint64_t done = 0;
   if (detail::record_call(ctx, c, bindings)) {
     done = ctx.queue().submit();
@@ -372,7 +377,9 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   std::exception_ptr cpu_failure;
   if (c.any_on_cpu()) {
     try {
-      detail::run_on_host(prog, c, args, results, cpu);
+      detail::run_on_host(prog, c, args, results, cpu,
+                          prog.plan().transients.empty() ? runtime::arena{}
+                                                         : arenas(prog.plan(), false));
     } catch (...) {
       cpu_failure = std::current_exception();
     }
@@ -414,7 +421,7 @@ KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx
                   "region " + std::to_string(c.device->origin[i]) +
                       " needs the host (it runs on the CPU, or its metadata is staged), so this "
                       "call cannot be submitted without a host wait");
-  detail::call_bindings bindings(ctx, args, results, c.device->plan.graph);
+  detail::call_bindings bindings(ctx, args, results, c.device->plan, nullptr);
   if (!detail::record_call(ctx, c, bindings)) ctx.queue().begin(0, 0);  // an empty submission
   std::uint64_t value = ctx.queue().submit(wait, signal);
   ctx.pipelines().save();
