@@ -350,6 +350,63 @@ TEST(Normalizations, ReductionEpilogue) {
   }
 }
 
+// On Vulkan a row group whose reduced axes are the trailing ones is one kernel: a workgroup per
+// four rows runs the group's regions over those rows in turn (softmax's max, sum and divide;
+// layer_norm's mean, variance, per-row scale and output). Over other axes its regions are one
+// kernel each. Results against the reference either way: row counts of every remainder modulo
+// four, rows shorter and longer than a workgroup, one element per row.
+TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
+  if (kiln::device::default_device().type() == kiln::device::kind::cpu)
+    GTEST_SKIP() << "a Vulkan test (e2e.cpu runs the suite on the CPU)";
+  auto vk = kiln::device::vulkan();
+  unsigned seed = 500;
+  for (const dims_t& dims : std::vector<dims_t>{
+           {1, 3}, {5, 7}, {6, 1}, {7, 1000}, {9, 4097}, {2, 3, 5}, {4, 2, 8}})
+    for (int axis : {static_cast<int>(dims.size()) - 1, 0})
+      for (bool layer_norm : {false, true}) {
+        SCOPED_TRACE(ref::dims_text(dims) + " axis " + std::to_string(axis) +
+                     (layer_norm ? " layer_norm" : " softmax"));
+        kiln::graph g;
+        auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+        dims_t norm_dims(dims.begin() + axis, dims.end());
+        auto s = g.input("scale", dtype::f32, ref::to_shape(norm_dims));
+        if (layer_norm)
+          g.output("y", g.layer_norm(x, s, axis, 1e-3));
+        else
+          g.output("y", g.mul(g.softmax(x, axis), s));
+        auto e = kiln::compile(g);
+        auto in = ref::random_data<float>(ref::count(dims), -3, 5, seed++);
+        auto sc = ref::random_data<float>(ref::count(norm_dims), 0.5, 2, seed++);
+        ref::buffer<float> xb(in), sb(sc), out(in.size());
+        e.run({ref::view_of(xb, dims), ref::view_of(sb, norm_dims)}, {ref::view_of(out, dims)},
+              vk);
+        // layer_norm normalizes every axis from `axis` on: trailing however many there are.
+        bool trailing = layer_norm || axis == static_cast<int>(dims.size()) - 1;
+        auto kernels = e.kernels();
+        const auto regions = static_cast<std::uint32_t>(e.plan().regions.size());
+        if (regions == 1) {  // a size-1 axis folded the reductions away
+          EXPECT_EQ(kernels.size(), 1u);
+        } else if (trailing) {
+          ASSERT_EQ(kernels.size(), 1u);
+          EXPECT_EQ(kernels[0].regions, regions);
+        } else {
+          EXPECT_EQ(kernels.size(), regions);
+          for (const auto& k : kernels) EXPECT_EQ(k.regions, 1u);
+        }
+        std::vector<double> want;
+        if (layer_norm) {
+          want = norm_ref(in, dims, axis, sc, nullptr, 1e-3, false);
+        } else {
+          want = softmax_ref(in, dims, axis, false);
+          for (std::size_t i = 0; i < want.size(); ++i)
+            want[i] *= sc[i % sc.size()];
+        }
+        double n = double(ref::count(norm_dims));
+        double tol = 16 * (std::log2(n) + 8) * 0x1p-23;
+        expect_close(out.to_vector(), want, tol, layer_norm ? tol : 1e-9, "on Vulkan");
+      }
+}
+
 // Row groups on the CPU give the bits of their regions run one by one (the interpreter runs a
 // plan's regions alone when told to run only some of them: here, every region of the group in
 // turn), whatever the path: small (serial), many rows (blocks on threads), few long rows.

@@ -887,20 +887,41 @@ bool run_seed(unsigned seed, const device& vk) {
   std::vector<std::vector<unsigned char>> arg_data;
   std::vector<std::vector<rv>> arg_values;
   std::vector<tensor_ref> args;
+  // Tensor constants (a gather's positions; pad's and concat's masks) are the plan's inputs after
+  // the parameters, in the order of their inputs in the graph; the reference reads their values.
+  const std::size_t parameters = exe.input_names().size();
+  std::vector<std::pair<std::int32_t, std::vector<unsigned char>>> constants;
+  for (const auto& c : rg.g.constants()) constants.emplace_back(c.arg, c.bytes);
+  for (const ir::tensor_data& c : rg.g.ir().tensors)
+    constants.emplace_back(c.arg, runtime::tensor_bytes(rg.g.ir().inputs[c.arg].type, c.values));
+  std::sort(constants.begin(), constants.end());
+  std::vector<runtime::buffer_ref> refs;
   for (std::size_t a = 0; a < p.graph.inputs.size(); ++a) {
     dtype t = p.graph.inputs[a].type;
-    std::int64_t n = rg.arg_dims[a].element_count();
     arg_values.emplace_back();
+    if (a >= parameters) {
+      const std::vector<unsigned char>& bytes = constants.at(a - parameters).second;
+      const shape& dims = p.graph.inputs[a].dims;
+      for (std::int64_t i = 0; i < dims.element_count(); ++i) {
+        const unsigned char* at = bytes.data() + i * size_in_bytes(t);
+        std::int64_t v = t == dtype::boolean ? *at : 0;
+        if (t == dtype::i32) v = *reinterpret_cast<const std::int32_t*>(at);
+        if (t == dtype::i64) v = *reinterpret_cast<const std::int64_t*>(at);
+        arg_values.back().push_back({0, 0, static_cast<std::int32_t>(v)});
+      }
+      refs.push_back({bytes.data(), dims});
+      continue;
+    }
+    std::int64_t n = rg.arg_dims[a].element_count();
     arg_data.emplace_back(static_cast<std::size_t>(n * size_in_bytes(t)) + 1);
     for (std::int64_t i = 0; i < n; ++i) {
       arg_values.back().push_back(input_value(t, gen));
       store(t, arg_values.back().back(), arg_data.back().data() + i * size_in_bytes(t));
     }
     args.emplace_back(static_cast<const void*>(arg_data.back().data()), t, rg.arg_dims[a]);
+    refs.push_back(args.back().ref);
   }
   std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
-  std::vector<runtime::buffer_ref> refs;
-  for (const auto& a : args) refs.push_back(a.ref);
   runtime::resolve_symbols(p.graph.inputs, p.graph.nodes, p.graph.symbols, p.graph.constraints,
                            refs, sym.data(), "random");
   std::string context = "seed " + std::to_string(seed) + "\n" + compiler::print(p);

@@ -2,6 +2,8 @@
 // invocation computes four consecutive elements of the iteration space as 4-wide vectors, in a
 // grid-stride loop; every buffer is an array of uvec4 words, so narrow types (8/16-bit ints, f16,
 // bf16, fp8, bool) are packed and unpacked in 32-bit words and need no 8/16-bit storage feature.
+// A row group (softmax's max, sum and divide) is one kernel too: a workgroup per four rows runs
+// each member region over those rows in turn, with a barrier between them.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,67 +25,99 @@
 
 namespace kiln::spirv {
 
+// A binding of a kernel: an input slot of the plan (a parameter, transient or view) or a result.
+// A transient that a region writes is named by its input slot, so that in a row group's kernel
+// the member that writes it and the members that read it share one binding.
+struct kernel_binding {
+  std::int32_t slot;
+  bool result;
+  bool operator==(const kernel_binding&) const = default;
+};
+
+// Region r's bindings in its own kernel's order: input slots, index tensors, output slots.
+inline std::vector<kernel_binding> region_bindings(const compiler::plan& p,
+                                                   const compiler::region& r) {
+  const auto n_args = static_cast<std::int32_t>(p.graph.inputs.size());
+  const auto n_results = static_cast<std::int32_t>(p.graph.outputs.size());
+  std::vector<kernel_binding> out;
+  for (auto s : compiler::input_slots(p, r)) out.push_back({s, false});
+  for (auto s : r.indices) out.push_back({s, false});
+  for (auto s : compiler::output_slots(p, r))
+    out.push_back(s < n_results ? kernel_binding{s, true}
+                                : kernel_binding{n_args + (s - n_results), false});
+  return out;
+}
+
+// The bindings of the kernel of regions `members` (one region, or a row group's): each member's
+// in turn, every buffer once.
+inline std::vector<kernel_binding> kernel_bindings(const compiler::plan& p,
+                                                   std::span<const int> members) {
+  std::vector<kernel_binding> out;
+  for (int m : members)
+    for (const kernel_binding& b : region_bindings(p, p.regions[m]))
+      if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
+}
+
+// Whether member region m of a row group whose first region is `root` runs over the rows'
+// elements (else over one value per row: an epilogue of the reductions).
+inline bool over_rows(const compiler::plan& p, const compiler::region& root,
+                      const compiler::region& m) {
+  return m.root >= 0 || compiler::same_rows(p.graph, m.space, root.space);
+}
+
 namespace detail {
 
 class region_emitter final : public op_lowering {
  public:
-  region_emitter(const compiler::plan& p, const compiler::region& r,
-                 const std::vector<operand_kind>& kinds, const target& t)
-      : p_(p),
-        g_(p.graph),
-        r_(r),
-        kinds_(kinds),
-        t_(t),
-        n_inputs_(compiler::input_slots(p, r).size()),
-        stores_(compiler::region_stores(p, r)) {
-    // Each view's index terms: the binding of its positions (after the input slots; none for a
-    // shift's computed positions), their element size, and how they fold into the axis.
-    const auto slots = compiler::input_slots(p, r);
-    const auto n_args = static_cast<std::int32_t>(g_.inputs.size());
-    const auto first_view = n_args + static_cast<std::int32_t>(p.transients.size());
-    for (auto slot : slots) {
-      auto& terms = input_terms_.emplace_back();
-      if (slot < first_view) continue;
-      for (auto [s, fold] : compiler::view_terms(p, slot - first_view)) {
-        if (s < 0) {
-          terms.push_back({no_binding, false, fold});
-          continue;
-        }
-        auto at = std::find(r.indices.begin(), r.indices.end(), s) - r.indices.begin();
-        dtype t = s < n_args ? g_.inputs[s].type : g_.nodes[p.transients[s - n_args]].type;
-        terms.push_back({n_inputs_ + static_cast<std::size_t>(at), size_in_bytes(t) == 8, fold});
-      }
-    }
+  // The kernel of regions `members` of p (one region, or a row group's regions in order), with
+  // one operand_kind per argument of each.
+  region_emitter(const compiler::plan& p, std::span<const int> members,
+                 std::span<const std::vector<operand_kind>> kinds, const target& t)
+      : p_(p), g_(p.graph), t_(t), all_(kernel_bindings(p, members)) {
+    for (std::size_t i = 0; i < members.size(); ++i)
+      members_.push_back(make_member(p.regions[members[i]], kinds[i]));
+    mb_ = &members_[0];
   }
 
   kernel run() {
     kernel k;
-    k.unsupported = check();
-    if (!k.unsupported.empty()) return k;
-    int strided = 0, terms = 0;
-    for (std::size_t a = 0; a < kinds_.size(); ++a)
-      if (kinds_[a] == operand_kind::strided) {
-        ++strided;
-        terms += static_cast<int>(input_terms_[a].size());
-      }
-    rank_ = r_.space.rank;
-    constants_at_ = metadata_words(rank_, strided, terms, r_.root >= 0);
-    for (auto id : r_.nodes) {
-      const ir::node& n = g_.nodes[id];
-      lane_kind lk = lane_of(n.type);
-      if (!is_float_lane(lk)) continue;
-      if (n.kind == ir::op::constant) register_opaque(k, lk, n.value.f);
-      if (n.kind == ir::op::cast && g_.nodes[n.operands[0]].type == dtype::boolean) {
-        register_opaque(k, lk, 0.0);  // bool -> float picks between these two
-        register_opaque(k, lk, 1.0);
-      }
+    for (member& m : members_) {
+      mb_ = &m;
+      k.unsupported = check();
+      if (!k.unsupported.empty()) return k;
     }
+    std::uint32_t at = 0;
+    for (member& m : members_) {
+      int strided = 0, terms = 0;
+      for (std::size_t a = 0; a < m.kinds.size(); ++a)
+        if (m.kinds[a] == operand_kind::strided) {
+          ++strided;
+          terms += static_cast<int>(m.input_terms[a].size());
+        }
+      m.rank = m.r->space.rank;
+      m.base = at;
+      m.words = metadata_words(m.rank, strided, terms, m.r->root >= 0);
+      at += m.words;
+    }
+    constants_at_ = at;
+    for (const member& m : members_)
+      for (auto id : m.r->nodes) {
+        const ir::node& n = g_.nodes[id];
+        lane_kind lk = lane_of(n.type);
+        if (!is_float_lane(lk)) continue;
+        if (n.kind == ir::op::constant) register_opaque(k, lk, n.value.f);
+        if (n.kind == ir::op::cast && g_.nodes[n.operands[0]].type == dtype::boolean) {
+          register_opaque(k, lk, 0.0);  // bool -> float picks between these two
+          register_opaque(k, lk, 1.0);
+        }
+      }
     k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
-    k.per_workgroup = r_.root >= 0;
-    k.bindings = static_cast<std::uint32_t>(n_inputs_ + r_.indices.size() +
-                                            compiler::output_slots(p_, r_).size()) +
-                 (k.metadata_in_buffer ? 1 : 0);
+    k.per_workgroup = members_[0].r->root >= 0;
+    k.regions = static_cast<std::uint32_t>(members_.size());
+    k.bindings = static_cast<std::uint32_t>(all_.size()) + (k.metadata_in_buffer ? 1 : 0);
+    mb_ = &members_[0];
     declare(k);
     body();
     k.code = m_.assemble();
@@ -100,7 +135,7 @@ class region_emitter final : public op_lowering {
     // Ops first (the message names the op), then the leaves (an argument or constant alone).
     std::vector<std::int32_t> order;
     for (int leaves = 0; leaves < 2; ++leaves)
-      for (auto id : r_.nodes)
+      for (auto id : mb_->r->nodes)
         if ((ir::info(g_.nodes[id].kind).cls == ir::op_class::leaf) == (leaves == 1))
           order.push_back(id);
     for (auto id : order) {
@@ -123,13 +158,14 @@ class region_emitter final : public op_lowering {
   void declare(const kernel& k) {
     m_.capability(spv::Capability::Shader);
     bool f64 = false, i64 = false;
-    for (auto id : r_.nodes) {
-      f64 = f64 || g_.nodes[id].type == dtype::f64;
-      i64 = i64 || g_.nodes[id].type == dtype::i64;
-      if (g_.nodes[id].kind == ir::op::cast &&
-          g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
-        f64 = f64 || lane_of(g_.nodes[id].type) == lane_kind::f32;
-    }
+    for (const member& m : members_)
+      for (auto id : m.r->nodes) {
+        f64 = f64 || g_.nodes[id].type == dtype::f64;
+        i64 = i64 || g_.nodes[id].type == dtype::i64;
+        if (g_.nodes[id].kind == ir::op::cast &&
+            g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
+          f64 = f64 || lane_of(g_.nodes[id].type) == lane_kind::f32;
+      }
     if (f64) m_.capability(spv::Capability::Float64);
     if (i64) m_.capability(spv::Capability::Int64);
 
@@ -140,12 +176,21 @@ class region_emitter final : public op_lowering {
     m_.decorate(block, spv::Decoration::Block);
     m_.member_decorate(block, 0, spv::Decoration::Offset, {0});
     id ptr = m_.type_pointer(spv::StorageClass::StorageBuffer, block);
+    // A buffer that no member writes is NonWritable; one that a member writes for a later one to
+    // read (a row group's transient) is Coherent, so its stores reach the other invocations of
+    // the workgroup at the barrier between them.
+    std::vector<bool> written(all_.size(), false);
+    for (const member& m : members_)
+      for (std::size_t b = m.n_inputs + m.r->indices.size(); b < m.binding.size(); ++b)
+        written[m.binding[b]] = true;
     for (std::uint32_t b = 0; b < k.bindings; ++b) {
       id var = m_.global(Op::OpVariable, ptr,
                          {static_cast<std::uint32_t>(spv::StorageClass::StorageBuffer)});
       m_.decorate(var, spv::Decoration::DescriptorSet, {0});
       m_.decorate(var, spv::Decoration::Binding, {b});
-      if (b < n_inputs_ + r_.indices.size()) m_.decorate(var, spv::Decoration::NonWritable);
+      if (b < all_.size() && !written[b]) m_.decorate(var, spv::Decoration::NonWritable);
+      if (b < all_.size() && written[b] && !all_[b].result && members_.size() > 1)
+        m_.decorate(var, spv::Decoration::Coherent);
       bindings_.push_back(var);
     }
     if (!k.metadata_in_buffer) {
@@ -175,7 +220,8 @@ class region_emitter final : public op_lowering {
                 {static_cast<std::uint32_t>(spv::BuiltIn::WorkgroupSize)});
 
     std::vector<id> interface = {global_id_, groups_id_};
-    if (r_.root >= 0) {  // a reduction's workgroup works together: its ids and shared partials
+    if (members_[0].r->root >= 0) {  // a reduction's workgroup works together: its ids and
+                                      // shared partials
       for (auto [var, builtin] : {std::pair{&local_id_, spv::BuiltIn::LocalInvocationId},
                                   std::pair{&group_id_, spv::BuiltIn::WorkgroupId}}) {
         *var = m_.global(Op::OpVariable, in_ptr,
@@ -183,15 +229,25 @@ class region_emitter final : public op_lowering {
         m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
         interface.push_back(*var);
       }
-      // The partials' shared arrays: the folded values, and for argmax/argmin their indices.
-      const ir::node& root = g_.nodes[r_.root];
+    }
+    // The partials' shared arrays: the folded values, and for argmax/argmin their indices; the
+    // reductions of a row group share them by type and use (they run one after another).
+    std::map<std::pair<id, std::size_t>, std::size_t> shared_of_type;
+    for (member& m : members_) {
+      if (m.r->root < 0) continue;
+      const ir::node& root = g_.nodes[m.r->root];
       std::vector<id> types = {vec(lane_of(compute_dtype(g_.nodes[root.operands[0]].type)))};
       if (ir::info(root.kind).cls == ir::op_class::index_reduction) types.push_back(uvec4());
-      for (id t : types)
-        shared_.push_back(
-            m_.global(Op::OpVariable,
-                      m_.type_pointer(spv::StorageClass::Workgroup, m_.type_array(t, wg_size_)),
-                      {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)}));
+      for (std::size_t use = 0; use < types.size(); ++use) {
+        id t = types[use];
+        auto [it, added] = shared_of_type.emplace(std::pair{t, use}, shared_.size());
+        if (added)
+          shared_.push_back(
+              m_.global(Op::OpVariable,
+                        m_.type_pointer(spv::StorageClass::Workgroup, m_.type_array(t, wg_size_)),
+                        {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)}));
+        m.shared.push_back(it->second);
+      }
     }
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", interface);
@@ -208,14 +264,19 @@ class region_emitter final : public op_lowering {
   }
 
   // ---- memory access --------------------------------------------------------------------------
-  id metadata(std::uint32_t i) {
+  // Word i of the current member's metadata.
+  id metadata(std::uint32_t i) { return metadata_word(mb_->base + i); }
+  // Word w of the kernel's metadata.
+  id metadata_word(std::uint32_t w) {
     if (push_) {
       id p = m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::PushConstant, u32()),
-                     {push_, m_.constant_i32(0), cu(i)});
+                     {push_, m_.constant_i32(0), cu(w)});
       return m_.emit(Op::OpLoad, u32(), {p});
     }
-    return word(bindings_.back(), cu(i));
+    return word(bindings_.back(), cu(w));
   }
+  // The variable of the current member's binding k (in its own order: region_bindings).
+  id binding(std::size_t k) const { return bindings_[mb_->binding[k]]; }
   // Word w (u32 index) of binding var.
   id word_ptr(id var, id w) {
     id q = m_.emit(Op::OpShiftRightLogical, u32(), {w, cu(2)});
@@ -256,7 +317,7 @@ class region_emitter final : public op_lowering {
     id e = m_.emit(Op::OpIAdd, uvec4(),
                    {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
                     m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
-    id last = m_.emit(Op::OpISub, u32(), {total_, cu(1)});
+    id last = m_.emit(Op::OpISub, u32(), {mb_->total, cu(1)});
     return m_.ext(uvec4(), GLSLstd450UMin,
                   {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
   }
@@ -265,16 +326,16 @@ class region_emitter final : public op_lowering {
     if (coords_.empty()) {
       // A reduction's lanes index its operand's space (elements_), else the result's.
       id e = elements_ ? elements_ : lane_elements();
-      coords_.assign(rank_, 0);
-      for (int i = rank_ - 1; i >= 0; --i) {
-        id d = dims_[i];
+      coords_.assign(mb_->rank, 0);
+      for (int i = mb_->rank - 1; i >= 0; --i) {
+        id d = mb_->dims[i];
         id dv = m_.emit(Op::OpCompositeConstruct, uvec4(), {d, d, d, d});
         coords_[i] = m_.emit(Op::OpUMod, uvec4(), {e, dv});
         e = m_.emit(Op::OpUDiv, uvec4(), {e, dv});
       }
     }
-    id idx = affine_index(strides_[strided_slot]);
-    for (const term_words& t : terms_[strided_slot]) {
+    id idx = affine_index(mb_->strides[strided_slot]);
+    for (const term_words& t : mb_->terms[strided_slot]) {
       // The positions' index, each lane's position (as i32: an i64's low word, or the nearest
       // i32 where it does not fit; a read index counts from the end when negative), folded into
       // the axis.
@@ -284,13 +345,13 @@ class region_emitter final : public op_lowering {
       for (std::uint32_t i = 0; i < 4 && t.binding != no_binding; ++i) {
         id e = lane(at, u32(), i);
         if (!t.wide) {
-          l[i] = m_.emit(Op::OpBitcast, s32, {word(bindings_[t.binding], e)});
+          l[i] = m_.emit(Op::OpBitcast, s32, {word(binding(t.binding), e)});
           continue;
         }
         id w = m_.emit(Op::OpShiftLeftLogical, u32(), {e, cu(1)});
-        id lo = m_.emit(Op::OpBitcast, s32, {word(bindings_[t.binding], w)});
+        id lo = m_.emit(Op::OpBitcast, s32, {word(binding(t.binding), w)});
         id hi = m_.emit(Op::OpBitcast, s32,
-                        {word(bindings_[t.binding], m_.emit(Op::OpIAdd, u32(), {w, cu(1)}))});
+                        {word(binding(t.binding), m_.emit(Op::OpIAdd, u32(), {w, cu(1)}))});
         id fits = m_.emit(Op::OpIEqual, m_.type_bool(),
                           {hi, m_.emit(Op::OpShiftRightArithmetic, s32, {lo, cu(31)})});
         id far = m_.emit(Op::OpSelect, s32,
@@ -300,7 +361,7 @@ class region_emitter final : public op_lowering {
       }
       id v = t.binding == no_binding ? m_.emit(Op::OpBitcast, ivec4, {at})  // computed
                                      : compose(ivec4, l[0], l[1], l[2], l[3]);
-      id extent = m_.emit(Op::OpBitcast, s32, {t.words[rank_ + 2]});
+      id extent = m_.emit(Op::OpBitcast, s32, {t.words[mb_->rank + 2]});
       id ev = compose(ivec4, extent, extent, extent, extent);
       id zero = isplat(lane_kind::s32, 0), one = isplat(lane_kind::s32, 1);
       id last = m_.emit(Op::OpISub, ivec4, {ev, one});
@@ -324,7 +385,7 @@ class region_emitter final : public op_lowering {
           break;
         }
       }
-      id data_stride = t.words[rank_ + 1];
+      id data_stride = t.words[mb_->rank + 1];
       id dv = compose(uvec4(), data_stride, data_stride, data_stride, data_stride);
       idx =
           m_.emit(Op::OpIAdd, uvec4(),
@@ -351,9 +412,9 @@ class region_emitter final : public op_lowering {
 
   // offset + sum of coordinate x stride, per lane (words: rank strides, then the offset).
   id affine_index(const std::vector<id>& words) {
-    id offset = words[rank_];
+    id offset = words[mb_->rank];
     id idx = m_.emit(Op::OpCompositeConstruct, uvec4(), {offset, offset, offset, offset});
-    for (int i = 0; i < rank_; ++i) {
+    for (int i = 0; i < mb_->rank; ++i) {
       id s = words[i];
       id sv = m_.emit(Op::OpCompositeConstruct, uvec4(), {s, s, s, s});
       idx = m_.emit(Op::OpIAdd, uvec4(), {idx, m_.emit(Op::OpIMul, uvec4(), {coords_[i], sv})});
@@ -363,10 +424,10 @@ class region_emitter final : public op_lowering {
 
   // Loads argument k of the region for the four lanes, as its compute type.
   id load_argument(std::size_t k, dtype t) {
-    id var = bindings_[k];
+    id var = binding(k);
     int bytes = size_in_bytes(t);
     lane_kind lk = lane_of(t);
-    operand_kind kind = kinds_[k];
+    operand_kind kind = mb_->kinds[k];
     if (bytes == 8) {
       id l[4];
       if (kind == operand_kind::full) {
@@ -381,7 +442,7 @@ class region_emitter final : public op_lowering {
       } else if (kind == operand_kind::uniform) {
         l[0] = l[1] = l[2] = l[3] = element64(var, cu(0), lk);
       } else {
-        id idx = strided_index(strided_slot_[k]);
+        id idx = strided_index(mb_->strided_slot[k]);
         for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(var, lane(idx, u32(), i), lk);
       }
       return compose(vec(lk), l[0], l[1], l[2], l[3]);
@@ -391,7 +452,7 @@ class region_emitter final : public op_lowering {
       id b = element_bits(var, cu(0), bytes);
       bits = compose(uvec4(), b, b, b, b);
     } else if (kind == operand_kind::strided) {
-      id idx = strided_index(strided_slot_[k]);
+      id idx = strided_index(mb_->strided_slot[k]);
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i) l[i] = element_bits(var, lane(idx, u32(), i), bytes);
       bits = compose(uvec4(), l[0], l[1], l[2], l[3]);
@@ -458,7 +519,7 @@ class region_emitter final : public op_lowering {
 
   // Stores v to the region's output binding `slot` (its position among the output slots).
   void store_result(std::size_t slot, dtype t, id v) {
-    id var = bindings_[n_inputs_ + r_.indices.size() + slot];
+    id var = binding(mb_->n_inputs + mb_->r->indices.size() + slot);
     int bytes = size_in_bytes(t);
     auto store = [&](id ptr, id value) { m_.inst(Op::OpStore, {ptr, value}); };
     if (bytes == 8) {
@@ -514,10 +575,10 @@ class region_emitter final : public op_lowering {
       id v;
       if (k == lane_kind::f64) {
         id pair = m_.emit(Op::OpCompositeConstruct, m_.type_vector(u32(), 2),
-                          {metadata(w), metadata(w + 1)});
+                          {metadata_word(w), metadata_word(w + 1)});
         v = m_.emit(Op::OpBitcast, scalar_type(k), {pair});
       } else {
-        v = m_.emit(Op::OpBitcast, scalar_type(k), {metadata(w)});
+        v = m_.emit(Op::OpBitcast, scalar_type(k), {metadata_word(w)});
       }
       opaque_value_[key] = compose(vec(k), v, v, v, v);
     }
@@ -539,58 +600,111 @@ class region_emitter final : public op_lowering {
     id entry = m_.label();
     id uvec3 = m_.type_vector(u32(), 3);
     // Elementwise: each invocation takes every (invocations)th group of four elements; a
-    // reduction: each workgroup every (workgroups)th group of four results.
+    // reduction or a row group: each workgroup every (workgroups)th group of four results.
     id nx = lane(m_.emit(Op::OpLoad, uvec3, {groups_id_}), u32(), 0);
     id gx = 0, stride = nx;
-    if (r_.root >= 0) {
+    if (members_[0].r->root >= 0) {
       gx = lane(m_.emit(Op::OpLoad, uvec3, {group_id_}), u32(), 0);
       local_ = lane(m_.emit(Op::OpLoad, uvec3, {local_id_}), u32(), 0);
     } else {
       gx = lane(m_.emit(Op::OpLoad, uvec3, {global_id_}), u32(), 0);
       stride = m_.emit(Op::OpIMul, u32(), {nx, wg_size_});
     }
-    id groups = metadata(0);
-    total_ = metadata(1);
-    for (int i = 0; i < rank_; ++i) dims_.push_back(metadata(2 + i));
-    load_opaque();
-    std::uint32_t next = 2 + rank_;
-    for (std::size_t a = 0; a < kinds_.size(); ++a) {
-      strided_slot_.push_back(static_cast<int>(strides_.size()));
-      if (kinds_[a] != operand_kind::strided) continue;
-      strides_.emplace_back();
-      for (int i = 0; i <= rank_; ++i) strides_.back().push_back(metadata(next++));  // + offset
-      auto& terms = terms_.emplace_back();
-      for (const term_source& src : input_terms_[a]) {
-        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, src.fold, {}});
-        for (int i = 0; i < rank_ + 3; ++i) t.words.push_back(metadata(next++));
-      }
+    for (member& m : members_) {
+      mb_ = &m;
+      read_layout();
     }
+    mb_ = &members_[0];
+    id groups = metadata(0);
+    load_opaque();
     current_label_ = entry;
     counted_loop(gx, groups, stride, {}, {}, [&](id g, const carried&) -> carried {
       g_index_ = g;
-      if (r_.root >= 0) {
+      if (members_.size() > 1)
+        group_step(g);
+      else if (mb_->r->root >= 0)
         reduction_loop();
-      } else {
-        std::vector<id> value = evaluate();
-        for (std::size_t s = 0; s < stores_.size(); ++s)
-          store_result(s, g_.nodes[stores_[s].node].type, value[stores_[s].node]);
-      }
+      else
+        store_all(evaluate());
       return {};
     });
     m_.inst(Op::OpReturn, {});
     m_.inst(Op::OpFunctionEnd, {});
   }
 
+  // The current member's extents, operand strides and index terms, from its metadata.
+  void read_layout() {
+    member& m = *mb_;
+    m.total = metadata(1);
+    for (int i = 0; i < m.rank; ++i) m.dims.push_back(metadata(2 + i));
+    std::uint32_t next = 2 + m.rank;
+    for (std::size_t a = 0; a < m.kinds.size(); ++a) {
+      m.strided_slot.push_back(static_cast<int>(m.strides.size()));
+      if (m.kinds[a] != operand_kind::strided) continue;
+      m.strides.emplace_back();
+      for (int i = 0; i <= m.rank; ++i) m.strides.back().push_back(metadata(next++));  // + offset
+      auto& terms = m.terms.emplace_back();
+      for (const term_source& src : m.input_terms[a]) {
+        term_words& t = terms.emplace_back(term_words{src.binding, src.wide, src.fold, {}});
+        for (int i = 0; i < m.rank + 3; ++i) t.words.push_back(metadata(next++));
+      }
+    }
+  }
+
+  // Stores what the current (elementwise) member stores, from its evaluated values.
+  void store_all(const std::vector<id>& value) {
+    for (std::size_t s = 0; s < mb_->stores.size(); ++s)
+      store_result(s, g_.nodes[mb_->stores[s].node].type, value[mb_->stores[s].node]);
+  }
+
+  // One step of a row group's kernel: rows 4g .. 4g + 3 through every member in turn. A
+  // reduction folds them as a reduction's kernel does; a member over the rows' elements takes
+  // their groups of four (the reduced axes are the trailing ones, so a row's elements are
+  // consecutive) among the workgroup's invocations; a member over one value per row runs in
+  // invocation 0. The barrier between members makes the values one stored visible to the next.
+  void group_step(id g) {
+    mb_ = &members_[0];
+    id count = metadata(mb_->words - 1);  // elements per row
+    id rows = mb_->total;
+    const compiler::region& root = *members_[0].r;
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      mb_ = &members_[i];
+      coords_.clear();
+      if (i > 0) group_barrier();
+      g_index_ = g;
+      if (mb_->r->root >= 0) {
+        reduction_loop();
+      } else if (over_rows(p_, root, *mb_->r)) {
+        id four = m_.emit(Op::OpIMul, u32(), {g, cu(4)});
+        id row_end = m_.ext(u32(), GLSLstd450UMin, {m_.emit(Op::OpIAdd, u32(), {four, cu(4)}), rows});
+        id end = m_.emit(Op::OpShiftRightLogical, u32(),
+                         {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {row_end, count}),
+                                                      cu(3)}),
+                          cu(2)});
+        id first = m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {g, count}), local_});
+        counted_loop(first, end, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
+          g_index_ = q;
+          coords_.clear();
+          store_all(evaluate());
+          return {};
+        });
+      } else {
+        in_first_invocation([&] { store_all(evaluate()); });
+      }
+    }
+    group_barrier();  // the next rows' reductions reuse the shared partials
+  }
+
   // Evaluates the region's nodes for the current lanes (a reduction's: its operand's
   // producers, not the root).
   std::vector<id> evaluate() {
     std::vector<id> value(g_.nodes.size(), 0);
-    auto inputs = compiler::input_slots(p_, r_);
-    for (auto nid : r_.nodes) {
-      if (nid == r_.root) continue;
+    auto inputs = compiler::input_slots(p_, *mb_->r);
+    for (auto nid : mb_->r->nodes) {
+      if (nid == mb_->r->root) continue;
       const ir::node& n = g_.nodes[nid];
       auto in = [&](int i) { return value[n.operands[i]]; };
-      if (int slot = compiler::load_slot(p_, r_, nid); slot >= 0) {
+      if (int slot = compiler::load_slot(p_, *mb_->r, nid); slot >= 0) {
         std::size_t k = 0;
         while (inputs[k] != slot) ++k;
         value[nid] = load_argument(k, n.type);
@@ -700,9 +814,33 @@ class region_emitter final : public op_lowering {
              cu(static_cast<std::uint32_t>(spv::MemorySemanticsMask::AcquireRelease |
                                            spv::MemorySemanticsMask::WorkgroupMemory))});
   }
+  // Between a row group's members: shared memory and the buffers' stores (UniformMemory) of
+  // every invocation are visible to the whole workgroup after it.
+  void group_barrier() {
+    m_.inst(Op::OpControlBarrier,
+            {cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+             cu(static_cast<std::uint32_t>(spv::Scope::Workgroup)),
+             cu(static_cast<std::uint32_t>(spv::MemorySemanticsMask::AcquireRelease |
+                                           spv::MemorySemanticsMask::UniformMemory |
+                                           spv::MemorySemanticsMask::WorkgroupMemory))});
+  }
+  // Emits then() in invocation 0 of the workgroup only.
+  void in_first_invocation(function_ref<void()> then) {
+    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
+    id then_label = m_.fresh(), merge = m_.fresh();
+    m_.inst(Op::OpSelectionMerge,
+            {merge, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
+    m_.inst(Op::OpBranchConditional, {is_first, then_label, merge});
+    m_.label(then_label);
+    current_label_ = then_label;
+    then();
+    m_.inst(Op::OpBranch, {merge});
+    m_.label(merge);
+    current_label_ = merge;
+  }
   id shared_slot(std::size_t array, id type, id i) {
     return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, type),
-                   {shared_[array], i});
+                   {shared_[mb_->shared[array]], i});
   }
 
   // Joins the workgroup's partials (slot i = join(slot i, slot i + s) for s = W/2, W/4 ... 1)
@@ -751,18 +889,13 @@ class region_emitter final : public op_lowering {
     m_.label(merge);
     // Invocation 0 finishes. No barrier is needed before the next group: each invocation first
     // writes only its own slot, and slot 0's one reader here is the invocation that writes it.
-    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
-    id st_then = m_.fresh(), st_join = m_.fresh();
-    m_.inst(Op::OpSelectionMerge,
-            {st_join, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
-    m_.inst(Op::OpBranchConditional, {is_first, st_then, st_join});
-    m_.label(st_then);
-    carried total;
-    for (std::size_t k = 0; k < partial.size(); ++k)
-      total.push_back(m_.emit(Op::OpLoad, types[k], {shared_slot(k, types[k], cu(0))}));
-    finish(total);
-    m_.inst(Op::OpBranch, {st_join});
-    m_.label(st_join);
+    current_label_ = merge;
+    in_first_invocation([&] {
+      carried total;
+      for (std::size_t k = 0; k < partial.size(); ++k)
+        total.push_back(m_.emit(Op::OpLoad, types[k], {shared_slot(k, types[k], cu(0))}));
+      finish(total);
+    });
   }
 
   // The operand's values at reduced index r of the four results.
@@ -770,14 +903,14 @@ class region_emitter final : public op_lowering {
     elements_ = m_.emit(Op::OpIAdd, uvec4(),
                         {first, m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r})});
     coords_.clear();
-    id x = evaluate()[g_.nodes[r_.root].operands[0]];
+    id x = evaluate()[g_.nodes[mb_->r->root].operands[0]];
     elements_ = 0;
     coords_.clear();
     return x;
   }
 
   void reduction_loop() {
-    const ir::node& root = g_.nodes[r_.root];
+    const ir::node& root = g_.nodes[mb_->r->root];
     const ir::node& operand = g_.nodes[root.operands[0]];
     dtype acc_type = compute_dtype(operand.type);
     lane_kind k = lane_of(acc_type);
@@ -791,11 +924,11 @@ class region_emitter final : public op_lowering {
       n.type = acc_type;
       return n;
     };
-    id count = metadata(constants_at_ - 1);
+    id count = metadata(mb_->words - 1);
     id first = m_.emit(Op::OpIMul, uvec4(),
                        {lane_elements(),
                         m_.emit(Op::OpCompositeConstruct, uvec4(), {count, count, count, count})});
-    std::size_t outputs = compiler::output_slots(p_, r_).size();
+    std::size_t outputs = compiler::output_slots(p_, *mb_->r).size();
     if (ir::info(kind).cls == ir::op_class::index_reduction) {
       index_reduction_loop(kind, root.attrs.select_last, k, count, first, outputs);
       return;
@@ -915,39 +1048,80 @@ class region_emitter final : public op_lowering {
     return t == dtype::u32 ? std::int64_t{0xFFFFFFFF} : integer_max(t);
   }
 
-  const compiler::plan& p_;
-  const ir::graph& g_;
-  const compiler::region& r_;
-  const std::vector<operand_kind>& kinds_;
-  const target& t_;
-  std::size_t n_inputs_ = 0;  // input bindings (parameters, transients, views);
-                              // region::indices are bound after them
   static constexpr std::size_t no_binding = ~std::size_t{0};
   struct term_source {    // an index term of a view (compiler::index_term)
     std::size_t binding;  // of its positions; no_binding: computed (a shift)
     bool wide;            // i64 positions, else i32
     ir::position_fold fold;
   };
-  std::vector<std::vector<term_source>> input_terms_;  // per input binding
-  struct term_words {                                  // an index term's metadata
+  struct term_words {  // an index term's metadata
     std::size_t binding;
     bool wide;
     ir::position_fold fold;
     std::vector<id> words;  // positions' rank strides and offset, data stride, extent
   };
-  std::vector<std::vector<term_words>> terms_;  // per strided argument, as strides_
-  std::vector<compiler::store> stores_;  // what an elementwise region stores, by output binding
-  id elements_ = 0;                      // a reduction's operand elements of the current step
-  id current_label_ = 0;                 // the block a loop being emitted starts from
-  int rank_ = 0;
+  // A region of the kernel (the only one, or a member of a row group) and what its code reads.
+  struct member {
+    const compiler::region* r = nullptr;
+    std::vector<operand_kind> kinds;  // per input slot
+    std::size_t n_inputs = 0;         // input bindings (parameters, transients, views);
+                                      // region::indices are bound after them, then the outputs
+    std::vector<compiler::store> stores;  // what an elementwise region stores, by output
+    std::vector<std::vector<term_source>> input_terms;  // per input binding
+    std::vector<std::size_t> binding;  // the kernel's binding of each of its own (all_)
+    std::vector<std::size_t> shared;   // its partials' shared arrays (a reduction)
+    int rank = 0;
+    std::uint32_t base = 0, words = 0;  // its metadata: first word, count (constants excluded)
+    id total = 0;                       // elements (a reduction: results)
+    std::vector<id> dims;
+    std::vector<std::vector<id>> strides;     // per strided argument: rank strides, offset
+    std::vector<std::vector<term_words>> terms;  // per strided argument, as strides
+    std::vector<int> strided_slot;               // per argument: its index in strides
+  };
+
+  member make_member(const compiler::region& r, const std::vector<operand_kind>& kinds) const {
+    member m;
+    m.r = &r;
+    m.kinds = kinds;
+    m.n_inputs = compiler::input_slots(p_, r).size();
+    m.stores = compiler::region_stores(p_, r);
+    for (const kernel_binding& b : region_bindings(p_, r))
+      m.binding.push_back(
+          static_cast<std::size_t>(std::find(all_.begin(), all_.end(), b) - all_.begin()));
+    // Each view's index terms: the binding of its positions (after the input slots; none for a
+    // shift's computed positions), their element size, and how they fold into the axis.
+    const auto n_args = static_cast<std::int32_t>(g_.inputs.size());
+    const auto first_view = n_args + static_cast<std::int32_t>(p_.transients.size());
+    for (auto slot : compiler::input_slots(p_, r)) {
+      auto& terms = m.input_terms.emplace_back();
+      if (slot < first_view) continue;
+      for (auto [s, fold] : compiler::view_terms(p_, slot - first_view)) {
+        if (s < 0) {
+          terms.push_back({no_binding, false, fold});
+          continue;
+        }
+        auto at = std::find(r.indices.begin(), r.indices.end(), s) - r.indices.begin();
+        dtype t = s < n_args ? g_.inputs[s].type : g_.nodes[p_.transients[s - n_args]].type;
+        terms.push_back({m.n_inputs + static_cast<std::size_t>(at), size_in_bytes(t) == 8, fold});
+      }
+    }
+    return m;
+  }
+
+  const compiler::plan& p_;
+  const ir::graph& g_;
+  const target& t_;
+  std::vector<kernel_binding> all_;  // the kernel's bindings (the metadata buffer's not included)
+  std::vector<member> members_;
+  member* mb_ = nullptr;  // the member whose code is being emitted
+  id elements_ = 0;       // a reduction's operand elements of the current step
+  id current_label_ = 0;  // the block a loop being emitted starts from
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;
   id local_id_ = 0, group_id_ = 0, local_ = 0;  // reductions (see reduction_loop)
   std::vector<id> shared_;                      // their shared arrays of partials
-  id g_index_ = 0, total_ = 0;
-  std::vector<id> dims_, coords_;
-  std::vector<std::vector<id>> strides_;
-  std::vector<int> strided_slot_;
+  id g_index_ = 0;
+  std::vector<id> coords_;
   std::uint32_t constants_at_ = 0;  // metadata word of the first opaque value
   std::map<std::pair<int, std::uint64_t>, std::uint32_t> opaque_word_;  // (lane, bits) -> word
   std::map<std::pair<int, std::uint64_t>, id> opaque_value_;            // (lane, bits) -> value
@@ -958,7 +1132,15 @@ class region_emitter final : public op_lowering {
 // Emits region r of plan p for target t, with one operand_kind per region argument.
 inline kernel emit_region(const compiler::plan& p, const compiler::region& r,
                           const std::vector<operand_kind>& kinds, const target& t) {
-  return detail::region_emitter(p, r, kinds, t).run();
+  const int index = static_cast<int>(&r - p.regions.data());
+  return detail::region_emitter(p, std::span(&index, 1), std::span(&kinds, 1), t).run();
+}
+
+// Emits the regions `members` of a row group of p (in order; the reduced axes of the first, a
+// reduction, are the trailing axes of its space) as one kernel, with the operand kinds of each.
+inline kernel emit_row_group(const compiler::plan& p, std::span<const int> members,
+                             std::span<const std::vector<operand_kind>> kinds, const target& t) {
+  return detail::region_emitter(p, members, kinds, t).run();
 }
 
 }  // namespace kiln::spirv

@@ -24,7 +24,8 @@ enum class operand_kind : std::uint8_t {
 // (compiler::index_term) the positions' rank strides and offset, the data stride and the extent;
 // then (a reduction) the count of elements reduced into each result,
 // then the region's float constants (kernel::constants). A reduction's elements are its results,
-// and its space is its operand's with the kept axes first, then the reduced ones.
+// and its space is its operand's with the kept axes first, then the reduced ones. A row group's
+// kernel has each member region's words in turn, then the constants of all of them.
 inline std::uint32_t metadata_words(int rank, int strided_args, int index_terms,
                                     bool reduction = false) {
   const auto r = static_cast<std::uint32_t>(rank);
@@ -40,6 +41,7 @@ struct kernel {
   std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
   bool per_workgroup = false;  // a reduction: one workgroup per four results (not per invocation)
+  std::uint32_t regions = 1;   // plan regions it runs: a row group's kernel runs several
   // The float constants of the region, as words that end the metadata: a kernel reads them at run
   // time rather than as SPIR-V constants, so no driver can fold them against IEEE rules (llvmpipe
   // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that

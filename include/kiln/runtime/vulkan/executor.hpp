@@ -102,6 +102,9 @@ struct call_plan {
     region_call call;
     const spirv::kernel* kernel = nullptr;
     std::int64_t total = 0;
+    // The regions its kernel runs: itself, or a row group's when it is the group's first; none
+    // when another region's kernel runs it, or it writes nothing at this call.
+    std::vector<int> members;
   };
   const kernel_cache::device_plan* device = nullptr;
   std::vector<region> regions;
@@ -109,7 +112,10 @@ struct call_plan {
   std::uint32_t sets = 0, descriptors = 0;  // what the dispatches bind
 
   bool dispatched(std::size_t i) const {
-    return regions[i].total > 0 && !on_cpu[device->origin[i]];
+    if (regions[i].members.empty()) return false;
+    for (int m : regions[i].members)
+      if (on_cpu[device->origin[m]]) return false;
+    return true;
   }
   bool any_on_cpu() const { return std::find(on_cpu.begin(), on_cpu.end(), true) != on_cpu.end(); }
 };
@@ -118,8 +124,40 @@ inline std::size_t bytes_of(const runtime::buffer_ref& b, dtype t) {
   return static_cast<std::size_t>(b.dims.element_count()) * size_in_bytes(t);
 }
 
-// Every region's kernel (emitted at first use); a region the device cannot run sends the region
-// of prog.plan() it came from to the CPU whole, so no result is written by both.
+// The loop iterations an invocation of a row group's kernel makes in all: per round of four rows,
+// each member's share of the rows' elements (or of their values). Drivers stop loops past 65535.
+inline std::uint64_t group_iterations(const spirv::target& t,
+                                      std::span<const detail::region_call> calls) {
+  std::uint64_t w = t.workgroup_size(), workgroups = reduction_workgroups(t, calls[0]);
+  std::uint64_t rounds = (calls[0].metadata[0] + workgroups - 1) / std::max<std::uint64_t>(workgroups, 1);
+  std::uint64_t per_member = (static_cast<std::uint64_t>(calls[0].reduced) + w - 1) / w + 16;
+  return rounds * per_member * calls.size();
+}
+
+// Whether regions [first, end) of p, a row group, can run as one kernel at this call: the kernel needs the reduced axes to be the trailing ones (a row's elements consecutive)
+// and, at this call, every member over the group's rows (run-time sizes may broadcast one wider).
+inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_t end,
+                          std::span<const call_plan::region> regions, const std::int64_t* sym) {
+  const compiler::region& root = p.regions[first];
+  if (end - first < 2 || root.root < 0) return false;
+  const std::uint32_t axes = p.graph.nodes[root.root].attrs.axes;
+  const int rank = root.space.rank;
+  if (axes == 0 || (axes + (axes & -axes)) != (1u << rank)) return false;  // not the trailing axes
+  shape space = runtime::concrete(root.space, sym);
+  std::int64_t rows = regions[first].total;
+  for (std::size_t k = first; k < end; ++k) {
+    const compiler::region& m = p.regions[k];
+    if (regions[k].total == 0) return false;
+    if (spirv::over_rows(p, root, m) ? runtime::concrete(m.space, sym) != space
+                                     : regions[k].total != rows)
+      return false;
+  }
+  return true;
+}
+
+// Every region's kernel (emitted at first use), a row group's regions in one kernel where they
+// can be; a region the device cannot run sends the region of prog.plan() it came from to the
+// CPU whole, so no result is written by both.
 inline call_plan plan_call(const runtime::program& prog, context& ctx,
                            std::span<const runtime::buffer_ref> args,
                            std::span<const runtime::buffer_ref> results, const std::int64_t* sym) {
@@ -130,37 +168,78 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
   const ir::graph& g = p.graph;
   c.on_cpu.assign(prog.plan().regions.size(), false);
   c.regions.resize(p.regions.size());
+  std::vector<shape> spaces;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const compiler::region& reg = p.regions[i];
-    shape space = runtime::concrete(reg.space, sym);
+    spaces.push_back(runtime::concrete(reg.space, sym));
     call_plan::region& r = c.regions[i];
-    r.call = layout_call(p, static_cast<int>(i), space, args, sym);
+    r.call = layout_call(p, static_cast<int>(i), spaces.back(), args, sym);
     r.total = r.call.metadata[1];  // the elements it writes
-    if (r.total == 0) continue;
-    if (reg.root >= 0 && r.call.reduced == 0 &&
+    // Kernels are per device: two devices may differ in features, limits and so in regions.
+    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
+    if (r.total > 0 && reg.root >= 0 && r.call.reduced == 0 &&
         ir::info(g.nodes[reg.root].kind).cls == ir::op_class::index_reduction)
       throw error(errc::shape_mismatch, std::string(ir::name(g.nodes[reg.root].kind)),
                   "the axis has size 0 at this call: there is no index to give");
-    // Kernels are per device: two devices may differ in features, limits and so in regions.
-    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
-    r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
-    r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
-                           r.kernel->constants.end());
+  }
+  // The largest buffer a set of regions binds (against maxStorageBufferRange).
+  auto largest_bytes = [&](std::size_t first, std::size_t end) {
     std::int64_t largest = 0;
-    for (auto a : reg.args)
-      largest = std::max<std::int64_t>(largest, bytes_of(args[a], g.inputs[a].type));
-    for (auto res : reg.results)
-      largest =
-          std::max<std::int64_t>(largest, bytes_of(results[res], g.nodes[g.outputs[res]].type));
-    std::string why = cannot_run(*r.kernel, ctx, std::max(space.element_count(), r.total), largest);
-    if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
-    if (!why.empty()) {
-      int origin = c.device->origin[i];
-      c.on_cpu[origin] = true;
-      std::lock_guard lock(cache.mutex);
-      if (cache.noticed.insert(r.call.key + why).second)
-        std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name().c_str(),
-                     origin, why.c_str());
+    for (std::size_t k = first; k < end; ++k) {
+      for (auto a : p.regions[k].args)
+        largest = std::max<std::int64_t>(largest, bytes_of(args[a], g.inputs[a].type));
+      for (auto res : p.regions[k].results)
+        largest =
+            std::max<std::int64_t>(largest, bytes_of(results[res], g.nodes[g.outputs[res]].type));
+    }
+    return largest;
+  };
+  for (std::size_t i = 0; i < p.regions.size();) {
+    std::size_t end = i + 1;
+    while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
+    if (fusable_group(p, i, end, c.regions, sym)) {  // one kernel, a workgroup per four rows
+      std::vector<region_call> calls;
+      for (std::size_t k = i; k < end; ++k) calls.push_back(c.regions[k].call);
+      const spirv::kernel& k = group_kernel_for(prog, p, static_cast<int>(i), calls, ctx.target());
+      std::int64_t elements = 0;
+      for (std::size_t m = i; m < end; ++m)
+        elements = std::max(elements, spaces[m].element_count());
+      std::string why = cannot_run(k, ctx, elements, largest_bytes(i, end));
+      if (why.empty()) why = cannot_reduce(ctx.target(), calls[0]);
+      if (why.empty() && group_iterations(ctx.target(), calls) > 65535) why = "loop limit";
+      if (why.empty()) {
+        call_plan::region& r = c.regions[i];
+        r.kernel = &k;
+        for (std::size_t m = i; m < end; ++m) r.members.push_back(static_cast<int>(m));
+        r.call.metadata.clear();
+        for (const region_call& call : calls)
+          r.call.metadata.insert(r.call.metadata.end(), call.metadata.begin(),
+                                 call.metadata.end());
+        r.call.metadata.insert(r.call.metadata.end(), k.constants.begin(), k.constants.end());
+        i = end;
+        continue;
+      }
+      // Else each member on its own, as below (a reason that holds for one of them is noticed
+      // there).
+    }
+    for (; i < end; ++i) {
+      call_plan::region& r = c.regions[i];
+      if (r.total == 0) continue;
+      r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
+      r.members = {static_cast<int>(i)};
+      r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
+                             r.kernel->constants.end());
+      std::string why = cannot_run(*r.kernel, ctx, std::max(spaces[i].element_count(), r.total),
+                                   largest_bytes(i, i + 1));
+      if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
+      if (!why.empty()) {
+        int origin = c.device->origin[i];
+        c.on_cpu[origin] = true;
+        std::lock_guard lock(cache.mutex);
+        if (cache.noticed.insert(r.call.key + why).second)
+          std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name().c_str(),
+                       origin, why.c_str());
+      }
     }
   }
   // Transients live in one memory per call: the device's, or the CPU's when any region goes
@@ -270,16 +349,16 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
   std::uint32_t wg = ctx.target().workgroup_size();
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (!c.dispatched(i)) continue;
-    const compiler::region& reg = p.regions[i];
     const call_plan::region& r = c.regions[i];
     const spirv::kernel& k = *r.kernel;
     const pipeline& pl = ctx.pipelines().get(k, wg);
     std::vector<VkDescriptorBufferInfo> infos;
-    for (auto s : compiler::input_slots(p, reg)) infos.push_back(bindings.input(s));
-    for (auto s : reg.indices) infos.push_back(bindings.input(s));
-    for (auto s : compiler::output_slots(p, reg)) infos.push_back(bindings.output(s));
-    if (!reg.reads.empty() || !reg.view_reads.empty()) {  // the regions before have written
-                                                          // what this one reads
+    for (const spirv::kernel_binding& b : spirv::kernel_bindings(p, r.members))
+      infos.push_back(b.result ? bindings.result(b.slot) : bindings.input(b.slot));
+    bool reads = false;  // what the regions before have written
+    for (int m : r.members)
+      reads = reads || !p.regions[m].reads.empty() || !p.regions[m].view_reads.empty();
+    if (reads) {
       auto between = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
       between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;

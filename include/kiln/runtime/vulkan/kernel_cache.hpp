@@ -139,28 +139,57 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   return c;
 }
 
-inline const spirv::kernel& kernel_for(const runtime::program& prog, const compiler::plan& p,
-                                       const region_call& call, int index, const spirv::target& t) {
-  kernel_cache& cache = prog.vulkan_kernels();
-  std::lock_guard lock(cache.mutex);
-  auto it = cache.kernels.find(call.key);
-  if (it != cache.kernels.end()) return it->second;
-  spirv::kernel k = spirv::emit_region(p, p.regions[index], call.kinds, t);
+// Keeps a newly emitted kernel under `key`: checked by spirv-val (KILN_VALIDATE) and written to
+// KILN_DUMP_DIR as <stem>.spv / .spvasm. Callers hold cache.mutex.
+inline const spirv::kernel& keep_kernel(const runtime::program& prog, const std::string& key,
+                                        spirv::kernel k, const std::string& what,
+                                        const std::string& stem, const spirv::target& t) {
   if (!k.code.empty()) {
     if (validate_enabled())
       if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
-        throw error(errc::device_error, "spirv-val",
-                    prog.name() + " region " + std::to_string(index) + ": " + msg);
+        throw error(errc::device_error, "spirv-val", prog.name() + " " + what + ": " + msg);
     if (const auto& dir = dump_directory(); !dir.empty()) {
-      std::string stem =
-          "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1);
       auto base = dir / prog.name() / stem;
       write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
       std::string text = spirv::disassemble(k.code);
       if (!text.empty()) write_file(base.string() + ".spvasm", text.data(), text.size());
     }
   }
-  return cache.kernels.emplace(call.key, std::move(k)).first->second;
+  return prog.vulkan_kernels().kernels.emplace(key, std::move(k)).first->second;
+}
+
+inline const spirv::kernel& kernel_for(const runtime::program& prog, const compiler::plan& p,
+                                       const region_call& call, int index, const spirv::target& t) {
+  kernel_cache& cache = prog.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  auto it = cache.kernels.find(call.key);
+  if (it != cache.kernels.end()) return it->second;
+  return keep_kernel(prog, call.key, spirv::emit_region(p, p.regions[index], call.kinds, t),
+                     "region " + std::to_string(index),
+                     "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1),
+                     t);
+}
+
+// The kernel of a row group: regions first, first + 1 ... (one call each, in order).
+inline const spirv::kernel& group_kernel_for(const runtime::program& prog, const compiler::plan& p,
+                                             int first, std::span<const region_call> calls,
+                                             const spirv::target& t) {
+  std::string key = "group";
+  for (const region_call& c : calls) key += " " + c.key;
+  kernel_cache& cache = prog.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  auto it = cache.kernels.find(key);
+  if (it != cache.kernels.end()) return it->second;
+  std::vector<int> members;
+  std::vector<std::vector<spirv::operand_kind>> kinds;
+  std::string stem = "group" + std::to_string(first);
+  for (std::size_t m = 0; m < calls.size(); ++m) {
+    members.push_back(first + static_cast<int>(m));
+    kinds.push_back(calls[m].kinds);
+    stem += "-" + calls[m].key.substr(calls[m].key.find(':') + 1);
+  }
+  return keep_kernel(prog, key, spirv::emit_row_group(p, members, kinds, t),
+                     "row group at region " + std::to_string(first), stem, t);
 }
 
 }  // namespace detail
