@@ -50,6 +50,7 @@ class call_arenas {
 
   // p's arena for this call: on the device, or in host memory.
   arena operator()(const compiler::plan& p, bool on_device) {
+    if (p.transients.empty()) return {};  // most plans: nothing to lay out or lend
     arena a{prog_.arenas().layout(p, sym_, p.graph.symbols.size() + 1)};
     const std::int64_t bytes = a.layout.bytes;
     if (bytes == 0) return a;
