@@ -221,13 +221,27 @@ class region_emitter final : public op_lowering {
 
     std::vector<id> interface = {global_id_, groups_id_};
     if (members_[0].r->root >= 0) {  // a reduction's workgroup works together: its ids and
-                                      // shared partials
+                                     // shared partials
       for (auto [var, builtin] : {std::pair{&local_id_, spv::BuiltIn::LocalInvocationId},
                                   std::pair{&group_id_, spv::BuiltIn::WorkgroupId}}) {
         *var = m_.global(Op::OpVariable, in_ptr,
                          {static_cast<std::uint32_t>(spv::StorageClass::Input)});
         m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
         interface.push_back(*var);
+      }
+      if (t_.subgroup_arithmetic) {  // subgroups join their partials first (workgroup_join)
+        m_.capability(spv::Capability::GroupNonUniform);
+        m_.capability(spv::Capability::GroupNonUniformArithmetic);
+        id u32_in = m_.type_pointer(spv::StorageClass::Input, u32());
+        for (auto [var, builtin] :
+             {std::pair{&subgroup_local_id_, spv::BuiltIn::SubgroupLocalInvocationId},
+              std::pair{&subgroup_id_, spv::BuiltIn::SubgroupId},
+              std::pair{&subgroups_id_, spv::BuiltIn::NumSubgroups}}) {
+          *var = m_.global(Op::OpVariable, u32_in,
+                           {static_cast<std::uint32_t>(spv::StorageClass::Input)});
+          m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
+          interface.push_back(*var);
+        }
       }
     }
     // The partials' shared arrays: the folded values, and for argmax/argmin their indices; the
@@ -676,11 +690,12 @@ class region_emitter final : public op_lowering {
         reduction_loop();
       } else if (over_rows(p_, root, *mb_->r)) {
         id four = m_.emit(Op::OpIMul, u32(), {g, cu(4)});
-        id row_end = m_.ext(u32(), GLSLstd450UMin, {m_.emit(Op::OpIAdd, u32(), {four, cu(4)}), rows});
-        id end = m_.emit(Op::OpShiftRightLogical, u32(),
-                         {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {row_end, count}),
-                                                      cu(3)}),
-                          cu(2)});
+        id row_end =
+            m_.ext(u32(), GLSLstd450UMin, {m_.emit(Op::OpIAdd, u32(), {four, cu(4)}), rows});
+        id end = m_.emit(
+            Op::OpShiftRightLogical, u32(),
+            {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {row_end, count}), cu(3)}),
+             cu(2)});
         id first = m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {g, count}), local_});
         counted_loop(first, end, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
           g_index_ = q;
@@ -826,11 +841,14 @@ class region_emitter final : public op_lowering {
   }
   // Emits then() in invocation 0 of the workgroup only.
   void in_first_invocation(function_ref<void()> then) {
-    id is_first = m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)});
+    only_where(m_.emit(Op::OpIEqual, m_.type_bool(), {local_, cu(0)}), then);
+  }
+  // Emits then() in the invocations where `condition` (a bool) holds.
+  void only_where(id condition, function_ref<void()> then) {
     id then_label = m_.fresh(), merge = m_.fresh();
     m_.inst(Op::OpSelectionMerge,
             {merge, static_cast<std::uint32_t>(spv::SelectionControlMask::MaskNone)});
-    m_.inst(Op::OpBranchConditional, {is_first, then_label, merge});
+    m_.inst(Op::OpBranchConditional, {condition, then_label, merge});
     m_.label(then_label);
     current_label_ = then_label;
     then();
@@ -838,21 +856,38 @@ class region_emitter final : public op_lowering {
     m_.label(merge);
     current_label_ = merge;
   }
+  id builtin_u32(id var) { return m_.emit(Op::OpLoad, u32(), {var}); }
   id shared_slot(std::size_t array, id type, id i) {
     return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, type),
                    {shared_[mb_->shared[array]], i});
   }
 
   // Joins the workgroup's partials (slot i = join(slot i, slot i + s) for s = W/2, W/4 ... 1)
-  // and, in invocation 0 only, calls finish with the total.
+  // and, in invocation 0 only, calls finish with the total. With `subgroup` (the join as the
+  // device's subgroup operation), each subgroup first joins its own partials, its first
+  // invocation keeps the result in slot (subgroup id), and the tree joins the subgroups' slots:
+  // W/S values through shared memory instead of W (S: the subgroup size).
   void workgroup_join(const carried& partial, const std::vector<id>& types,
                       function_ref<carried(const carried& mine, const carried& other)> join,
-                      function_ref<void(const carried& total)> finish) {
-    for (std::size_t k = 0; k < partial.size(); ++k)
-      m_.inst(Op::OpStore, {shared_slot(k, types[k], local_), partial[k]});
+                      function_ref<void(const carried& total)> finish,
+                      const function_ref<carried(const carried&)>* subgroup = nullptr) {
+    id slots = wg_size_;
+    if (subgroup) {
+      carried total = (*subgroup)(partial);
+      id leader = m_.emit(Op::OpIEqual, m_.type_bool(), {builtin_u32(subgroup_local_id_), cu(0)});
+      id slot = builtin_u32(subgroup_id_);
+      only_where(leader, [&] {
+        for (std::size_t k = 0; k < total.size(); ++k)
+          m_.inst(Op::OpStore, {shared_slot(k, types[k], slot), total[k]});
+      });
+      slots = builtin_u32(subgroups_id_);
+    } else {
+      for (std::size_t k = 0; k < partial.size(); ++k)
+        m_.inst(Op::OpStore, {shared_slot(k, types[k], local_), partial[k]});
+    }
     barrier();
     id before = current_label_;
-    id half = m_.emit(Op::OpShiftRightLogical, u32(), {wg_size_, cu(1)});
+    id half = m_.emit(Op::OpShiftRightLogical, u32(), {slots, cu(1)});
     id header = m_.fresh(), check = m_.fresh(), body = m_.fresh(), then = m_.fresh(),
        join_label = m_.fresh(), cont = m_.fresh(), merge = m_.fresh(), s_next = m_.fresh();
     m_.inst(Op::OpBranch, {header});
@@ -981,6 +1016,37 @@ class region_emitter final : public op_lowering {
       return {t, select(k, m_.emit(Op::OpIsInf, bvec4(), {t}), splat(k, 0, 0), c)};
     });
     id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {folded[0], folded[1]})) : folded[0];
+    // The device's subgroup operation for the join, where it has one with kiln's semantics: sums
+    // and products, and integer min/max (float min/max propagate NaN in kiln, where the subgroup
+    // operations skip it), on 32-bit lanes (64-bit ones need the extended-types feature).
+    Op subgroup_op = Op::OpNop;
+    if (t_.subgroup_arithmetic &&
+        (k == lane_kind::f32 || k == lane_kind::s32 || k == lane_kind::u32)) {
+      bool sgn = k == lane_kind::s32;
+      switch (kind) {
+        case op::reduce_max:
+          subgroup_op = fl    ? Op::OpNop
+                        : sgn ? Op::OpGroupNonUniformSMax
+                              : Op::OpGroupNonUniformUMax;
+          break;
+        case op::reduce_min:
+          subgroup_op = fl    ? Op::OpNop
+                        : sgn ? Op::OpGroupNonUniformSMin
+                              : Op::OpGroupNonUniformUMin;
+          break;
+        case op::reduce_prod:
+          subgroup_op = fl ? Op::OpGroupNonUniformFMul : Op::OpGroupNonUniformIMul;
+          break;
+        default:
+          subgroup_op = fl ? Op::OpGroupNonUniformFAdd : Op::OpGroupNonUniformIAdd;
+      }
+    }
+    auto reduce_in_subgroup = [&](const carried& p) -> carried {
+      return {m_.emit(subgroup_op, vk,
+                      {cu(static_cast<std::uint32_t>(spv::Scope::Subgroup)),
+                       static_cast<std::uint32_t>(spv::GroupOperation::Reduce), p[0]})};
+    };
+    function_ref<carried(const carried&)> in_subgroup = reduce_in_subgroup;
     workgroup_join(
         {partial}, {vk},
         [&](const carried& a, const carried& b) -> carried { return {combine(a[0], b[0])}; },
@@ -993,7 +1059,8 @@ class region_emitter final : public op_lowering {
           if (kind == op::reduce_l2) total = m_.ext(vk, GLSLstd450Sqrt, {total});
           if (!fl) total = wrap(root.type, total);
           for (std::size_t out = 0; out < outputs; ++out) store_result(out, root.type, total);
-        });
+        },
+        subgroup_op == Op::OpNop ? nullptr : &in_subgroup);
   }
 
   // argmax / argmin: (value, index) pairs, index 2^32 - 1 for "nothing yet". NaN counts as the
@@ -1063,9 +1130,9 @@ class region_emitter final : public op_lowering {
   // A region of the kernel (the only one, or a member of a row group) and what its code reads.
   struct member {
     const compiler::region* r = nullptr;
-    std::vector<operand_kind> kinds;  // per input slot
-    std::size_t n_inputs = 0;         // input bindings (parameters, transients, views);
-                                      // region::indices are bound after them, then the outputs
+    std::vector<operand_kind> kinds;      // per input slot
+    std::size_t n_inputs = 0;             // input bindings (parameters, transients, views);
+                                          // region::indices are bound after them, then the outputs
     std::vector<compiler::store> stores;  // what an elementwise region stores, by output
     std::vector<std::vector<term_source>> input_terms;  // per input binding
     std::vector<std::size_t> binding;  // the kernel's binding of each of its own (all_)
@@ -1074,7 +1141,7 @@ class region_emitter final : public op_lowering {
     std::uint32_t base = 0, words = 0;  // its metadata: first word, count (constants excluded)
     id total = 0;                       // elements (a reduction: results)
     std::vector<id> dims;
-    std::vector<std::vector<id>> strides;     // per strided argument: rank strides, offset
+    std::vector<std::vector<id>> strides;        // per strided argument: rank strides, offset
     std::vector<std::vector<term_words>> terms;  // per strided argument, as strides
     std::vector<int> strided_slot;               // per argument: its index in strides
   };
@@ -1119,7 +1186,8 @@ class region_emitter final : public op_lowering {
   std::vector<id> bindings_;
   id push_ = 0, global_id_ = 0, groups_id_ = 0, wg_size_ = 0, main_ = 0;
   id local_id_ = 0, group_id_ = 0, local_ = 0;  // reductions (see reduction_loop)
-  std::vector<id> shared_;                      // their shared arrays of partials
+  id subgroup_local_id_ = 0, subgroup_id_ = 0, subgroups_id_ = 0;  // and their subgroups
+  std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
   std::uint32_t constants_at_ = 0;  // metadata word of the first opaque value

@@ -18,6 +18,10 @@ struct target {
   bool float64 = false;  // shaderFloat64
   bool int64 = false;    // shaderInt64
   bool int16 = false;    // shaderInt16 (not needed: narrow types travel in 32-bit words)
+  // Subgroup operations in compute shaders: basic and arithmetic (Vulkan 1.1's
+  // subgroupSupportedOperations and subgroupSupportedStages). Reductions then join a workgroup's
+  // partials within each subgroup first, and only the subgroups' totals through shared memory.
+  bool subgroup_arithmetic = false;
   // shaderSignedZeroInfNanPreserveFloat32/64 (float controls, Vulkan 1.2): kernels then declare
   // that inf, NaN and -0 must survive, which stops drivers from assuming finite math.
   bool preserve_inf_nan32 = false;

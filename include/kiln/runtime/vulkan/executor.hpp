@@ -129,13 +129,15 @@ inline std::size_t bytes_of(const runtime::buffer_ref& b, dtype t) {
 inline std::uint64_t group_iterations(const spirv::target& t,
                                       std::span<const detail::region_call> calls) {
   std::uint64_t w = t.workgroup_size(), workgroups = reduction_workgroups(t, calls[0]);
-  std::uint64_t rounds = (calls[0].metadata[0] + workgroups - 1) / std::max<std::uint64_t>(workgroups, 1);
+  std::uint64_t rounds =
+      (calls[0].metadata[0] + workgroups - 1) / std::max<std::uint64_t>(workgroups, 1);
   std::uint64_t per_member = (static_cast<std::uint64_t>(calls[0].reduced) + w - 1) / w + 16;
   return rounds * per_member * calls.size();
 }
 
-// Whether regions [first, end) of p, a row group, can run as one kernel at this call: the kernel needs the reduced axes to be the trailing ones (a row's elements consecutive)
-// and, at this call, every member over the group's rows (run-time sizes may broadcast one wider).
+// Whether regions [first, end) of p, a row group, can run as one kernel at this call: the kernel
+// needs the reduced axes to be the trailing ones (a row's elements consecutive) and, at this call,
+// every member over the group's rows (run-time sizes may broadcast one wider).
 inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_t end,
                           std::span<const call_plan::region> regions, const std::int64_t* sym) {
   const compiler::region& root = p.regions[first];
@@ -213,8 +215,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
         for (std::size_t m = i; m < end; ++m) r.members.push_back(static_cast<int>(m));
         r.call.metadata.clear();
         for (const region_call& call : calls)
-          r.call.metadata.insert(r.call.metadata.end(), call.metadata.begin(),
-                                 call.metadata.end());
+          r.call.metadata.insert(r.call.metadata.end(), call.metadata.begin(), call.metadata.end());
         r.call.metadata.insert(r.call.metadata.end(), k.constants.begin(), k.constants.end());
         i = end;
         continue;
@@ -456,9 +457,9 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   std::exception_ptr cpu_failure;
   if (c.any_on_cpu()) {
     try {
-      detail::run_on_host(prog, c, args, results, cpu,
-                          prog.plan().transients.empty() ? runtime::arena{}
-                                                         : arenas(prog.plan(), false));
+      detail::run_on_host(
+          prog, c, args, results, cpu,
+          prog.plan().transients.empty() ? runtime::arena{} : arenas(prog.plan(), false));
     } catch (...) {
       cpu_failure = std::current_exception();
     }

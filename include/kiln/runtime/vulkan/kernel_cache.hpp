@@ -164,10 +164,10 @@ inline const spirv::kernel& kernel_for(const runtime::program& prog, const compi
   std::lock_guard lock(cache.mutex);
   auto it = cache.kernels.find(call.key);
   if (it != cache.kernels.end()) return it->second;
-  return keep_kernel(prog, call.key, spirv::emit_region(p, p.regions[index], call.kinds, t),
-                     "region " + std::to_string(index),
-                     "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1),
-                     t);
+  return keep_kernel(
+      prog, call.key, spirv::emit_region(p, p.regions[index], call.kinds, t),
+      "region " + std::to_string(index),
+      "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1), t);
 }
 
 // The kernel of a row group: regions first, first + 1 ... (one call each, in order).

@@ -127,6 +127,10 @@ inline physical_description describe(VkPhysicalDevice pd) {
   spirv::target& t = d.target;
   t.vulkan_version = props.properties.apiVersion;
   t.subgroup_size = p11.subgroupSize ? p11.subgroupSize : 32;
+  t.subgroup_arithmetic = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (p11.subgroupSupportedOperations &
+                           (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) ==
+                              (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   t.max_workgroup_size_x =
       std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
   t.max_workgroup_count_x = lim.maxComputeWorkGroupCount[0];
