@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <random>
+#include <tuple>
 
 #include "../support/e2e.hpp"
 
@@ -434,6 +436,171 @@ TEST(Moves, MistakesNameTheOpAndTheArgument) {
                 g.pad(x, {0, 0, 0, 1}, "mirror");
               }),
               testing::HasSubstr("pad: mode is 'mirror'"));
+}
+
+// Pooling (ONNX's MaxPool and AveragePool) against a window-by-window reference: random windows
+// over 1 to 3 spatial axes (kernel, stride, dilation, pads, ceil_mode, count_include_pad, every
+// auto_pad), written from ONNX's output-size rules; max pooling of integers too.
+TEST(Pool, RandomWindowsAgainstAWindowReference) {
+  std::mt19937 gen(77);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(gen() % (hi - lo + 1)); };
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = pick(1, 3);
+    dims_t dims = {pick(1, 2), pick(1, 3)};
+    kiln::ir::pool_window w;
+    w.auto_pad = static_cast<kiln::auto_pad>(trial % 5 == 4 ? pick(1, 3) : 0);
+    w.ceil_mode = pick(0, 1) == 1;
+    w.count_include_pad = pick(0, 1) == 1;
+    for (int i = 0; i < n; ++i) {
+      w.kernel.push_back(pick(1, 3));
+      w.strides.push_back(pick(1, 3));
+      w.dilations.push_back(w.auto_pad == kiln::auto_pad::notset ? pick(1, 2) : 1);
+      dims.push_back(pick(1, 4) + (w.kernel.back() - 1) * w.dilations.back());
+    }
+    for (int i = 0; i < 2 * n; ++i)
+      w.pads.push_back(std::min<std::int64_t>(pick(0, 2), w.kernel[i % n] - 1));
+    const bool average = pick(0, 1) == 1;
+    const dtype t = average || pick(0, 2) ? dtype::f32 : dtype::i32;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ref::dims_text(dims) +
+                 (average ? " average" : " max") + " ceil " + std::to_string(w.ceil_mode) +
+                 " auto_pad " + std::to_string(static_cast<int>(w.auto_pad)));
+    // The reference's own sizes and pads.
+    std::vector<std::int64_t> out(n), begin(n), end(n);
+    for (int i = 0; i < n; ++i) {
+      std::int64_t size = dims[2 + i], k = w.kernel[i], s = w.strides[i], d = w.dilations[i];
+      std::int64_t span = (k - 1) * d + 1;
+      begin[i] = w.pads[i];
+      end[i] = w.pads[i + n];
+      if (w.auto_pad == kiln::auto_pad::valid) {
+        begin[i] = end[i] = 0;
+        out[i] = (size - span) / s + 1;
+      } else if (w.auto_pad != kiln::auto_pad::notset) {
+        out[i] = (size + s - 1) / s;
+        std::int64_t total = std::max<std::int64_t>((out[i] - 1) * s + span - size, 0);
+        begin[i] = w.auto_pad == kiln::auto_pad::same_upper ? total / 2 : (total + 1) / 2;
+        end[i] = total - begin[i];
+      } else {
+        double q = double(size + begin[i] + end[i] - span) / double(s);
+        out[i] = static_cast<std::int64_t>(w.ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
+        if (w.ceil_mode && (out[i] - 1) * s >= size + begin[i]) --out[i];
+      }
+    }
+    dims_t out_dims = {dims[0], dims[1]};
+    for (int i = 0; i < n; ++i) out_dims.push_back(out[i]);
+    auto x = ref::random_data<float>(ref::count(dims), -20, 20, 900 + trial);
+    if (t == dtype::i32)
+      for (auto& v : x) v = std::round(v);
+    std::vector<double> want(static_cast<std::size_t>(ref::count(out_dims)));
+    for (std::size_t o = 0; o < want.size(); ++o) {
+      std::int64_t rest = static_cast<std::int64_t>(o);
+      std::vector<std::int64_t> at(out_dims.size());
+      for (std::size_t k = out_dims.size(); k-- > 0;) {
+        at[k] = rest % out_dims[k];
+        rest /= out_dims[k];
+      }
+      double acc = average ? 0 : -INFINITY;
+      std::int64_t cells = 0, counted = 0;
+      std::vector<std::int64_t> j(n, 0);
+      for (;;) {
+        std::int64_t offset = at[0] * dims[1] + at[1];
+        bool inside = true, in_pads = true;
+        for (int i = 0; i < n; ++i) {
+          std::int64_t p = at[2 + i] * w.strides[i] - begin[i] + j[i] * w.dilations[i];
+          inside = inside && p >= 0 && p < dims[2 + i];
+          in_pads = in_pads && p >= -begin[i] && p < dims[2 + i] + end[i];
+          offset = offset * dims[2 + i] + p;
+        }
+        if (inside) {
+          double v = x[static_cast<std::size_t>(offset)];
+          acc = average ? acc + v : std::max(acc, v);
+          ++cells;
+        }
+        counted += (w.count_include_pad ? in_pads : inside) ? 1 : 0;
+        int i = n;
+        while (i > 0 && ++j[i - 1] == w.kernel[i - 1]) j[--i] = 0;
+        if (i == 0) break;
+      }
+      want[o] = average ? acc / double(counted) : acc;
+      (void)cells;
+    }
+    kiln::graph g;
+    auto gx = g.input("x", t, ref::to_shape(dims));
+    g.output("y", average ? g.average_pool(gx, w) : g.max_pool(gx, w));
+    auto e = kiln::compile(g);
+    if (t == dtype::f32) {
+      ref::buffer<float> xb(x), yb(want.size());
+      e.run({ref::view_of(xb, dims)}, {ref::view_of(yb, out_dims)});
+      for (std::size_t o = 0; o < want.size(); ++o)
+        EXPECT_NEAR(yb[o], want[o], 2e-6 * (std::fabs(want[o]) + 20)) << "output " << o;
+    } else {
+      std::vector<std::int32_t> xi(x.begin(), x.end());
+      ref::buffer<std::int32_t> xb(xi), yb(want.size());
+      e.run({ref::view_of(xb, dims)}, {ref::view_of(yb, out_dims)});
+      for (std::size_t o = 0; o < want.size(); ++o) EXPECT_EQ(yb[o], want[o]) << "output " << o;
+    }
+  }
+}
+
+// The DSL door: extents at compile time, the pool and its epilogue, global pools; mistakes name
+// the op.
+TEST(Pool, TheDslDoorAndMistakes) {
+  using kiln::tensor;
+  constexpr kiln::pool_params window{.kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}};
+  constexpr auto f = kiln::fn<tensor<float, 2, 3, 9, 8>>(
+      [](auto x) { return kiln::relu(kiln::max_pool2d<window>(x) - 0.5f); });
+  using result = std::tuple_element_t<0, decltype(f)::result_values>;
+  static_assert(result::extents_type::value() == kiln::shape{2, 3, 5, 4});
+  auto x = ref::random_data<float>(2 * 3 * 9 * 8, -2, 2, 5);
+  auto y = f(x);
+  ASSERT_EQ(y.size(), 2u * 3 * 5 * 4);
+  for (int c = 0; c < 6; ++c)
+    for (int oh = 0; oh < 5; ++oh)
+      for (int ow = 0; ow < 4; ++ow) {
+        float m = -INFINITY;
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j) {
+            int h = oh * 2 - 1 + i, w = ow * 2 - 1 + j;
+            if (h >= 0 && h < 9 && w >= 0 && w < 8) m = std::max(m, x[c * 72 + h * 8 + w]);
+          }
+        EXPECT_EQ(y[(c * 5 + oh) * 4 + ow], std::max(m - 0.5f, 0.f));
+      }
+  constexpr auto avg = kiln::fn<tensor<float, 1, 2, 4, 4>>([](auto x) {
+    return kiln::avg_pool2d<kiln::pool_params{.kernel = {2, 2}, .strides = {2, 2}}>(x);
+  });
+  auto a = avg(std::vector<float>(32, 1.5f));
+  EXPECT_THAT(a, testing::Each(1.5f));
+  kiln::graph g;
+  auto gx = g.input("x", dtype::f32, {2, 3, 4, 5});
+  g.output("max", g.global_max_pool(gx));
+  g.output("mean", g.global_average_pool(gx));
+  auto e = kiln::compile(g);
+  auto gin = ref::random_data<float>(120, -3, 3, 6);
+  ref::buffer<float> xb(gin), mx(6), mean(6);
+  e.run({ref::view_of(xb, {2, 3, 4, 5})},
+        {ref::view_of(mx, {2, 3, 1, 1}), ref::view_of(mean, {2, 3, 1, 1})});
+  for (int c = 0; c < 6; ++c) {
+    double m = -INFINITY, s = 0;
+    for (int i = 0; i < 20; ++i) {
+      m = std::max<double>(m, gin[c * 20 + i]);
+      s += gin[c * 20 + i];
+    }
+    EXPECT_EQ(mx[c], m);
+    EXPECT_NEAR(mean[c], s / 20, 1e-6);
+  }
+  kiln::graph bad;
+  auto bx = bad.input("x", dtype::f32, {1, 1, 2, 2});
+  EXPECT_THAT(ref::error_message([&] {
+                bad.max_pool(bx, kiln::pool_params{.kernel = {3, 3}});
+              }),
+              testing::HasSubstr("max_pool: spatial axis 0 of size 2"));
+  EXPECT_THAT(ref::error_message([&] {
+                bad.average_pool(bad.input("i", dtype::i32, {1, 1, 4, 4}), kiln::pool_params{});
+              }),
+              testing::HasSubstr("average_pool: the input is i32, not a float type"));
+  EXPECT_THAT(ref::error_message([&] {
+                bad.max_pool(bad.input("v", dtype::f32, {4, 4}), kiln::pool_params{});
+              }),
+              testing::HasSubstr("max_pool: the input must be [N, C, spatial...]"));
 }
 
 }  // namespace

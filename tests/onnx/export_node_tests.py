@@ -18,7 +18,8 @@ OPS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reduc
        "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
        "LayerNormalization", "Transpose", "Reshape", "Expand", "Slice", "Flatten", "Squeeze",
        "Unsqueeze", "BatchNormalization", "InstanceNormalization", "Split", "Tile",
-       "DepthToSpace", "SpaceToDepth", "Range", "Gather", "GatherElements", "Pad", "Concat"}
+       "DepthToSpace", "SpaceToDepth", "Range", "Gather", "GatherElements", "Pad", "Concat",
+       "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
           "int32": "i32", "int64": "i64", "uint8": "u8", "uint32": "u32", "bool": "bool"}
 
@@ -59,7 +60,7 @@ def main(path):
                 value = helper.get_attribute_value(attr)
                 if isinstance(value, int):
                     lines.append(f"attr {attr.name} i {value}")
-                elif isinstance(value, bytes) and value.isalnum():
+                elif isinstance(value, bytes) and value.replace(b"_", b"").isalnum():
                     lines.append(f"attr {attr.name} s {value.decode()}")
                 elif isinstance(value, float):
                     lines.append(f"attr {attr.name} f {float(value).hex()}")

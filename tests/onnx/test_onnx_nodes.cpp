@@ -178,6 +178,28 @@ std::string build(const node_case& c, kiln::graph& g) {
                g.depth_to_space(in[0], block, c.words.count("mode") ? c.words.at("mode") : "DCR"));
   } else if (c.op == "Range") {
     g.output("y", g.range(first[0], first[1], first[2], c.outputs.at(0).type));
+  } else if (c.op == "MaxPool" || c.op == "AveragePool") {  // Y (MaxPool's Indices: not kiln's)
+    auto ints = [&](const char* a) {
+      std::vector<std::int64_t> v;
+      if (c.has(a))
+        for (double d : c.attrs.at(a)) v.push_back(static_cast<std::int64_t>(d));
+      return v;
+    };
+    kiln::ir::pool_window w{ints("kernel_shape"),
+                            ints("strides"),
+                            ints("pads"),
+                            ints("dilations"),
+                            c.attr("ceil_mode", 0) != 0,
+                            c.attr("count_include_pad", 0) != 0};
+    std::string pad = c.words.count("auto_pad") ? c.words.at("auto_pad") : "NOTSET";
+    w.auto_pad = pad == "SAME_UPPER"   ? kiln::auto_pad::same_upper
+                 : pad == "SAME_LOWER" ? kiln::auto_pad::same_lower
+                 : pad == "VALID"      ? kiln::auto_pad::valid
+                                       : kiln::auto_pad::notset;
+    g.output("y", c.op == "MaxPool" ? g.max_pool(in[0], w) : g.average_pool(in[0], w));
+  } else if (c.op == "GlobalMaxPool" || c.op == "GlobalAveragePool") {
+    g.output("y",
+             c.op == "GlobalMaxPool" ? g.global_max_pool(in[0]) : g.global_average_pool(in[0]));
   } else if (c.op == "Gather" || c.op == "GatherElements") {
     auto axis = static_cast<std::int64_t>(c.attr("axis", 0));
     g.output("y", c.op == "Gather" ? g.gather(in[0], in[1], axis)

@@ -6,6 +6,7 @@
 
 #include "kiln/dsl/ops.hpp"
 #include "kiln/ir/moves.hpp"
+#include "kiln/ir/pooling.hpp"
 
 namespace kiln {
 
@@ -265,6 +266,40 @@ constexpr auto pad(const A& x) {
 template <std::int64_t... Pads, tensor_value A>
 constexpr auto pad(const A& x) {
   return pad<pad_mode::constant, Pads...>(x);
+}
+
+// max_pool2d<params>(x) and avg_pool2d<params>(x): ONNX's MaxPool and AveragePool of x [N, C, H,
+// W] (H and W static) over the window `params` (kiln::pool_params), its result's extents worked
+// out at compile time; read in place by the consumer (one dispatch with its epilogue).
+template <pool_params P, tensor_value A>
+constexpr auto max_pool2d(const A& x) {
+  constexpr shape d = A::extents_type::value();
+  constexpr bool fits =
+      d.rank == 4 && d.dims[2] >= 0 && d.dims[3] >= 0 && !std::is_same_v<typename A::element, bool>;
+  static_assert(fits, "kiln::max_pool2d: the input must be [N, C, H, W] numbers, H and W static");
+  if constexpr (rejected_value<A> || !fits)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::pool(b, ids[0], ir::window_of(P), false);
+        },
+        x);
+}
+template <pool_params P, tensor_value A>
+constexpr auto avg_pool2d(const A& x) {
+  constexpr shape d = A::extents_type::value();
+  constexpr bool fits =
+      d.rank == 4 && d.dims[2] >= 0 && d.dims[3] >= 0 && is_floating(dtype_of<typename A::element>);
+  static_assert(fits, "kiln::avg_pool2d: the input must be [N, C, H, W] floats, H and W static");
+  if constexpr (rejected_value<A> || !fits)
+    return value<typename A::element, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::pool(b, ids[0], ir::window_of(P), true);
+        },
+        x);
 }
 
 }  // namespace kiln

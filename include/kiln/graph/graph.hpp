@@ -19,6 +19,7 @@
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
 #include "kiln/ir/moves.hpp"
+#include "kiln/ir/pooling.hpp"
 
 namespace kiln {
 
@@ -231,6 +232,24 @@ class graph {
   }
   value pad(value x, size_list pads, value constant_value) {
     return pad(x, list(pads), constant_value);
+  }
+  // ONNX MaxPool and AveragePool over x [N, C, spatial...] (spatial sizes static): one strided
+  // view of x per window offset, joined; the window as kiln::pool_params (2-D) or
+  // ir::pool_window (any number of spatial axes). GlobalMaxPool / GlobalAveragePool reduce every
+  // spatial axis, kept with size 1.
+  value max_pool(value x, const ir::pool_window& w) {
+    return wrap(ir::pool(b_, id_of(x, "max_pool", 1), w, false));
+  }
+  value max_pool(value x, const pool_params& p) { return max_pool(x, ir::window_of(p)); }
+  value average_pool(value x, const ir::pool_window& w) {
+    return wrap(ir::pool(b_, id_of(x, "average_pool", 1), w, true));
+  }
+  value average_pool(value x, const pool_params& p) { return average_pool(x, ir::window_of(p)); }
+  value global_max_pool(value x) {
+    return wrap(ir::global_pool(b_, id_of(x, "global_max_pool", 1), false));
+  }
+  value global_average_pool(value x) {
+    return wrap(ir::global_pool(b_, id_of(x, "global_average_pool", 1), true));
   }
   // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
   value concat(std::span<const value> pieces, std::int64_t axis) {
