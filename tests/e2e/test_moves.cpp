@@ -548,6 +548,8 @@ TEST(Pool, TheDslDoorAndMistakes) {
   constexpr kiln::pool_params window{.kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}};
   constexpr auto f = kiln::fn<tensor<float, 2, 3, 9, 8>>(
       [](auto x) { return kiln::relu(kiln::max_pool2d<window>(x) - 0.5f); });
+  static_assert(f.plan.dispatch_count() == 1 && f.plan.transient_bytes() == 0,
+                "the windows are read in place, with the epilogue, in one dispatch");
   using result = std::tuple_element_t<0, decltype(f)::result_values>;
   static_assert(result::extents_type::value() == kiln::shape{2, 3, 5, 4});
   auto x = ref::random_data<float>(2 * 3 * 9 * 8, -2, 2, 5);

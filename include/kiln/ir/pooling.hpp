@@ -1,7 +1,8 @@
 // Pooling built from index maps (ONNX's MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool):
-// the input padded once, then one strided slice of it per window offset, joined by max or add;
-// an average divides by the window's count of cells (per axis, so no table grows with the
-// image). A consumer reads the slices in place: a pool and its epilogue are one dispatch.
+// per window offset, a strided, clamped view of the input with the padding masked in, joined by
+// max or add; an average divides by the window's count of cells (per axis, so no table grows
+// with the image). A consumer reads the views in place: a pool and its epilogue are one
+// dispatch, with no transient.
 #pragma once
 
 #include <array>
@@ -88,7 +89,7 @@ constexpr std::int32_t pool(builder& b, std::int32_t x, const pool_window& w, bo
                             dilations = each(w.dilations, axes, 1, "dilations"),
                             pads = each(w.pads, 2 * axes, 0, "pads");
   // Per spatial axis: outputs, begin pad, end pad as given and as the windows need it.
-  std::vector<std::int64_t> out(axes), begin(axes), end(axes), need_end(axes);
+  std::vector<std::int64_t> out(axes), begin(axes), end(axes);
   for (std::size_t i = 0; i < axes; ++i) {
     const std::int64_t size = detail::static_size(b, name, x, 2 + static_cast<int>(i));
     const std::int64_t k = w.kernel[i], s = strides[i], d = dilations[i];
@@ -127,29 +128,45 @@ constexpr std::int32_t pool(builder& b, std::int32_t x, const pool_window& w, bo
                                      kiln::detail::to_text(begin[i]) + " and " +
                                      kiln::detail::to_text(end[i]) + ") holds no window of " +
                                      kiln::detail::to_text(span) + " cells");
-    need_end[i] = (out[i] - 1) * s + span - size - begin[i];
   }
   // Padding cells: below every value for a max, 0 for a sum.
-  scalar fill =
+  const std::int32_t fill = b.constant(
       is_floating(t)
           ? scalar::of_float(t, average ? 0.0 : -std::numeric_limits<double>::infinity())
-          : scalar::of_integer(t, average ? 0 : (is_signed_integer(t) ? integer_min(t) : 0));
-  std::vector<std::int64_t> all_pads(2 * static_cast<std::size_t>(rank), 0);
-  for (std::size_t i = 0; i < axes; ++i) {
-    all_pads[2 + i] = begin[i];
-    all_pads[static_cast<std::size_t>(rank) + 2 + i] = need_end[i];
-  }
-  const std::int32_t padded = pad(b, x, all_pads, pad_mode::constant, b.constant(fill));
-  // One strided slice per window offset, joined in row-major order of the offsets.
+          : scalar::of_integer(t, average || !is_signed_integer(t) ? 0 : integer_min(t)));
+  // Per window offset, a view of x: along each spatial axis, output o reads position
+  // o s + j d - begin (shifted, then strided), clamped into the axis; where that position is
+  // outside the axis, a mask of two steps picks the fill instead. Nothing is copied.
   std::int32_t acc = -1;
-  std::vector<std::int64_t> offset(axes, 0), starts(axes), ends(axes), slice_axes(axes);
-  for (std::size_t i = 0; i < axes; ++i) slice_axes[i] = 2 + static_cast<std::int64_t>(i);
+  std::vector<std::int64_t> offset(axes, 0);
+  // The masks' two-value tables, one pair per axis, shared by every offset's shifts.
+  std::vector<std::int32_t> rises(axes, -1), falls(axes, -1);
   for (;;) {
+    std::int32_t v = x, mask = -1;
     for (std::size_t i = 0; i < axes; ++i) {
-      starts[i] = offset[i] * dilations[i];
-      ends[i] = starts[i] + (out[i] - 1) * strides[i] + 1;
+      const int axis = 2 + static_cast<int>(i);
+      const std::int64_t size = b.get().nodes[x].dims.dims[axis];
+      const std::int64_t first = offset[i] * dilations[i] - begin[i];  // output 0's position
+      const std::int64_t reach = (out[i] - 1) * strides[i] + 1;
+      v = b.shift(v, axis, reach, -first, position_fold::clamp);
+      const std::int64_t zero = 0, s = strides[i], a = axis;
+      v = b.slice(v, std::span(&zero, 1), std::span(&reach, 1), std::span(&a, 1), std::span(&s, 1));
+      // Outputs [lo, hi) read inside the axis.
+      std::int64_t lo = first >= 0 ? 0 : (-first + strides[i] - 1) / strides[i];
+      std::int64_t hi = size - first <= 0 ? 0 : (size - first + strides[i] - 1) / strides[i];
+      lo = lo < out[i] ? lo : out[i];
+      hi = hi < out[i] ? hi : out[i];
+      auto both = [&](std::int32_t m) { mask = mask < 0 ? m : b.binary(op::logical_and, mask, m); };
+      if (lo > 0) {
+        if (rises[i] < 0) rises[i] = detail::bool_pair(b, axis, rank, false, true);
+        both(detail::step_mask(b, rises[i], out[i], lo));
+      }
+      if (hi < out[i]) {
+        if (falls[i] < 0) falls[i] = detail::bool_pair(b, axis, rank, true, false);
+        both(detail::step_mask(b, falls[i], out[i], hi));
+      }
     }
-    std::int32_t v = b.slice(padded, starts, ends, slice_axes, strides);
+    if (mask >= 0) v = b.select(mask, v, fill);
     acc = acc < 0 ? v : b.binary(average ? op::add : op::max, acc, v);
     std::size_t i = axes;
     while (i > 0 && ++offset[i - 1] == w.kernel[i - 1]) offset[--i] = 0;

@@ -34,13 +34,17 @@ struct kernel_binding {
   bool operator==(const kernel_binding&) const = default;
 };
 
-// Region r's bindings in its own kernel's order: input slots, index tensors, output slots.
+// Region r's bindings in its own kernel's order: input slots, index tensors, output slots. A
+// view is named by its base (its own layout is in the metadata), so views of one tensor (a
+// pool's windows, a concat of slices) share its binding.
 inline std::vector<kernel_binding> region_bindings(const compiler::plan& p,
                                                    const compiler::region& r) {
   const auto n_args = static_cast<std::int32_t>(p.graph.inputs.size());
   const auto n_results = static_cast<std::int32_t>(p.graph.outputs.size());
+  const auto first_view = n_args + static_cast<std::int32_t>(p.transients.size());
   std::vector<kernel_binding> out;
-  for (auto s : compiler::input_slots(p, r)) out.push_back({s, false});
+  for (auto s : compiler::input_slots(p, r))
+    out.push_back({s < first_view ? s : p.view_bases[s - first_view], false});
   for (auto s : r.indices) out.push_back({s, false});
   for (auto s : compiler::output_slots(p, r))
     out.push_back(s < n_results ? kernel_binding{s, true}

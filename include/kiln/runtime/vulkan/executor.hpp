@@ -425,12 +425,18 @@ inline void run_on_host(const runtime::program& prog, const call_plan& c,
     b.data = h;
     b.memory = nullptr;
   };
-  for (std::size_t i = 0; i < prog.plan().regions.size(); ++i) {
+  // Every argument a CPU region reads: loaded, under a view, or as a gather's indices.
+  const compiler::plan& p = prog.plan();
+  const auto n_args = static_cast<std::int32_t>(host_args.size());
+  auto host_arg = [&](std::int32_t a) {
+    if (a < n_args) host_of(host_args[a], "argument " + std::to_string(a + 1));
+  };
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (!c.on_cpu[i]) continue;
-    for (auto a : prog.plan().regions[i].args)
-      host_of(host_args[a], "argument " + std::to_string(a + 1));
-    for (auto r : prog.plan().regions[i].results)
-      host_of(host_results[r], "result " + std::to_string(r + 1));
+    for (auto a : p.regions[i].args) host_arg(a);
+    for (auto v : p.regions[i].views) host_arg(p.view_bases[v]);
+    for (auto s : p.regions[i].indices) host_arg(s);
+    for (auto r : p.regions[i].results) host_of(host_results[r], "result " + std::to_string(r + 1));
   }
   cpu(std::span<const runtime::buffer_ref>(host_args),
       std::span<const runtime::buffer_ref>(host_results), &c.on_cpu, transients);
