@@ -605,4 +605,26 @@ TEST(Pool, TheDslDoorAndMistakes) {
               testing::HasSubstr("max_pool: the input must be [N, C, spatial...]"));
 }
 
+// A region the Vulkan device cannot run (exp on f64) goes to the CPU, which then reads the pad's
+// mask tables (tensor constants uploaded to the device) through their views: through the
+// device memory's host mapping, as it reads the region's direct arguments.
+TEST(Moves, CpuFallbackReadsTablesThroughViews) {
+  if (kiln::device::default_device().type() == kiln::device::kind::cpu)
+    GTEST_SKIP() << "a Vulkan test (e2e.cpu runs the suite on the CPU)";
+  kiln::graph g;
+  auto x = g.input("x", dtype::f64, {3, 4});
+  g.output("y", g.exp(g.pad(x, {1, 0, 0, 2}, "constant")));
+  auto e = kiln::compile(g);
+  std::vector<double> in(12);
+  for (int i = 0; i < 12; ++i) in[i] = 0.25 * i - 1;
+  std::vector<double> y(4 * 6);
+  e.run({kiln::tensor_ref(in.data(), dtype::f64, {3, 4})},
+        {kiln::tensor_ref(y.data(), dtype::f64, {4, 6})}, kiln::device::vulkan());
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c) {
+      double v = r >= 1 && c < 4 ? in[(r - 1) * 4 + c] : 0.0;
+      EXPECT_NEAR(y[r * 6 + c], std::exp(v), 1e-15 * std::exp(v)) << r << ", " << c;
+    }
+}
+
 }  // namespace
