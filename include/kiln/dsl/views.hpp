@@ -268,38 +268,41 @@ constexpr auto pad(const A& x) {
   return pad<pad_mode::constant, Pads...>(x);
 }
 
+namespace detail {
+
+// ONNX's MaxPool (Average: AveragePool) of x [N, C, H, W] over window P.
+template <pool_params P, bool Average, tensor_value A>
+constexpr auto pool2d(const A& x) {
+  constexpr shape d = A::extents_type::value();
+  using T = typename A::element;
+  constexpr bool fits = d.rank == 4 && d.dims[2] >= 0 && d.dims[3] >= 0 &&
+                        (Average ? is_floating(dtype_of<T>) : !std::is_same_v<T, bool>);
+  static_assert(fits || Average,
+                "kiln::max_pool2d: the input must be [N, C, H, W] numbers, H and W static");
+  static_assert(fits || !Average,
+                "kiln::avg_pool2d: the input must be [N, C, H, W] floats, H and W static");
+  if constexpr (rejected_value<A> || !fits)
+    return value<T, rejected_extents>{};
+  else
+    return make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::pool(b, ids[0], ir::window_of(P), Average);
+        },
+        x);
+}
+
+}  // namespace detail
+
 // max_pool2d<params>(x) and avg_pool2d<params>(x): ONNX's MaxPool and AveragePool of x [N, C, H,
 // W] (H and W static) over the window `params` (kiln::pool_params), its result's extents worked
 // out at compile time; read in place by the consumer (one dispatch with its epilogue).
 template <pool_params P, tensor_value A>
 constexpr auto max_pool2d(const A& x) {
-  constexpr shape d = A::extents_type::value();
-  constexpr bool fits =
-      d.rank == 4 && d.dims[2] >= 0 && d.dims[3] >= 0 && !std::is_same_v<typename A::element, bool>;
-  static_assert(fits, "kiln::max_pool2d: the input must be [N, C, H, W] numbers, H and W static");
-  if constexpr (rejected_value<A> || !fits)
-    return value<typename A::element, rejected_extents>{};
-  else
-    return detail::make_views(
-        [](ir::builder& b, std::span<const std::int32_t> ids) {
-          return ir::pool(b, ids[0], ir::window_of(P), false);
-        },
-        x);
+  return detail::pool2d<P, false>(x);
 }
 template <pool_params P, tensor_value A>
 constexpr auto avg_pool2d(const A& x) {
-  constexpr shape d = A::extents_type::value();
-  constexpr bool fits =
-      d.rank == 4 && d.dims[2] >= 0 && d.dims[3] >= 0 && is_floating(dtype_of<typename A::element>);
-  static_assert(fits, "kiln::avg_pool2d: the input must be [N, C, H, W] floats, H and W static");
-  if constexpr (rejected_value<A> || !fits)
-    return value<typename A::element, rejected_extents>{};
-  else
-    return detail::make_views(
-        [](ir::builder& b, std::span<const std::int32_t> ids) {
-          return ir::pool(b, ids[0], ir::window_of(P), true);
-        },
-        x);
+  return detail::pool2d<P, true>(x);
 }
 
 }  // namespace kiln
