@@ -97,8 +97,7 @@ class executable {
   }
   void run(std::initializer_list<tensor_ref> args, std::initializer_list<tensor_ref> results,
            const device& d = device::default_device(), const workspace& ws = {}) const {
-    run_on(d, std::span(args.begin(), args.size()), std::span(results.begin(), results.size()),
-           ws);
+    run_on(d, std::span(args.begin(), args.size()), std::span(results.begin(), results.size()), ws);
   }
   // Runs with arguments and results by name, in any order.
   void run(std::initializer_list<named_tensor> args, std::initializer_list<named_tensor> results,
@@ -110,20 +109,17 @@ class executable {
 
   // The same, returning the kiln::error instead of throwing it.
   result<void> try_run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
-                       const device& d = device::default_device(),
-                       const workspace& ws = {}) const {
+                       const device& d = device::default_device(), const workspace& ws = {}) const {
     return try_call([&] { run(args, results, d, ws); });
   }
   result<void> try_run(std::initializer_list<tensor_ref> args,
                        std::initializer_list<tensor_ref> results,
-                       const device& d = device::default_device(),
-                       const workspace& ws = {}) const {
+                       const device& d = device::default_device(), const workspace& ws = {}) const {
     return try_call([&] { run(args, results, d, ws); });
   }
   result<void> try_run(std::initializer_list<named_tensor> args,
                        std::initializer_list<named_tensor> results,
-                       const device& d = device::default_device(),
-                       const workspace& ws = {}) const {
+                       const device& d = device::default_device(), const workspace& ws = {}) const {
     return try_call([&] { run(args, results, d, ws); });
   }
 

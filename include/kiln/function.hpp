@@ -261,8 +261,7 @@ class function {
              std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
           host_args, host_results, sym.data(), only, transients);
     };
-    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
-                     ws);
+    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host, ws);
   }
 };
 

@@ -360,8 +360,8 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
     GTEST_SKIP() << "a Vulkan test (e2e.cpu runs the suite on the CPU)";
   auto vk = kiln::device::vulkan();
   unsigned seed = 500;
-  for (const dims_t& dims : std::vector<dims_t>{
-           {1, 3}, {5, 7}, {6, 1}, {7, 1000}, {9, 4097}, {2, 3, 5}, {4, 2, 8}})
+  for (const dims_t& dims :
+       std::vector<dims_t>{{1, 3}, {5, 7}, {6, 1}, {7, 1000}, {9, 4097}, {2, 3, 5}, {4, 2, 8}})
     for (int axis : {static_cast<int>(dims.size()) - 1, 0})
       for (bool layer_norm : {false, true}) {
         SCOPED_TRACE(ref::dims_text(dims) + " axis " + std::to_string(axis) +
@@ -378,8 +378,7 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
         auto in = ref::random_data<float>(ref::count(dims), -3, 5, seed++);
         auto sc = ref::random_data<float>(ref::count(norm_dims), 0.5, 2, seed++);
         ref::buffer<float> xb(in), sb(sc), out(in.size());
-        e.run({ref::view_of(xb, dims), ref::view_of(sb, norm_dims)}, {ref::view_of(out, dims)},
-              vk);
+        e.run({ref::view_of(xb, dims), ref::view_of(sb, norm_dims)}, {ref::view_of(out, dims)}, vk);
         // layer_norm normalizes every axis from `axis` on: trailing however many there are.
         bool trailing = layer_norm || axis == static_cast<int>(dims.size()) - 1;
         auto kernels = e.kernels();
@@ -398,8 +397,7 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
           want = norm_ref(in, dims, axis, sc, nullptr, 1e-3, false);
         } else {
           want = softmax_ref(in, dims, axis, false);
-          for (std::size_t i = 0; i < want.size(); ++i)
-            want[i] *= sc[i % sc.size()];
+          for (std::size_t i = 0; i < want.size(); ++i) want[i] *= sc[i % sc.size()];
         }
         double n = double(ref::count(norm_dims));
         double tol = 16 * (std::log2(n) + 8) * 0x1p-23;

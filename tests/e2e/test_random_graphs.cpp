@@ -202,9 +202,9 @@ random_graph make_graph(unsigned seed) {
                 for (auto& i : at) i = pick(static_cast<int>(2 * n)) - n;
                 dtype t = pick(2) ? dtype::i32 : dtype::i64;
                 std::vector<std::int32_t> at32(at.begin(), at.end());
-                value positions =
-                    t == dtype::i64 ? b.constant(at.data(), t, at.size(), shape{n})
-                                    : b.constant(at32.data(), t, at32.size(), shape{n});
+                value positions = t == dtype::i64
+                                      ? b.constant(at.data(), t, at.size(), shape{n})
+                                      : b.constant(at32.data(), t, at32.size(), shape{n});
                 y = b.gather(x, positions, axis);
                 break;
               }
