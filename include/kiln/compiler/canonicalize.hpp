@@ -113,7 +113,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       values[k] = x.value;
     }
     auto cls = ir::info(old.kind).cls;
-    bool elementwise = !ir::is_reduction(cls) && cls != ir::op_class::view;
+    bool elementwise = !ir::is_root(cls) && cls != ir::op_class::view;
     if (simplify && all_constant && elementwise) {
       if (auto folded = fold(old.kind, old.type, values)) {
         map[i] = b.constant(*folded);
@@ -137,6 +137,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
       case ir::op_class::index_reduction:
         id = b.index_reduce(old.kind, ops[0], std::countr_zero(old.attrs.axes), old.attrs.keepdims,
                             old.attrs.select_last);
+        break;
+      case ir::op_class::contraction:
+        id = b.matmul(ops[0], ops[1]);
         break;
       case ir::op_class::view:
         if (old.kind == ir::op::gather)

@@ -23,6 +23,10 @@ struct region {
   std::vector<std::int32_t> args;        // function parameters it reads
   std::vector<std::int32_t> results;     // function results it writes
   std::int32_t root = -1;                // the reduction it computes (its last node), or -1
+  std::int32_t contraction = -1;         // the contraction (matmul) it computes, or -1: the
+                                         // region is then elementwise over the contraction's
+                                         // result (its epilogue), the contraction's value
+                                         // loaded from the finished tile
   std::vector<std::int32_t> reads;       // transients it loads (indices into plan::transients)
   std::vector<std::int32_t> writes;      // transients it stores
   std::vector<std::int32_t> views;       // views it loads (indices into plan::views): a value read
@@ -130,9 +134,14 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
       return true;
     };
     bool joins = false;
+    // A contraction's region is a dispatch of its own (its epilogue is inside it).
+    const bool reduces = r.root >= 0 && ir::is_reduction(ir::info(g.nodes[r.root].kind).cls);
+    const bool contracts = r.root >= 0 && !reduces;
     // A value of the group read through a view may be another row's.
     for (auto t : r.view_reads) open = open && !from_group(t);
-    if (open && r.root >= 0)
+    if (contracts)
+      joins = false;
+    else if (open && reduces)
       joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
     else if (open && same_rows(g, r.space, space))
       joins = reads_all(per_row);
@@ -142,7 +151,7 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
     if (!joins) {
       ++group;
       start = k;
-      open = r.root >= 0;
+      open = reduces;
       if (open) {
         space = r.space;
         axes = ir::attributes{g.nodes[r.root].attrs.axes};
@@ -198,6 +207,25 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   std::vector<bool> load_view(n_nodes, false);
   for (std::size_t i = 0; i < n_nodes; ++i)
     load_view[i] = is_view(g, static_cast<std::int32_t>(i)) && !computed_view(g, g.nodes[i]);
+  // A contraction's operands are read in place by its packing, with strides: a parameter, a
+  // materialized value, or an affine view of one (a transposed weight, a broadcast batch). A
+  // computed operand, or one read through positions (a gather, a pad), is materialized.
+  auto is_contraction = [&](std::size_t id) {
+    return ir::info(g.nodes[id].kind).cls == ir::op_class::contraction;
+  };
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    if (!is_contraction(i)) continue;
+    for (int k = 0; k < 2; ++k) {
+      std::int32_t o = g.nodes[i].operands[k];
+      bool affine = is_view(g, o);
+      for (std::int32_t v = o; affine && is_view(g, v); v = g.nodes[v].operands[0])
+        affine = !ir::selects_positions(g.nodes[v].kind);
+      if (affine)
+        load_view[o] = true;
+      else if (g.nodes[o].kind != ir::op::input)
+        materialized[o] = true;
+    }
+  }
   // Each load view's chain of views down to its base, materializing what a chain cannot map:
   // a computed value, a view under a reshape, and a gather along an axis that an index tensor
   // lower in the chain already selects (positions of positions). Until nothing changes: a value
@@ -241,6 +269,34 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
         selected = next;
       }
     }
+  }
+  // A contraction's epilogue: the elementwise nodes over its result's dims that read it (through
+  // other such nodes), evaluated on each finished tile in the contraction's region. Where anything
+  // else reads one of them (a root, a view, an op over other dims, an index tensor), or one reads
+  // two contractions, the contraction is materialized and its consumers read it as a transient.
+  std::vector<std::int32_t> fused(n_nodes, -1);  // the contraction whose epilogue a node is in
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::fill(fused.begin(), fused.end(), -1);
+    std::vector<bool> spoiled(n_nodes, false);
+    for (std::size_t i = 0; i < n_nodes; ++i) {
+      const ir::node& n = g.nodes[i];
+      if (is_contraction(i) && !materialized[i]) fused[i] = static_cast<std::int32_t>(i);
+      for (int k = 0; k < n.arity(); ++k) {
+        std::int32_t o = n.operands[k], c = fused[o];
+        if (c < 0) continue;
+        auto cls = ir::info(n.kind).cls;
+        bool epilogue = !ir::is_root(cls) && cls != ir::op_class::view && n.dims == g.nodes[o].dims;
+        if (!epilogue || (fused[i] >= 0 && fused[i] != c))
+          spoiled[epilogue ? std::max(fused[i], c) : c] = true;
+        else
+          fused[i] = c;
+      }
+      if (fused[i] >= 0 && fused[i] != static_cast<std::int32_t>(i) && materialized[i])
+        spoiled[fused[i]] = true;
+    }
+    for (std::size_t i = 0; i < n_nodes; ++i)
+      if (spoiled[i]) materialized[i] = changed = true;
   }
   std::vector<std::int32_t> view_base(n_nodes, -1);
   for (std::size_t i = 0; i < n_nodes; ++i) {
@@ -313,6 +369,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     if (!materialized[id]) continue;
     region r;
     r.root = is_root(v) ? v : -1;
+    r.contraction = is_contraction(id) ? v : -1;
     r.space = is_root(v) ? g.nodes[g.nodes[v].operands[0]].dims : g.nodes[v].dims;
     closure(r, {v}, v);
     r.results = results_of(v);
@@ -324,15 +381,21 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     std::int32_t out = g.outputs[res];
     if (materialized[out]) continue;  // written by the region that produces it
     const shape& space = g.nodes[out].dims;
+    // A region holds at most one contraction's epilogue, and all of it.
+    const std::int32_t contraction = fused[out];
     region* target = nullptr;
     for (std::size_t k = first_elementwise; k < regions.size(); ++k)
-      if (regions[k].space == space) target = &regions[k];
+      if (regions[k].space == space &&
+          (contraction < 0 || regions[k].contraction < 0 || regions[k].contraction == contraction) &&
+          !(target && contraction >= 0 && target->contraction == contraction))
+        target = &regions[k];
     auto wanted = [&](const region& r) {
       std::vector<std::int32_t> w;
       for (auto x : r.results) w.push_back(g.outputs[x]);
       return w;
     };
-    if (target && opt.max_bindings > 0) {
+    if (target && opt.max_bindings > 0 &&
+        (contraction < 0 || target->contraction != contraction)) {
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
       closure(trial, wanted(trial), -1);
@@ -346,6 +409,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       target = &regions.back();
     }
     target->results.push_back(static_cast<std::int32_t>(res));
+    if (contraction >= 0) target->contraction = contraction;
     closure(*target, wanted(*target), -1);
   }
   // Execution order: each region after the regions producing what it loads; of the regions

@@ -53,6 +53,7 @@ struct frozen_region {
   int view_begin = 0, view_count = 0;
   int view_read_begin = 0, view_read_count = 0;
   int index_begin = 0, index_count = 0;
+  std::int32_t contraction = -1;
 };
 
 // A tensor constant as a range of the frozen plan's tensor_values.
@@ -159,7 +160,8 @@ constexpr frozen_plan<S> freeze(const plan& p) {
                     view_reads,
                     static_cast<int>(r.view_reads.size()),
                     indices,
-                    static_cast<int>(r.indices.size())};
+                    static_cast<int>(r.indices.size()),
+                    r.contraction};
     for (auto v : r.nodes) f.region_nodes[nodes++] = v;
     for (auto v : r.args) f.region_args[args++] = v;
     for (auto v : r.results) f.region_results[results++] = v;
@@ -197,6 +199,7 @@ KILN_RUNTIME_API plan thaw(const frozen_parts& f) {
     r.args = range(f.region_args, fr.arg_begin, fr.arg_count);
     r.results = range(f.region_results, fr.result_begin, fr.result_count);
     r.root = fr.root;
+    r.contraction = fr.contraction;
     r.group = fr.group;
     r.reads = range(f.region_reads, fr.read_begin, fr.read_count);
     r.writes = range(f.region_writes, fr.write_begin, fr.write_count);

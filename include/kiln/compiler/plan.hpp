@@ -118,10 +118,15 @@ constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r)
   for (auto t : r.writes) s.push_back(static_cast<std::int32_t>(p.graph.outputs.size()) + t);
   return s;
 }
-// The input slot node `id` of region r is loaded from (a parameter's or a transient's); -1 where
-// the region computes it.
+// A contraction region's finished tile (the contraction's value, for its epilogue) is read as
+// one more input slot, after every other.
+constexpr int accumulator_slot(const plan& p) { return input_slot_count(p); }
+
+// The input slot node `id` of region r is loaded from (a parameter's, a transient's, a view's, or
+// the contraction's tile); -1 where the region computes it.
 constexpr int load_slot(const plan& p, const region& r, std::int32_t id) {
   const ir::node& n = p.graph.nodes[id];
+  if (id == r.contraction) return accumulator_slot(p);
   if (n.kind == ir::op::input) return n.arg;
   for (auto t : r.reads)
     if (p.transients[t] == id) return static_cast<int>(p.graph.inputs.size()) + t;
@@ -159,6 +164,36 @@ constexpr std::vector<store> region_stores(const plan& p, const region& r) {
   return s;
 }
 
+// Which of region r's nodes (by node id) its row function evaluates: every one, except in a
+// contraction's region, whose row function is the epilogue: the nodes its stores read, the
+// contraction's value loaded (its operands are read by the contraction's packing instead).
+constexpr std::vector<bool> evaluated_nodes(const plan& p, const region& r) {
+  std::vector<bool> used(p.graph.nodes.size(), false);
+  if (r.contraction < 0) {
+    for (auto id : r.nodes) used[id] = true;
+    return used;
+  }
+  for (const store& st : region_stores(p, r)) used[st.node] = true;
+  for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it)
+    if (used[*it] && load_slot(p, r, *it) < 0)
+      for (int k = 0; k < p.graph.nodes[*it].arity(); ++k)
+        used[p.graph.nodes[*it].operands[k]] = true;
+  return used;
+}
+
+// The input slots region r's row function reads: input_slots(p, r), or for a contraction's
+// region those its epilogue loads, then the accumulator slot.
+constexpr std::vector<std::int32_t> row_input_slots(const plan& p, const region& r) {
+  if (r.contraction < 0) return input_slots(p, r);
+  auto used = evaluated_nodes(p, r);
+  std::vector<std::int32_t> s;
+  for (auto id : r.nodes)
+    if (int slot = load_slot(p, r, id); used[id] && slot >= 0 && slot != accumulator_slot(p))
+      s.push_back(slot);
+  s.push_back(accumulator_slot(p));
+  return s;
+}
+
 constexpr plan compile(const ir::graph& g, options opt = {}) {
   ir::verify_or_throw(g);
   plan p{canonicalize(g), {}, {}, {}, {}};
@@ -182,6 +217,7 @@ inline std::string print_regions(const plan& p) {
     out += "region " + std::to_string(r) + " (dispatch " + std::to_string(reg.group) + ") over " +
            ir::dims_text(reg.space);
     if (reg.root >= 0) out += " reducing %" + std::to_string(reg.root);
+    if (reg.contraction >= 0) out += " contracting %" + std::to_string(reg.contraction);
     out += ": nodes";
     for (auto n : reg.nodes) out += " %" + std::to_string(n);
     out += "; reads";

@@ -225,6 +225,7 @@ constexpr auto make_reduction(const A& a) {
 #define KILN_DSL_FORM_cast_1(...)
 #define KILN_DSL_FORM_reduction_1 KILN_DSL_REDUCTION
 #define KILN_DSL_FORM_index_reduction_1 KILN_DSL_INDEX_REDUCTION
+#define KILN_DSL_FORM_contraction_2(...)  // matmul: dsl/contractions.hpp
 #define KILN_DSL_FORM_view_1(...)  // dsl/views.hpp: each takes its own template arguments
 #define KILN_DSL_FORM_view_2(...)  // gather, gather_elements: dsl/views.hpp
 #define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
@@ -245,6 +246,7 @@ KILN_IR_OPS(KILN_DSL_OP)
 #undef KILN_DSL_FORM_cast_1
 #undef KILN_DSL_FORM_reduction_1
 #undef KILN_DSL_FORM_index_reduction_1
+#undef KILN_DSL_FORM_contraction_2
 #undef KILN_DSL_FORM_view_1
 #undef KILN_DSL_FORM_view_2
 #undef KILN_DSL_ELEMENTS_any

@@ -9,6 +9,7 @@
 #include "kiln/dsl/normalizations.hpp"
 #include "kiln/dsl/ops.hpp"
 #include "kiln/dsl/tensor.hpp"
+#include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/views.hpp"
 
 namespace kiln {

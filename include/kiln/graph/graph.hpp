@@ -18,6 +18,7 @@
 
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
+#include "kiln/ir/contractions.hpp"
 #include "kiln/ir/moves.hpp"
 #include "kiln/ir/pooling.hpp"
 
@@ -250,6 +251,22 @@ class graph {
   }
   value global_average_pool(value x) {
     return wrap(ir::global_pool(b_, id_of(x, "global_average_pool", 1), true));
+  }
+  // ONNX MatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims broadcast, a 1-D
+  // operand promoted (and its axis dropped again). Its elementwise consumers run on each finished
+  // tile of the product (one dispatch: gelu(matmul(x, w) + bias)).
+  value matmul(value a, value b) {
+    return wrap(b_.matmul(id_of(a, "matmul", 1), id_of(b, "matmul", 2)));
+  }
+  // ONNX Gemm: alpha x A' x B' + beta x C (A', B': A and B, transposed where asked).
+  value gemm(value a, value b, value c, double alpha = 1.0, double beta = 1.0,
+             bool trans_a = false, bool trans_b = false) {
+    return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), id_of(c, "gemm", 3), alpha,
+                         beta, trans_a, trans_b));
+  }
+  value gemm(value a, value b, double alpha = 1.0, bool trans_a = false, bool trans_b = false) {
+    return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a,
+                         trans_b));
   }
   // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
   value concat(std::span<const value> pieces, std::int64_t axis) {
@@ -514,6 +531,7 @@ class graph {
   value NAME(value a, std::initializer_list<std::int64_t> axes = {}, bool keepdims = true) { \
     return reduce(ir::op::NAME, a, axes, keepdims);                                          \
   }
+#define KILN_GRAPH_FORM_contraction_2(NAME)  // matmul: written above
 #define KILN_GRAPH_FORM_view_1(NAME)  // written above: each takes its own index map
 #define KILN_GRAPH_FORM_view_2(NAME)  // gather, gather_elements: written above
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
@@ -531,6 +549,7 @@ class graph {
 #undef KILN_GRAPH_FORM_cast_1
 #undef KILN_GRAPH_FORM_reduction_1
 #undef KILN_GRAPH_FORM_index_reduction_1
+#undef KILN_GRAPH_FORM_contraction_2
 #undef KILN_GRAPH_FORM_view_1
 #undef KILN_GRAPH_FORM_view_2
 

@@ -89,6 +89,7 @@ class builder {
 
   constexpr std::int32_t binary(op o, std::int32_t a, std::int32_t b) {
     expect_arity(o, 2);
+    if (info(o).cls == op_class::contraction) return matmul(a, b);
     const node& x = at(a, o);
     const node& y = at(b, o);
     if (x.type != y.type)
@@ -205,6 +206,74 @@ class builder {
     n.dims = reduced_dims(x.dims, n.attrs);
     n.operands = {a, -1, -1};
     return append(n);
+  }
+
+  // ONNX MatMul (numpy's matmul): a [..., M, K] times b [..., K, N] is [..., M, N], the batch
+  // dims (...) broadcast; a 1-D a is a row [1, K] and a 1-D b a column [K, 1], that axis dropped
+  // from the result again. The contraction node takes operands of equal rank (>= 2) and batch
+  // dims, so the operands are broadcast to those first (views: nothing is copied).
+  constexpr std::int32_t matmul(std::int32_t a, std::int32_t b) {
+    const node& x = at(a, op::matmul);
+    const node& y = at(b, op::matmul);
+    if (x.type != y.type)
+      fail(op::matmul, errc::dtype_mismatch,
+           std::string("operand types differ: ") + std::string(name(x.type)) + " and " +
+               std::string(name(y.type)) + " (insert a cast)");
+    check_type(op::matmul, x.type);
+    if (x.dims.rank == 0 || y.dims.rank == 0)
+      fail(op::matmul, errc::shape_mismatch,
+           "operands " + to_string(x.dims) + " and " + to_string(y.dims) +
+               ": a scalar has no axis to contract (use mul)");
+    const shape xd = x.dims, yd = y.dims;
+    const bool row = xd.rank == 1, column = yd.rank == 1;
+    const std::int64_t k_a = xd.dims[xd.rank - 1], k_b = yd.dims[column ? 0 : yd.rank - 2];
+    if (k_a != k_b)
+      fail(op::matmul, errc::shape_mismatch,
+           "a " + to_string(xd) + " has " + dim_text(k_a) + " columns but b " + to_string(yd) +
+               " has " + dim_text(k_b) + " rows (the contracted sizes must be equal" +
+               (is_symbol(k_a) || is_symbol(k_b) ? ", the same run-time size)" : ")"));
+    if (row && !column && is_symbol(yd.dims[yd.rank - 1]))
+      fail(op::matmul, errc::unsupported,
+           "a 1-D a times b " + to_string(yd) + " with a run-time number of columns");
+    if (row) {  // [K] -> [1, K]
+      shape one;
+      one.rank = 2;
+      one.dims[0] = one.dims[1] = 1;
+      a = expand(a, one);
+    }
+    if (column) {  // [K] -> [K, 1]
+      const std::int64_t sizes[] = {0, 1};
+      b = reshape(b, sizes);
+    }
+    shape ad = g_.nodes[a].dims, bd = g_.nodes[b].dims;
+    shape batch_a, batch_b;
+    for (int i = 0; i + 2 < ad.rank; ++i) batch_a.dims[batch_a.rank++] = ad.dims[i];
+    for (int i = 0; i + 2 < bd.rank; ++i) batch_b.dims[batch_b.rank++] = bd.dims[i];
+    const shape batch = broadcast(op::matmul, batch_a, batch_b);
+    auto with_batch = [&](std::int32_t v, const shape& d) {
+      shape want = batch;
+      want.dims[want.rank++] = d.dims[d.rank - 2];
+      want.dims[want.rank++] = d.dims[d.rank - 1];
+      return want == d ? v : expand(v, want);
+    };
+    a = with_batch(a, ad);
+    b = with_batch(b, bd);
+    node n;
+    n.kind = op::matmul;
+    n.type = x.type;
+    n.dims = batch;
+    n.dims.dims[n.dims.rank++] = ad.dims[ad.rank - 2];
+    n.dims.dims[n.dims.rank++] = bd.dims[bd.rank - 1];
+    n.operands = {a, b, -1};
+    std::int32_t r = append(n);
+    if (!row && !column) return r;
+    // Drop the promoted axis (or both): copy every kept size, static or not, by position.
+    std::int64_t sizes[max_rank] = {};
+    int count = 0;
+    for (int i = 0; i < batch.rank; ++i) sizes[count++] = 0;
+    if (!row) sizes[count++] = 0;
+    if (!column) sizes[count++] = n.dims.dims[n.dims.rank - 1];
+    return reshape(r, std::span<const std::int64_t>(sizes, count));
   }
 
   // ---- index maps ----------------------------------------------------------------------------
@@ -531,6 +600,10 @@ class builder {
     n.attrs = m;
     n.operands = {data, indices, -1};
     return append(n);
+  }
+
+  static constexpr std::string dim_text(std::int64_t d) {
+    return is_symbol(d) ? "a run-time number of" : detail::to_text(d);
   }
 
   static constexpr void expect_arity(op o, int n) {

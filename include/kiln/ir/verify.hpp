@@ -173,6 +173,22 @@ constexpr std::vector<std::string> verify(const graph& g) {
         report(id, "has select_last, which only argmax and argmin take");
       continue;
     }
+    if (oi.cls == op_class::contraction) {
+      const node& y = g.nodes[n.operands[1]];
+      bool fits = x.dims.rank >= 2 && y.dims.rank == x.dims.rank && n.dims.rank == x.dims.rank;
+      for (int i = 0; fits && i + 2 < x.dims.rank; ++i)
+        fits = x.dims.dims[i] == y.dims.dims[i] && n.dims.dims[i] == x.dims.dims[i];
+      const int r = x.dims.rank;
+      if (!fits || x.dims.dims[r - 1] != y.dims.dims[r - 2] ||
+          n.dims.dims[r - 2] != x.dims.dims[r - 2] || n.dims.dims[r - 1] != y.dims.dims[r - 1])
+        report(id, "dims " + to_string(n.dims) + " are not the contraction of " +
+                       to_string(x.dims) + " and " + to_string(y.dims));
+      if (!accepts(oi.types, x.type) || y.type != x.type || n.type != x.type)
+        report(id, "types " + std::string(name(x.type)) + ", " + std::string(name(y.type)) +
+                       " -> " + std::string(name(n.type)) + " break the op's type rule");
+      if (n.attrs != attributes{}) report(id, "has attributes its op does not take");
+      continue;
+    }
     if (oi.cls == op_class::view) {
       const node* indices = is_gather(n.kind) ? &g.nodes[n.operands[1]] : nullptr;
       verify_view(n, x, indices, [&](const std::string& m) { report(id, m); });

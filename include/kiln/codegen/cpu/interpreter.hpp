@@ -293,8 +293,10 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
   auto arity = [&](std::int32_t id) {
     return compiler::load_slot(p, reg, id) >= 0 ? 0 : g.nodes[id].arity();
   };
+  const std::vector<bool> evaluated = compiler::evaluated_nodes(p, reg);
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     const ir::node& n = g.nodes[reg.nodes[k]];
+    if (!evaluated[reg.nodes[k]]) continue;
     for (int i = 0; i < arity(reg.nodes[k]); ++i)
       last_use[n.operands[i]] = static_cast<std::int32_t>(k);
   }
@@ -305,6 +307,7 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     std::int32_t id = reg.nodes[k];
     if (id == reg.root) continue;  // reduced by run_reduction
+    if (!evaluated[id]) continue;  // a contraction's operand: read by its packing
     const ir::node& n = g.nodes[id];
     instruction s;
     for (int i = 0; i < arity(id); ++i) s.in[i] = slot_of[n.operands[i]];

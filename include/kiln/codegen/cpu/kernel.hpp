@@ -24,20 +24,11 @@ template <const auto& Plan, int R>
 struct region_kernel {
   static constexpr const compiler::frozen_region& reg = Plan.regions[R];
   static constexpr int size = reg.node_count;
-  static constexpr int n_in = Plan.sizes.inputs + Plan.sizes.transients + Plan.sizes.views;
   static constexpr int first_view_slot = Plan.sizes.inputs + Plan.sizes.transients;
+  // A contraction's finished tile is read from the slot after the views' (compiler::accumulator_slot).
+  static constexpr int accumulator_slot = first_view_slot + Plan.sizes.views;
+  static constexpr int n_in = accumulator_slot + 1;
   static constexpr int n_out = Plan.sizes.outputs + Plan.sizes.transients;
-  // The input slots the region reads and the output slots it writes.
-  static constexpr auto in_slots = [] {
-    std::array<int, reg.arg_count + reg.read_count + reg.view_count> s{};
-    for (int k = 0; k < reg.arg_count; ++k) s[k] = Plan.region_args[reg.arg_begin + k];
-    for (int k = 0; k < reg.read_count; ++k)
-      s[reg.arg_count + k] = Plan.sizes.inputs + Plan.region_reads[reg.read_begin + k];
-    for (int k = 0; k < reg.view_count; ++k)
-      s[reg.arg_count + reg.read_count + k] =
-          first_view_slot + Plan.region_views[reg.view_begin + k];
-    return s;
-  }();
   // (output slot, node stored there)
   static constexpr auto stores = [] {
     constexpr int n = reg.root >= 0 ? 1 : reg.result_count + reg.write_count;
@@ -62,6 +53,7 @@ struct region_kernel {
   // -1: computed.
   static constexpr int load_slot(std::int32_t id) {
     const ir::node& n = Plan.nodes[id];
+    if (id == reg.contraction) return accumulator_slot;
     if (n.kind == ir::op::input) return n.arg;
     for (int k = 0; k < reg.read_count; ++k)
       if (int t = Plan.region_reads[reg.read_begin + k]; Plan.transients[t] == id)
@@ -78,6 +70,37 @@ struct region_kernel {
       if (node_at(k) == id) return k;
     return -1;
   }
+  // Which nodes the row evaluates: all, but in a contraction's region only its epilogue
+  // (compiler::evaluated_nodes).
+  static constexpr auto evaluated = [] {
+    std::array<bool, size> e{};
+    for (int k = 0; k < size; ++k) e[k] = reg.contraction < 0;
+    if (reg.contraction < 0) return e;
+    for (auto [slot, id] : stores) e[position_of(id)] = true;
+    for (int k = size - 1; k >= 0; --k)
+      if (e[k] && load_slot(node_at(k)) < 0)
+        for (int i = 0; i < Plan.nodes[node_at(k)].arity(); ++i)
+          e[position_of(Plan.nodes[node_at(k)].operands[i])] = true;
+    return e;
+  }();
+  // The input slots the row reads (each once).
+  static constexpr auto in_slot_list = [] {
+    std::array<int, size> s{};
+    int n = 0;
+    for (int k = 0; k < size; ++k) {
+      int slot = load_slot(node_at(k));
+      bool seen = false;
+      for (int j = 0; j < n; ++j) seen = seen || s[j] == slot;
+      if (evaluated[k] && slot >= 0 && !seen) s[n++] = slot;
+    }
+    return std::pair{s, n};
+  }();
+  static constexpr auto in_slots = [] {
+    std::array<int, in_slot_list.second> s{};
+    for (int k = 0; k < in_slot_list.second; ++k) s[k] = in_slot_list.first[k];
+    return s;
+  }();
+
   template <int K>
   using value_t = compute_t<Plan.nodes[node_at(K)].type>;
   template <std::size_t... K>
@@ -132,6 +155,7 @@ struct region_kernel {
 
   // Bytes of one element of input slot s.
   static constexpr int slot_bytes_of(int s) {
+    if (s == accumulator_slot) return size_in_bytes(Plan.nodes[reg.contraction].type);
     if (s < Plan.sizes.inputs) return size_in_bytes(Plan.inputs[s].type);
     if (s < first_view_slot)
       return size_in_bytes(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].type);
@@ -144,7 +168,11 @@ struct region_kernel {
                       std::int64_t j) {
     values v;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((std::get<K>(v) = compute<K, Contiguous>(v, in, step, j)), ...);
+      (
+          [&] {
+            if constexpr (evaluated[K]) std::get<K>(v) = compute<K, Contiguous>(v, in, step, j);
+          }(),
+          ...);
     }
     (std::make_index_sequence<size>{});
     [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -10,6 +10,7 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/arena.hpp"
+#include "kiln/runtime/cpu/contraction.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
 
@@ -55,42 +56,45 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     std::vector<operand_layout> ins, outs;
     std::vector<std::int32_t> in_slots, out_slots;
   };
+  // Input slot `slot`'s layout over `space`: a parameter's, a transient's, or a view's.
+  auto layout_of = [&](std::int32_t slot, const shape& space) -> operand_layout {
+    if (slot < n_inputs) {
+      const ir::input_decl& d = g.inputs[slot];
+      shape dims = runtime::argument_dims(args[slot], d.dims);
+      return layout_over(args[slot].data, size_in_bytes(d.type), dims, space);
+    }
+    if (slot < compiler::view_slot(p, 0)) {
+      auto [data, dims] = transient(slot - n_inputs);
+      return layout_over(data, size_in_bytes(g.nodes[p.transients[slot - n_inputs]].type), dims,
+                         space);
+    }
+    const std::int32_t v = slot - compiler::view_slot(p, 0);
+    std::int32_t base = p.view_bases[v];
+    const void* data;
+    shape dims;
+    if (base < n_inputs) {
+      data = args[base].data;
+      dims = runtime::argument_dims(args[base], g.inputs[base].dims);
+    } else {
+      std::tie(data, dims) = transient(base - n_inputs);
+    }
+    auto slot_data = [&](std::int32_t s) -> const void* {  // a gather's indices
+      return s < n_inputs ? args[s].data : transient(s - n_inputs).first;
+    };
+    return layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
+                       compiler::view_layout(p, v, dims, sym), space, slot_data);
+  };
   auto prepare = [&](std::size_t i) {
     const compiler::region& reg = p.regions[i];
     prepared r{&reg,
                runtime::concrete(reg.space, sym),
                reg.root >= 0 ? &g.nodes[reg.root] : nullptr,
-               std::vector<operand_layout>(compiler::input_slot_count(p)),
+               // a contraction's region reads its tile from one slot more
+               std::vector<operand_layout>(compiler::input_slot_count(p) + 1),
                std::vector<operand_layout>(compiler::output_slot_count(p)),
-               compiler::input_slots(p, reg),
+               compiler::row_input_slots(p, reg),
                compiler::output_slots(p, reg)};
-    for (auto a : reg.args) {
-      const ir::input_decl& d = g.inputs[a];
-      shape dims = runtime::argument_dims(args[a], d.dims);
-      r.ins[a] = layout_over(args[a].data, size_in_bytes(d.type), dims, r.space);
-    }
-    for (auto t : reg.reads) {
-      auto [data, dims] = transient(t);
-      r.ins[n_inputs + t] =
-          layout_over(data, size_in_bytes(g.nodes[p.transients[t]].type), dims, r.space);
-    }
-    for (auto v : reg.views) {
-      std::int32_t base = p.view_bases[v];
-      const void* data;
-      shape dims;
-      if (base < n_inputs) {
-        data = args[base].data;
-        dims = runtime::argument_dims(args[base], g.inputs[base].dims);
-      } else {
-        std::tie(data, dims) = transient(base - n_inputs);
-      }
-      auto slot_data = [&](std::int32_t slot) -> const void* {  // a gather's indices
-        return slot < n_inputs ? args[slot].data : transient(slot - n_inputs).first;
-      };
-      r.ins[compiler::view_slot(p, v)] =
-          layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
-                      compiler::view_layout(p, v, dims, sym), r.space, slot_data);
-    }
+    for (auto s : compiler::input_slots(p, reg)) r.ins[s] = layout_of(s, r.space);
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.
     shape written = r.root ? ir::kept_dims(r.space, r.root->attrs) : r.space;
@@ -102,11 +106,48 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
     return r;
   };
+  // Region i's contraction, its epilogue (the row function) run on each finished tile.
+  auto contract = [&](std::size_t i, const prepared& r, row_ref row) {
+    const ir::node& m = g.nodes[r.reg->contraction];
+    shape operand_dims[2];
+    operand_layout operands[2];
+    for (int k = 0; k < 2; ++k) {
+      std::int32_t id = m.operands[k];
+      operand_dims[k] = runtime::concrete(g.nodes[id].dims, sym);
+      operands[k] = layout_of(compiler::load_slot(p, *r.reg, id), operand_dims[k]);
+    }
+    const int rank = r.space.rank;
+    const int acc = compiler::accumulator_slot(p);
+    run_matmul(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
+               [&](const finished_tile& t) {
+                 std::array<std::int64_t, max_rank> origin{};
+                 for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
+                   origin[d] = b % r.space.dims[d];
+                   b /= r.space.dims[d];
+                 }
+                 origin[rank - 2] = t.row;
+                 origin[rank - 1] = t.col;
+                 std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
+                 for (auto s : r.in_slots)
+                   if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
+                 ins[acc] = {static_cast<const unsigned char*>(t.tile), size_in_bytes(m.type),
+                             {t.ld, 1}, {}};
+                 for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
+                 shape tile;
+                 tile.rank = 2;
+                 tile.dims[0] = t.rows;
+                 tile.dims[1] = t.cols;
+                 run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots, outs);
+               });
+    (void)i;
+  };
   // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's).
   auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
-    if (r.root)
+    if (r.reg->contraction >= 0)
+      contract(i, r, row);
+    else if (r.root)
       run_reduction(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.space, r.root->attrs,
                     r.in_slots, r.ins, r.out_slots, r.outs,
                     compiler::load_slot(p, *r.reg, r.root->operands[0]), block);

@@ -175,6 +175,11 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     const compiler::region& reg = p.regions[i];
     spaces.push_back(runtime::concrete(reg.space, sym));
     call_plan::region& r = c.regions[i];
+    if (reg.contraction >= 0) {
+      // No Vulkan contraction kernel yet: the CPU runs it, its epilogue included.
+      c.on_cpu[c.device->origin[i]] = true;
+      continue;
+    }
     r.call = layout_call(p, static_cast<int>(i), spaces.back(), args, sym);
     r.total = r.call.metadata[1];  // the elements it writes
     // Kernels are per device: two devices may differ in features, limits and so in regions.

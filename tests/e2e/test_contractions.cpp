@@ -1,0 +1,358 @@
+// Contractions: ONNX MatMul and Gemm through both doors, checked against a double-accumulation
+// reference within the classic error bound of a K-term dot product (|error| <= K u sum |a b|); the
+// fusion of their epilogues (one dispatch, no transient) and their materialization where a root
+// or another contraction reads them. Runs on the default device and, as e2e.cpu.test_contractions,
+// on the CPU.
+#include <gmock/gmock.h>
+
+#include <cmath>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using kiln::dtype;
+using kiln::tensor;
+using ref::dims_t;
+
+// Row-major values with their dims.
+struct host_tensor {
+  dims_t dims;
+  std::vector<double> v;
+};
+
+host_tensor random_tensor(const dims_t& dims, unsigned seed) {
+  auto f = ref::random_data<float>(ref::count(dims), -1, 1, seed);
+  return {dims, std::vector<double>(f.begin(), f.end())};
+}
+
+std::vector<float> floats(const host_tensor& t) { return {t.v.begin(), t.v.end()}; }
+
+kiln::tensor_view<float> view_of(std::vector<float>& v, const dims_t& d) {
+  return {v.data(), ref::to_shape(d), false};
+}
+
+// numpy's matmul: batch dims broadcast, a 1-D a is a row and a 1-D b a column (dropped again).
+// Also gives each element's sum of |a b|, which bounds the rounding error of any order of sums.
+struct product {
+  host_tensor value, magnitude;
+};
+product ref_matmul(const host_tensor& a, const host_tensor& b) {
+  dims_t ad = a.dims, bd = b.dims;
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  const std::int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  dims_t ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  dims_t batch = ref::broadcast({ab, bb});
+  dims_t out = batch;
+  out.push_back(M);
+  out.push_back(N);
+  product p{{out, std::vector<double>(ref::count(out))}, {out, std::vector<double>(ref::count(out))}};
+  dims_t idx(batch.size());
+  for (std::int64_t bi = 0; bi < ref::count(batch); ++bi) {
+    for (std::int64_t r = bi, k = static_cast<std::int64_t>(batch.size()) - 1; k >= 0; --k) {
+      idx[k] = r % batch[k];
+      r /= batch[k];
+    }
+    const std::int64_t a0 = ref::source_index(ab, idx) * M * K, b0 = ref::source_index(bb, idx) * K * N;
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double s = 0, m = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          double t = a.v[a0 + i * K + k] * b.v[b0 + k * N + j];
+          s += t;
+          m += std::fabs(t);
+        }
+        p.value.v[(bi * M + i) * N + j] = s;
+        p.magnitude.v[(bi * M + i) * N + j] = m;
+      }
+  }
+  if (a.dims.size() == 1) p.value.dims.erase(p.value.dims.end() - 2);
+  if (b.dims.size() == 1) p.value.dims.pop_back();
+  p.magnitude.dims = p.value.dims;
+  return p;
+}
+
+// |got - want| <= slack x (K u sum |a b| + a few ulps of the result): the rounding of any order of
+// K products and sums, u the unit roundoff of the accumulation type.
+void expect_within_bound(const std::vector<float>& got, const std::vector<double>& want,
+                         const std::vector<double>& magnitude, std::int64_t k,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double u = std::ldexp(1.0, -24);
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
+    double bound = double(k + 2) * u * magnitude[i] + 2 * u * std::fabs(want[i]) + 1e-30;
+    if (!(std::fabs(got[i] - want[i]) <= bound)) {
+      ++reported;
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected " << want[i]
+                    << " within " << bound;
+    }
+  }
+}
+
+// matmul(a, b) of the given dims through the graph API, checked against the reference.
+void check_matmul(const dims_t& ad, const dims_t& bd, unsigned seed) {
+  SCOPED_TRACE(ref::dims_text(ad) + " x " + ref::dims_text(bd));
+  host_tensor a = random_tensor(ad, seed), b = random_tensor(bd, seed + 1);
+  product want = ref_matmul(a, b);
+  kiln::graph g;
+  g.output("y", g.matmul(g.input("a", dtype::f32, ref::to_shape(ad)),
+                         g.input("b", dtype::f32, ref::to_shape(bd))));
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1);
+  std::vector<float> av = floats(a), bv = floats(b), y(want.value.v.size());
+  e.run({view_of(av, ad), view_of(bv, bd)}, {view_of(y, want.value.dims)});
+  expect_within_bound(y, want.value.v, want.magnitude.v, ad.back(), "matmul");
+}
+
+TEST(Matmul, EverySizeClassAgainstTheReference) {
+  // 1, 7: below a register tile; 63, 64, 65: around SIMD and block edges; 1000: several blocks.
+  const std::int64_t sizes[] = {1, 7, 63, 64, 65, 1000};
+  unsigned seed = 1;
+  for (std::int64_t s : sizes) {
+    check_matmul({s, 37}, {37, 29}, seed += 2);   // M
+    check_matmul({23, 37}, {37, s}, seed += 2);   // N
+    check_matmul({23, s}, {s, 29}, seed += 2);    // K
+  }
+  check_matmul({65, 300}, {300, 257}, 97);  // K across two blocks, N across two panels
+  check_matmul({256, 256}, {256, 256}, 99); // enough work for every thread
+}
+
+TEST(Matmul, BatchesBroadcastAndOneDimensionalOperandsAsNumpy) {
+  const std::vector<std::pair<dims_t, dims_t>> cases = {
+      {{2, 1, 5, 7}, {3, 7, 4}}, {{1, 5, 7}, {4, 7, 3}}, {{3, 5, 7}, {3, 7, 6}},
+      {{7}, {7, 4}},             {{5, 7}, {7}},          {{7}, {7}},
+      {{3, 5, 7}, {7}},          {{7}, {2, 7, 3}},       {{2, 3, 1, 5, 9}, {9, 2}}};
+  unsigned seed = 200;
+  for (const auto& [ad, bd] : cases) check_matmul(ad, bd, seed += 2);
+}
+
+TEST(Matmul, GemmTransposesScalesAndBroadcastsC) {
+  const std::int64_t M = 19, K = 33, N = 21;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const dims_t& cd : std::vector<dims_t>{{}, {N}, {M, 1}, {M, N}}) {
+        SCOPED_TRACE(std::string(ta ? "A^T " : "A ") + (tb ? "B^T " : "B ") + ref::dims_text(cd));
+        const double alpha = 0.75, beta = -1.5;
+        dims_t ad = ta ? dims_t{K, M} : dims_t{M, K}, bd = tb ? dims_t{N, K} : dims_t{K, N};
+        host_tensor a = random_tensor(ad, 300), b = random_tensor(bd, 301),
+                    c = random_tensor(cd, 302);
+        std::vector<double> want(M * N), magnitude(M * N);
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j) {
+            double s = 0, m = 0;
+            for (std::int64_t k = 0; k < K; ++k) {
+              double t = a.v[ta ? k * M + i : i * K + k] * b.v[tb ? j * K + k : k * N + j];
+              s += t;
+              m += std::fabs(t);
+            }
+            double cv = c.v[ref::source_index(cd, {i, j})];
+            want[i * N + j] = alpha * s + beta * cv;
+            magnitude[i * N + j] = alpha * m + std::fabs(beta * cv);
+          }
+        kiln::graph g;
+        auto av = g.input("a", dtype::f32, ref::to_shape(ad));
+        auto bv = g.input("b", dtype::f32, ref::to_shape(bd));
+        auto cv = g.input("c", dtype::f32, ref::to_shape(cd));
+        g.output("y", g.gemm(av, bv, cv, alpha, beta, ta, tb));
+        auto e = kiln::compile(g);
+        EXPECT_EQ(e.dispatch_count(), 1);  // transposes read in place, the rest an epilogue
+        EXPECT_EQ(e.plan().transient_bytes(), 0);
+        std::vector<float> a32 = floats(a), b32 = floats(b), c32 = floats(c), y(M * N);
+        e.run({view_of(a32, ad), view_of(b32, bd), view_of(c32, cd)}, {view_of(y, {M, N})});
+        expect_within_bound(y, want, magnitude, K, "gemm");
+      }
+}
+
+double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+kiln::graph::value gelu(kiln::graph& g, kiln::graph::value x) {
+  using kiln::ir::op;
+  auto half = g.constant(0.5), one = g.constant(1.0), root = g.constant(1 / std::sqrt(2.0));
+  return g.apply(op::mul, {g.apply(op::mul, {half, x}),
+                           g.apply(op::add, {one, g.apply(op::erf, {g.apply(op::mul, {x, root})})})});
+}
+
+TEST(Matmul, EpiloguesReadViewsAndGathersOnEachTile) {
+  // y = gelu(x w + bias) + x + transpose(r) + table[idx]: every consumer of the product runs on
+  // its tiles, reading the residual in place, the transposed matrix with strides and the gathered
+  // rows through their positions.
+  const std::int64_t M = 130, K = 70, N = 70, V = 9;
+  host_tensor x = random_tensor({M, K}, 400), w = random_tensor({K, N}, 401),
+              bias = random_tensor({N}, 402), r = random_tensor({N, M}, 403),
+              table = random_tensor({V, N}, 404);
+  std::vector<std::int64_t> idx(M);
+  for (std::int64_t i = 0; i < M; ++i) idx[i] = (i * 5) % V - (i % 2 ? V : 0);  // negative too
+  product xw = ref_matmul(x, w);
+  std::vector<double> want(M * N), magnitude(M * N);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      std::int64_t row = idx[i] < 0 ? idx[i] + V : idx[i];
+      double z = xw.value.v[i * N + j] + bias.v[j];
+      want[i * N + j] = gelu(z) + x.v[i * K + j] + r.v[j * M + i] + table.v[row * N + j];
+      magnitude[i * N + j] = 2 * (xw.magnitude.v[i * N + j] + std::fabs(bias.v[j])) + 8;
+    }
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, {M, K});
+  auto wv = g.input("w", dtype::f32, {K, N});
+  auto bv = g.input("bias", dtype::f32, {N});
+  auto rv = g.input("r", dtype::f32, {N, M});
+  auto tv = g.input("table", dtype::f32, {V, N});
+  auto iv = g.input("idx", dtype::i64, {M});
+  using kiln::ir::op;
+  auto h = gelu(g, g.apply(op::add, {g.matmul(xv, wv), bv}));
+  g.output("y", g.apply(op::add, {g.apply(op::add, {g.apply(op::add, {h, xv}), g.transpose(rv)}),
+                                  g.gather(tv, iv, 0)}));
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(e.plan());
+  EXPECT_EQ(e.plan().transient_bytes(), 0);
+  std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(bias), r32 = floats(r),
+                     t32 = floats(table), y(M * N);
+  e.run({view_of(x32, {M, K}), view_of(w32, {K, N}), kiln::view(b32.data(), {N}),
+         view_of(r32, {N, M}), view_of(t32, {V, N}), kiln::view(idx.data(), {M})},
+        {view_of(y, {M, N})});
+  expect_within_bound(y, want, magnitude, K, "epilogue");
+}
+
+TEST(Matmul, ARootOrAnotherContractionReadsItMaterialized) {
+  // Attention scores: softmax(q k^T / 8) over the keys: the product is materialized for the
+  // softmax's row group. And an MLP: matmul -> gelu -> matmul, two dispatches, one transient.
+  const std::int64_t T = 37, D = 16, H = 48;
+  host_tensor q = random_tensor({T, D}, 500), k = random_tensor({T, D}, 501),
+              w1 = random_tensor({D, H}, 502), w2 = random_tensor({H, D}, 503);
+  kiln::graph g;
+  auto qv = g.input("q", dtype::f32, {T, D});
+  auto kv = g.input("k", dtype::f32, {T, D});
+  auto w1v = g.input("w1", dtype::f32, {D, H});
+  auto w2v = g.input("w2", dtype::f32, {H, D});
+  using kiln::ir::op;
+  g.output("attention", g.softmax(g.apply(op::mul, {g.matmul(qv, g.transpose(kv)),
+                                                     g.constant(0.125)}), -1));
+  auto e = kiln::compile(g);
+  kiln::graph mlp;
+  auto xv = mlp.input("x", dtype::f32, {T, D});
+  mlp.output("y", mlp.matmul(gelu(mlp, mlp.matmul(xv, mlp.input("w1", dtype::f32, {D, H}))),
+                             mlp.input("w2", dtype::f32, {H, D})));
+  auto m = kiln::compile(mlp);
+  EXPECT_EQ(m.dispatch_count(), 2) << kiln::compiler::print(m.plan());
+  EXPECT_EQ(m.plan().transients.size(), 1u);
+  EXPECT_EQ(m.plan().transient_bytes(), T * H * 4);  // a multiple of the arena's alignment
+
+  std::vector<float> q32 = floats(q), k32 = floats(k), w132 = floats(w1), w232 = floats(w2);
+  std::vector<float> att(T * T), y(T * D);
+  e.run({view_of(q32, {T, D}), view_of(k32, {T, D}), view_of(w132, {D, H}), view_of(w232, {H, D})},
+        {view_of(att, {T, T})});
+  m.run({view_of(q32, {T, D}), view_of(w132, {D, H}), view_of(w232, {H, D})}, {view_of(y, {T, D})});
+  host_tensor kt{{D, T}, std::vector<double>(T * D)};
+  for (std::int64_t i = 0; i < T; ++i)
+    for (std::int64_t j = 0; j < D; ++j) kt.v[j * T + i] = k.v[i * D + j];
+  product s = ref_matmul(q, kt);
+  std::vector<double> want(T * T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    double top = -INFINITY, sum = 0;
+    for (std::int64_t j = 0; j < T; ++j) top = std::max(top, s.value.v[i * T + j] / 8);
+    for (std::int64_t j = 0; j < T; ++j) sum += std::exp(s.value.v[i * T + j] / 8 - top);
+    for (std::int64_t j = 0; j < T; ++j)
+      want[i * T + j] = std::exp(s.value.v[i * T + j] / 8 - top) / sum;
+  }
+  ref::expect_near(att, want, {1e-5, 1e-6}, "attention");
+  product h = ref_matmul(q, w1);
+  for (double& v : h.value.v) v = gelu(v);
+  product out = ref_matmul(h.value, w2);
+  // The hidden values are rounded to f32 once more than the reference's: a relative 2^-23 of
+  // each hidden value, times |w2|, on top of the second product's own bound.
+  expect_within_bound(y, out.value.v, out.magnitude.v, H + 4 * D, "mlp");
+}
+
+TEST(Matmul, TheDslDoorFusesAndPlansAtCompileTime) {
+  constexpr std::int64_t M = 67, K = 40, H = 72, N = 40;
+  static constexpr auto dense =
+      kiln::fn<tensor<float, M, K>, tensor<float, K, H>, tensor<float, H>>(
+          [](auto x, auto w, auto b) { return relu(matmul(x, w) + b); });
+  static_assert(dense.plan.dispatch_count() == 1 && dense.plan.transient_bytes() == 0);
+  static constexpr auto mlp =
+      kiln::fn<tensor<float, M, K>, tensor<float, K, H>, tensor<float, H, N>>(
+          [](auto x, auto w1, auto w2) { return matmul(tanh(matmul(x, w1)), w2) + x; });
+  static_assert(mlp.plan.dispatch_count() == 2 && mlp.plan.transient_bytes() == M * H * 4);
+
+  host_tensor x = random_tensor({M, K}, 600), w1 = random_tensor({K, H}, 601),
+              b = random_tensor({H}, 602), w2 = random_tensor({H, N}, 603);
+  std::vector<float> x32 = floats(x), w132 = floats(w1), b32 = floats(b), w232 = floats(w2);
+  std::vector<float> y1(M * H), y2(M * N);
+  dense(x32, w132, b32, kiln::into(y1));
+  mlp(x32, w132, w232, kiln::into(y2));
+  product p = ref_matmul(x, w1);
+  std::vector<double> want1(M * H), mag1(M * H);
+  for (std::int64_t i = 0; i < M * H; ++i) {
+    want1[i] = std::max(p.value.v[i] + b.v[i % H], 0.0);
+    mag1[i] = p.magnitude.v[i] + std::fabs(b.v[i % H]);
+  }
+  expect_within_bound(y1, want1, mag1, K, "dense");
+  for (double& v : p.value.v) v = std::tanh(v);
+  product q = ref_matmul(p.value, w2);
+  for (std::int64_t i = 0; i < M * N; ++i) q.value.v[i] += x.v[i];
+  expect_within_bound(y2, q.value.v, q.magnitude.v, H + 4 * K + 8, "mlp");
+}
+
+TEST(Matmul, WideAndNarrowFloats) {
+  // f64 accumulates in f64; f16 and bf16 in f32, rounded once to their type at the end.
+  const std::int64_t M = 33, K = 70, N = 45;
+  host_tensor a = random_tensor({M, K}, 700), b = random_tensor({K, N}, 701);
+  auto run_as = [&](dtype t) {
+    kiln::graph g;
+    g.output("y", g.matmul(g.input("a", t, {M, K}), g.input("b", t, {K, N})));
+    auto e = kiln::compile(g);
+    auto ab = ref::bytes_of(t, a.v), bb = ref::bytes_of(t, b.v);
+    std::vector<unsigned char> y(M * N * kiln::size_in_bytes(t) + 1);
+    e.run({kiln::tensor_ref(static_cast<const void*>(ab.data()), t, {M, K}),
+           kiln::tensor_ref(static_cast<const void*>(bb.data()), t, {K, N})},
+          {kiln::tensor_ref(static_cast<void*>(y.data()), t, {M, N})});
+    // The reference multiplies the operands as the type holds them.
+    host_tensor ar{a.dims, {}}, br{b.dims, {}};
+    for (std::size_t i = 0; i < a.v.size(); ++i) ar.v.push_back(ref::value_at(ab, t, i));
+    for (std::size_t i = 0; i < b.v.size(); ++i) br.v.push_back(ref::value_at(bb, t, i));
+    product p = ref_matmul(ar, br);
+    const double u = t == dtype::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+    const double out_u = t == dtype::f16    ? std::ldexp(1.0, -11)
+                         : t == dtype::bf16 ? std::ldexp(1.0, -8)
+                                            : u;
+    int bad = 0;
+    for (std::int64_t i = 0; i < M * N && bad < 5; ++i) {
+      double got = ref::value_at(y, t, i), want = p.value.v[i];
+      double bound = double(K + 2) * u * p.magnitude.v[i] + out_u * std::fabs(want) + 1e-300;
+      if (!(std::fabs(got - want) <= bound)) {
+        ++bad;
+        ADD_FAILURE() << kiln::name(t) << " element " << i << ": " << got << " vs " << want;
+      }
+    }
+  };
+  for (dtype t : {dtype::f64, dtype::f16, dtype::bf16}) run_as(t);
+}
+
+TEST(Matmul, MistakesNameTheOpAndTheSizes) {
+  kiln::graph g;
+  auto a = g.input("a", dtype::f32, {4, 5});
+  auto b = g.input("b", dtype::f32, {6, 3});
+  auto i = g.input("i", dtype::i32, {5, 3});
+  auto s = g.input("s", dtype::f32, {});
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const kiln::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { g.matmul(a, b); }),
+              testing::AllOf(testing::HasSubstr("matmul"), testing::HasSubstr("[4, 5]"),
+                             testing::HasSubstr("[6, 3]"), testing::HasSubstr("5 columns")));
+  EXPECT_THAT(message([&] { g.matmul(a, i); }), testing::HasSubstr("operand types differ"));
+  EXPECT_THAT(message([&] { g.matmul(s, a); }), testing::HasSubstr("scalar"));
+  EXPECT_THAT(message([&] { g.matmul(g.input("x", dtype::i32, {2, 5}), i); }),
+              testing::HasSubstr("does not accept element type i32"));
+  EXPECT_THAT(message([&] { g.gemm(g.input("v", dtype::f32, {5}), a); }),
+              testing::HasSubstr("not a matrix"));
+}
+
+}  // namespace
