@@ -97,12 +97,14 @@ void check_matmul(const dims_t& ad, const dims_t& bd, unsigned seed) {
   host_tensor a = random_tensor(ad, seed), b = random_tensor(bd, seed + 1);
   product want = ref_matmul(a, b);
   kiln::graph g;
-  g.output("y", g.matmul(g.input("a", dtype::f32, ref::to_shape(ad)),
-                         g.input("b", dtype::f32, ref::to_shape(bd))));
+  auto av = g.input("a", dtype::f32, ref::to_shape(ad));  // declared in order
+  auto bv = g.input("b", dtype::f32, ref::to_shape(bd));
+  g.output("y", g.matmul(av, bv));
   auto e = kiln::compile(g);
-  EXPECT_EQ(e.dispatch_count(), 1);
-  std::vector<float> av = floats(a), bv = floats(b), y(want.value.v.size());
-  e.run({view_of(av, ad), view_of(bv, bd)}, {view_of(y, want.value.dims)});
+  // A 1-D operand's dropped axis is a reshape of the product: a copy, for now.
+  EXPECT_EQ(e.dispatch_count(), ad.size() > 1 && bd.size() > 1 ? 1 : 2);
+  std::vector<float> a32 = floats(a), b32 = floats(b), y(want.value.v.size());
+  e.run({view_of(a32, ad), view_of(b32, bd)}, {view_of(y, want.value.dims)});
   expect_within_bound(y, want.value.v, want.magnitude.v, ad.back(), "matmul");
 }
 
@@ -232,12 +234,13 @@ TEST(Matmul, ARootOrAnotherContractionReadsItMaterialized) {
   auto e = kiln::compile(g);
   kiln::graph mlp;
   auto xv = mlp.input("x", dtype::f32, {T, D});
-  mlp.output("y", mlp.matmul(gelu(mlp, mlp.matmul(xv, mlp.input("w1", dtype::f32, {D, H}))),
-                             mlp.input("w2", dtype::f32, {H, D})));
+  auto m1 = mlp.input("w1", dtype::f32, {D, H});
+  auto m2 = mlp.input("w2", dtype::f32, {H, D});
+  mlp.output("y", mlp.matmul(gelu(mlp, mlp.matmul(xv, m1)), m2));
   auto m = kiln::compile(mlp);
   EXPECT_EQ(m.dispatch_count(), 2) << kiln::compiler::print(m.plan());
   EXPECT_EQ(m.plan().transients.size(), 1u);
-  EXPECT_EQ(m.plan().transient_bytes(), T * H * 4);  // a multiple of the arena's alignment
+  EXPECT_EQ(m.plan().transient_bytes(), (T * H * 4 + 255) / 256 * 256);  // the arena aligns it
 
   std::vector<float> q32 = floats(q), k32 = floats(k), w132 = floats(w1), w232 = floats(w2);
   std::vector<float> att(T * T), y(T * D);
@@ -274,7 +277,8 @@ TEST(Matmul, TheDslDoorFusesAndPlansAtCompileTime) {
   static constexpr auto mlp =
       kiln::fn<tensor<float, M, K>, tensor<float, K, H>, tensor<float, H, N>>(
           [](auto x, auto w1, auto w2) { return matmul(tanh(matmul(x, w1)), w2) + x; });
-  static_assert(mlp.plan.dispatch_count() == 2 && mlp.plan.transient_bytes() == M * H * 4);
+  static_assert(mlp.plan.dispatch_count() == 2 &&
+                mlp.plan.transient_bytes() == (M * H * 4 + 255) / 256 * 256);  // aligned
 
   host_tensor x = random_tensor({M, K}, 600), w1 = random_tensor({K, H}, 601),
               b = random_tensor({H}, 602), w2 = random_tensor({H, N}, 603);
@@ -301,7 +305,9 @@ TEST(Matmul, WideAndNarrowFloats) {
   host_tensor a = random_tensor({M, K}, 700), b = random_tensor({K, N}, 701);
   auto run_as = [&](dtype t) {
     kiln::graph g;
-    g.output("y", g.matmul(g.input("a", t, {M, K}), g.input("b", t, {K, N})));
+    auto av = g.input("a", t, {M, K});
+    auto bv = g.input("b", t, {K, N});
+    g.output("y", g.matmul(av, bv));
     auto e = kiln::compile(g);
     auto ab = ref::bytes_of(t, a.v), bb = ref::bytes_of(t, b.v);
     std::vector<unsigned char> y(M * N * kiln::size_in_bytes(t) + 1);

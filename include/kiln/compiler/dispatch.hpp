@@ -284,7 +284,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (is_contraction(i) && !materialized[i]) fused[i] = static_cast<std::int32_t>(i);
       for (int k = 0; k < n.arity(); ++k) {
         std::int32_t o = n.operands[k], c = fused[o];
-        if (c < 0) continue;
+        if (c < 0 || materialized[o]) continue;  // a materialized value is read as a transient
         auto cls = ir::info(n.kind).cls;
         bool epilogue = !ir::is_root(cls) && cls != ir::op_class::view && n.dims == g.nodes[o].dims;
         if (!epilogue || (fused[i] >= 0 && fused[i] != c))
@@ -292,11 +292,19 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
         else
           fused[i] = c;
       }
-      if (fused[i] >= 0 && fused[i] != static_cast<std::int32_t>(i) && materialized[i])
-        spoiled[fused[i]] = true;
     }
+    // The values a contraction's epilogue gives other regions (materialized: an operand of
+    // another contraction, MLP's hidden layer) and the function's results it gives: one region
+    // computes them all, either the materialized value's own or a region of results.
+    std::vector<int> kept(n_nodes, 0), returned(n_nodes, 0);
     for (std::size_t i = 0; i < n_nodes; ++i)
-      if (spoiled[i]) materialized[i] = changed = true;
+      if (fused[i] >= 0 && fused[i] != static_cast<std::int32_t>(i) && materialized[i])
+        ++kept[fused[i]];
+    for (auto out : g.outputs)
+      if (fused[out] >= 0 && !materialized[out]) ++returned[fused[out]];
+    for (std::size_t i = 0; i < n_nodes; ++i)
+      if (spoiled[i] || (kept[i] > 0 && kept[i] + returned[i] > 1))
+        materialized[i] = changed = true;
   }
   std::vector<std::int32_t> view_base(n_nodes, -1);
   for (std::size_t i = 0; i < n_nodes; ++i) {
@@ -369,7 +377,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     if (!materialized[id]) continue;
     region r;
     r.root = is_root(v) ? v : -1;
-    r.contraction = is_contraction(id) ? v : -1;
+    r.contraction = fused[id] >= 0 ? fused[id] : is_contraction(id) ? v : -1;
     r.space = is_root(v) ? g.nodes[g.nodes[v].operands[0]].dims : g.nodes[v].dims;
     closure(r, {v}, v);
     r.results = results_of(v);

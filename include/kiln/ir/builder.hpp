@@ -224,7 +224,9 @@ class builder {
       fail(op::matmul, errc::shape_mismatch,
            "operands " + to_string(x.dims) + " and " + to_string(y.dims) +
                ": a scalar has no axis to contract (use mul)");
+    // Copies: the expands and reshapes below append nodes (x and y may move).
     const shape xd = x.dims, yd = y.dims;
+    const dtype type = x.type;
     const bool row = xd.rank == 1, column = yd.rank == 1;
     const std::int64_t k_a = xd.dims[xd.rank - 1], k_b = yd.dims[column ? 0 : yd.rank - 2];
     if (k_a != k_b)
@@ -260,7 +262,7 @@ class builder {
     b = with_batch(b, bd);
     node n;
     n.kind = op::matmul;
-    n.type = x.type;
+    n.type = type;
     n.dims = batch;
     n.dims.dims[n.dims.rank++] = ad.dims[ad.rank - 2];
     n.dims.dims[n.dims.rank++] = bd.dims[bd.rank - 1];

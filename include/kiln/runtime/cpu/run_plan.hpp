@@ -137,7 +137,24 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                  tile.rank = 2;
                  tile.dims[0] = t.rows;
                  tile.dims[1] = t.cols;
-                 run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots, outs);
+                 // A row is written contiguously: a tile one column wide is not, unless the
+                 // result is (N = 1), so it runs a row at a time.
+                 bool strided = t.cols == 1 && r.space.dims[rank - 1] > 1;
+                 if (!strided) {
+                   run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots,
+                            outs);
+                   return;
+                 }
+                 tile.dims[0] = 1;
+                 for (std::int64_t i = 0; i < t.rows; ++i) {
+                   origin[rank - 2] = t.row + i;
+                   for (auto s : r.in_slots)
+                     if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
+                   ins[acc].data = static_cast<const unsigned char*>(t.tile) +
+                                   i * t.ld * size_in_bytes(m.type);
+                   for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
+                   run_rows(row, tile, 0, {0, 1}, r.in_slots, ins, r.out_slots, outs);
+                 }
                });
     (void)i;
   };
