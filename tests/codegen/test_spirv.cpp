@@ -147,6 +147,8 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
           case ir::op_class::index_reduction:
             r = b.index_reduce(kind, x, 1, false, o % 2 == 0);
             break;
+          case ir::op_class::contraction:  // no Vulkan kernel yet: the CPU runs contractions
+            continue;
           case ir::op_class::view: {  // each a load through an offset and strides
             const std::int64_t sizes[] = {0, 3, 1}, one[] = {1}, none[] = {0}, back[] = {-1};
             if (kind == op::transpose) r = b.transpose(x, {});

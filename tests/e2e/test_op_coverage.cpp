@@ -33,6 +33,8 @@ double scalar(op o, double a, double b, double c = 0) {
     case op::gather:
     case op::gather_elements:
       return a;
+    case op::matmul:  // a 1 x 1 product (sizes: tests/e2e/test_contractions.cpp)
+      return a * b;
     case op::add:
       return a + b;
     case op::sub:
@@ -340,6 +342,10 @@ void check_index_reduction(const F& f) {
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_view_1(NAME, T) ++covered;    // every view: tests/e2e/test_views.cpp
 #define KILN_TEST_FORM_view_2(NAME, T) ++covered;    // gathers: tests/e2e/test_moves.cpp
+#define KILN_TEST_FORM_contraction_2(NAME, T)                                         \
+  static_assert(                                                                      \
+      requires(graph g, graph::value v) { g.NAME(v, v); }, "graph::" #NAME " missing"); \
+  ++covered;  // every size, batch and epilogue: tests/e2e/test_contractions.cpp
 #define KILN_TEST_FORM_index_reduction_1(NAME, T)                                              \
   static_assert(                                                                               \
       requires(graph g, graph::value v) { g.NAME(v, 0, false); }, "graph::" #NAME " missing"); \
@@ -355,8 +361,8 @@ TEST(OpCoverage, EveryRowOfTheOpList) {
   int rows = 0, covered = 0;
   KILN_IR_OPS(KILN_TEST_OP)
   EXPECT_EQ(rows, ir::op_count);
-  // input, constant, select, cast (below), and the seven views: checked elsewhere.
-  EXPECT_EQ(covered, 11);
+  // input, constant, select, cast (below), the seven views and matmul: checked elsewhere.
+  EXPECT_EQ(covered, 12);
 }
 
 TEST(OpCoverage, SelectAndCast) {

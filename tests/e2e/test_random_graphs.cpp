@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -167,6 +168,17 @@ random_graph make_graph(unsigned seed) {
           ints.push_back(
               b.cast(b.index_reduce(any_op(index_reductions), x, axes[0], keep, last), dtype::i32));
           break;
+        }
+        if (!integer && pick(5) == 0) {
+          // A contraction with a constant square matrix over the last (static) axis: x's dims
+          // kept, so it broadcasts on; its consumers become its epilogue.
+          std::int64_t n = b.dims_of(x).dims[r - 1];
+          if (n > 0) {
+            std::vector<float> w(static_cast<std::size_t>(n * n));
+            for (auto& e : w) e = static_cast<float>(pick(9) - 4) * 0.25f;
+            floats.push_back(b.matmul(x, b.constant(w.data(), dtype::f32, w.size(), shape{n, n})));
+            break;
+          }
         }
         op kind = any_op(integer ? int_reductions : float_reductions);
         (integer ? ints : floats).push_back(b.reduce(kind, x, axes, keep));
@@ -729,6 +741,31 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
       continue;
     }
     v[k].resize(static_cast<std::size_t>(count));
+    if (ir::info(n.kind).cls == ir::op_class::contraction) {
+      // Sums of K products, floats as the double result moved by the rounding of any order of
+      // float sums and by the operands' own float-double gaps.
+      shape ad = runtime::concrete(g.nodes[n.operands[0]].dims, sym);
+      const int rank = dims.rank;
+      const std::int64_t M = dims.dims[rank - 2], N = dims.dims[rank - 1], K = ad.dims[rank - 1];
+      const std::vector<rv>&a = v[n.operands[0]], &w = v[n.operands[1]];
+      for (std::int64_t e = 0; e < count; ++e) {
+        const std::int64_t batch = e / (M * N), i = e / N % M, j = e % N;
+        double d = 0, magnitude = 0, gap = 0;
+        bool nan = false, undecided = false;
+        for (std::int64_t k = 0; k < K; ++k) {
+          const rv &x = a[(batch * M + i) * K + k], &y = w[(batch * K + k) * N + j];
+          d += x.d * y.d;
+          magnitude += std::fabs(x.d * y.d);
+          gap += std::fabs(y.d) * std::fabs(x.f - x.d) + std::fabs(x.d) * std::fabs(y.f - y.d);
+          nan = nan || std::isnan(x.f) || std::isnan(y.f);
+          undecided = undecided || x.undecided || y.undecided;
+        }
+        double bound = double(K + 1) * 0x1p-24 * magnitude + gap;
+        v[k][e] = nan ? rv{NAN, NAN, 0, undecided}
+                      : rv{static_cast<float>(d + (d < 0 ? -bound : bound)), d, 0, undecided};
+      }
+      continue;
+    }
     if (ir::is_reduction(ir::info(n.kind).cls)) {
       const std::vector<rv>& x = v[n.operands[0]];
       shape xd = runtime::concrete(g.nodes[n.operands[0]].dims, sym);
@@ -907,7 +944,9 @@ bool run_seed(unsigned seed, const device& vk) {
         std::int64_t v = t == dtype::boolean ? *at : 0;
         if (t == dtype::i32) v = *reinterpret_cast<const std::int32_t*>(at);
         if (t == dtype::i64) v = *reinterpret_cast<const std::int64_t*>(at);
-        arg_values.back().push_back({0, 0, static_cast<std::int32_t>(v)});
+        float f = 0;  // a contraction's matrix
+        if (t == dtype::f32) std::memcpy(&f, at, 4);
+        arg_values.back().push_back({f, f, static_cast<std::int32_t>(v)});
       }
       refs.push_back({bytes.data(), dims});
       continue;
@@ -1023,7 +1062,8 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   const op_class drawn[] = {
       op_class::unary,   op_class::binary,    op_class::ternary,         op_class::test,
       op_class::compare, op_class::logical,   op_class::select,          op_class::cast,
-      op_class::leaf,    op_class::reduction, op_class::index_reduction, op_class::view};
+      op_class::leaf,    op_class::reduction, op_class::index_reduction, op_class::view,
+      op_class::contraction};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];
     auto o = static_cast<op>(k);
@@ -1039,7 +1079,7 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         << "accepts neither f32 nor i32, which the generator builds";
     kiln::graph g;
     // Reduced: two elements into one; moved: two elements.
-    bool reduction = ir::is_reduction(info.cls) || info.cls == op_class::view;
+    bool reduction = ir::is_root(info.cls) || info.cls == op_class::view;
     shape dims = reduction ? shape{2} : shape{};
     auto x = g.input("x", t, dims);
     auto c = g.input("c", dtype::boolean, {});
@@ -1056,6 +1096,9 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
         break;
       case op_class::index_reduction:
         r = g.index_reduce(o, x, 0);
+        break;
+      case op_class::contraction:  // [2] x [2]: a dot product
+        r = g.matmul(x, x);
         break;
       case op_class::view:
         if (o == op::transpose) r = g.transpose(g.reshape(x, {1, 2}));

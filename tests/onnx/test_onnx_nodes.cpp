@@ -197,6 +197,13 @@ std::string build(const node_case& c, kiln::graph& g) {
                  : pad == "VALID"      ? kiln::auto_pad::valid
                                        : kiln::auto_pad::notset;
     g.output("y", c.op == "MaxPool" ? g.max_pool(in[0], w) : g.average_pool(in[0], w));
+  } else if (c.op == "MatMul") {
+    g.output("y", g.matmul(in[0], in[1]));
+  } else if (c.op == "Gemm") {
+    double alpha = c.attr("alpha", 1.0), beta = c.attr("beta", 1.0);
+    bool ta = c.attr("transA", 0) != 0, tb = c.attr("transB", 0) != 0;
+    g.output("y", in.size() > 2 ? g.gemm(in[0], in[1], in[2], alpha, beta, ta, tb)
+                                : g.gemm(in[0], in[1], alpha, ta, tb));
   } else if (c.op == "GlobalMaxPool" || c.op == "GlobalAveragePool") {
     g.output("y",
              c.op == "GlobalMaxPool" ? g.global_max_pool(in[0]) : g.global_average_pool(in[0]));

@@ -152,6 +152,16 @@ B exp2_f64(const B& x) {
   return xsimd::select(xsimd::isnan(x), x, scale_pow2(xsimd::exp2(xc - kf), kf));
 }
 
+// -x as IEEE negation (the sign bit flipped: -0 for 0): xsimd's AVX-512 unary minus is 0 - x.
+template <class B>
+B negated(const B& x) {
+  using T = typename B::value_type;
+  if constexpr (std::is_floating_point_v<T>)
+    return xsimd::bitwise_xor(x, B(T(-0.0)));
+  else
+    return -x;
+}
+
 // pow with C's (and ONNX's) semantics at every edge: pow(x, 0) = 1 and pow(1, y) = 1 even for
 // NaN, pow(-1, ±inf) = 1, odd integer powers keep the sign of a negative base, pow(0, y < 0) = inf,
 // a negative finite base with a non-integer exponent is NaN, infinities as C99 Annex F. In between,
@@ -170,7 +180,7 @@ B pow_c(const B& x, const B& y) {
   B half = y * B(0.5);
   auto odd = integer && !(xsimd::floor(half) == half);
   auto negative = xsimd::copysign(one, x) < zero;  // the sign bit, -0 included
-  r = xsimd::select(negative && odd, -r, r);
+  r = xsimd::select(negative && odd, negated(r), r);
   r = xsimd::select(x < zero && ax < inf && !integer, B(std::numeric_limits<T>::quiet_NaN()), r);
   r = xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, r);
   return xsimd::select(y == zero || x == one || (x == -one && ay == inf), one, r);

@@ -134,7 +134,7 @@ pack<T> unary(const pack<T>& a) {
   using ir::op;
   using B = xsimd::batch<T>;
   if constexpr (O == op::neg)
-    return wrap<D>(detail::map(a, [](B x) { return -x; }));
+    return wrap<D>(detail::map(a, [](B x) { return detail::negated(x); }));
   else if constexpr (O == op::abs) {
     if constexpr (std::is_unsigned_v<T>)
       return a;
@@ -330,13 +330,15 @@ mask compare(const pack<T>& a, const pack<T>& b) {
     return detail::compare(a, b, [](B x, B y) { return x >= y; });
 }
 
-// On bool masks by their bits: xsimd's SSE2 float-mask compare reads all-ones lanes as NaN.
+// On bool masks by and, or and not: xsimd's SSE2 float-mask compare reads all-ones lanes as NaN,
+// and its AVX-512 mask xor (xsimd 10) gives true for two true lanes.
 template <ir::op O>
 mask compare(const mask& a, const mask& b) {
+  const xsimd::batch_bool<float> both = a.m && b.m, either = a.m || b.m;
   if constexpr (O == ir::op::eq)
-    return {!(a.m ^ b.m)};
+    return {both || !either};
   else
-    return {a.m ^ b.m};
+    return {either && !both};
 }
 
 // Float classification (-> bool).
