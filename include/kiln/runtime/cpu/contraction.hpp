@@ -69,16 +69,16 @@ struct gemm_shape {
   static constexpr int L = static_cast<int>(batch::size);
   static constexpr int NR = 2 * L;
   static constexpr int MR = L * sizeof(S) >= 64 ? 8 : 6;
-  static constexpr int KC = 256;                    // a B micro-panel streams from L1/L2
-  static constexpr int MC = 96;                     // a packed A block (MC x KC) stays in L2
-  static constexpr int NC = 1024 / int(sizeof(S));  // a packed B panel (KC x NC) in L2
+  // Measured on AVX-512 (docs/PERFORMANCE.md): a KC x NR micro-panel of B in L1, an MC x KC
+  // block of A and a KC x NC block of B in L2, MC rows splitting into many tiles per thread.
+  static constexpr int KC = 256;
+  static constexpr int MC = 96;
+  static constexpr int NC = 2048 / int(sizeof(S));
 };
 
-// One element of storage type T, as fold type S.
+// An element of storage type T as fold type S (narrow floats through float).
 template <class S, class T>
-S element(const unsigned char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
+S as_fold(const T& v) {
   if constexpr (std::is_same_v<S, T>)
     return v;
   else
@@ -91,19 +91,23 @@ template <class S, class T>
 void pack_a(const unsigned char* a, std::int64_t sm, std::int64_t sk, std::int64_t i0,
             std::int64_t m, std::int64_t p0, std::int64_t kc, S* to) {
   constexpr int MR = gemm_shape<S>::MR;
+  const T* base = reinterpret_cast<const T*>(a) + i0 * sm + p0 * sk;
   for (std::int64_t r = 0; r < m; r += MR) {
     const int rows = static_cast<int>(std::min<std::int64_t>(MR, m - r));
-    for (std::int64_t p = 0; p < kc; ++p) {
-      S* dst = to + r * kc + p * MR;
-      for (int i = 0; i < rows; ++i) {
-        const unsigned char* at = a + ((i0 + r + i) * sm + (p0 + p) * sk) * sizeof(T);
-        if constexpr (std::is_same_v<S, T>)
-          std::memcpy(dst + i, at, sizeof(S));
-        else
-          dst[i] = element<S, T>(at);
-      }
-      for (int i = rows; i < MR; ++i) dst[i] = S(0);
-    }
+    S* panel = to + r * kc;
+    if (rows < MR)
+      for (std::int64_t p = 0; p < kc; ++p)
+        for (int i = rows; i < MR; ++i) panel[p * MR + i] = S(0);
+    // MR rows read side by side, each in order (contiguous where sk is 1); the panel written in
+    // order.
+    const T* row[MR];
+    for (int i = 0; i < MR; ++i) row[i] = base + (r + std::min(i, rows - 1)) * sm;
+    if (rows == MR)
+      for (std::int64_t p = 0; p < kc; ++p)
+        for (int i = 0; i < MR; ++i) panel[p * MR + i] = as_fold<S>(row[i][p * sk]);
+    else
+      for (std::int64_t p = 0; p < kc; ++p)
+        for (int i = 0; i < rows; ++i) panel[p * MR + i] = as_fold<S>(row[i][p * sk]);
   }
 }
 
@@ -112,17 +116,24 @@ void pack_a(const unsigned char* a, std::int64_t sm, std::int64_t sk, std::int64
 template <class S, class T>
 void pack_b(const unsigned char* b, std::int64_t sk, std::int64_t sn, std::int64_t p0,
             std::int64_t kc, std::int64_t j0, std::int64_t n, S* to) {
-  constexpr int NR = gemm_shape<S>::NR;
+  using G = gemm_shape<S>;
+  constexpr int NR = G::NR;
+  const T* base = reinterpret_cast<const T*>(b) + p0 * sk + j0 * sn;
   for (std::int64_t c = 0; c < n; c += NR) {
     const int cols = static_cast<int>(std::min<std::int64_t>(NR, n - c));
+    S* panel = to + c * kc;
+    if (std::is_same_v<S, T> && sn == 1 && cols == NR) {  // two vectors per row
+      for (std::int64_t p = 0; p < kc; ++p) {
+        const S* row = reinterpret_cast<const S*>(base + p * sk + c);
+        G::batch::load_unaligned(row).store_aligned(panel + p * NR);
+        G::batch::load_unaligned(row + G::L).store_aligned(panel + p * NR + G::L);
+      }
+      continue;
+    }
     for (std::int64_t p = 0; p < kc; ++p) {
-      S* dst = to + c * kc + p * NR;
-      const unsigned char* row = b + ((p0 + p) * sk + (j0 + c) * sn) * sizeof(T);
-      if (std::is_same_v<S, T> && sn == 1)
-        std::memcpy(dst, row, cols * sizeof(S));
-      else
-        for (int j = 0; j < cols; ++j) dst[j] = element<S, T>(row + j * sn * sizeof(T));
-      for (int j = cols; j < NR; ++j) dst[j] = S(0);
+      const T* row = base + p * sk + c * sn;
+      for (int j = 0; j < cols; ++j) panel[p * NR + j] = as_fold<S>(row[j * sn]);
+      for (int j = cols; j < NR; ++j) panel[p * NR + j] = S(0);
     }
   }
 }
@@ -136,16 +147,23 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
   using batch = typename G::batch;
   constexpr int MR = G::MR, L = G::L;
   batch acc0[MR], acc1[MR];
-  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = batch(S(0));
-  for (std::int64_t p = 0; p < kc; ++p) {
-    const batch b0 = batch::load_aligned(bp + p * G::NR);
-    const batch b1 = batch::load_aligned(bp + p * G::NR + L);
-    for (int i = 0; i < MR; ++i) {
-      const batch av(ap[p * MR + i]);
-      acc0[i] = xsimd::fma(av, b0, acc0[i]);
-      acc1[i] = xsimd::fma(av, b1, acc1[i]);
+  // One loop over k with every row's two FMAs in its body (written out, so that the compiler
+  // neither splits it into a loop per register column nor spills the accumulators).
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((acc0[I] = acc1[I] = batch(S(0))), ...);
+    for (std::int64_t p = 0; p < kc; ++p) {
+      const batch b0 = batch::load_aligned(bp + p * G::NR);
+      const batch b1 = batch::load_aligned(bp + p * G::NR + L);
+      const S* a = ap + p * MR;
+      (
+          [&] {
+            const batch av(a[I]);
+            acc0[I] = xsimd::fma(av, b0, acc0[I]);
+            acc1[I] = xsimd::fma(av, b1, acc1[I]);
+          }(),
+          ...);
     }
-  }
+  }(std::make_integer_sequence<int, MR>{});
   if (rows == MR && cols == G::NR) {
     for (int i = 0; i < MR; ++i) {
       S* row = c + i * ldc;
@@ -191,51 +209,92 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
     }
     return off;
   };
-  auto run_tasks = [&](std::int64_t first, std::int64_t last) {
-    // Per thread: the packed blocks and the tile being accumulated, 64-byte aligned.
+  constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
+  constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
+  const std::int64_t k_blocks = (K + G::KC - 1) / G::KC;
+  auto aligned = [](S* p) {
+    auto at = reinterpret_cast<std::uintptr_t>(p);
+    return reinterpret_cast<S*>((at + 63) / 64 * 64);
+  };
+  // Packs KC block kb of B's column block cb of batch bi to `to`.
+  auto pack_b_blocks = [&](std::int64_t bi, std::int64_t cb, std::int64_t kb, S* to) {
+    const unsigned char* bb = b.data + batch_offset(b, bi) * sizeof(T);
+    const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
+    const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
+    pack_b<S, T>(bb, b.stride[rank - 2], b.stride[rank - 1], p0, kc, j0, n, to);
+  };
+  // The tile (rb, cb) of batch bi: every KC block of A packed and multiplied into the thread's
+  // tile, then the epilogue. packed_b(kb): B's KC block kb of this column block, packed.
+  auto run_tile = [&](std::int64_t bi, std::int64_t rb, std::int64_t cb, S* packed_a, S* tile,
+                      auto packed_b) {
+    const std::int64_t i0 = rb * G::MC, m = std::min<std::int64_t>(G::MC, M - i0);
+    const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
+    const unsigned char* ab = a.data + batch_offset(a, bi) * sizeof(T);
+    const std::int64_t ldc = G::NC;
+    if (K == 0) std::fill(tile, tile + m * ldc, S(0));
+    for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+      const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
+      const S* bp = packed_b(kb);
+      pack_a<S, T>(ab, a.stride[rank - 2], a.stride[rank - 1], i0, m, p0, kc, packed_a);
+      for (std::int64_t c = 0; c < n; c += G::NR)
+        for (std::int64_t r = 0; r < m; r += G::MR)
+          micro_kernel<S>(kc, packed_a + r * kc, bp + c * kc, tile + r * ldc + c, ldc,
+                          static_cast<int>(std::min<std::int64_t>(G::MR, m - r)),
+                          static_cast<int>(std::min<std::int64_t>(G::NR, n - c)), kb > 0);
+    }
+    if constexpr (std::is_same_v<S, T>) {
+      epilogue({bi, i0, m, j0, n, tile, ldc});
+    } else {  // rounded to the contraction's narrow type, as its value is
+      T* narrow = reinterpret_cast<T*>(tile + c_size);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) narrow[i * ldc + j] = T(tile[i * ldc + j]);
+      epilogue({bi, i0, m, j0, n, narrow, ldc});
+    }
+  };
+  // Per thread: a packed A block, one KC block of B (when each tile packs its own) and the tile
+  // being accumulated (and its narrow copy), 64-byte aligned.
+  auto thread_buffers = [&] {
     thread_local std::vector<S> buffer;
-    constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
-    constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
     const std::size_t want = a_size + b_size + 2 * c_size + 64;
     if (buffer.size() < want) buffer.resize(want);
-    auto aligned = [](S* p) {
-      auto at = reinterpret_cast<std::uintptr_t>(p);
-      return reinterpret_cast<S*>((at + 63) / 64 * 64);
-    };
-    S* packed_a = aligned(buffer.data());
-    S* packed_b = packed_a + a_size;
-    S* tile = packed_b + b_size;
-    for (std::int64_t t = first; t < last; ++t) {
-      const std::int64_t bi = t / (row_blocks * col_blocks);
-      const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
-      const std::int64_t i0 = rb * G::MC, m = std::min<std::int64_t>(G::MC, M - i0);
-      const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
-      const unsigned char* ab = a.data + batch_offset(a, bi) * sizeof(T);
-      const unsigned char* bb = b.data + batch_offset(b, bi) * sizeof(T);
-      const std::int64_t ldc = G::NC;
-      if (K == 0) std::fill(tile, tile + m * ldc, S(0));
-      for (std::int64_t p0 = 0; p0 < K; p0 += G::KC) {
-        const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
-        pack_b<S, T>(bb, b.stride[rank - 2], b.stride[rank - 1], p0, kc, j0, n, packed_b);
-        pack_a<S, T>(ab, a.stride[rank - 2], a.stride[rank - 1], i0, m, p0, kc, packed_a);
-        for (std::int64_t c = 0; c < n; c += G::NR)
-          for (std::int64_t r = 0; r < m; r += G::MR)
-            micro_kernel<S>(kc, packed_a + r * kc, packed_b + c * kc, tile + r * ldc + c, ldc,
-                            static_cast<int>(std::min<std::int64_t>(G::MR, m - r)),
-                            static_cast<int>(std::min<std::int64_t>(G::NR, n - c)), p0 > 0);
-      }
-      if constexpr (std::is_same_v<S, T>) {
-        epilogue({bi, i0, m, j0, n, tile, ldc});
-      } else {  // rounded to the contraction's narrow type, as its value is
-        T* narrow = reinterpret_cast<T*>(tile + c_size);
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t j = 0; j < n; ++j) narrow[i * ldc + j] = T(tile[i * ldc + j]);
-        epilogue({bi, i0, m, j0, n, narrow, ldc});
-      }
-    }
+    return aligned(buffer.data());
   };
   // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
   const bool parallel = tasks > 1 && double(M) * double(N) * double(K) * double(batches) > 1e6;
+  const int threads = parallel ? thread_count() : 1;
+  if (row_blocks >= 2 * std::int64_t{threads} && parallel) {
+    // Many row blocks: each column block of B is packed once, by all threads, and shared by the
+    // tiles under it (else each tile would pack it again).
+    std::vector<S> shared(static_cast<std::size_t>(k_blocks * b_size + 16));
+    S* packed_b = aligned(shared.data());
+    for (std::int64_t bi = 0; bi < batches; ++bi)
+      for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
+        parallel_for(k_blocks, 1, [&](std::int64_t first, std::int64_t last) {
+          for (std::int64_t kb = first; kb < last; ++kb)
+            pack_b_blocks(bi, cb, kb, packed_b + kb * b_size);
+        });
+        parallel_for(row_blocks, 1, [&](std::int64_t first, std::int64_t last) {
+          S* packed_a = thread_buffers();
+          for (std::int64_t rb = first; rb < last; ++rb)
+            run_tile(bi, rb, cb, packed_a, packed_a + a_size + b_size,
+                     [&](std::int64_t kb) { return packed_b + kb * b_size; });
+        });
+      }
+    return;
+  }
+  // Few row blocks (a small or batched product): every tile on its own, packing its B blocks.
+  auto run_tasks = [&](std::int64_t first, std::int64_t last) {
+    S* packed_a = thread_buffers();
+    S* own_b = packed_a + a_size;
+    for (std::int64_t t = first; t < last; ++t) {
+      const std::int64_t bi = t / (row_blocks * col_blocks);
+      const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
+      run_tile(bi, rb, cb, packed_a, own_b + b_size, [&](std::int64_t kb) {
+        pack_b_blocks(bi, cb, kb, own_b);
+        return own_b;
+      });
+    }
+  };
   if (parallel)
     parallel_for(tasks, 1, run_tasks);
   else
