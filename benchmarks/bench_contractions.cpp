@@ -21,8 +21,10 @@ using namespace kiln;
 namespace {
 
 template <std::int64_t N>
-constexpr auto dense = fn<tensor<f32, N, N>, tensor<f32, N, N>, tensor<f32, N>>(
-    [](auto x, auto w, auto b) { return relu(matmul(x, w) + b); });
+constexpr auto dense = fn<tensor<f32, N, N>, tensor<f32, N, N>, tensor<f32, N>>([](auto x, auto w,
+                                                                                   auto b) {
+  return relu(matmul(x, w) + b);
+});
 
 constexpr std::int64_t tokens = 128, width = 768, hidden = 3072;
 // gelu(z) = z/2 (1 + erf(z / sqrt 2)), written out as a user would.
@@ -68,8 +70,9 @@ struct onednn_dense {
     c = dnnl::memory(c_md, engine, y);
   }
   void operator()() {
-    prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias},
-                          {DNNL_ARG_DST, c}});
+    prim.execute(
+        stream,
+        {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, c}});
     stream.wait();
   }
 };
@@ -98,8 +101,8 @@ void BM_sgemm_bias_relu(benchmark::State& state) {
   ratio(
       state, "x_vs_openblas",
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, x.data(), N,
-                    w.data(), N, 0.0f, y.data(), N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, x.data(), N, w.data(),
+                    N, 0.0f, y.data(), N);
 #pragma omp parallel for schedule(static)
         for (std::int64_t i = 0; i < N; ++i)
           for (std::int64_t j = 0; j < N; ++j) y[i * N + j] = std::max(y[i * N + j] + b[j], 0.0f);

@@ -47,14 +47,16 @@ product ref_matmul(const host_tensor& a, const host_tensor& b) {
   dims_t out = batch;
   out.push_back(M);
   out.push_back(N);
-  product p{{out, std::vector<double>(ref::count(out))}, {out, std::vector<double>(ref::count(out))}};
+  product p{{out, std::vector<double>(ref::count(out))},
+            {out, std::vector<double>(ref::count(out))}};
   dims_t idx(batch.size());
   for (std::int64_t bi = 0; bi < ref::count(batch); ++bi) {
     for (std::int64_t r = bi, k = static_cast<std::int64_t>(batch.size()) - 1; k >= 0; --k) {
       idx[k] = r % batch[k];
       r /= batch[k];
     }
-    const std::int64_t a0 = ref::source_index(ab, idx) * M * K, b0 = ref::source_index(bb, idx) * K * N;
+    const std::int64_t a0 = ref::source_index(ab, idx) * M * K,
+                       b0 = ref::source_index(bb, idx) * K * N;
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) {
         double s = 0, m = 0;
@@ -113,19 +115,24 @@ TEST(Matmul, EverySizeClassAgainstTheReference) {
   const std::int64_t sizes[] = {1, 7, 63, 64, 65, 1000};
   unsigned seed = 1;
   for (std::int64_t s : sizes) {
-    check_matmul({s, 37}, {37, 29}, seed += 2);   // M
-    check_matmul({23, 37}, {37, s}, seed += 2);   // N
-    check_matmul({23, s}, {s, 29}, seed += 2);    // K
+    check_matmul({s, 37}, {37, 29}, seed += 2);  // M
+    check_matmul({23, 37}, {37, s}, seed += 2);  // N
+    check_matmul({23, s}, {s, 29}, seed += 2);   // K
   }
-  check_matmul({65, 300}, {300, 257}, 97);  // K across two blocks, N across two panels
-  check_matmul({256, 256}, {256, 256}, 99); // enough work for every thread
+  check_matmul({65, 300}, {300, 257}, 97);   // K across two blocks, N across two panels
+  check_matmul({256, 256}, {256, 256}, 99);  // enough work for every thread
 }
 
 TEST(Matmul, BatchesBroadcastAndOneDimensionalOperandsAsNumpy) {
-  const std::vector<std::pair<dims_t, dims_t>> cases = {
-      {{2, 1, 5, 7}, {3, 7, 4}}, {{1, 5, 7}, {4, 7, 3}}, {{3, 5, 7}, {3, 7, 6}},
-      {{7}, {7, 4}},             {{5, 7}, {7}},          {{7}, {7}},
-      {{3, 5, 7}, {7}},          {{7}, {2, 7, 3}},       {{2, 3, 1, 5, 9}, {9, 2}}};
+  const std::vector<std::pair<dims_t, dims_t>> cases = {{{2, 1, 5, 7}, {3, 7, 4}},
+                                                        {{1, 5, 7}, {4, 7, 3}},
+                                                        {{3, 5, 7}, {3, 7, 6}},
+                                                        {{7}, {7, 4}},
+                                                        {{5, 7}, {7}},
+                                                        {{7}, {7}},
+                                                        {{3, 5, 7}, {7}},
+                                                        {{7}, {2, 7, 3}},
+                                                        {{2, 3, 1, 5, 9}, {9, 2}}};
   unsigned seed = 200;
   for (const auto& [ad, bd] : cases) check_matmul(ad, bd, seed += 2);
 }
@@ -172,8 +179,9 @@ double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 kiln::graph::value gelu(kiln::graph& g, kiln::graph::value x) {
   using kiln::ir::op;
   auto half = g.constant(0.5), one = g.constant(1.0), root = g.constant(1 / std::sqrt(2.0));
-  return g.apply(op::mul, {g.apply(op::mul, {half, x}),
-                           g.apply(op::add, {one, g.apply(op::erf, {g.apply(op::mul, {x, root})})})});
+  return g.apply(op::mul,
+                 {g.apply(op::mul, {half, x}),
+                  g.apply(op::add, {one, g.apply(op::erf, {g.apply(op::mul, {x, root})})})});
 }
 
 TEST(Matmul, EpiloguesReadViewsAndGathersOnEachTile) {
@@ -229,8 +237,8 @@ TEST(Matmul, ARootOrAnotherContractionReadsItMaterialized) {
   auto w1v = g.input("w1", dtype::f32, {D, H});
   auto w2v = g.input("w2", dtype::f32, {H, D});
   using kiln::ir::op;
-  g.output("attention", g.softmax(g.apply(op::mul, {g.matmul(qv, g.transpose(kv)),
-                                                     g.constant(0.125)}), -1));
+  g.output("attention",
+           g.softmax(g.apply(op::mul, {g.matmul(qv, g.transpose(kv)), g.constant(0.125)}), -1));
   auto e = kiln::compile(g);
   kiln::graph mlp;
   auto xv = mlp.input("x", dtype::f32, {T, D});
@@ -355,7 +363,9 @@ TEST(Matmul, MistakesNameTheOpAndTheSizes) {
                              testing::HasSubstr("[6, 3]"), testing::HasSubstr("5 columns")));
   EXPECT_THAT(message([&] { g.matmul(a, i); }), testing::HasSubstr("operand types differ"));
   EXPECT_THAT(message([&] { g.matmul(s, a); }), testing::HasSubstr("scalar"));
-  EXPECT_THAT(message([&] { g.matmul(g.input("x", dtype::i32, {2, 5}), i); }),
+  EXPECT_THAT(message([&] {
+                g.matmul(g.input("x", dtype::i32, {2, 5}), i);
+              }),
               testing::HasSubstr("does not accept element type i32"));
   EXPECT_THAT(message([&] { g.gemm(g.input("v", dtype::f32, {5}), a); }),
               testing::HasSubstr("not a matrix"));

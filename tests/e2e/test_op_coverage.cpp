@@ -342,8 +342,8 @@ void check_index_reduction(const F& f) {
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_view_1(NAME, T) ++covered;    // every view: tests/e2e/test_views.cpp
 #define KILN_TEST_FORM_view_2(NAME, T) ++covered;    // gathers: tests/e2e/test_moves.cpp
-#define KILN_TEST_FORM_contraction_2(NAME, T)                                         \
-  static_assert(                                                                      \
+#define KILN_TEST_FORM_contraction_2(NAME, T)                                           \
+  static_assert(                                                                        \
       requires(graph g, graph::value v) { g.NAME(v, v); }, "graph::" #NAME " missing"); \
   ++covered;  // every size, batch and epilogue: tests/e2e/test_contractions.cpp
 #define KILN_TEST_FORM_index_reduction_1(NAME, T)                                              \

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -1060,9 +1060,9 @@ TEST(RandomGraphs, VulkanAndCpuMatchTheReference) {
 TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
   using ir::op_class;
   const op_class drawn[] = {
-      op_class::unary,   op_class::binary,    op_class::ternary,         op_class::test,
-      op_class::compare, op_class::logical,   op_class::select,          op_class::cast,
-      op_class::leaf,    op_class::reduction, op_class::index_reduction, op_class::view,
+      op_class::unary,      op_class::binary,    op_class::ternary,         op_class::test,
+      op_class::compare,    op_class::logical,   op_class::select,          op_class::cast,
+      op_class::leaf,       op_class::reduction, op_class::index_reduction, op_class::view,
       op_class::contraction};
   for (int k = 0; k < ir::op_count; ++k) {
     const ir::op_info& info = ir::op_table[k];

@@ -394,7 +394,8 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
     region* target = nullptr;
     for (std::size_t k = first_elementwise; k < regions.size(); ++k)
       if (regions[k].space == space &&
-          (contraction < 0 || regions[k].contraction < 0 || regions[k].contraction == contraction) &&
+          (contraction < 0 || regions[k].contraction < 0 ||
+           regions[k].contraction == contraction) &&
           !(target && contraction >= 0 && target->contraction == contraction))
         target = &regions[k];
     auto wanted = [&](const region& r) {
@@ -402,8 +403,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       for (auto x : r.results) w.push_back(g.outputs[x]);
       return w;
     };
-    if (target && opt.max_bindings > 0 &&
-        (contraction < 0 || target->contraction != contraction)) {
+    if (target && opt.max_bindings > 0 && (contraction < 0 || target->contraction != contraction)) {
       region trial = *target;
       trial.results.push_back(static_cast<std::int32_t>(res));
       closure(trial, wanted(trial), -1);

@@ -36,8 +36,8 @@ constexpr auto matmul(const A& a, const B& b) {
   static_assert(fits,
                 "kiln::matmul: a's last size must equal b's second-to-last (b's only, for a "
                 "1-D b), both static, and the batch dims must broadcast");
-  if constexpr (rejected_value<A> || rejected_value<B> || !same_type ||
-                !is_floating(dtype_of<T>) || !fits)
+  if constexpr (rejected_value<A> || rejected_value<B> || !same_type || !is_floating(dtype_of<T>) ||
+                !fits)
     return value<T, rejected_extents>{};
   else
     return detail::make_views(

@@ -226,8 +226,8 @@ constexpr auto make_reduction(const A& a) {
 #define KILN_DSL_FORM_reduction_1 KILN_DSL_REDUCTION
 #define KILN_DSL_FORM_index_reduction_1 KILN_DSL_INDEX_REDUCTION
 #define KILN_DSL_FORM_contraction_2(...)  // matmul: dsl/contractions.hpp
-#define KILN_DSL_FORM_view_1(...)  // dsl/views.hpp: each takes its own template arguments
-#define KILN_DSL_FORM_view_2(...)  // gather, gather_elements: dsl/views.hpp
+#define KILN_DSL_FORM_view_1(...)         // dsl/views.hpp: each takes its own template arguments
+#define KILN_DSL_FORM_view_2(...)         // gather, gather_elements: dsl/views.hpp
 #define KILN_DSL_EXPAND(FORM, ...) FORM(__VA_ARGS__)
 #define KILN_DSL_OP(NAME, ARITY, CLASS, TYPES, COMMUTATIVE) \
   KILN_DSL_EXPAND(KILN_DSL_FORM_##CLASS##_##ARITY, NAME, NAME, KILN_DSL_ELEMENTS_##TYPES)

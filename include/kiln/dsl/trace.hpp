@@ -6,10 +6,10 @@
 #include <tuple>
 
 #include "kiln/compiler/freeze.hpp"
+#include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/normalizations.hpp"
 #include "kiln/dsl/ops.hpp"
 #include "kiln/dsl/tensor.hpp"
-#include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/views.hpp"
 
 namespace kiln {

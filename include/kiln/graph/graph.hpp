@@ -259,14 +259,14 @@ class graph {
     return wrap(b_.matmul(id_of(a, "matmul", 1), id_of(b, "matmul", 2)));
   }
   // ONNX Gemm: alpha x A' x B' + beta x C (A', B': A and B, transposed where asked).
-  value gemm(value a, value b, value c, double alpha = 1.0, double beta = 1.0,
-             bool trans_a = false, bool trans_b = false) {
+  value gemm(value a, value b, value c, double alpha = 1.0, double beta = 1.0, bool trans_a = false,
+             bool trans_b = false) {
     return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), id_of(c, "gemm", 3), alpha,
                          beta, trans_a, trans_b));
   }
   value gemm(value a, value b, double alpha = 1.0, bool trans_a = false, bool trans_b = false) {
-    return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a,
-                         trans_b));
+    return wrap(
+        ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a, trans_b));
   }
   // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
   value concat(std::span<const value> pieces, std::int64_t axis) {
@@ -532,8 +532,8 @@ class graph {
     return reduce(ir::op::NAME, a, axes, keepdims);                                          \
   }
 #define KILN_GRAPH_FORM_contraction_2(NAME)  // matmul: written above
-#define KILN_GRAPH_FORM_view_1(NAME)  // written above: each takes its own index map
-#define KILN_GRAPH_FORM_view_2(NAME)  // gather, gather_elements: written above
+#define KILN_GRAPH_FORM_view_1(NAME)         // written above: each takes its own index map
+#define KILN_GRAPH_FORM_view_2(NAME)         // gather, gather_elements: written above
 #define KILN_GRAPH_OP(NAME, ARITY, CLASS, ...) KILN_GRAPH_FORM_##CLASS##_##ARITY(NAME)
   KILN_IR_OPS(KILN_GRAPH_OP)
 #undef KILN_GRAPH_OP

@@ -9,108 +9,108 @@
 
 // X(name, arity, class, operand types, commutative), in enum order. Adding an op: see "Adding an
 // op" in docs/ARCHITECTURE.md (this row, a CPU primitive, a SPIR-V lowering, the tests' reference).
-#define KILN_IR_OPS(X)                                    \
-  /* leaves */                                            \
-  X(input, 0, leaf, any, false)                           \
-  X(constant, 0, leaf, any, false)                        \
-  /* elementwise arithmetic */                            \
-  X(add, 2, binary, numeric, true)                        \
-  X(sub, 2, binary, numeric, false)                       \
-  X(mul, 2, binary, numeric, true)                        \
-  X(div, 2, binary, numeric, false)                       \
-  X(neg, 1, unary, numeric, false)                        \
-  X(abs, 1, unary, numeric, false)                        \
-  X(min, 2, binary, numeric, true)                        \
-  X(max, 2, binary, numeric, true)                        \
-  X(pow, 2, binary, floating, false)                      \
-  /* elementwise float functions */                       \
-  X(exp, 1, unary, floating, false)                       \
-  X(log, 1, unary, floating, false)                       \
-  X(sqrt, 1, unary, floating, false)                      \
-  X(rsqrt, 1, unary, floating, false)                     \
-  X(tanh, 1, unary, floating, false)                      \
-  X(sigmoid, 1, unary, floating, false)                   \
-  X(relu, 1, unary, numeric, false)                       \
-  X(erf, 1, unary, floating, false)                       \
-  X(sin, 1, unary, floating, false)                       \
-  X(cos, 1, unary, floating, false)                       \
-  X(floor, 1, unary, floating, false)                     \
-  X(ceil, 1, unary, floating, false)                      \
-  X(round, 1, unary, floating, false)                     \
-  X(reciprocal, 1, unary, floating, false)                \
-  X(sign, 1, unary, numeric, false)                       \
-  X(softsign, 1, unary, floating, false)                  \
-  X(tan, 1, unary, floating, false)                       \
-  X(asin, 1, unary, floating, false)                      \
-  X(acos, 1, unary, floating, false)                      \
-  X(atan, 1, unary, floating, false)                      \
-  X(sinh, 1, unary, floating, false)                      \
-  X(cosh, 1, unary, floating, false)                      \
-  X(asinh, 1, unary, floating, false)                     \
-  X(acosh, 1, unary, floating, false)                     \
-  X(atanh, 1, unary, floating, false)                     \
-  X(exp2, 1, unary, floating, false)                      \
-  X(expm1, 1, unary, floating, false)                     \
-  X(log2, 1, unary, floating, false)                      \
-  X(log1p, 1, unary, floating, false)                     \
-  X(softplus, 1, unary, floating, false)                  \
-  X(erfc, 1, unary, floating, false)                      \
-  /* remainders: mod as Python (the divisor's sign), */   \
-  /* fmod as C (the dividend's sign) */                   \
-  X(mod, 2, binary, numeric, false)                       \
-  X(fmod, 2, binary, numeric, false)                      \
-  /* clip(x, lo, hi) = min(max(x, lo), hi) */             \
-  X(clip, 3, ternary, numeric, false)                     \
-  /* bits of integers */                                  \
-  X(bitwise_and, 2, binary, integer, true)                \
-  X(bitwise_or, 2, binary, integer, true)                 \
-  X(bitwise_xor, 2, binary, integer, true)                \
-  X(bitwise_not, 1, unary, integer, false)                \
-  X(shift_left, 2, binary, integer, false)                \
-  X(shift_right, 2, binary, integer, false)               \
-  /* float classification (-> bool) */                    \
-  X(isnan, 1, test, floating, false)                      \
-  X(isinf, 1, test, floating, false)                      \
-  /* comparisons (-> bool) */                             \
-  X(eq, 2, compare, any, true)                            \
-  X(ne, 2, compare, any, true)                            \
-  X(lt, 2, compare, numeric, false)                       \
-  X(le, 2, compare, numeric, false)                       \
-  X(gt, 2, compare, numeric, false)                       \
-  X(ge, 2, compare, numeric, false)                       \
-  /* logic on bool */                                     \
-  X(logical_and, 2, logical, bool_only, true)             \
-  X(logical_or, 2, logical, bool_only, true)              \
-  X(logical_not, 1, logical, bool_only, false)            \
-  /* select(cond, a, b), and cast to the node's dtype */  \
-  X(select, 3, select, any, false)                        \
-  X(cast, 1, cast, any, false)                            \
-  /* reductions over the axes in the node's attributes */ \
-  X(reduce_sum, 1, reduction, numeric, false)             \
-  X(reduce_mean, 1, reduction, floating, false)           \
-  X(reduce_max, 1, reduction, numeric, false)             \
-  X(reduce_min, 1, reduction, numeric, false)             \
-  X(reduce_prod, 1, reduction, numeric, false)            \
-  X(reduce_l1, 1, reduction, numeric, false)              \
-  X(reduce_l2, 1, reduction, floating, false)             \
-  X(reduce_sum_square, 1, reduction, numeric, false)      \
-  /* the index (i64) of the largest / smallest element */ \
-  /* along one axis */                                    \
-  X(argmax, 1, index_reduction, numeric, false)           \
-  X(argmin, 1, index_reduction, numeric, false)           \
+#define KILN_IR_OPS(X)                                         \
+  /* leaves */                                                 \
+  X(input, 0, leaf, any, false)                                \
+  X(constant, 0, leaf, any, false)                             \
+  /* elementwise arithmetic */                                 \
+  X(add, 2, binary, numeric, true)                             \
+  X(sub, 2, binary, numeric, false)                            \
+  X(mul, 2, binary, numeric, true)                             \
+  X(div, 2, binary, numeric, false)                            \
+  X(neg, 1, unary, numeric, false)                             \
+  X(abs, 1, unary, numeric, false)                             \
+  X(min, 2, binary, numeric, true)                             \
+  X(max, 2, binary, numeric, true)                             \
+  X(pow, 2, binary, floating, false)                           \
+  /* elementwise float functions */                            \
+  X(exp, 1, unary, floating, false)                            \
+  X(log, 1, unary, floating, false)                            \
+  X(sqrt, 1, unary, floating, false)                           \
+  X(rsqrt, 1, unary, floating, false)                          \
+  X(tanh, 1, unary, floating, false)                           \
+  X(sigmoid, 1, unary, floating, false)                        \
+  X(relu, 1, unary, numeric, false)                            \
+  X(erf, 1, unary, floating, false)                            \
+  X(sin, 1, unary, floating, false)                            \
+  X(cos, 1, unary, floating, false)                            \
+  X(floor, 1, unary, floating, false)                          \
+  X(ceil, 1, unary, floating, false)                           \
+  X(round, 1, unary, floating, false)                          \
+  X(reciprocal, 1, unary, floating, false)                     \
+  X(sign, 1, unary, numeric, false)                            \
+  X(softsign, 1, unary, floating, false)                       \
+  X(tan, 1, unary, floating, false)                            \
+  X(asin, 1, unary, floating, false)                           \
+  X(acos, 1, unary, floating, false)                           \
+  X(atan, 1, unary, floating, false)                           \
+  X(sinh, 1, unary, floating, false)                           \
+  X(cosh, 1, unary, floating, false)                           \
+  X(asinh, 1, unary, floating, false)                          \
+  X(acosh, 1, unary, floating, false)                          \
+  X(atanh, 1, unary, floating, false)                          \
+  X(exp2, 1, unary, floating, false)                           \
+  X(expm1, 1, unary, floating, false)                          \
+  X(log2, 1, unary, floating, false)                           \
+  X(log1p, 1, unary, floating, false)                          \
+  X(softplus, 1, unary, floating, false)                       \
+  X(erfc, 1, unary, floating, false)                           \
+  /* remainders: mod as Python (the divisor's sign), */        \
+  /* fmod as C (the dividend's sign) */                        \
+  X(mod, 2, binary, numeric, false)                            \
+  X(fmod, 2, binary, numeric, false)                           \
+  /* clip(x, lo, hi) = min(max(x, lo), hi) */                  \
+  X(clip, 3, ternary, numeric, false)                          \
+  /* bits of integers */                                       \
+  X(bitwise_and, 2, binary, integer, true)                     \
+  X(bitwise_or, 2, binary, integer, true)                      \
+  X(bitwise_xor, 2, binary, integer, true)                     \
+  X(bitwise_not, 1, unary, integer, false)                     \
+  X(shift_left, 2, binary, integer, false)                     \
+  X(shift_right, 2, binary, integer, false)                    \
+  /* float classification (-> bool) */                         \
+  X(isnan, 1, test, floating, false)                           \
+  X(isinf, 1, test, floating, false)                           \
+  /* comparisons (-> bool) */                                  \
+  X(eq, 2, compare, any, true)                                 \
+  X(ne, 2, compare, any, true)                                 \
+  X(lt, 2, compare, numeric, false)                            \
+  X(le, 2, compare, numeric, false)                            \
+  X(gt, 2, compare, numeric, false)                            \
+  X(ge, 2, compare, numeric, false)                            \
+  /* logic on bool */                                          \
+  X(logical_and, 2, logical, bool_only, true)                  \
+  X(logical_or, 2, logical, bool_only, true)                   \
+  X(logical_not, 1, logical, bool_only, false)                 \
+  /* select(cond, a, b), and cast to the node's dtype */       \
+  X(select, 3, select, any, false)                             \
+  X(cast, 1, cast, any, false)                                 \
+  /* reductions over the axes in the node's attributes */      \
+  X(reduce_sum, 1, reduction, numeric, false)                  \
+  X(reduce_mean, 1, reduction, floating, false)                \
+  X(reduce_max, 1, reduction, numeric, false)                  \
+  X(reduce_min, 1, reduction, numeric, false)                  \
+  X(reduce_prod, 1, reduction, numeric, false)                 \
+  X(reduce_l1, 1, reduction, numeric, false)                   \
+  X(reduce_l2, 1, reduction, floating, false)                  \
+  X(reduce_sum_square, 1, reduction, numeric, false)           \
+  /* the index (i64) of the largest / smallest element */      \
+  /* along one axis */                                         \
+  X(argmax, 1, index_reduction, numeric, false)                \
+  X(argmin, 1, index_reduction, numeric, false)                \
   /* contractions: [..., M, K] x [..., K, N] -> [..., M, N] */ \
-  X(matmul, 2, contraction, floating, false)              \
-  /* index maps: where each element comes from */         \
-  X(transpose, 1, view, any, false)                       \
-  X(reshape, 1, view, any, false)                         \
-  X(expand, 1, view, any, false)                          \
-  X(slice, 1, view, any, false)                           \
-  /* position j along attributes::axis reads the */       \
-  /* operand's fold(j - starts[axis]) (pad, concat) */    \
-  X(shift, 1, view, any, false)                           \
-  /* indirect index maps: positions along one axis */     \
-  /* read from an index tensor (operand 1) */             \
-  X(gather, 2, view, any, false)                          \
+  X(matmul, 2, contraction, floating, false)                   \
+  /* index maps: where each element comes from */              \
+  X(transpose, 1, view, any, false)                            \
+  X(reshape, 1, view, any, false)                              \
+  X(expand, 1, view, any, false)                               \
+  X(slice, 1, view, any, false)                                \
+  /* position j along attributes::axis reads the */            \
+  /* operand's fold(j - starts[axis]) (pad, concat) */         \
+  X(shift, 1, view, any, false)                                \
+  /* indirect index maps: positions along one axis */          \
+  /* read from an index tensor (operand 1) */                  \
+  X(gather, 2, view, any, false)                               \
   X(gather_elements, 2, view, any, false)
 
 namespace kiln::ir {

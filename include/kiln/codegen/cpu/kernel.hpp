@@ -25,7 +25,8 @@ struct region_kernel {
   static constexpr const compiler::frozen_region& reg = Plan.regions[R];
   static constexpr int size = reg.node_count;
   static constexpr int first_view_slot = Plan.sizes.inputs + Plan.sizes.transients;
-  // A contraction's finished tile is read from the slot after the views' (compiler::accumulator_slot).
+  // A contraction's finished tile is read from the slot after the views'
+  // (compiler::accumulator_slot).
   static constexpr int accumulator_slot = first_view_slot + Plan.sizes.views;
   static constexpr int n_in = accumulator_slot + 1;
   static constexpr int n_out = Plan.sizes.outputs + Plan.sizes.transients;

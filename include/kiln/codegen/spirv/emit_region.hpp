@@ -136,6 +136,7 @@ class region_emitter final : public op_lowering {
       if (t == dtype::i64 && !t_.int64) return "i64 needs shaderInt64, which the device lacks";
       return "";
     };
+    if (mb_->r->contraction >= 0) return "matmul: no Vulkan contraction kernel yet";
     // Ops first (the message names the op), then the leaves (an argument or constant alone).
     std::vector<std::int32_t> order;
     for (int leaves = 0; leaves < 2; ++leaves)
@@ -767,7 +768,8 @@ class region_emitter final : public op_lowering {
           break;
         case op_class::reduction:
         case op_class::index_reduction:
-          break;  // loaded (above) or the root (reduction_loop)
+        case op_class::contraction:  // (check() refuses contraction regions)
+          break;                     // loaded (above) or the root (reduction_loop)
       }
     }
     return value;

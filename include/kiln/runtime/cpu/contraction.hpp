@@ -53,8 +53,8 @@ inline operand_layout tile_layout(const operand_layout& l,
 // C[b] = A[b] x B[b] for every batch index b: A [batch..., M, K] and B [batch..., K, N] read
 // through their strides (a.stride / b.stride over [batch..., M, K] / [batch..., K, N], in
 // elements; index terms are not read: the region formation gives a contraction affine operands),
-// elements of dtype `type` (f32, f64; the narrow floats accumulate in f32). `epilogue` receives every
-// tile of C once.
+// elements of dtype `type` (f32, f64; the narrow floats accumulate in f32). `epilogue` receives
+// every tile of C once.
 KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
                                  const shape& b_dims, const operand_layout& b, tile_ref epilogue);
 
@@ -163,7 +163,8 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
           }(),
           ...);
     }
-  }(std::make_integer_sequence<int, MR>{});
+  }
+  (std::make_integer_sequence<int, MR>{});
   if (rows == MR && cols == G::NR) {
     for (int i = 0; i < MR; ++i) {
       S* row = c + i * ldc;

@@ -86,14 +86,12 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   };
   auto prepare = [&](std::size_t i) {
     const compiler::region& reg = p.regions[i];
-    prepared r{&reg,
-               runtime::concrete(reg.space, sym),
+    prepared r{&reg, runtime::concrete(reg.space, sym),
                reg.root >= 0 ? &g.nodes[reg.root] : nullptr,
                // a contraction's region reads its tile from one slot more
                std::vector<operand_layout>(compiler::input_slot_count(p) + 1),
                std::vector<operand_layout>(compiler::output_slot_count(p)),
-               compiler::row_input_slots(p, reg),
-               compiler::output_slots(p, reg)};
+               compiler::row_input_slots(p, reg), compiler::output_slots(p, reg)};
     for (auto s : compiler::input_slots(p, reg)) r.ins[s] = layout_of(s, r.space);
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.
@@ -118,44 +116,44 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     }
     const int rank = r.space.rank;
     const int acc = compiler::accumulator_slot(p);
-    run_matmul(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
-               [&](const finished_tile& t) {
-                 std::array<std::int64_t, max_rank> origin{};
-                 for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
-                   origin[d] = b % r.space.dims[d];
-                   b /= r.space.dims[d];
-                 }
-                 origin[rank - 2] = t.row;
-                 origin[rank - 1] = t.col;
-                 std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
-                 for (auto s : r.in_slots)
-                   if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
-                 ins[acc] = {static_cast<const unsigned char*>(t.tile), size_in_bytes(m.type),
-                             {t.ld, 1}, {}};
-                 for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
-                 shape tile;
-                 tile.rank = 2;
-                 tile.dims[0] = t.rows;
-                 tile.dims[1] = t.cols;
-                 // A row is written contiguously: a tile one column wide is not, unless the
-                 // result is (N = 1), so it runs a row at a time.
-                 bool strided = t.cols == 1 && r.space.dims[rank - 1] > 1;
-                 if (!strided) {
-                   run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots,
-                            outs);
-                   return;
-                 }
-                 tile.dims[0] = 1;
-                 for (std::int64_t i = 0; i < t.rows; ++i) {
-                   origin[rank - 2] = t.row + i;
-                   for (auto s : r.in_slots)
-                     if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
-                   ins[acc].data = static_cast<const unsigned char*>(t.tile) +
-                                   i * t.ld * size_in_bytes(m.type);
-                   for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
-                   run_rows(row, tile, 0, {0, 1}, r.in_slots, ins, r.out_slots, outs);
-                 }
-               });
+    run_matmul(
+        m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
+        [&](const finished_tile& t) {
+          std::array<std::int64_t, max_rank> origin{};
+          for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
+            origin[d] = b % r.space.dims[d];
+            b /= r.space.dims[d];
+          }
+          origin[rank - 2] = t.row;
+          origin[rank - 1] = t.col;
+          std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
+          for (auto s : r.in_slots)
+            if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
+          ins[acc] = {
+              static_cast<const unsigned char*>(t.tile), size_in_bytes(m.type), {t.ld, 1}, {}};
+          for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
+          shape tile;
+          tile.rank = 2;
+          tile.dims[0] = t.rows;
+          tile.dims[1] = t.cols;
+          // A row is written contiguously: a tile one column wide is not, unless the
+          // result is (N = 1), so it runs a row at a time.
+          bool strided = t.cols == 1 && r.space.dims[rank - 1] > 1;
+          if (!strided) {
+            run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots, outs);
+            return;
+          }
+          tile.dims[0] = 1;
+          for (std::int64_t i = 0; i < t.rows; ++i) {
+            origin[rank - 2] = t.row + i;
+            for (auto s : r.in_slots)
+              if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
+            ins[acc].data =
+                static_cast<const unsigned char*>(t.tile) + i * t.ld * size_in_bytes(m.type);
+            for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
+            run_rows(row, tile, 0, {0, 1}, r.in_slots, ins, r.out_slots, outs);
+          }
+        });
     (void)i;
   };
   // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's).
