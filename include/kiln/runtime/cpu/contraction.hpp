@@ -226,9 +226,9 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
   };
   // The tile (rb, cb) of batch bi: every KC block of A packed and multiplied into the thread's
   // tile, then the epilogue. packed_b(kb): B's KC block kb of this column block, packed.
-  auto run_tile = [&](std::int64_t bi, std::int64_t rb, std::int64_t cb, S* packed_a, S* tile,
-                      auto packed_b) {
-    const std::int64_t i0 = rb * G::MC, m = std::min<std::int64_t>(G::MC, M - i0);
+  auto run_tile = [&](std::int64_t bi, std::int64_t rb, std::int64_t mc, std::int64_t cb,
+                      S* packed_a, S* tile, auto packed_b) {
+    const std::int64_t i0 = rb * mc, m = std::min<std::int64_t>(mc, M - i0);
     const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
     const unsigned char* ab = a.data + batch_offset(a, bi) * sizeof(T);
     const std::int64_t ldc = G::NC;
@@ -263,10 +263,18 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
   // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
   const bool parallel = tasks > 1 && double(M) * double(N) * double(K) * double(batches) > 1e6;
   const int threads = parallel ? thread_count() : 1;
-  if (row_blocks >= 2 * std::int64_t{threads} && parallel) {
-    // Many row blocks: each column block of B is packed once, by all threads, and shared by the
-    // tiles under it (else each tile would pack it again).
-    std::vector<S> shared(static_cast<std::size_t>(k_blocks * b_size + 16));
+  if (parallel && M >= std::int64_t{threads} * G::MR) {
+    // Rows for every thread: each column block of B is packed once, by all threads, and shared
+    // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
+    // 128 tokens, packing B costs as much as the product). The rows split into blocks of at most
+    // MC, as many for each thread, of equal size (whole register tiles).
+    const std::int64_t blocks = (row_blocks + threads - 1) / threads * threads;
+    const std::int64_t mc = ((M + blocks - 1) / blocks + G::MR - 1) / G::MR * G::MR;
+    const std::int64_t used_blocks = (M + mc - 1) / mc;
+    // The calling thread's, kept between calls (zeroed once, when it grows).
+    thread_local std::vector<S> shared;
+    if (shared.size() < static_cast<std::size_t>(k_blocks * b_size + 16))
+      shared.resize(static_cast<std::size_t>(k_blocks * b_size + 16));
     S* packed_b = aligned(shared.data());
     for (std::int64_t bi = 0; bi < batches; ++bi)
       for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
@@ -274,23 +282,23 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
           for (std::int64_t kb = first; kb < last; ++kb)
             pack_b_blocks(bi, cb, kb, packed_b + kb * b_size);
         });
-        parallel_for(row_blocks, 1, [&](std::int64_t first, std::int64_t last) {
+        parallel_for(used_blocks, 1, [&](std::int64_t first, std::int64_t last) {
           S* packed_a = thread_buffers();
           for (std::int64_t rb = first; rb < last; ++rb)
-            run_tile(bi, rb, cb, packed_a, packed_a + a_size + b_size,
+            run_tile(bi, rb, mc, cb, packed_a, packed_a + a_size + b_size,
                      [&](std::int64_t kb) { return packed_b + kb * b_size; });
         });
       }
     return;
   }
-  // Few row blocks (a small or batched product): every tile on its own, packing its B blocks.
+  // Few rows (a small or batched product): every tile on its own, packing its B blocks.
   auto run_tasks = [&](std::int64_t first, std::int64_t last) {
     S* packed_a = thread_buffers();
     S* own_b = packed_a + a_size;
     for (std::int64_t t = first; t < last; ++t) {
       const std::int64_t bi = t / (row_blocks * col_blocks);
       const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
-      run_tile(bi, rb, cb, packed_a, own_b + b_size, [&](std::int64_t kb) {
+      run_tile(bi, rb, G::MC, cb, packed_a, own_b + b_size, [&](std::int64_t kb) {
         pack_b_blocks(bi, cb, kb, own_b);
         return own_b;
       });
