@@ -278,6 +278,38 @@ TEST(Matmul, ARootOrAnotherContractionReadsItMaterialized) {
   expect_within_bound(y, out.value.v, out.magnitude.v, H + 4 * D, "mlp");
 }
 
+TEST(Matmul, AContractionIsADispatchOfItsOwnBesideARowGroup) {
+  // A softmax's row group and a product over the same dims: the product's region never joins
+  // the group (a group runs its regions a block of rows at a time; a contraction runs by tiles).
+  const std::int64_t R = 6, C = 8, K = 5;
+  host_tensor x = random_tensor({R, C}, 800), a = random_tensor({R, K}, 801),
+              w = random_tensor({K, C}, 802);
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, {R, C});
+  auto av = g.input("a", dtype::f32, {R, K});
+  auto wv = g.input("w", dtype::f32, {K, C});
+  g.output("s", g.softmax(xv, -1));
+  g.output("m", g.matmul(av, wv));
+  auto e = kiln::compile(g);
+  for (const auto& r : e.plan().regions)
+    if (r.contraction >= 0)
+      for (const auto& other : e.plan().regions)
+        EXPECT_TRUE(&other == &r || other.group != r.group) << kiln::compiler::print(e.plan());
+  std::vector<float> x32 = floats(x), a32 = floats(a), w32 = floats(w), s(R * C), m(R * C);
+  e.run({view_of(x32, {R, C}), view_of(a32, {R, K}), view_of(w32, {K, C})},
+        {view_of(s, {R, C}), view_of(m, {R, C})});
+  product p = ref_matmul(a, w);
+  expect_within_bound(m, p.value.v, p.magnitude.v, K, "matmul");
+  std::vector<double> want(R * C);
+  for (std::int64_t i = 0; i < R; ++i) {
+    double top = -INFINITY, sum = 0;
+    for (std::int64_t j = 0; j < C; ++j) top = std::max(top, x.v[i * C + j]);
+    for (std::int64_t j = 0; j < C; ++j) sum += std::exp(x.v[i * C + j] - top);
+    for (std::int64_t j = 0; j < C; ++j) want[i * C + j] = std::exp(x.v[i * C + j] - top) / sum;
+  }
+  ref::expect_near(s, want, {1e-5, 1e-6}, "softmax");
+}
+
 TEST(Matmul, TheDslDoorFusesAndPlansAtCompileTime) {
   constexpr std::int64_t M = 67, K = 40, H = 72, N = 40;
   static constexpr auto dense =

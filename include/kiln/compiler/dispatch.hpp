@@ -134,14 +134,12 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
       return true;
     };
     bool joins = false;
-    // A contraction's region is a dispatch of its own (its epilogue is inside it).
-    const bool reduces = r.root >= 0 && ir::is_reduction(ir::info(g.nodes[r.root].kind).cls);
-    const bool contracts = r.root >= 0 && !reduces;
     // A value of the group read through a view may be another row's.
     for (auto t : r.view_reads) open = open && !from_group(t);
-    if (contracts)
+    // A contraction's region is a dispatch of its own: its tiles, not rows, are its unit.
+    if (r.contraction >= 0)
       joins = false;
-    else if (open && reduces)
+    else if (open && r.root >= 0)
       joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
     else if (open && same_rows(g, r.space, space))
       joins = reads_all(per_row);
@@ -151,7 +149,7 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
     if (!joins) {
       ++group;
       start = k;
-      open = reduces;
+      open = r.root >= 0;
       if (open) {
         space = r.space;
         axes = ir::attributes{g.nodes[r.root].attrs.axes};
