@@ -35,10 +35,10 @@ sanitized build/asan address,undefined
 # The tests that run kiln from several threads: one executable from four threads on both devices
 # (graph), large CPU regions on the worker pool (broadcast), row groups' blocks of rows on the
 # pool (normalizations), views' strided rows gathered on the pool (views), a GEMM's tiles and its
-# shared packed B on the pool (contractions), and the pool's own checks.
+# shared packed B on the pool (contractions, convolutions), and the pool's own checks.
 sanitized build/tsan thread graph_test_graph e2e_test_broadcast graph_test_bad_inputs \
-  e2e_test_normalizations e2e_test_views e2e_test_contractions
+  e2e_test_normalizations e2e_test_views e2e_test_contractions e2e_test_convolutions
 (cd build/tsan &&
   TSAN_OPTIONS=suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
   ctest -j "$jobs" --output-on-failure \
-    -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale|Normalizations|Views|Matmul)\.|^e2e\.cpu\.test_(broadcast|normalizations|views|contractions)$')
+    -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale|Normalizations|Views|Matmul|Conv|ConvTranspose)\.|^e2e\.cpu\.test_(broadcast|normalizations|views|contractions|convolutions)$')

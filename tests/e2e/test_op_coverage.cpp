@@ -34,6 +34,8 @@ double scalar(op o, double a, double b, double c = 0) {
     case op::gather_elements:
       return a;
     case op::matmul:  // a 1 x 1 product (sizes: tests/e2e/test_contractions.cpp)
+    case op::conv:    // a 1 x 1 kernel on one cell (windows: tests/e2e/test_convolutions.cpp)
+    case op::conv_transpose:
       return a * b;
     case op::add:
       return a + b;
@@ -342,10 +344,15 @@ void check_index_reduction(const F& f) {
 #define KILN_TEST_FORM_cast_1(NAME, T) ++covered;    // OpCoverage.SelectAndCast
 #define KILN_TEST_FORM_view_1(NAME, T) ++covered;    // every view: tests/e2e/test_views.cpp
 #define KILN_TEST_FORM_view_2(NAME, T) ++covered;    // gathers: tests/e2e/test_moves.cpp
-#define KILN_TEST_FORM_contraction_2(NAME, T)                                           \
-  static_assert(                                                                        \
-      requires(graph g, graph::value v) { g.NAME(v, v); }, "graph::" #NAME " missing"); \
-  ++covered;  // every size, batch and epilogue: tests/e2e/test_contractions.cpp
+#define KILN_TEST_FORM_contraction_2(NAME, T)                                                \
+  static_assert(                                                                             \
+      []<class G = graph>() {                                                                \
+        return requires(G g, typename G::value v) { g.NAME(v, v); }                          \
+        || requires(G g, typename G::value v, kiln::ir::conv_window c) { g.NAME(v, v, c); }; \
+      }(),                                                                                   \
+      "graph::" #NAME " missing");                                                           \
+  ++covered;  // every size, batch, window and epilogue: tests/e2e/test_contractions.cpp,
+              // tests/e2e/test_convolutions.cpp
 #define KILN_TEST_FORM_index_reduction_1(NAME, T)                                              \
   static_assert(                                                                               \
       requires(graph g, graph::value v) { g.NAME(v, 0, false); }, "graph::" #NAME " missing"); \
@@ -361,8 +368,9 @@ TEST(OpCoverage, EveryRowOfTheOpList) {
   int rows = 0, covered = 0;
   KILN_IR_OPS(KILN_TEST_OP)
   EXPECT_EQ(rows, ir::op_count);
-  // input, constant, select, cast (below), the seven views and matmul: checked elsewhere.
-  EXPECT_EQ(covered, 12);
+  // input, constant, select, cast (below), the seven views, matmul, conv and conv_transpose:
+  // checked elsewhere.
+  EXPECT_EQ(covered, 14);
 }
 
 TEST(OpCoverage, SelectAndCast) {

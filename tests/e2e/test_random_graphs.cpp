@@ -169,6 +169,32 @@ random_graph make_graph(unsigned seed) {
               b.cast(b.index_reduce(any_op(index_reductions), x, axes[0], keep, last), dtype::i32));
           break;
         }
+        if (!integer && r >= 3 && pick(6) == 0) {
+          // A convolution with constant weights, kernel 3 and padding 1 on every spatial axis
+          // (static): x's dims kept. Dense, depthwise, or transposed.
+          shape d = b.dims_of(x);
+          bool fixed = true;
+          for (int a = 1; a < r; ++a) fixed = fixed && d.dims[a] > 0;
+          if (fixed) {
+            const std::int64_t C = d.dims[1];
+            const int kind = pick(3);  // 0: conv, 1: depthwise conv, 2: conv_transpose
+            kiln::ir::conv_window c;
+            c.groups = kind == 1 ? C : 1;
+            shape wd = d;
+            wd.dims[0] = C;
+            wd.dims[1] = kind == 1 ? 1 : C;
+            for (int a = 2; a < r; ++a) {
+              wd.dims[a] = 3;
+              c.pads.push_back(1);
+            }
+            for (int a = 2; a < r; ++a) c.pads.push_back(1);
+            std::vector<float> w(static_cast<std::size_t>(wd.element_count()));
+            for (auto& e : w) e = static_cast<float>(pick(9) - 4) * 0.125f;
+            value wv = b.constant(w.data(), dtype::f32, w.size(), wd);
+            floats.push_back(kind == 2 ? b.conv_transpose(x, wv, c) : b.conv(x, wv, c));
+            break;
+          }
+        }
         if (!integer && pick(5) == 0) {
           // A contraction with a constant square matrix over the last (static) axis: x's dims
           // kept, so it broadcasts on; its consumers become its epilogue.
@@ -745,22 +771,63 @@ std::vector<std::vector<rv>> evaluate(const ir::graph& g, const std::vector<std:
       // Sums of K products, floats as the double result moved by the rounding of any order of
       // float sums and by the operands' own float-double gaps.
       shape ad = runtime::concrete(g.nodes[n.operands[0]].dims, sym);
+      shape wd = runtime::concrete(g.nodes[n.operands[1]].dims, sym);
       const int rank = dims.rank;
-      const std::int64_t M = dims.dims[rank - 2], N = dims.dims[rank - 1], K = ad.dims[rank - 1];
       const std::vector<rv>&a = v[n.operands[0]], &w = v[n.operands[1]];
+      // Element e's products: visit(index in a, index in w) for each.
+      auto products = [&](std::int64_t e, auto visit) {
+        if (n.kind == op::matmul) {
+          const std::int64_t M = dims.dims[rank - 2], N = dims.dims[rank - 1];
+          const std::int64_t K = ad.dims[rank - 1];
+          const std::int64_t batch = e / (M * N), i = e / N % M, j = e % N;
+          for (std::int64_t k = 0; k < K; ++k)
+            visit((batch * M + i) * K + k, (batch * K + k) * N + j);
+          return;
+        }
+        // conv: x [N, C, ...] w [M, C / g, kernel...]; conv_transpose: w [C, M / g, kernel...].
+        const bool transposed = n.kind == op::conv_transpose;
+        const std::int64_t groups = n.attrs.groups, C = ad.dims[1], M = dims.dims[1];
+        const std::int64_t Cg = C / groups, Mg = M / groups;
+        std::int64_t out[max_rank] = {}, cell[max_rank] = {};
+        unravel(e, dims, out);
+        const std::int64_t grp = out[1] / Mg;
+        std::int64_t cells = 1;
+        for (int a2 = 2; a2 < rank; ++a2) cells *= wd.dims[a2];
+        for (std::int64_t ci = 0; ci < Cg; ++ci)
+          for (std::int64_t c = 0; c < cells; ++c) {
+            std::int64_t rest = c, xi = out[0] * C + grp * Cg + ci;
+            for (int a2 = rank - 1; a2 >= 2; --a2) {
+              cell[a2] = rest % wd.dims[a2];
+              rest /= wd.dims[a2];
+            }
+            std::int64_t wi = transposed ? (grp * Cg + ci) * Mg + out[1] % Mg : out[1] * Cg + ci;
+            bool inside = true;
+            for (int a2 = 2; a2 < rank; ++a2) {
+              const std::int64_t shift = n.attrs.starts[a2] + cell[a2] * n.attrs.dilations[a2];
+              const std::int64_t s2 = n.attrs.steps[a2];
+              std::int64_t i = out[a2] * s2 + shift;
+              if (transposed) i = (out[a2] - shift) % s2 == 0 ? (out[a2] - shift) / s2 : -1;
+              inside = inside && i >= 0 && i < ad.dims[a2];
+              xi = xi * ad.dims[a2] + i;
+              wi = wi * wd.dims[a2] + cell[a2];
+            }
+            if (inside) visit(xi, wi);
+          }
+      };
       for (std::int64_t e = 0; e < count; ++e) {
-        const std::int64_t batch = e / (M * N), i = e / N % M, j = e % N;
         double d = 0, magnitude = 0, gap = 0;
+        std::int64_t terms = 0;
         bool nan = false, undecided = false;
-        for (std::int64_t k = 0; k < K; ++k) {
-          const rv &x = a[(batch * M + i) * K + k], &y = w[(batch * K + k) * N + j];
+        products(e, [&](std::int64_t i, std::int64_t j) {
+          const rv &x = a[i], &y = w[j];
           d += x.d * y.d;
           magnitude += std::fabs(x.d * y.d);
           gap += std::fabs(y.d) * std::fabs(x.f - x.d) + std::fabs(x.d) * std::fabs(y.f - y.d);
           nan = nan || std::isnan(x.f) || std::isnan(y.f);
           undecided = undecided || x.undecided || y.undecided;
-        }
-        double bound = double(K + 1) * 0x1p-24 * magnitude + gap;
+          ++terms;
+        });
+        double bound = double(terms + 1) * 0x1p-24 * magnitude + gap;
         v[k][e] = nan ? rv{NAN, NAN, 0, undecided}
                       : rv{static_cast<float>(d + (d < 0 ? -bound : bound)), d, 0, undecided};
       }
@@ -1097,8 +1164,15 @@ TEST(RandomGraphs, EveryOpIsDrawnAndEvaluated) {
       case op_class::index_reduction:
         r = g.index_reduce(o, x, 0);
         break;
-      case op_class::contraction:  // [2] x [2]: a dot product
-        r = g.matmul(x, x);
+      case op_class::contraction:  // [2] x [2]: a dot product; [1, 1, 2] by a 1-cell kernel
+        if (ir::is_convolution(o)) {
+          auto cell = g.reshape(g.slice(x, {0}, {1}, {0}, {1}), {1, 1, 1});
+          auto row = g.reshape(x, {1, 1, 2});
+          r = o == op::conv ? g.conv(row, cell, kiln::ir::conv_window{})
+                            : g.conv_transpose(row, cell, kiln::ir::conv_window{});
+        } else {
+          r = g.matmul(x, x);
+        }
         break;
       case op_class::view:
         if (o == op::transpose) r = g.transpose(g.reshape(x, {1, 2}));

@@ -19,7 +19,8 @@ OPS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reduc
        "LayerNormalization", "Transpose", "Reshape", "Expand", "Slice", "Flatten", "Squeeze",
        "Unsqueeze", "BatchNormalization", "InstanceNormalization", "Split", "Tile",
        "DepthToSpace", "SpaceToDepth", "Range", "Gather", "GatherElements", "Pad", "Concat",
-       "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "MatMul", "Gemm"}
+       "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "MatMul", "Gemm",
+       "Conv", "ConvTranspose", "MatMulInteger"}
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
           "int32": "i32", "int64": "i64", "uint8": "u8", "uint32": "u32", "bool": "bool"}
 

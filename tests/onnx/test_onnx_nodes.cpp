@@ -197,8 +197,33 @@ std::string build(const node_case& c, kiln::graph& g) {
                  : pad == "VALID"      ? kiln::auto_pad::valid
                                        : kiln::auto_pad::notset;
     g.output("y", c.op == "MaxPool" ? g.max_pool(in[0], w) : g.average_pool(in[0], w));
+  } else if (c.op == "Conv" || c.op == "ConvTranspose") {
+    auto ints = [&](const char* a) {
+      std::vector<std::int64_t> v;
+      if (c.has(a))
+        for (double d : c.attrs.at(a)) v.push_back(static_cast<std::int64_t>(d));
+      return v;
+    };
+    kiln::ir::conv_window w{ints("strides"),        ints("pads"),
+                            ints("dilations"),      static_cast<std::int64_t>(c.attr("group", 1)),
+                            kiln::auto_pad::notset, ints("output_padding"),
+                            ints("output_shape")};
+    std::string pad = c.words.count("auto_pad") ? c.words.at("auto_pad") : "NOTSET";
+    w.auto_pad = pad == "SAME_UPPER"   ? kiln::auto_pad::same_upper
+                 : pad == "SAME_LOWER" ? kiln::auto_pad::same_lower
+                 : pad == "VALID"      ? kiln::auto_pad::valid
+                                       : kiln::auto_pad::notset;
+    const bool bias = in.size() > 2;
+    if (c.op == "Conv")
+      g.output("y", bias ? g.conv(in[0], in[1], in[2], w) : g.conv(in[0], in[1], w));
+    else
+      g.output("y",
+               bias ? g.conv_transpose(in[0], in[1], in[2], w) : g.conv_transpose(in[0], in[1], w));
   } else if (c.op == "MatMul") {
     g.output("y", g.matmul(in[0], in[1]));
+  } else if (c.op == "MatMulInteger") {
+    g.output("y", in.size() > 2 ? g.matmul_integer(in[0], in[1], in[2], in.at(3))
+                                : g.matmul_integer(in[0], in[1]));
   } else if (c.op == "Gemm") {
     double alpha = c.attr("alpha", 1.0), beta = c.attr("beta", 1.0);
     bool ta = c.attr("transA", 0) != 0, tb = c.attr("transB", 0) != 0;

@@ -139,7 +139,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
                             old.attrs.select_last);
         break;
       case ir::op_class::contraction:
-        id = b.matmul(ops[0], ops[1]);
+        id = ir::is_convolution(old.kind)
+                 ? b.convolution(old.kind, ops[0], ops[1], old.attrs, old.dims)
+                 : b.matmul(ops[0], ops[1]);
         break;
       case ir::op_class::view:
         if (old.kind == ir::op::gather)

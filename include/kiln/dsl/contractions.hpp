@@ -1,8 +1,10 @@
-// The DSL's contractions: matmul(a, b), its result's extents worked out (and mistakes reported)
-// at compile time; its elementwise consumers fuse into its dispatch as the epilogue.
+// The DSL's contractions: matmul(a, b) and conv2d<params>(x, w), their result's extents worked out
+// (and mistakes reported) at compile time; its elementwise consumers fuse into its dispatch as the
+// epilogue.
 #pragma once
 
 #include "kiln/dsl/views.hpp"
+#include "kiln/ir/convolutions.hpp"
 
 namespace kiln {
 
@@ -20,7 +22,54 @@ constexpr bool contracts(const shape& a, const shape& b) {
   return broadcastable(batch_a, batch_b) && !(a.rank == 1 && b.rank > 1 && b.dims[b.rank - 1] < 0);
 }
 
+// Whether x [N, C, H, W] and w [M, C / groups, KH, KW] (all but N static) convolve with windows
+// P into at least one output per axis.
+constexpr bool convolves(const shape& x, const shape& w, const conv_params& p) {
+  if (x.rank != 4 || w.rank != 4 || p.groups < 1) return false;
+  for (int a = 1; a < 4; ++a)
+    if (x.dims[a] < 0 || w.dims[a] < 0) return false;
+  if (w.dims[0] < 0 || w.dims[1] * p.groups != x.dims[1] || w.dims[0] % p.groups != 0) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (p.strides[i] < 1 || p.dilations[i] < 1 || w.dims[2 + i] < 1 || p.pads[i] < 0 ||
+        p.pads[i + 2] < 0)
+      return false;
+    if (ir::window_along(x.dims[2 + i], w.dims[2 + i], p.strides[i], p.dilations[i], p.pads[i],
+                         p.pads[i + 2], p.auto_pad)
+            .outputs < 1)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace detail
+
+// conv2d<params>(x, w): ONNX's Conv of x [N, C, H, W] with w [M, C / groups, KH, KW] (floats of
+// one type, all but N static) into [N, M, OH, OW], the windows `params` (kiln::conv_params);
+// conv2d<params>(x, w, bias) adds bias [M] per output channel. `relu(conv2d<p>(x, w, b))` is one
+// dispatch: the bias and relu run on each finished tile of the convolution.
+template <conv_params P, tensor_value X, tensor_value W, tensor_value... Bias>
+requires(sizeof...(Bias) <= 1) constexpr auto conv2d(const X& x, const W& w, const Bias&... bias) {
+  using T = typename X::element;
+  constexpr bool same_type =
+      std::is_same_v<T, typename W::element> && (std::is_same_v<T, typename Bias::element> && ...);
+  static_assert(same_type, "kiln::conv2d: x, w (and the bias) must have one element type");
+  static_assert(is_floating(dtype_of<T>), "kiln::conv2d: the elements must be floating-point");
+  constexpr bool fits =
+      detail::convolves(X::extents_type::value(), W::extents_type::value(), P) &&
+      ((Bias::extents_type::value() == shape{W::extents_type::value().dims[0]}) && ...);
+  static_assert(fits,
+                "kiln::conv2d: x must be [N, C, H, W] and w [M, C / groups, KH, KW], all but N "
+                "static, the bias [M], and every spatial axis must hold a window");
+  if constexpr (rejected_value<X> || rejected_value<W> || (rejected_value<Bias> || ...) ||
+                !same_type || !is_floating(dtype_of<T>) || !fits)
+    return value<T, rejected_extents>{};
+  else
+    return detail::make_views(
+        [](ir::builder& bld, std::span<const std::int32_t> ids) {
+          return ir::conv(bld, ids[0], ids[1], ir::window_of(P), ids.size() > 2 ? ids[2] : -1);
+        },
+        x, w, bias...);
+}
 
 // matmul(a, b): ONNX's MatMul of a [..., M, K] and b [..., K, N] (floats of one type) into
 // [..., M, N]; batch dims broadcast, a 1-D operand is a row (a) or a column (b) whose axis the

@@ -19,6 +19,7 @@
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
 #include "kiln/ir/contractions.hpp"
+#include "kiln/ir/convolutions.hpp"
 #include "kiln/ir/moves.hpp"
 #include "kiln/ir/pooling.hpp"
 
@@ -267,6 +268,40 @@ class graph {
   value gemm(value a, value b, double alpha = 1.0, bool trans_a = false, bool trans_b = false) {
     return wrap(
         ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a, trans_b));
+  }
+  // ONNX MatMulInteger: (a - a_zero) x (b - b_zero) in i32, a and b u8 or i8, a zero point a
+  // scalar or per row of a ([M]) / per column of b ([N]).
+  value matmul_integer(value a, value b) {
+    return wrap(
+        ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2)));
+  }
+  value matmul_integer(value a, value b, value a_zero, value b_zero) {
+    return wrap(ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2),
+                                   id_of(a_zero, "matmul_integer", 3),
+                                   id_of(b_zero, "matmul_integer", 4)));
+  }
+  // ONNX Conv: x [N, C, spatial...] with w [M, C / groups, kernel...] (plus bias [M]) ->
+  // [N, M, outputs...]; the windows as ir::conv_window (any number of spatial axes) or
+  // kiln::conv_params (2-D). Its elementwise consumers run on each finished tile (one dispatch:
+  // relu(conv(x, w, p, bias))).
+  value conv(value x, value w, const ir::conv_window& c) {
+    return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c));
+  }
+  value conv(value x, value w, value bias, const ir::conv_window& c) {
+    return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c, id_of(bias, "conv", 3)));
+  }
+  value conv(value x, value w, const conv_params& p) { return conv(x, w, ir::window_of(p)); }
+  value conv(value x, value w, value bias, const conv_params& p) {
+    return conv(x, w, bias, ir::window_of(p));
+  }
+  // ONNX ConvTranspose: x [N, C, spatial...] with w [C, M / groups, kernel...] (plus bias [M]).
+  value conv_transpose(value x, value w, const ir::conv_window& c) {
+    return wrap(
+        ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2), c));
+  }
+  value conv_transpose(value x, value w, value bias, const ir::conv_window& c) {
+    return wrap(ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2),
+                                   c, id_of(bias, "conv_transpose", 3)));
   }
   // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
   value concat(std::span<const value> pieces, std::int64_t axis) {

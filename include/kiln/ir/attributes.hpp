@@ -24,6 +24,12 @@ struct attributes {
   // by the builder: clamped as ONNX's Slice, steps never 0). 32 bits keep nodes small; an axis
   // of 2^31 elements or more cannot be sliced.
   std::array<std::int32_t, max_rank> starts{}, steps{};
+  // conv, conv_transpose: along each spatial axis a (2, 3, ...), kernel cell k joins output o and
+  // input i where o * steps[a] + starts[a] + k * dilations[a] = i (conv) or
+  // i * steps[a] + starts[a] + k * dilations[a] = o (conv_transpose); starts[a] is minus the
+  // padding before the axis. groups: the channels split into that many (0 for other ops).
+  std::array<std::int16_t, max_rank> dilations{};
+  std::int32_t groups = 0;
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
 

@@ -89,7 +89,9 @@ class builder {
 
   constexpr std::int32_t binary(op o, std::int32_t a, std::int32_t b) {
     expect_arity(o, 2);
-    if (info(o).cls == op_class::contraction) return matmul(a, b);
+    if (o == op::matmul) return matmul(a, b);
+    if (is_convolution(o))
+      fail(o, errc::invalid_argument, "takes windows: use ir::" + std::string(name(o)));
     const node& x = at(a, o);
     const node& y = at(b, o);
     if (x.type != y.type)
@@ -220,6 +222,10 @@ class builder {
            std::string("operand types differ: ") + std::string(name(x.type)) + " and " +
                std::string(name(y.type)) + " (insert a cast)");
     check_type(op::matmul, x.type);
+    if (is_integer(x.type) && x.type != dtype::i32)
+      fail(op::matmul, errc::dtype_mismatch,
+           "integer products are of i32 (matmul_integer takes u8 and i8 with zero points), got " +
+               std::string(name(x.type)));
     if (x.dims.rank == 0 || y.dims.rank == 0)
       fail(op::matmul, errc::shape_mismatch,
            "operands " + to_string(x.dims) + " and " + to_string(y.dims) +
@@ -276,6 +282,31 @@ class builder {
     if (!row) sizes[count++] = 0;
     if (!column) sizes[count++] = n.dims.dims[n.dims.rank - 1];
     return reshape(r, std::span<const std::int64_t>(sizes, count));
+  }
+
+  // A convolution node (conv or conv_transpose) of x [N, C, spatial...] and w, its windows in m,
+  // its result dims d: ir::conv and ir::conv_transpose (ir/convolutions.hpp) work them out from
+  // ONNX's attributes and report mistakes; this checks what a node needs to be well formed.
+  constexpr std::int32_t convolution(op o, std::int32_t x, std::int32_t w, const attributes& m,
+                                     const shape& d) {
+    const node& xn = at(x, o);
+    const node& wn = at(w, o);
+    if (!is_convolution(o)) fail(o, errc::invalid_argument, "is not a convolution");
+    if (xn.type != wn.type)
+      fail(o, errc::dtype_mismatch,
+           std::string("operand types differ: ") + std::string(name(xn.type)) + " and " +
+               std::string(name(wn.type)) + " (insert a cast)");
+    check_type(o, xn.type);
+    if (xn.dims.rank < 3 || wn.dims.rank != xn.dims.rank || d.rank != xn.dims.rank || m.groups < 1)
+      fail(o, errc::shape_mismatch,
+           "x " + to_string(xn.dims) + " and w " + to_string(wn.dims) + " give no convolution");
+    node n;
+    n.kind = o;
+    n.type = xn.type;
+    n.dims = d;
+    n.attrs = m;
+    n.operands = {x, w, -1};
+    return append(n);
   }
 
   // ---- index maps ----------------------------------------------------------------------------
@@ -635,10 +666,12 @@ class builder {
                                 (std::uint64_t(std::uint8_t(n.attrs.axis)) << 34) |
                                 (std::uint64_t{n.attrs.fold} << 42)};
     std::uint64_t h = detail::fnv1a(head);
-    if (info(n.kind).cls == op_class::view) {
+    if (info(n.kind).cls == op_class::view || is_convolution(n.kind)) {
       h = detail::fnv1a(n.attrs.perm, h);
       h = detail::fnv1a(n.attrs.starts, h);
       h = detail::fnv1a(n.attrs.steps, h);
+      h = detail::fnv1a(n.attrs.dilations, h);
+      h = detail::fnv1a(std::array{n.attrs.groups}, h);
     }
     h = detail::fnv1a(n.operands, h);
     return detail::fnv1a(n.dims.dims, h);

@@ -99,7 +99,11 @@
   X(argmax, 1, index_reduction, numeric, false)                \
   X(argmin, 1, index_reduction, numeric, false)                \
   /* contractions: [..., M, K] x [..., K, N] -> [..., M, N] */ \
-  X(matmul, 2, contraction, floating, false)                   \
+  X(matmul, 2, contraction, numeric, false)                    \
+  /* x [N, C, spatial...] with w [M, C / groups, kernel...] */ \
+  /* (conv_transpose: w [C, M / groups, kernel...]) */         \
+  X(conv, 2, contraction, floating, false)                     \
+  X(conv_transpose, 2, contraction, floating, false)           \
   /* index maps: where each element comes from */              \
   X(transpose, 1, view, any, false)                            \
   X(reshape, 1, view, any, false)                              \
@@ -135,7 +139,8 @@ enum class op_class : std::uint8_t {
   reduction,        // T[dims] -> T[dims without (or with size 1 at) the reduced axes]
   index_reduction,  // T[dims] -> i64[the same, over one axis]: where the extreme element is
   contraction,      // (T[..., M, K], T[..., K, N]) -> T[..., M, N]: sums of products over K,
-                    // the batch dims (...) equal (the builder broadcasts them first)
+                    // the batch dims (...) equal (the builder broadcasts them first); a
+                    // convolution is one too, K running over input channels and kernel cells
   view,             // T[dims] -> T[other dims]: each element is one of the operand's, found by an
                     // index map: affine (attributes::perm, starts, steps), or along one axis
                     // from an index tensor (gather, gather_elements); no arithmetic
@@ -149,6 +154,9 @@ constexpr bool is_reduction(op_class c) {
 // The roots of dispatch regions: reductions and contractions (a contraction's region computes
 // its elementwise consumers as its epilogue).
 constexpr bool is_root(op_class c) { return is_reduction(c) || c == op_class::contraction; }
+
+// The contractions over sliding windows.
+constexpr bool is_convolution(op o) { return o == op::conv || o == op::conv_transpose; }
 
 // Views whose map along attributes::axis reads positions from an index tensor (operand 1).
 constexpr bool is_gather(op o) { return o == op::gather || o == op::gather_elements; }

@@ -13,12 +13,9 @@
 
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/moves.hpp"
+#include "kiln/ir/windows.hpp"
 
 namespace kiln {
-
-// How pooling pads (ONNX's auto_pad): explicit pads, or as many as keep ceil(size / stride)
-// outputs (the odd one at the end, or at the beginning), or none.
-enum class auto_pad : std::uint8_t { notset, same_upper, same_lower, valid };
 
 // A 2-D pooling window, usable as a template argument: max_pool2d<kiln::pool_params{.kernel =
 // {2, 2}, .strides = {2, 2}}>(x). pads in ONNX's order: every axis's begin, then every end.
@@ -97,31 +94,12 @@ constexpr std::int32_t pool(builder& b, std::int32_t x, const pool_window& w, bo
       fail(errc::invalid_argument,
            "kernel sizes, strides and dilations must be positive and pads "
            "not negative");
+    const axis_window along =
+        window_along(size, k, s, d, pads[i], pads[i + axes], w.auto_pad, w.ceil_mode);
+    out[i] = along.outputs;
+    begin[i] = along.begin;
+    end[i] = along.end;
     const std::int64_t span = (k - 1) * d + 1;
-    begin[i] = pads[i];
-    end[i] = pads[i + axes];
-    switch (w.auto_pad) {
-      case kiln::auto_pad::same_upper:
-      case kiln::auto_pad::same_lower: {
-        out[i] = (size + s - 1) / s;
-        std::int64_t total = (out[i] - 1) * s + span - size;
-        total = total > 0 ? total : 0;
-        begin[i] = w.auto_pad == kiln::auto_pad::same_upper ? total / 2 : total - total / 2;
-        end[i] = total - begin[i];
-        break;
-      }
-      case kiln::auto_pad::valid:
-        begin[i] = end[i] = 0;
-        out[i] = size >= span ? (size - span) / s + 1 : 0;
-        break;
-      case kiln::auto_pad::notset: {
-        const std::int64_t room = size + begin[i] + end[i] - span;
-        out[i] = room < 0 ? 0 : (w.ceil_mode ? (room + s - 1) / s : room / s) + 1;
-        // ceil_mode: a window that would start in the end padding is dropped.
-        if (w.ceil_mode && out[i] > 0 && (out[i] - 1) * s >= size + begin[i]) --out[i];
-        break;
-      }
-    }
     if (out[i] < 1)
       fail(errc::shape_mismatch, "spatial axis " + count_text(i) + " of size " +
                                      kiln::detail::to_text(size) + " (padded by " +

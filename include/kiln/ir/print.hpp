@@ -84,6 +84,17 @@ inline std::string print(const graph& g) {
         out += (a ? ", " : "") + std::to_string(n.attrs.steps[a]);
       out += "]";
     }
+    if (is_convolution(n.kind)) {
+      auto list = [&](const char* what, auto at) {
+        out += std::string(" ") + what + " [";
+        for (int a = 2; a < n.dims.rank; ++a) out += (a > 2 ? ", " : "") + std::to_string(at(a));
+        out += "]";
+      };
+      list("strides", [&](int a) { return n.attrs.steps[a]; });
+      list("pads", [&](int a) { return -n.attrs.starts[a]; });
+      list("dilations", [&](int a) { return n.attrs.dilations[a]; });
+      out += " groups " + std::to_string(n.attrs.groups);
+    }
     if (is_gather(n.kind)) out += " axis " + std::to_string(n.attrs.axis);
     if (n.kind == op::shift) {
       constexpr const char* folds[] = {"clamp", "reflect", "wrap"};

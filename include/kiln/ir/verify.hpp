@@ -173,6 +173,27 @@ constexpr std::vector<std::string> verify(const graph& g) {
         report(id, "has select_last, which only argmax and argmin take");
       continue;
     }
+    if (is_convolution(n.kind)) {
+      const node& w = g.nodes[n.operands[1]];
+      const int r = x.dims.rank;
+      const std::int64_t groups = n.attrs.groups;
+      bool fits = r >= 3 && w.dims.rank == r && n.dims.rank == r && groups >= 1 &&
+                  n.dims.dims[0] == x.dims.dims[0];
+      if (fits && n.kind == op::conv)
+        fits = w.dims.dims[1] * groups == x.dims.dims[1] && n.dims.dims[1] == w.dims.dims[0] &&
+               w.dims.dims[0] % groups == 0;
+      if (fits && n.kind == op::conv_transpose)
+        fits = w.dims.dims[0] == x.dims.dims[1] && n.dims.dims[1] == w.dims.dims[1] * groups &&
+               x.dims.dims[1] % groups == 0;
+      for (int a = 2; fits && a < r; ++a) fits = n.attrs.steps[a] >= 1 && n.attrs.dilations[a] >= 1;
+      if (!fits)
+        report(id, "dims " + to_string(n.dims) + " are not a convolution of " + to_string(x.dims) +
+                       " by " + to_string(w.dims) + " in " + detail::to_text(groups) + " groups");
+      if (!accepts(oi.types, x.type) || w.type != x.type || n.type != x.type)
+        report(id, "types " + std::string(name(x.type)) + ", " + std::string(name(w.type)) +
+                       " -> " + std::string(name(n.type)) + " break the op's type rule");
+      continue;
+    }
     if (oi.cls == op_class::contraction) {
       const node& y = g.nodes[n.operands[1]];
       bool fits = x.dims.rank >= 2 && y.dims.rank == x.dims.rank && n.dims.rank == x.dims.rank;

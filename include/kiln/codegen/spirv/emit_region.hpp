@@ -136,7 +136,9 @@ class region_emitter final : public op_lowering {
       if (t == dtype::i64 && !t_.int64) return "i64 needs shaderInt64, which the device lacks";
       return "";
     };
-    if (mb_->r->contraction >= 0) return "matmul: no Vulkan contraction kernel yet";
+    if (mb_->r->contraction >= 0)
+      return std::string(ir::name(g_.nodes[mb_->r->contraction].kind)) +
+             ": no Vulkan contraction kernel yet";
     // Ops first (the message names the op), then the leaves (an argument or constant alone).
     std::vector<std::int32_t> order;
     for (int leaves = 0; leaves < 2; ++leaves)

@@ -1,6 +1,8 @@
-// Runs a contraction (matmul) on the CPU: a packed, cache-blocked GEMM in the BLIS design (an
-// MR x NR register tile, KC / MC / NC blocks, A and B packed into panels), threaded over tiles of
-// the result, each finished tile handed to the region's epilogue while it is in cache.
+// Runs a contraction on the CPU: a packed, cache-blocked GEMM in the BLIS design (an MR x NR
+// register tile, KC / MC / NC blocks, A and B packed into panels), threaded over tiles of the
+// result, each finished tile handed to the region's epilogue while it is in cache. A matmul packs
+// its operands through their strides; a convolution is an implicit GEMM: the kernel is A, and B's
+// panels are packed from the input's windows as they are needed (no im2col buffer).
 #pragma once
 
 #include <algorithm>
@@ -26,15 +28,17 @@ struct finished_tile {
 using tile_ref = function_ref<void(const finished_tile&)>;
 
 // Operand l (over a space of `rank` dims) read over one tile of that space: from the element at
-// multi-index `origin`, over the space's last two dims (the tile's rows and columns).
+// multi-index `origin`, over the space's dims row_axis and col_axis (the tile's rows and
+// columns).
 inline operand_layout tile_layout(const operand_layout& l,
-                                  const std::array<std::int64_t, max_rank>& origin, int rank) {
+                                  const std::array<std::int64_t, max_rank>& origin, int rank,
+                                  int row_axis, int col_axis) {
   operand_layout t{l.data, l.bytes, {}, l.terms};
   std::int64_t offset = 0;
   for (int d = 0; d < rank; ++d) offset += origin[d] * l.stride[d];
   t.data += offset * l.bytes;
-  t.stride[0] = l.stride[rank - 2];
-  t.stride[1] = l.stride[rank - 1];
+  t.stride[0] = l.stride[row_axis];
+  t.stride[1] = l.stride[col_axis];
   for (index_term& term : t.terms) {
     std::int64_t at = 0;  // the tile origin's place among the term's positions
     for (int d = 0; d < rank; ++d) at += origin[d] * term.stride[d];
@@ -42,7 +46,7 @@ inline operand_layout tile_layout(const operand_layout& l,
       term.positions += at * (term.wide ? 8 : 4);
     else
       term.shift += at;
-    const std::int64_t rows = term.stride[rank - 2], cols = term.stride[rank - 1];
+    const std::int64_t rows = term.stride[row_axis], cols = term.stride[col_axis];
     term.stride = {};
     term.stride[0] = rows;
     term.stride[1] = cols;
@@ -57,6 +61,23 @@ inline operand_layout tile_layout(const operand_layout& l,
 // every tile of C once.
 KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
                                  const shape& b_dims, const operand_layout& b, tile_ref epilogue);
+
+// A convolution's windows along each spatial axis a (0: the axis after the channels), from its
+// node's attributes: kernel cell k joins output o and input i where o * strides[a] + starts[a] +
+// k * dilations[a] = i (transposed: i * strides[a] + ... = o).
+struct conv_geometry {
+  bool transposed = false;
+  std::int64_t groups = 1;
+  std::array<std::int64_t, max_rank> strides{}, starts{}, dilations{};
+};
+
+// y [N, M, outputs...] = x [N, C, spatial...] convolved with w ([M, C / groups, kernel...];
+// transposed: [C, M / groups, kernel...]), read through their strides, as one GEMM per image and
+// group: finished_tile::batch is image x groups + group, its rows the group's output channels,
+// its columns the output cells in row-major order.
+KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,
+                               const shape& w_dims, const operand_layout& w, const shape& y_dims,
+                               const conv_geometry& c, tile_ref epilogue);
 
 #if KILN_RUNTIME_BODY
 namespace detail {
@@ -85,13 +106,14 @@ S as_fold(const T& v) {
     return static_cast<S>(static_cast<float>(v));
 }
 
-// Packs rows [i0, i0 + m) x columns [p0, p0 + kc) of A (strides sm, sk) as MR-row micro-panels:
-// panel r holds, for each p, MR consecutive rows' values (0 past the m rows).
-template <class S, class T>
-void pack_a(const unsigned char* a, std::int64_t sm, std::int64_t sk, std::int64_t i0,
-            std::int64_t m, std::int64_t p0, std::int64_t kc, S* to) {
+// Packs rows [i0, i0 + m) x columns [p0, p0 + kc) of A (row stride sm; column p at element
+// offset at(p) in a row) as MR-row micro-panels: panel r holds, for each p, MR consecutive rows'
+// values (0 past the m rows).
+template <class S, class T, class Offset>
+void pack_a(const unsigned char* a, std::int64_t sm, Offset at, std::int64_t i0, std::int64_t m,
+            std::int64_t p0, std::int64_t kc, S* to) {
   constexpr int MR = gemm_shape<S>::MR;
-  const T* base = reinterpret_cast<const T*>(a) + i0 * sm + p0 * sk;
+  const T* base = reinterpret_cast<const T*>(a) + i0 * sm;
   for (std::int64_t r = 0; r < m; r += MR) {
     const int rows = static_cast<int>(std::min<std::int64_t>(MR, m - r));
     S* panel = to + r * kc;
@@ -104,18 +126,19 @@ void pack_a(const unsigned char* a, std::int64_t sm, std::int64_t sk, std::int64
     for (int i = 0; i < MR; ++i) row[i] = base + (r + std::min(i, rows - 1)) * sm;
     if (rows == MR)
       for (std::int64_t p = 0; p < kc; ++p)
-        for (int i = 0; i < MR; ++i) panel[p * MR + i] = as_fold<S>(row[i][p * sk]);
+        for (int i = 0; i < MR; ++i) panel[p * MR + i] = as_fold<S>(row[i][at(p0 + p)]);
     else
       for (std::int64_t p = 0; p < kc; ++p)
-        for (int i = 0; i < rows; ++i) panel[p * MR + i] = as_fold<S>(row[i][p * sk]);
+        for (int i = 0; i < rows; ++i) panel[p * MR + i] = as_fold<S>(row[i][at(p0 + p)]);
   }
 }
 
 // Packs rows [p0, p0 + kc) x columns [j0, j0 + n) of B (strides sk, sn) as NR-column
-// micro-panels (0 past the n columns).
+// micro-panels (0 past the n columns): of those rows, p0 + first to p0 + last.
 template <class S, class T>
 void pack_b(const unsigned char* b, std::int64_t sk, std::int64_t sn, std::int64_t p0,
-            std::int64_t kc, std::int64_t j0, std::int64_t n, S* to) {
+            std::int64_t kc, std::int64_t first, std::int64_t last, std::int64_t j0, std::int64_t n,
+            S* to) {
   using G = gemm_shape<S>;
   constexpr int NR = G::NR;
   const T* base = reinterpret_cast<const T*>(b) + p0 * sk + j0 * sn;
@@ -123,14 +146,14 @@ void pack_b(const unsigned char* b, std::int64_t sk, std::int64_t sn, std::int64
     const int cols = static_cast<int>(std::min<std::int64_t>(NR, n - c));
     S* panel = to + c * kc;
     if (std::is_same_v<S, T> && sn == 1 && cols == NR) {  // two vectors per row
-      for (std::int64_t p = 0; p < kc; ++p) {
+      for (std::int64_t p = first; p < last; ++p) {
         const S* row = reinterpret_cast<const S*>(base + p * sk + c);
         G::batch::load_unaligned(row).store_aligned(panel + p * NR);
         G::batch::load_unaligned(row + G::L).store_aligned(panel + p * NR + G::L);
       }
       continue;
     }
-    for (std::int64_t p = 0; p < kc; ++p) {
+    for (std::int64_t p = first; p < last; ++p) {
       const T* row = base + p * sk + c * sn;
       for (int j = 0; j < cols; ++j) panel[p * NR + j] = as_fold<S>(row[j * sn]);
       for (int j = cols; j < NR; ++j) panel[p * NR + j] = S(0);
@@ -188,28 +211,18 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
       c[i * ldc + j] = add ? c[i * ldc + j] + part[i * G::NR + j] : part[i * G::NR + j];
 }
 
-// Fold type S, storage type T.
-template <class S, class T>
-void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims,
-               const operand_layout& b, tile_ref epilogue) {
+// The GEMM: C[b] = A[b] x B[b] for b < batches, A [M, K], B [K, N], in fold type S from storage
+// type T. pack_a_block(b, i0, m, p0, kc, to) packs A's rows [i0, i0 + m) x columns [p0, p0 + kc)
+// as pack_a does; pack_b_block(b, p0, kc, first, last, j0, n, to) packs B's rows [p0, p0 + kc) x
+// columns [j0, j0 + n) as pack_b does (rows p0 + first to p0 + last of them). Every tile of C
+// goes to the epilogue once.
+template <class S, class T, class PackA, class PackB>
+void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, PackA pack_a_block,
+          PackB pack_b_block, tile_ref epilogue) {
   using G = gemm_shape<S>;
-  const int rank = a_dims.rank;
-  const std::int64_t M = a_dims.dims[rank - 2], K = a_dims.dims[rank - 1];
-  const std::int64_t N = b_dims.dims[rank - 1];
-  std::int64_t batches = 1;
-  for (int i = 0; i + 2 < rank; ++i) batches *= a_dims.dims[i];
   if (batches == 0 || M == 0 || N == 0) return;
   const std::int64_t row_blocks = (M + G::MC - 1) / G::MC, col_blocks = (N + G::NC - 1) / G::NC;
   const std::int64_t tasks = batches * row_blocks * col_blocks;
-  // The element offsets of batch b's first element in A and B.
-  auto batch_offset = [&](const operand_layout& l, std::int64_t bi) {
-    std::int64_t off = 0;
-    for (int d = rank - 3; d >= 0; --d) {
-      off += (bi % a_dims.dims[d]) * l.stride[d];
-      bi /= a_dims.dims[d];
-    }
-    return off;
-  };
   constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
   constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
   const std::int64_t k_blocks = (K + G::KC - 1) / G::KC;
@@ -217,12 +230,13 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
     auto at = reinterpret_cast<std::uintptr_t>(p);
     return reinterpret_cast<S*>((at + 63) / 64 * 64);
   };
-  // Packs KC block kb of B's column block cb of batch bi to `to`.
-  auto pack_b_blocks = [&](std::int64_t bi, std::int64_t cb, std::int64_t kb, S* to) {
-    const unsigned char* bb = b.data + batch_offset(b, bi) * sizeof(T);
+  // Packs KC block kb of B's column block cb of batch bi to `to`: its rows [first, last), or
+  // all.
+  auto pack_b_blocks = [&](std::int64_t bi, std::int64_t cb, std::int64_t kb, S* to,
+                           std::int64_t first = 0, std::int64_t last = G::KC) {
     const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
     const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
-    pack_b<S, T>(bb, b.stride[rank - 2], b.stride[rank - 1], p0, kc, j0, n, to);
+    pack_b_block(bi, p0, kc, first, std::min(last, kc), j0, n, to);
   };
   // The tile (rb, cb) of batch bi: every KC block of A packed and multiplied into the thread's
   // tile, then the epilogue. packed_b(kb): B's KC block kb of this column block, packed.
@@ -230,13 +244,12 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
                       S* packed_a, S* tile, auto packed_b) {
     const std::int64_t i0 = rb * mc, m = std::min<std::int64_t>(mc, M - i0);
     const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
-    const unsigned char* ab = a.data + batch_offset(a, bi) * sizeof(T);
     const std::int64_t ldc = G::NC;
     if (K == 0) std::fill(tile, tile + m * ldc, S(0));
     for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
       const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
       const S* bp = packed_b(kb);
-      pack_a<S, T>(ab, a.stride[rank - 2], a.stride[rank - 1], i0, m, p0, kc, packed_a);
+      pack_a_block(bi, i0, m, p0, kc, packed_a);
       for (std::int64_t c = 0; c < n; c += G::NR)
         for (std::int64_t r = 0; r < m; r += G::MR)
           micro_kernel<S>(kc, packed_a + r * kc, bp + c * kc, tile + r * ldc + c, ldc,
@@ -278,9 +291,15 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
     S* packed_b = aligned(shared.data());
     for (std::int64_t bi = 0; bi < batches; ++bi)
       for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
-        parallel_for(k_blocks, 1, [&](std::int64_t first, std::int64_t last) {
-          for (std::int64_t kb = first; kb < last; ++kb)
-            pack_b_blocks(bi, cb, kb, packed_b + kb * b_size);
+        // In slices of a block's rows, so that a few blocks share out evenly (3 blocks on 2
+        // threads would leave one idle a third of the time).
+        constexpr std::int64_t slice = 32, slices = G::KC / slice;
+        parallel_for(k_blocks * slices, 1, [&](std::int64_t first, std::int64_t last) {
+          for (std::int64_t t = first; t < last; ++t) {
+            const std::int64_t kb = t / slices, row = t % slices * slice;
+            if (kb * G::KC + row < K)
+              pack_b_blocks(bi, cb, kb, packed_b + kb * b_size, row, row + slice);
+          }
         });
         parallel_for(used_blocks, 1, [&](std::int64_t first, std::int64_t last) {
           S* packed_a = thread_buffers();
@@ -310,6 +329,178 @@ void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims
     run_tasks(0, tasks);
 }
 
+// Fold type S, storage type T.
+template <class S, class T>
+void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims,
+               const operand_layout& b, tile_ref epilogue) {
+  const int rank = a_dims.rank;
+  const std::int64_t M = a_dims.dims[rank - 2], K = a_dims.dims[rank - 1];
+  const std::int64_t N = b_dims.dims[rank - 1];
+  std::int64_t batches = 1;
+  for (int i = 0; i + 2 < rank; ++i) batches *= a_dims.dims[i];
+  // The element offsets of batch b's first element in A and B.
+  auto batch_offset = [&](const operand_layout& l, std::int64_t bi) {
+    std::int64_t off = 0;
+    for (int d = rank - 3; d >= 0; --d) {
+      off += (bi % a_dims.dims[d]) * l.stride[d];
+      bi /= a_dims.dims[d];
+    }
+    return off;
+  };
+  const std::int64_t sk = a.stride[rank - 1];
+  gemm<S, T>(
+      batches, M, N, K,
+      [&](std::int64_t bi, std::int64_t i0, std::int64_t m, std::int64_t p0, std::int64_t kc,
+          S* to) {
+        pack_a<S, T>(
+            a.data + batch_offset(a, bi) * sizeof(T), a.stride[rank - 2],
+            [sk](std::int64_t p) { return p * sk; }, i0, m, p0, kc, to);
+      },
+      [&](std::int64_t bi, std::int64_t p0, std::int64_t kc, std::int64_t first, std::int64_t last,
+          std::int64_t j0, std::int64_t n, S* to) {
+        pack_b<S, T>(b.data + batch_offset(b, bi) * sizeof(T), b.stride[rank - 2],
+                     b.stride[rank - 1], p0, kc, first, last, j0, n, to);
+      },
+      epilogue);
+}
+
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
+
+// Fold type S, storage type T. B's row p is (input channel, kernel cell), its column j an output
+// cell: the input element that cell's window puts under that kernel cell, or 0 (padding).
+template <class S, class T>
+void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
+             const operand_layout& w, const shape& y_dims, const conv_geometry& c,
+             tile_ref epilogue) {
+  using G = gemm_shape<S>;
+  const int rank = x_dims.rank, ns = rank - 2;
+  const std::int64_t groups = c.groups;
+  const std::int64_t in_group = x_dims.dims[1] / groups, out_group = y_dims.dims[1] / groups;
+  std::int64_t cells = 1, N = 1;  // kernel cells, output cells
+  for (int a = 0; a < ns; ++a) {
+    cells *= w_dims.dims[2 + a];
+    N *= y_dims.dims[2 + a];
+  }
+  const std::int64_t K = in_group * cells;
+  // Per row p of B (and column p of A): the input channel's offset in x, the kernel cell's
+  // element offset in w, and per spatial axis starts + k x dilation (the cell's shift).
+  std::vector<std::int64_t> x_channel(K), w_offset(K), shift(K * ns);
+  for (std::int64_t p = 0; p < K; ++p) {
+    const std::int64_t ci = p / cells;
+    std::int64_t cell = p % cells, off = ci * w.stride[c.transposed ? 0 : 1];
+    for (int a = ns - 1; a >= 0; --a) {
+      const std::int64_t k = cell % w_dims.dims[2 + a];
+      cell /= w_dims.dims[2 + a];
+      off += k * w.stride[2 + a];
+      shift[p * ns + a] = c.starts[a] + k * c.dilations[a];
+    }
+    x_channel[p] = ci * x.stride[1];
+    w_offset[p] = off;
+  }
+  const int last = ns - 1;
+  const std::int64_t out_last = y_dims.dims[rank - 1], in_last = x_dims.dims[rank - 1];
+  const std::int64_t s_last = c.strides[last], xs_last = x.stride[rank - 1];
+  // Per row p (conv): the outputs along the last axis whose input o x s + shift is inside it,
+  // [first_inside, end_inside) (worked out once: divisions per run of outputs cost more than
+  // the copy).
+  std::vector<std::int64_t> first_inside(K), end_inside(K);
+  for (std::int64_t p = 0; p < K; ++p) {
+    const std::int64_t by = shift[p * ns + last];
+    first_inside[p] = ceil_div(-by, s_last);
+    end_inside[p] = ceil_div(in_last - by, s_last);
+  }
+  // The input position along spatial axis a that output o reads under a cell shifted by `by`,
+  // or -1 where it is padding (transposed: where no input cell lands on o).
+  auto position = [&](int a, std::int64_t o, std::int64_t by) -> std::int64_t {
+    std::int64_t i = o * c.strides[a] + by;
+    if (c.transposed) {
+      const std::int64_t num = o - by;
+      i = num % c.strides[a] == 0 ? num / c.strides[a] : -1;
+    }
+    return i >= 0 && i < x_dims.dims[2 + a] ? i : -1;
+  };
+  gemm<S, T>(
+      x_dims.dims[0] * groups, out_group, N, K,
+      [&](std::int64_t bi, std::int64_t i0, std::int64_t m, std::int64_t p0, std::int64_t kc,
+          S* to) {
+        const std::int64_t g = bi % groups;
+        // conv: row m of group g is w[g x out_group + m]; transposed: w[g x in_group + ci, m].
+        const std::int64_t base =
+            c.transposed ? g * in_group * w.stride[0] : g * out_group * w.stride[0];
+        pack_a<S, T>(
+            w.data + base * sizeof(T), w.stride[c.transposed ? 1 : 0],
+            [&](std::int64_t p) { return w_offset[p]; }, i0, m, p0, kc, to);
+      },
+      [&](std::int64_t bi, std::int64_t p0, std::int64_t kc, std::int64_t first, std::int64_t end,
+          std::int64_t j0, std::int64_t n, S* to) {
+        const std::int64_t image = bi / groups, g = bi % groups;
+        const T* xb =
+            reinterpret_cast<const T*>(x.data) + image * x.stride[0] + g * in_group * x.stride[1];
+        std::array<std::int64_t, max_rank> o{};
+        const auto zero = [](std::int64_t) { return S(0); };
+        for (std::int64_t p = p0 + first; p < p0 + end; ++p) {
+          // Column j of this row lies in panel j / NR, at j % NR. put(at, len, value) writes
+          // value(t) to columns at + t, t < len, a panel's contiguous piece at a time.
+          S* panels = to + (p - p0) * G::NR;
+          auto put = [&](std::int64_t at, std::int64_t len, auto value) {
+            for (std::int64_t t = 0; t < len;) {
+              const std::int64_t j = at + t, piece = std::min(len - t, G::NR - j % G::NR);
+              S* into = panels + j / G::NR * G::NR * kc + j % G::NR;
+              for (std::int64_t q = 0; q < piece; ++q) into[q] = value(t + q);
+              t += piece;
+            }
+          };
+          const std::int64_t* by = &shift[p * ns];
+          for (std::int64_t j = j0, a = ns - 1; a >= 0; --a) {
+            o[a] = j % y_dims.dims[2 + a];
+            j /= y_dims.dims[2 + a];
+          }
+          for (std::int64_t at = 0; at < n;) {
+            // Output cells along the last axis from o[last]: one row of the window's image.
+            const std::int64_t run = std::min(out_last - o[last], n - at);
+            const T* row = xb + x_channel[p];
+            bool inside = true;
+            for (int a = 0; a < last && inside; ++a) {
+              const std::int64_t i = position(a, o[a], by[a]);
+              inside = i >= 0;
+              if (inside) row += i * x.stride[2 + a];
+            }
+            if (!inside) {
+              put(at, run, zero);
+            } else if (!c.transposed) {
+              // Inputs o x s + by for o in [o[last], o[last] + run): those inside the axis.
+              const std::int64_t lo = std::clamp(first_inside[p] - o[last], std::int64_t{0}, run);
+              const std::int64_t hi = std::clamp(end_inside[p] - o[last], lo, run);
+              const T* from = row + ((o[last] + lo) * s_last + by[last]) * xs_last;
+              const std::int64_t step = s_last * xs_last;
+              put(at, lo, zero);
+              if (step == 1)
+                put(at + lo, hi - lo, [&](std::int64_t t) { return as_fold<S>(from[t]); });
+              else
+                put(at + lo, hi - lo, [&](std::int64_t t) { return as_fold<S>(from[t * step]); });
+              put(at + hi, run - hi, zero);
+            } else {
+              put(at, run, [&](std::int64_t t) {
+                const std::int64_t i = position(last, o[last] + t, by[last]);
+                return i < 0 ? S(0) : as_fold<S>(row[i * xs_last]);
+              });
+            }
+            at += run;
+            o[last] += run;
+            for (int a = last; a > 0 && o[a] == y_dims.dims[2 + a]; --a) {
+              o[a] = 0;
+              ++o[a - 1];
+            }
+          }
+          put(n, (n + G::NR - 1) / G::NR * G::NR - n, zero);  // the last panel's spare columns
+        }
+      },
+      epilogue);
+}
+
 }  // namespace detail
 
 KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
@@ -319,6 +510,8 @@ KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_
       return detail::matmul_as<float, float>(a_dims, a, b_dims, b, epilogue);
     case dtype::f64:
       return detail::matmul_as<double, double>(a_dims, a, b_dims, b, epilogue);
+    case dtype::i32:  // matmul_integer's (wrapping as the type does)
+      return detail::matmul_as<std::int32_t, std::int32_t>(a_dims, a, b_dims, b, epilogue);
     case dtype::f16:
       return detail::matmul_as<float, storage_t<dtype::f16>>(a_dims, a, b_dims, b, epilogue);
     case dtype::bf16:
@@ -330,6 +523,30 @@ KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_
     default:
       throw error(errc::unsupported, "matmul",
                   "no CPU contraction for element type " + std::string(name(type)));
+  }
+}
+KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,
+                               const shape& w_dims, const operand_layout& w, const shape& y_dims,
+                               const conv_geometry& c, tile_ref epilogue) {
+  auto as = [&]<class S, class T> {
+    detail::conv_as<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
+  };
+  switch (type) {
+    case dtype::f32:
+      return as.template operator()<float, float>();
+    case dtype::f64:
+      return as.template operator()<double, double>();
+    case dtype::f16:
+      return as.template operator()<float, storage_t<dtype::f16>>();
+    case dtype::bf16:
+      return as.template operator()<float, storage_t<dtype::bf16>>();
+    case dtype::f8e4m3:
+      return as.template operator()<float, storage_t<dtype::f8e4m3>>();
+    case dtype::f8e5m2:
+      return as.template operator()<float, storage_t<dtype::f8e5m2>>();
+    default:
+      throw error(errc::unsupported, "conv",
+                  "no CPU convolution for element type " + std::string(name(type)));
   }
 }
 #endif  // KILN_RUNTIME_BODY

@@ -104,8 +104,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
     return r;
   };
-  // Region i's contraction, its epilogue (the row function) run on each finished tile.
-  auto contract = [&](std::size_t i, const prepared& r, row_ref row) {
+  // Region r's contraction, its epilogue (the row function) run on each finished tile.
+  auto contract = [&](const prepared& r, row_ref row) {
     const ir::node& m = g.nodes[r.reg->contraction];
     shape operand_dims[2];
     operand_layout operands[2];
@@ -116,52 +116,101 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     }
     const int rank = r.space.rank;
     const int acc = compiler::accumulator_slot(p);
-    run_matmul(
-        m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
-        [&](const finished_tile& t) {
-          std::array<std::int64_t, max_rank> origin{};
-          for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
-            origin[d] = b % r.space.dims[d];
-            b /= r.space.dims[d];
-          }
-          origin[rank - 2] = t.row;
-          origin[rank - 1] = t.col;
-          std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
-          for (auto s : r.in_slots)
-            if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
-          ins[acc] = {
-              static_cast<const unsigned char*>(t.tile), size_in_bytes(m.type), {t.ld, 1}, {}};
-          for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
-          shape tile;
-          tile.rank = 2;
-          tile.dims[0] = t.rows;
-          tile.dims[1] = t.cols;
-          // A row is written contiguously: a tile one column wide is not, unless the
-          // result is (N = 1), so it runs a row at a time.
-          bool strided = t.cols == 1 && r.space.dims[rank - 1] > 1;
-          if (!strided) {
-            run_rows(row, tile, 0, {0, t.rows * t.cols}, r.in_slots, ins, r.out_slots, outs);
-            return;
-          }
-          tile.dims[0] = 1;
-          for (std::int64_t i = 0; i < t.rows; ++i) {
-            origin[rank - 2] = t.row + i;
-            for (auto s : r.in_slots)
-              if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank);
-            ins[acc].data =
-                static_cast<const unsigned char*>(t.tile) + i * t.ld * size_in_bytes(m.type);
-            for (auto s : r.out_slots) outs[s] = tile_layout(r.outs[s], origin, rank);
-            run_rows(row, tile, 0, {0, 1}, r.in_slots, ins, r.out_slots, outs);
-          }
-        });
-    (void)i;
+    const bool conv = ir::is_convolution(m.kind);
+    // A tile's rows run along the space's axis row_axis (a convolution's output channels), its
+    // columns along the last.
+    const int row_axis = conv ? 1 : rank - 2, col_axis = rank - 1;
+    const int bytes = size_in_bytes(m.type);
+    // The epilogue over rows x cols of the space from `origin`, the contraction's values at
+    // `values` (ld apart from row to row).
+    auto epilogue_part = [&](std::array<std::int64_t, max_rank> origin, std::int64_t rows,
+                             std::int64_t cols, const unsigned char* values, std::int64_t ld) {
+      std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
+      shape tile;
+      tile.rank = 2;
+      tile.dims[0] = rows;
+      tile.dims[1] = cols;
+      // A row is written contiguously: a part one column wide is not, unless the space is
+      // (one column), so it runs a row at a time.
+      const bool strided = cols == 1 && r.space.dims[col_axis] > 1;
+      if (strided) tile.dims[0] = 1;
+      for (std::int64_t i = 0; i < (strided ? rows : 1); ++i) {
+        for (auto s : r.in_slots)
+          if (s != acc) ins[s] = tile_layout(r.ins[s], origin, rank, row_axis, col_axis);
+        ins[acc] = {values + i * ld * bytes, bytes, {ld, 1}, {}};
+        for (auto s : r.out_slots)
+          outs[s] = tile_layout(r.outs[s], origin, rank, row_axis, col_axis);
+        run_rows(row, tile, 0, {0, tile.dims[0] * cols}, r.in_slots, ins, r.out_slots, outs);
+        ++origin[row_axis];
+      }
+    };
+    if (!conv) {
+      run_matmul(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
+                 [&](const finished_tile& t) {
+                   std::array<std::int64_t, max_rank> origin{};
+                   for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
+                     origin[d] = b % r.space.dims[d];
+                     b /= r.space.dims[d];
+                   }
+                   origin[rank - 2] = t.row;
+                   origin[rank - 1] = t.col;
+                   epilogue_part(origin, t.rows, t.cols, static_cast<const unsigned char*>(t.tile),
+                                 t.ld);
+                 });
+      return;
+    }
+    conv_geometry c{m.kind == ir::op::conv_transpose, m.attrs.groups, {}, {}, {}};
+    for (int a = 2; a < rank; ++a) {
+      c.strides[a - 2] = m.attrs.steps[a];
+      c.starts[a - 2] = m.attrs.starts[a];
+      c.dilations[a - 2] = m.attrs.dilations[a];
+    }
+    const std::int64_t out_group = r.space.dims[1] / c.groups;
+    // Whether every operand of the epilogue walks the output cells in row-major order with one
+    // stride (a contiguous NCHW result, a bias broadcast over the cells): then a tile is one part,
+    // whatever output rows its columns cross.
+    bool flat = true;
+    auto walks_flat = [&](const operand_layout& l) {
+      bool ok = l.terms.empty();
+      for (int a = 2; a + 1 < rank; ++a)
+        ok = ok && l.stride[a] == l.stride[a + 1] * r.space.dims[a + 1];
+      return ok;
+    };
+    for (auto s : r.in_slots)
+      if (s != acc) flat = flat && walks_flat(r.ins[s]);
+    for (auto s : r.out_slots) flat = flat && walks_flat(r.outs[s]);
+    run_conv(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1], r.space, c,
+             [&](const finished_tile& t) {
+               // The tile's columns are output cells in row-major order: a part per run along
+               // the last axis.
+               std::array<std::int64_t, max_rank> origin{};
+               origin[0] = t.batch / c.groups;
+               origin[1] = (t.batch % c.groups) * out_group + t.row;
+               for (std::int64_t a = rank - 1, j = t.col; a >= 2; --a) {
+                 origin[a] = j % r.space.dims[a];
+                 j /= r.space.dims[a];
+               }
+               const auto* values = static_cast<const unsigned char*>(t.tile);
+               if (flat) return epilogue_part(origin, t.rows, t.cols, values, t.ld);
+               for (std::int64_t done = 0; done < t.cols;) {
+                 const std::int64_t run =
+                     std::min(r.space.dims[rank - 1] - origin[rank - 1], t.cols - done);
+                 epilogue_part(origin, t.rows, run, values + done * bytes, t.ld);
+                 done += run;
+                 origin[rank - 1] += run;
+                 for (int a = rank - 1; a > 2 && origin[a] == r.space.dims[a]; --a) {
+                   origin[a] = 0;
+                   ++origin[a - 1];
+                 }
+               }
+             });
   };
   // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's).
   auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
     if (r.reg->contraction >= 0)
-      contract(i, r, row);
+      contract(r, row);
     else if (r.root)
       run_reduction(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.space, r.root->attrs,
                     r.in_slots, r.ins, r.out_slots, r.outs,

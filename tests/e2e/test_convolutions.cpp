@@ -1,0 +1,479 @@
+// Convolutions: ONNX Conv and ConvTranspose through both doors, checked against a direct double
+// reference (every window summed cell by cell) within the error bound of its K-term dot
+// products; every window parameter (pads, auto_pad, strides, dilations, groups, depthwise, 1x1,
+// a kernel larger than its input); epilogues fused (one dispatch, no transient) and a
+// convolution that another reads materialized. Runs on the default device and, as
+// e2e.cpu.test_convolutions, on the CPU.
+#include <gmock/gmock.h>
+
+#include <cmath>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using kiln::dtype;
+using kiln::tensor;
+using ref::dims_t;
+
+struct host_tensor {
+  dims_t dims;
+  std::vector<double> v;
+};
+
+host_tensor random_tensor(const dims_t& dims, unsigned seed) {
+  auto f = ref::random_data<float>(ref::count(dims), -1, 1, seed);
+  return {dims, std::vector<double>(f.begin(), f.end())};
+}
+
+std::vector<float> floats(const host_tensor& t) { return {t.v.begin(), t.v.end()}; }
+
+kiln::tensor_view<float> view_of(std::vector<float>& v, const dims_t& d) {
+  return {v.data(), ref::to_shape(d), false};
+}
+
+// A 2-D convolution's windows as ONNX gives them (a 1-D one: height 1).
+struct windows {
+  std::int64_t stride[2] = {1, 1}, dilation[2] = {1, 1};
+  std::int64_t begin[2] = {0, 0}, end[2] = {0, 0};  // pads
+  std::int64_t groups = 1;
+  std::int64_t extra[2] = {0, 0};  // conv_transpose's output_padding
+};
+
+// The result and, per element, the sum of |x w| over its terms (the rounding error's scale).
+struct result {
+  host_tensor value, magnitude;
+};
+
+// ONNX Conv: x [N, C, H, W], w [M, C / groups, KH, KW]; output sizes by ONNX's formula.
+result ref_conv(const host_tensor& x, const host_tensor& w, const windows& p) {
+  const std::int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
+  const std::int64_t M = w.dims[0], KH = w.dims[2], KW = w.dims[3];
+  const std::int64_t Cg = C / p.groups, Mg = M / p.groups;
+  const std::int64_t OH =
+      (H + p.begin[0] + p.end[0] - ((KH - 1) * p.dilation[0] + 1)) / p.stride[0] + 1;
+  const std::int64_t OW =
+      (W + p.begin[1] + p.end[1] - ((KW - 1) * p.dilation[1] + 1)) / p.stride[1] + 1;
+  dims_t out{N, M, OH, OW};
+  result r{{out, std::vector<double>(ref::count(out))},
+           {out, std::vector<double>(ref::count(out))}};
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          double s = 0, mag = 0;
+          const std::int64_t g = m / Mg;
+          for (std::int64_t ci = 0; ci < Cg; ++ci)
+            for (std::int64_t kh = 0; kh < KH; ++kh)
+              for (std::int64_t kw = 0; kw < KW; ++kw) {
+                const std::int64_t ih = oh * p.stride[0] - p.begin[0] + kh * p.dilation[0];
+                const std::int64_t iw = ow * p.stride[1] - p.begin[1] + kw * p.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const double t = x.v[((n * C + g * Cg + ci) * H + ih) * W + iw] *
+                                 w.v[((m * Cg + ci) * KH + kh) * KW + kw];
+                s += t;
+                mag += std::fabs(t);
+              }
+          const std::int64_t at = ((n * M + m) * OH + oh) * OW + ow;
+          r.value.v[at] = s;
+          r.magnitude.v[at] = mag;
+        }
+  return r;
+}
+
+// ONNX ConvTranspose: x [N, C, H, W], w [C, M / groups, KH, KW]: each input cell scatters its
+// kernel into the outputs.
+result ref_conv_transpose(const host_tensor& x, const host_tensor& w, const windows& p) {
+  const std::int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
+  const std::int64_t Mg = w.dims[1], KH = w.dims[2], KW = w.dims[3];
+  const std::int64_t M = Mg * p.groups, Cg = C / p.groups;
+  const std::int64_t OH =
+      p.stride[0] * (H - 1) + p.extra[0] + (KH - 1) * p.dilation[0] + 1 - p.begin[0] - p.end[0];
+  const std::int64_t OW =
+      p.stride[1] * (W - 1) + p.extra[1] + (KW - 1) * p.dilation[1] + 1 - p.begin[1] - p.end[1];
+  dims_t out{N, M, OH, OW};
+  result r{{out, std::vector<double>(ref::count(out))},
+           {out, std::vector<double>(ref::count(out))}};
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t ih = 0; ih < H; ++ih)
+        for (std::int64_t iw = 0; iw < W; ++iw)
+          for (std::int64_t mg = 0; mg < Mg; ++mg)
+            for (std::int64_t kh = 0; kh < KH; ++kh)
+              for (std::int64_t kw = 0; kw < KW; ++kw) {
+                const std::int64_t oh = ih * p.stride[0] - p.begin[0] + kh * p.dilation[0];
+                const std::int64_t ow = iw * p.stride[1] - p.begin[1] + kw * p.dilation[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                const double t =
+                    x.v[((n * C + c) * H + ih) * W + iw] * w.v[((c * Mg + mg) * KH + kh) * KW + kw];
+                const std::int64_t at = ((n * M + (c / Cg) * Mg + mg) * OH + oh) * OW + ow;
+                r.value.v[at] += t;
+                r.magnitude.v[at] += std::fabs(t);
+              }
+  return r;
+}
+
+// |got - want| <= (K + 2) u sum |x w| + 2 u |want|: any order of K products and sums in f32.
+void expect_within_bound(const std::vector<float>& got, const result& want, std::int64_t k,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), want.value.v.size()) << what;
+  const double u = std::ldexp(1.0, -24);
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
+    const double bound =
+        double(k + 2) * u * want.magnitude.v[i] + 2 * u * std::fabs(want.value.v[i]) + 1e-30;
+    if (!(std::fabs(got[i] - want.value.v[i]) <= bound)) {
+      ++reported;
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected "
+                    << want.value.v[i] << " within " << bound;
+    }
+  }
+}
+
+// The window as the graph API takes it, over `axes` spatial axes (1: the width only).
+kiln::ir::conv_window window_of(const windows& p, int axes) {
+  kiln::ir::conv_window c;
+  for (int a = 2 - axes; a < 2; ++a) {
+    c.strides.push_back(p.stride[a]);
+    c.dilations.push_back(p.dilation[a]);
+  }
+  for (int a = 2 - axes; a < 2; ++a) c.pads.push_back(p.begin[a]);
+  for (int a = 2 - axes; a < 2; ++a) c.pads.push_back(p.end[a]);
+  for (int a = 2 - axes; a < 2 && (p.extra[0] || p.extra[1]); ++a)
+    c.output_padding.push_back(p.extra[a]);
+  c.groups = p.groups;
+  return c;
+}
+
+// conv (or conv_transpose) of x and w through the graph API, 2-D, or 1-D where x's height is 1
+// (the operands given as [N, C, W]), checked against the reference.
+void check(const dims_t& xd, const dims_t& wd, const windows& p, bool transposed, unsigned seed,
+           bool one_dimensional = false) {
+  SCOPED_TRACE(std::string(transposed ? "conv_transpose " : "conv ") + ref::dims_text(xd) + " by " +
+               ref::dims_text(wd) + " stride " + std::to_string(p.stride[1]) + " dilation " +
+               std::to_string(p.dilation[1]) + " pads " + std::to_string(p.begin[1]) + "/" +
+               std::to_string(p.end[1]) + " groups " + std::to_string(p.groups));
+  host_tensor x = random_tensor(xd, seed), w = random_tensor(wd, seed + 1);
+  result want = transposed ? ref_conv_transpose(x, w, p) : ref_conv(x, w, p);
+  auto drop_height = [&](dims_t d) {
+    if (one_dimensional) d.erase(d.begin() + 2);
+    return d;
+  };
+  dims_t out = drop_height(want.value.dims);
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, ref::to_shape(drop_height(xd)));
+  auto wv = g.input("w", dtype::f32, ref::to_shape(drop_height(wd)));
+  const auto c = window_of(p, one_dimensional ? 1 : 2);
+  auto y = transposed ? g.conv_transpose(xv, wv, c) : g.conv(xv, wv, c);
+  ASSERT_EQ(g.dims_of(y), ref::to_shape(out));
+  g.output("y", y);
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1);
+  std::vector<float> x32 = floats(x), w32 = floats(w), y32(ref::count(out));
+  e.run({view_of(x32, drop_height(xd)), view_of(w32, drop_height(wd))}, {view_of(y32, out)});
+  const std::int64_t cells = wd[2] * wd[3];
+  expect_within_bound(y32, want, (transposed ? wd[0] : wd[1]) * cells, "result");
+}
+
+windows with(std::int64_t stride, std::int64_t dilation, std::int64_t begin, std::int64_t end,
+             std::int64_t groups = 1) {
+  windows p;
+  p.stride[0] = p.stride[1] = stride;
+  p.dilation[0] = p.dilation[1] = dilation;
+  p.begin[0] = p.begin[1] = begin;
+  p.end[0] = p.end[1] = end;
+  p.groups = groups;
+  return p;
+}
+
+TEST(Conv, EveryWindowParameterAgainstTheReference) {
+  unsigned seed = 1;
+  // 1x1, 3x3 and an odd 5x2 kernel; strides, dilations and pads (asymmetric too).
+  for (dims_t k : {dims_t{1, 1}, dims_t{3, 3}, dims_t{5, 2}})
+    for (std::int64_t stride : {1, 2})
+      for (std::int64_t dilation : {1, 2})
+        for (auto [begin, end] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{2, 0}})
+          check({2, 3, 11, 9}, {4, 3, k[0], k[1]}, with(stride, dilation, begin, end), false,
+                seed += 2);
+  // Height and width apart.
+  windows p = with(1, 1, 0, 0);
+  p.stride[0] = 3;
+  p.dilation[1] = 3;
+  p.begin[0] = 2;
+  p.end[1] = 1;
+  check({1, 2, 13, 10}, {3, 2, 3, 2}, p, false, seed += 2);
+  // Groups, depthwise (a group per channel) and depthwise with a multiplier.
+  check({2, 6, 8, 8}, {8, 3, 3, 3}, with(1, 1, 1, 1, 2), false, seed += 2);
+  check({2, 5, 9, 7}, {5, 1, 3, 3}, with(1, 1, 1, 1, 5), false, seed += 2);
+  check({1, 4, 9, 7}, {8, 1, 3, 3}, with(2, 1, 1, 1, 4), false, seed += 2);
+  // A kernel larger than its input, reaching it only through the padding.
+  check({1, 2, 2, 3}, {3, 2, 5, 5}, with(1, 1, 2, 2), false, seed += 2);
+}
+
+TEST(Conv, SizesAroundTilesAndBlocks) {
+  unsigned seed = 100;
+  // Output channels (the GEMM's rows), input channels (with the kernel cells, its sum) and
+  // output cells (its columns): 1, 7, 63, 64, 65 and, for the cells, 1000 (1-D: 1000 long).
+  windows width_pad = with(1, 1, 0, 0);
+  width_pad.begin[1] = width_pad.end[1] = 1;
+  for (std::int64_t s : {1, 7, 63, 64, 65}) {
+    check({1, 3, 6, 5}, {s, 3, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
+    check({1, s, 6, 5}, {5, s, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
+    check({2, 3, 1, s}, {4, 3, 1, 3}, width_pad, false, seed += 2, true);
+  }
+  check({2, 3, 1, 1000}, {70, 3, 1, 5}, with(1, 1, 0, 0), false, seed += 2, true);
+  check({1, 64, 20, 20}, {64, 64, 3, 3}, with(1, 1, 1, 1), false, seed += 2);  // K in blocks
+}
+
+TEST(Conv, OneDimensionalWindows) {
+  unsigned seed = 200;
+  windows p = with(2, 2, 0, 0);
+  p.begin[1] = 3;
+  p.end[1] = 1;
+  check({3, 4, 1, 17}, {6, 2, 1, 4}, (p.groups = 2, p), false, seed += 2, true);
+  check({3, 4, 1, 9}, {4, 3, 1, 3}, (p.groups = 1, p), true, seed += 2, true);
+}
+
+TEST(ConvTranspose, EveryWindowParameterAgainstTheReference) {
+  unsigned seed = 300;
+  for (dims_t k : {dims_t{1, 1}, dims_t{3, 3}, dims_t{4, 2}})
+    for (std::int64_t stride : {1, 2, 3})
+      for (std::int64_t dilation : {1, 2})
+        for (auto [begin, end] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{2, 0}}) {
+          windows p = with(stride, dilation, begin, end);
+          if (p.stride[0] == 1 && begin == 2 && k[0] == 1) continue;  // no output
+          check({2, 3, 5, 4}, {3, 4, k[0], k[1]}, p, true, seed += 2);
+        }
+  // output_padding, groups and a stride per axis.
+  windows p = with(2, 1, 1, 0, 2);
+  p.stride[1] = 3;
+  p.extra[0] = 1;
+  p.extra[1] = 2;
+  check({2, 4, 5, 6}, {4, 3, 3, 3}, p, true, seed += 2);
+  check({1, 6, 7, 7}, {6, 1, 3, 3}, with(2, 1, 1, 1, 6), true, seed += 2);  // depthwise
+  check({1, 65, 9, 9}, {65, 64, 2, 2}, with(2, 1, 0, 0), true, seed += 2);
+}
+
+TEST(Conv, AutoPadAndOutputShapeAsOnnx) {
+  // SAME_UPPER / SAME_LOWER keep ceil(size / stride) outputs, the odd pad at the end / the
+  // beginning; VALID pads nothing.
+  const std::int64_t H = 7, W = 8;
+  host_tensor x = random_tensor({1, 2, H, W}, 400), w = random_tensor({3, 2, 4, 3}, 401);
+  struct mode_case {
+    kiln::auto_pad mode;
+    windows p;
+  };
+  // stride 2: H 7 -> 4 outputs need 4 + 2 x 3 - 7 = 3 pad rows, W 8 -> 4 need 3 + 6 - 8 = 1.
+  windows upper = with(2, 1, 0, 0), lower = upper, valid = upper;
+  upper.begin[0] = 1, upper.end[0] = 2, upper.begin[1] = 0, upper.end[1] = 1;
+  lower.begin[0] = 2, lower.end[0] = 1, lower.begin[1] = 1, lower.end[1] = 0;
+  for (auto [mode, p] :
+       {mode_case{kiln::auto_pad::same_upper, upper}, mode_case{kiln::auto_pad::same_lower, lower},
+        mode_case{kiln::auto_pad::valid, valid}}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    result want = ref_conv(x, w, p);
+    kiln::graph g;
+    auto xv = g.input("x", dtype::f32, {1, 2, H, W});
+    auto wv = g.input("w", dtype::f32, {3, 2, 4, 3});
+    kiln::ir::conv_window c;
+    c.strides = {2, 2};
+    c.pads = {9, 9, 9, 9};  // ignored: auto_pad decides
+    c.auto_pad = mode;
+    if (mode == kiln::auto_pad::valid) c.pads.clear();
+    g.output("y", g.conv(xv, wv, c));
+    auto e = kiln::compile(g);
+    std::vector<float> x32 = floats(x), w32 = floats(w), y(ref::count(want.value.dims));
+    e.run({view_of(x32, x.dims), view_of(w32, w.dims)}, {view_of(y, want.value.dims)});
+    expect_within_bound(y, want, 2 * 12, "auto_pad");
+  }
+  // ConvTranspose's output_shape: the pads follow (the odd one at the beginning).
+  host_tensor xt = random_tensor({1, 2, 3, 3}, 402), wt = random_tensor({2, 2, 3, 3}, 403);
+  windows p = with(2, 1, 1, 0);  // full size 2 x 2 + 3 = 7; 6 wanted: total pad 1, at the start
+  result want = ref_conv_transpose(xt, wt, p);
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, {1, 2, 3, 3});
+  auto wv = g.input("w", dtype::f32, {2, 2, 3, 3});
+  kiln::ir::conv_window c;
+  c.strides = {2, 2};
+  c.output_shape = {6, 6};
+  g.output("y", g.conv_transpose(xv, wv, c));
+  auto e = kiln::compile(g);
+  ASSERT_EQ(want.value.dims, (dims_t{1, 2, 6, 6}));
+  std::vector<float> x32 = floats(xt), w32 = floats(wt), y(72);
+  e.run({view_of(x32, xt.dims), view_of(w32, wt.dims)}, {view_of(y, want.value.dims)});
+  expect_within_bound(y, want, 18, "output_shape");
+}
+
+TEST(Conv, BiasAndActivationFuseIntoOneDispatch) {
+  // relu(conv(x, w) + bias) + residual, with the weights read in place through a transpose and
+  // the residual through a slice: one dispatch, no transient; a second convolution reading the
+  // first materializes it.
+  const std::int64_t N = 2, C = 5, H = 12, W = 10, M = 6;
+  host_tensor x = random_tensor({N, C, H, W}, 500), wt = random_tensor({C, M, 3, 3}, 501),
+              bias = random_tensor({M}, 502), res = random_tensor({N, M, H, 2 * W}, 503),
+              w2 = random_tensor({4, M, 1, 1}, 504);
+  // w: wt's first two axes swapped.
+  host_tensor w{{M, C, 3, 3}, std::vector<double>(M * C * 9)};
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t k = 0; k < 9; ++k) w.v[(m * C + c) * 9 + k] = wt.v[(c * M + m) * 9 + k];
+  const windows p = with(1, 1, 1, 1);
+  result z = ref_conv(x, w, p);
+  result want = z;
+  for (std::int64_t i = 0; i < ref::count(z.value.dims); ++i) {
+    const std::int64_t m = i / (H * W) % M, n = i / (M * H * W), hw = i % (H * W);
+    const double r = res.v[((n * M + m) * H + hw / W) * 2 * W + 2 * (hw % W)];
+    want.value.v[i] = std::max(z.value.v[i] + bias.v[m], 0.0) + r;
+    want.magnitude.v[i] = z.magnitude.v[i] + std::fabs(bias.v[m]) + std::fabs(r);
+  }
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, {N, C, H, W});
+  auto wv = g.input("wt", dtype::f32, {C, M, 3, 3});
+  auto bv = g.input("bias", dtype::f32, {M});
+  auto rv = g.input("res", dtype::f32, {N, M, H, 2 * W});
+  auto conv = g.conv(xv, g.transpose(wv, {1, 0, 2, 3}), bv, window_of(p, 2));
+  auto h = g.apply(kiln::ir::op::add, {g.relu(conv), g.slice(rv, {0}, {2 * W}, {3}, {2})});
+  g.output("y", h);
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(e.plan());
+  EXPECT_EQ(e.plan().transient_bytes(), 0);
+  std::vector<float> x32 = floats(x), w32 = floats(wt), b32 = floats(bias), r32 = floats(res),
+                     y(ref::count(want.value.dims));
+  e.run({view_of(x32, x.dims), view_of(w32, wt.dims), kiln::view(b32.data(), {M}),
+         view_of(r32, res.dims)},
+        {view_of(y, want.value.dims)});
+  expect_within_bound(y, want, C * 9 + 4, "fused");
+
+  // conv -> conv: two dispatches, the first's result a transient.
+  kiln::graph g2;
+  auto x2 = g2.input("x", dtype::f32, {N, C, H, W});
+  auto wv2 = g2.input("wt", dtype::f32, {C, M, 3, 3});
+  auto bv2 = g2.input("bias", dtype::f32, {M});
+  auto w2v2 = g2.input("w2", dtype::f32, {4, M, 1, 1});
+  auto first = g2.relu(g2.conv(x2, g2.transpose(wv2, {1, 0, 2, 3}), bv2, window_of(p, 2)));
+  g2.output("y", g2.conv(first, w2v2, window_of(with(1, 1, 0, 0), 2)));
+  auto e2 = kiln::compile(g2);
+  EXPECT_EQ(e2.dispatch_count(), 2);
+  EXPECT_EQ(e2.plan().transient_bytes(), (N * M * H * W * 4 + 255) / 256 * 256);
+  host_tensor hidden{z.value.dims, {}};
+  for (std::int64_t i = 0; i < ref::count(z.value.dims); ++i)
+    hidden.v.push_back(std::max(z.value.v[i] + bias.v[i / (H * W) % M], 0.0));
+  result want2 = ref_conv(hidden, w2, with(1, 1, 0, 0));
+  // The hidden layer's own rounding (K u of its magnitude) moves the second sum by at most that
+  // times |w2|: folded into the bound's magnitude.
+  for (std::int64_t i = 0; i < ref::count(want2.value.dims); ++i) want2.magnitude.v[i] += 8 * C;
+  std::vector<float> w232 = floats(w2), y2(ref::count(want2.value.dims));
+  e2.run({view_of(x32, x.dims), view_of(w32, wt.dims), kiln::view(b32.data(), {M}),
+          view_of(w232, w2.dims)},
+         {view_of(y2, want2.value.dims)});
+  expect_within_bound(y2, want2, C * 9 + M, "conv of conv");
+}
+
+TEST(Conv, TheDslDoorChecksShapesAndFusesAtCompileTime) {
+  constexpr kiln::conv_params same{.pads = {1, 1, 1, 1}};
+  static constexpr auto block =
+      kiln::fn<tensor<float, 2, 3, 9, 8>, tensor<float, 4, 3, 3, 3>, tensor<float, 4>>(
+          [](auto x, auto w, auto b) { return relu(kiln::conv2d<same>(x, w, b)); });
+  static_assert(block.plan.dispatch_count() == 1 && block.plan.transient_bytes() == 0);
+  constexpr kiln::conv_params strided{.strides = {2, 2}, .dilations = {1, 2}, .groups = 3};
+  static constexpr auto grouped = kiln::fn<tensor<float, 1, 3, 9, 8>, tensor<float, 6, 1, 3, 2>>(
+      [](auto x, auto w) { return kiln::conv2d<strided>(x, w); });
+  using out = std::tuple_element_t<0, typename decltype(grouped)::result_values>;
+  static_assert(out::extents_type::value() == kiln::shape{1, 6, 4, 3});
+
+  host_tensor x = random_tensor({2, 3, 9, 8}, 600), w = random_tensor({4, 3, 3, 3}, 601),
+              b = random_tensor({4}, 602);
+  result z = ref_conv(x, w, with(1, 1, 1, 1));
+  for (std::size_t i = 0; i < z.value.v.size(); ++i) {
+    z.value.v[i] = std::max(z.value.v[i] + b.v[i / 72 % 4], 0.0);
+    z.magnitude.v[i] += 1;
+  }
+  std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(b), y(z.value.v.size());
+  block(x32, w32, b32, kiln::into(y));
+  expect_within_bound(y, z, 27, "dsl");
+
+  host_tensor x2 = random_tensor({1, 3, 9, 8}, 603), w2 = random_tensor({6, 1, 3, 2}, 604);
+  windows p = with(2, 1, 0, 0, 3);
+  p.dilation[1] = 2;
+  result z2 = ref_conv(x2, w2, p);
+  std::vector<float> x232 = floats(x2), w232 = floats(w2), y2(z2.value.v.size());
+  grouped(x232, w232, kiln::into(y2));
+  expect_within_bound(y2, z2, 6, "dsl grouped");
+}
+
+TEST(Conv, WideAndNarrowFloatsAndARunTimeBatch) {
+  // f64 accumulates in f64; f16 and bf16 in f32, rounded once. The batch size is a symbol.
+  host_tensor x = random_tensor({3, 4, 7, 6}, 700), w = random_tensor({5, 4, 3, 3}, 701);
+  for (dtype t : {dtype::f64, dtype::f16, dtype::bf16}) {
+    SCOPED_TRACE(kiln::name(t));
+    kiln::graph g;
+    auto xv = g.input("x", t, {kiln::dyn, 4, 7, 6});
+    auto wv = g.input("w", t, {5, 4, 3, 3});
+    g.output("y", g.conv(xv, wv, window_of(with(1, 1, 1, 1), 2)));
+    auto e = kiln::compile(g);
+    auto xb = ref::bytes_of(t, x.v), wb = ref::bytes_of(t, w.v);
+    host_tensor xr{x.dims, {}}, wr{w.dims, {}};
+    for (std::size_t i = 0; i < x.v.size(); ++i) xr.v.push_back(ref::value_at(xb, t, i));
+    for (std::size_t i = 0; i < w.v.size(); ++i) wr.v.push_back(ref::value_at(wb, t, i));
+    result want = ref_conv(xr, wr, with(1, 1, 1, 1));
+    std::vector<unsigned char> y(ref::count(want.value.dims) * kiln::size_in_bytes(t));
+    e.run({kiln::tensor_ref(static_cast<const void*>(xb.data()), t, {3, 4, 7, 6}),
+           kiln::tensor_ref(static_cast<const void*>(wb.data()), t, {5, 4, 3, 3})},
+          {kiln::tensor_ref(static_cast<void*>(y.data()), t, {3, 5, 7, 6})});
+    const double u = t == dtype::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+    const double out_u = t == dtype::f16    ? std::ldexp(1.0, -11)
+                         : t == dtype::bf16 ? std::ldexp(1.0, -8)
+                                            : u;
+    int bad = 0;
+    for (std::size_t i = 0; i < want.value.v.size() && bad < 5; ++i) {
+      double got = ref::value_at(y, t, i), v = want.value.v[i];
+      double bound = 38 * u * want.magnitude.v[i] + out_u * std::fabs(v) + 1e-300;
+      if (!(std::fabs(got - v) <= bound)) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << ": " << got << " vs " << v;
+      }
+    }
+  }
+}
+
+TEST(Conv, MistakesNameTheOpAndTheShapes) {
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {1, 4, 8, 8});
+  auto w = g.input("w", dtype::f32, {6, 3, 3, 3});
+  auto wi = g.input("wi", dtype::i32, {6, 4, 3, 3});
+  auto v = g.input("v", dtype::f32, {4, 8});
+  auto dyn_x = g.input("d", dtype::f32, {1, 4, kiln::dyn, 8});
+  auto w4 = g.input("w4", dtype::f32, {6, 4, 3, 3});
+  auto bias = g.input("b", dtype::f32, {5});
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const kiln::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  kiln::ir::conv_window plain;
+  EXPECT_THAT(message([&] { g.conv(x, w, plain); }),
+              testing::AllOf(testing::HasSubstr("conv"), testing::HasSubstr("[1, 4, 8, 8]"),
+                             testing::HasSubstr("[6, 3, 3, 3]"), testing::HasSubstr("4 channels")));
+  kiln::ir::conv_window three = plain;
+  three.groups = 3;
+  EXPECT_THAT(message([&] { g.conv(x, w4, three); }), testing::HasSubstr("groups is 3"));
+  EXPECT_THAT(message([&] { g.conv(v, w, plain); }), testing::HasSubstr("rank 3 or more"));
+  EXPECT_THAT(message([&] { g.conv(x, wi, plain); }), testing::HasSubstr("insert a cast"));
+  EXPECT_THAT(message([&] { g.conv(dyn_x, w4, plain); }), testing::HasSubstr("run time"));
+  EXPECT_THAT(message([&] { g.conv(x, w4, bias, plain); }),
+              testing::AllOf(testing::HasSubstr("bias"), testing::HasSubstr("f32[6]")));
+  kiln::ir::conv_window wide = plain;
+  wide.dilations = {5, 5};
+  EXPECT_THAT(message([&] { g.conv(x, w4, wide); }), testing::HasSubstr("gives no output"));
+  kiln::ir::conv_window odd = plain;
+  odd.strides = {1, 1, 1};
+  EXPECT_THAT(message([&] { g.conv(x, w4, odd); }), testing::HasSubstr("strides has 3 values"));
+  EXPECT_THAT(
+      message([&] { g.conv_transpose(x, w, plain); }),
+      testing::AllOf(testing::HasSubstr("conv_transpose"), testing::HasSubstr("4 channels")));
+}
+
+}  // namespace
