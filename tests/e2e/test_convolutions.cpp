@@ -206,6 +206,10 @@ TEST(Conv, EveryWindowParameterAgainstTheReference) {
   check({2, 6, 8, 8}, {8, 3, 3, 3}, with(1, 1, 1, 1, 2), false, seed += 2);
   check({2, 5, 9, 7}, {5, 1, 3, 3}, with(1, 1, 1, 1, 5), false, seed += 2);
   check({1, 4, 9, 7}, {8, 1, 3, 3}, with(2, 1, 1, 1, 4), false, seed += 2);
+  // Depthwise with dilation and uneven padding (the direct kernel), and over three images.
+  windows d = with(1, 2, 2, 1, 6);
+  d.begin[1] = 0;
+  check({3, 6, 10, 11}, {6, 1, 3, 4}, d, false, seed += 2);
   // A kernel larger than its input, reaching it only through the padding.
   check({1, 2, 2, 3}, {3, 2, 5, 5}, with(1, 1, 2, 2), false, seed += 2);
 }
@@ -232,6 +236,7 @@ TEST(Conv, OneDimensionalWindows) {
   p.end[1] = 1;
   check({3, 4, 1, 17}, {6, 2, 1, 4}, (p.groups = 2, p), false, seed += 2, true);
   check({3, 4, 1, 9}, {4, 3, 1, 3}, (p.groups = 1, p), true, seed += 2, true);
+  check({2, 4, 1, 30}, {4, 1, 1, 5}, (p.groups = 4, p), false, seed += 2, true);  // depthwise
 }
 
 TEST(ConvTranspose, EveryWindowParameterAgainstTheReference) {
@@ -402,35 +407,41 @@ TEST(Conv, TheDslDoorChecksShapesAndFusesAtCompileTime) {
 }
 
 TEST(Conv, WideAndNarrowFloatsAndARunTimeBatch) {
-  // f64 accumulates in f64; f16 and bf16 in f32, rounded once. The batch size is a symbol.
-  host_tensor x = random_tensor({3, 4, 7, 6}, 700), w = random_tensor({5, 4, 3, 3}, 701);
-  for (dtype t : {dtype::f64, dtype::f16, dtype::bf16}) {
-    SCOPED_TRACE(kiln::name(t));
-    kiln::graph g;
-    auto xv = g.input("x", t, {kiln::dyn, 4, 7, 6});
-    auto wv = g.input("w", t, {5, 4, 3, 3});
-    g.output("y", g.conv(xv, wv, window_of(with(1, 1, 1, 1), 2)));
-    auto e = kiln::compile(g);
-    auto xb = ref::bytes_of(t, x.v), wb = ref::bytes_of(t, w.v);
-    host_tensor xr{x.dims, {}}, wr{w.dims, {}};
-    for (std::size_t i = 0; i < x.v.size(); ++i) xr.v.push_back(ref::value_at(xb, t, i));
-    for (std::size_t i = 0; i < w.v.size(); ++i) wr.v.push_back(ref::value_at(wb, t, i));
-    result want = ref_conv(xr, wr, with(1, 1, 1, 1));
-    std::vector<unsigned char> y(ref::count(want.value.dims) * kiln::size_in_bytes(t));
-    e.run({kiln::tensor_ref(static_cast<const void*>(xb.data()), t, {3, 4, 7, 6}),
-           kiln::tensor_ref(static_cast<const void*>(wb.data()), t, {5, 4, 3, 3})},
-          {kiln::tensor_ref(static_cast<void*>(y.data()), t, {3, 5, 7, 6})});
-    const double u = t == dtype::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-    const double out_u = t == dtype::f16    ? std::ldexp(1.0, -11)
-                         : t == dtype::bf16 ? std::ldexp(1.0, -8)
-                                            : u;
-    int bad = 0;
-    for (std::size_t i = 0; i < want.value.v.size() && bad < 5; ++i) {
-      double got = ref::value_at(y, t, i), v = want.value.v[i];
-      double bound = 38 * u * want.magnitude.v[i] + out_u * std::fabs(v) + 1e-300;
-      if (!(std::fabs(got - v) <= bound)) {
-        ++bad;
-        ADD_FAILURE() << "element " << i << ": " << got << " vs " << v;
+  // f64 accumulates in f64; f16 and bf16 in f32, rounded once. The batch size is a symbol. Dense
+  // (the GEMM) and depthwise (the direct kernel).
+  for (bool depthwise : {false, true}) {
+    const dims_t wd = depthwise ? dims_t{4, 1, 3, 3} : dims_t{5, 4, 3, 3};
+    const std::int64_t M = wd[0], cells = wd[1] * 9;
+    host_tensor x = random_tensor({3, 4, 7, 6}, 700), w = random_tensor(wd, 701);
+    windows p = with(1, 1, 1, 1, depthwise ? 4 : 1);
+    for (dtype t : {dtype::f64, dtype::f16, dtype::bf16}) {
+      SCOPED_TRACE(std::string(kiln::name(t)) + (depthwise ? " depthwise" : ""));
+      kiln::graph g;
+      auto xv = g.input("x", t, {kiln::dyn, 4, 7, 6});
+      auto wv = g.input("w", t, ref::to_shape(wd));
+      g.output("y", g.conv(xv, wv, window_of(p, 2)));
+      auto e = kiln::compile(g);
+      auto xb = ref::bytes_of(t, x.v), wb = ref::bytes_of(t, w.v);
+      host_tensor xr{x.dims, {}}, wr{w.dims, {}};
+      for (std::size_t i = 0; i < x.v.size(); ++i) xr.v.push_back(ref::value_at(xb, t, i));
+      for (std::size_t i = 0; i < w.v.size(); ++i) wr.v.push_back(ref::value_at(wb, t, i));
+      result want = ref_conv(xr, wr, p);
+      std::vector<unsigned char> y(ref::count(want.value.dims) * kiln::size_in_bytes(t));
+      e.run({kiln::tensor_ref(static_cast<const void*>(xb.data()), t, {3, 4, 7, 6}),
+             kiln::tensor_ref(static_cast<const void*>(wb.data()), t, ref::to_shape(wd))},
+            {kiln::tensor_ref(static_cast<void*>(y.data()), t, {3, M, 7, 6})});
+      const double u = t == dtype::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+      const double out_u = t == dtype::f16    ? std::ldexp(1.0, -11)
+                           : t == dtype::bf16 ? std::ldexp(1.0, -8)
+                                              : u;
+      int bad = 0;
+      for (std::size_t i = 0; i < want.value.v.size() && bad < 5; ++i) {
+        double got = ref::value_at(y, t, i), v = want.value.v[i];
+        double bound = double(cells + 2) * u * want.magnitude.v[i] + out_u * std::fabs(v) + 1e-300;
+        if (!(std::fabs(got - v) <= bound)) {
+          ++bad;
+          ADD_FAILURE() << "element " << i << ": " << got << " vs " << v;
+        }
       }
     }
   }

@@ -422,6 +422,66 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     }
     return i >= 0 && i < x_dims.dims[2 + a] ? i : -1;
   };
+  // Depthwise (one input channel per group, MobileNet's): each output plane directly, a row of
+  // outputs at a time, one kernel cell after another, vectorized along the row. The GEMM would
+  // compute a register tile of MR rows for each single row here.
+  if (!c.transposed && in_group == 1) {
+    const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1], rows = N / out_last;
+    auto run_planes = [&](std::int64_t first, std::int64_t end) {
+      thread_local std::vector<S> plane;
+      thread_local std::vector<T> narrow;
+      if (plane.size() < static_cast<std::size_t>(N)) plane.resize(static_cast<std::size_t>(N));
+      std::array<std::int64_t, max_rank> o{};
+      for (std::int64_t at = first; at < end; ++at) {
+        const std::int64_t image = at / y_dims.dims[1], co = at % y_dims.dims[1];
+        const std::int64_t g = co / out_group;
+        const T* xc = reinterpret_cast<const T*>(x.data) + image * x.stride[0] + g * x.stride[1];
+        const T* wc = reinterpret_cast<const T*>(w.data) + co * w.stride[0];
+        std::fill(plane.begin(), plane.begin() + N, S(0));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t rest = r, a = last - 1; a >= 0; --a) {
+            o[a] = rest % y_dims.dims[2 + a];
+            rest /= y_dims.dims[2 + a];
+          }
+          S* out = plane.data() + r * out_last;
+          for (std::int64_t p = 0; p < K; ++p) {  // the kernel's cells, in order
+            const std::int64_t* by = &shift[p * ns];
+            const T* row = xc;
+            bool inside = true;
+            for (int a = 0; a < last && inside; ++a) {
+              const std::int64_t i = position(a, o[a], by[a]);
+              inside = i >= 0;
+              if (inside) row += i * x.stride[2 + a];
+            }
+            if (!inside) continue;
+            const S weight = as_fold<S>(wc[w_offset[p]]);
+            const std::int64_t lo = std::clamp(first_inside[p], std::int64_t{0}, out_last);
+            const std::int64_t hi = std::clamp(end_inside[p], lo, out_last);
+            const T* from = row + (lo * s_last + by[last]) * xs_last;
+            const std::int64_t step = s_last * xs_last;
+            if (step == 1)
+              for (std::int64_t t = lo; t < hi; ++t) out[t] += weight * as_fold<S>(from[t - lo]);
+            else
+              for (std::int64_t t = lo; t < hi; ++t)
+                out[t] += weight * as_fold<S>(from[(t - lo) * step]);
+          }
+        }
+        const void* values = plane.data();
+        if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type
+          narrow.resize(static_cast<std::size_t>(N));
+          for (std::int64_t j = 0; j < N; ++j) narrow[j] = T(plane[j]);
+          values = narrow.data();
+        }
+        epilogue({image * groups + g, co % out_group, 1, 0, N, values, N});
+      }
+    };
+    // About 2 x cells multiply-adds per output: threads pay off past a few million.
+    if (double(planes) * double(N) * double(K) > 1e6)
+      parallel_for(planes, 1, run_planes);
+    else
+      run_planes(0, planes);
+    return;
+  }
   gemm<S, T>(
       x_dims.dims[0] * groups, out_group, N, K,
       [&](std::int64_t bi, std::int64_t i0, std::int64_t m, std::int64_t p0, std::int64_t kc,
