@@ -195,6 +195,9 @@ TEST(Conv, EveryWindowParameterAgainstTheReference) {
         for (auto [begin, end] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{2, 0}})
           check({2, 3, 11, 9}, {4, 3, k[0], k[1]}, with(stride, dilation, begin, end), false,
                 seed += 2);
+  // 1x1 over contiguous cells (B packed as a plain matrix), and over a sliced input (not).
+  check({2, 70, 9, 13}, {33, 70, 1, 1}, with(1, 1, 0, 0), false, seed += 2);
+  check({1, 5, 9, 13}, {6, 5, 1, 1}, with(2, 1, 0, 0), false, seed += 2);
   // Height and width apart.
   windows p = with(1, 1, 0, 0);
   p.stride[0] = 3;
@@ -227,6 +230,27 @@ TEST(Conv, SizesAroundTilesAndBlocks) {
   }
   check({2, 3, 1, 1000}, {70, 3, 1, 5}, with(1, 1, 0, 0), false, seed += 2, true);
   check({1, 64, 20, 20}, {64, 64, 3, 3}, with(1, 1, 1, 1), false, seed += 2);  // K in blocks
+}
+
+TEST(Conv, PointwiseOverATransposedInputReadsItInPlace) {
+  // x is xt [1, 3, W, H] with its last two axes swapped: its cells are not one stride apart, so
+  // the 1x1 kernel's B is packed from the windows (the transposed view read in place).
+  const std::int64_t H = 4, W = 5;
+  host_tensor xt = random_tensor({1, 3, W, H}, 150), w = random_tensor({2, 3, 1, 1}, 151);
+  host_tensor x{{1, 3, H, W}, std::vector<double>(3 * H * W)};
+  for (std::int64_t c = 0; c < 3; ++c)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t v = 0; v < W; ++v) x.v[(c * H + h) * W + v] = xt.v[(c * W + v) * H + h];
+  result want = ref_conv(x, w, with(1, 1, 0, 0));
+  kiln::graph g;
+  auto xv = g.input("xt", dtype::f32, {1, 3, W, H});
+  auto wv = g.input("w", dtype::f32, {2, 3, 1, 1});
+  g.output("y", g.conv(g.transpose(xv, {0, 1, 3, 2}), wv, kiln::ir::conv_window{}));
+  auto e = kiln::compile(g);
+  EXPECT_EQ(e.dispatch_count(), 1);
+  std::vector<float> x32 = floats(xt), w32 = floats(w), y(ref::count(want.value.dims));
+  e.run({view_of(x32, xt.dims), view_of(w32, w.dims)}, {view_of(y, want.value.dims)});
+  expect_within_bound(y, want, 3, "pointwise");
 }
 
 TEST(Conv, OneDimensionalWindows) {

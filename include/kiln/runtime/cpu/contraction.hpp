@@ -422,6 +422,12 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     }
     return i >= 0 && i < x_dims.dims[2 + a] ? i : -1;
   };
+  // A 1x1 kernel that keeps every cell (stride 1, no padding) over cells laid out with one
+  // stride: B is a plain matrix.
+  bool pointwise = !c.transposed && cells == 1;
+  for (int a = 0; a < ns; ++a)
+    pointwise = pointwise && c.strides[a] == 1 && c.starts[a] == 0 &&
+                (a == last || x.stride[2 + a] == x.stride[3 + a] * x_dims.dims[3 + a]);
   // Depthwise (one input channel per group, MobileNet's): each output plane directly, a row of
   // outputs at a time, one kernel cell after another, vectorized along the row. The GEMM would
   // compute a register tile of MR rows for each single row here.
@@ -499,6 +505,11 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
         const std::int64_t image = bi / groups, g = bi % groups;
         const T* xb =
             reinterpret_cast<const T*>(x.data) + image * x.stride[0] + g * in_group * x.stride[1];
+        if (pointwise) {  // B is x's [channels, cells] matrix: packed as matmul's
+          pack_b<S, T>(reinterpret_cast<const unsigned char*>(xb), x.stride[1], xs_last, p0, kc,
+                       first, end, j0, n, to);
+          return;
+        }
         std::array<std::int64_t, max_rank> o{};
         const auto zero = [](std::int64_t) { return S(0); };
         for (std::int64_t p = p0 + first; p < p0 + end; ++p) {
