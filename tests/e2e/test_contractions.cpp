@@ -7,30 +7,18 @@
 
 #include <cmath>
 
-#include "../support/e2e.hpp"
+#include "../support/products.hpp"
 
 namespace {
 
 using kiln::dtype;
 using kiln::tensor;
 using ref::dims_t;
-
-// Row-major values with their dims.
-struct host_tensor {
-  dims_t dims;
-  std::vector<double> v;
-};
-
-host_tensor random_tensor(const dims_t& dims, unsigned seed) {
-  auto f = ref::random_data<float>(ref::count(dims), -1, 1, seed);
-  return {dims, std::vector<double>(f.begin(), f.end())};
-}
-
-std::vector<float> floats(const host_tensor& t) { return {t.v.begin(), t.v.end()}; }
-
-kiln::tensor_view<float> view_of(std::vector<float>& v, const dims_t& d) {
-  return {v.data(), ref::to_shape(d), false};
-}
+using ref::expect_within_bound;
+using ref::floats;
+using ref::host_tensor;
+using ref::random_tensor;
+using ref::view_of;
 
 // numpy's matmul: batch dims broadcast, a 1-D a is a row and a 1-D b a column (dropped again).
 // Also gives each element's sum of |a b|, which bounds the rounding error of any order of sums.
@@ -73,24 +61,6 @@ product ref_matmul(const host_tensor& a, const host_tensor& b) {
   if (b.dims.size() == 1) p.value.dims.pop_back();
   p.magnitude.dims = p.value.dims;
   return p;
-}
-
-// |got - want| <= slack x (K u sum |a b| + a few ulps of the result): the rounding of any order of
-// K products and sums, u the unit roundoff of the accumulation type.
-void expect_within_bound(const std::vector<float>& got, const std::vector<double>& want,
-                         const std::vector<double>& magnitude, std::int64_t k,
-                         const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  const double u = std::ldexp(1.0, -24);
-  int reported = 0;
-  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
-    double bound = double(k + 2) * u * magnitude[i] + 2 * u * std::fabs(want[i]) + 1e-30;
-    if (!(std::fabs(got[i] - want[i]) <= bound)) {
-      ++reported;
-      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected " << want[i]
-                    << " within " << bound;
-    }
-  }
 }
 
 // matmul(a, b) of the given dims through the graph API, checked against the reference.

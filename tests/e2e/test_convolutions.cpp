@@ -8,29 +8,17 @@
 
 #include <cmath>
 
-#include "../support/e2e.hpp"
+#include "../support/products.hpp"
 
 namespace {
 
 using kiln::dtype;
 using kiln::tensor;
 using ref::dims_t;
-
-struct host_tensor {
-  dims_t dims;
-  std::vector<double> v;
-};
-
-host_tensor random_tensor(const dims_t& dims, unsigned seed) {
-  auto f = ref::random_data<float>(ref::count(dims), -1, 1, seed);
-  return {dims, std::vector<double>(f.begin(), f.end())};
-}
-
-std::vector<float> floats(const host_tensor& t) { return {t.v.begin(), t.v.end()}; }
-
-kiln::tensor_view<float> view_of(std::vector<float>& v, const dims_t& d) {
-  return {v.data(), ref::to_shape(d), false};
-}
+using ref::floats;
+using ref::host_tensor;
+using ref::random_tensor;
+using ref::view_of;
 
 // A 2-D convolution's windows as ONNX gives them (a 1-D one: height 1).
 struct windows {
@@ -113,21 +101,10 @@ result ref_conv_transpose(const host_tensor& x, const host_tensor& w, const wind
   return r;
 }
 
-// |got - want| <= (K + 2) u sum |x w| + 2 u |want|: any order of K products and sums in f32.
+// The bound of K-term dot products (ref::expect_within_bound) on a result.
 void expect_within_bound(const std::vector<float>& got, const result& want, std::int64_t k,
                          const std::string& what) {
-  ASSERT_EQ(got.size(), want.value.v.size()) << what;
-  const double u = std::ldexp(1.0, -24);
-  int reported = 0;
-  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
-    const double bound =
-        double(k + 2) * u * want.magnitude.v[i] + 2 * u * std::fabs(want.value.v[i]) + 1e-30;
-    if (!(std::fabs(got[i] - want.value.v[i]) <= bound)) {
-      ++reported;
-      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected "
-                    << want.value.v[i] << " within " << bound;
-    }
-  }
+  ref::expect_within_bound(got, want.value.v, want.magnitude.v, k, what);
 }
 
 // The window as the graph API takes it, over `axes` spatial axes (1: the width only).
