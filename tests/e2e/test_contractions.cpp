@@ -421,14 +421,7 @@ TEST(Matmul, MistakesNameTheOpAndTheSizes) {
   auto b = g.input("b", dtype::f32, {6, 3});
   auto i = g.input("i", dtype::i32, {5, 3});
   auto s = g.input("s", dtype::f32, {});
-  auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const kiln::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& call) { return ref::error_message(call); };
   EXPECT_THAT(message([&] { g.matmul(a, b); }),
               testing::AllOf(testing::HasSubstr("matmul"), testing::HasSubstr("[4, 5]"),
                              testing::HasSubstr("[6, 3]"), testing::HasSubstr("5 columns")));

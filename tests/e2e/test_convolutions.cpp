@@ -457,14 +457,7 @@ TEST(Conv, MistakesNameTheOpAndTheShapes) {
   auto dyn_x = g.input("d", dtype::f32, {1, 4, kiln::dyn, 8});
   auto w4 = g.input("w4", dtype::f32, {6, 4, 3, 3});
   auto bias = g.input("b", dtype::f32, {5});
-  auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const kiln::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& call) { return ref::error_message(call); };
   kiln::ir::conv_window plain;
   EXPECT_THAT(message([&] { g.conv(x, w, plain); }),
               testing::AllOf(testing::HasSubstr("conv"), testing::HasSubstr("[1, 4, 8, 8]"),
