@@ -276,7 +276,11 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
   const bool parallel = tasks > 1 && double(M) * double(N) * double(K) * double(batches) > 1e6;
   const int threads = parallel ? thread_count() : 1;
-  if (parallel && M >= std::int64_t{threads} * G::MR) {
+  // Where every B block belongs to one row block and there are tiles enough to share out, each
+  // tile packs its own B (once, as the shared path would) with no barrier between: a batched
+  // convolution's images, each a few column blocks.
+  const bool tiles_suffice = row_blocks == 1 && tasks >= 2 * std::int64_t{threads};
+  if (parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
     // Rows for every thread: each column block of B is packed once, by all threads, and shared
     // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
     // 128 tokens, packing B costs as much as the product). The rows split into blocks of at most
