@@ -428,6 +428,17 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     }
     return i >= 0 && i < x_dims.dims[2 + a] ? i : -1;
   };
+  // The input row that kernel cell p puts under output row o (o's axes before the last), from
+  // `base` (an image's channel), or nullptr where that row is padding.
+  auto window_row = [&](const T* base, std::int64_t p,
+                        const std::array<std::int64_t, max_rank>& o) -> const T* {
+    for (int a = 0; a < last; ++a) {
+      const std::int64_t i = position(a, o[a], shift[p * ns + a]);
+      if (i < 0) return nullptr;
+      base += i * x.stride[2 + a];
+    }
+    return base;
+  };
   // A 1x1 kernel that keeps every cell (stride 1, no padding) over cells laid out with one
   // stride: B is a plain matrix.
   bool pointwise = !c.transposed && cells == 1;
@@ -458,14 +469,8 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
           S* out = plane.data() + r * out_last;
           for (std::int64_t p = 0; p < K; ++p) {  // the kernel's cells, in order
             const std::int64_t* by = &shift[p * ns];
-            const T* row = xc;
-            bool inside = true;
-            for (int a = 0; a < last && inside; ++a) {
-              const std::int64_t i = position(a, o[a], by[a]);
-              inside = i >= 0;
-              if (inside) row += i * x.stride[2 + a];
-            }
-            if (!inside) continue;
+            const T* row = window_row(xc, p, o);
+            if (!row) continue;
             const S weight = as_fold<S>(wc[w_offset[p]]);
             const std::int64_t lo = std::clamp(first_inside[p], std::int64_t{0}, out_last);
             const std::int64_t hi = std::clamp(end_inside[p], lo, out_last);
@@ -538,14 +543,8 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
           for (std::int64_t at = 0; at < n;) {
             // Output cells along the last axis from o[last]: one row of the window's image.
             const std::int64_t run = std::min(out_last - o[last], n - at);
-            const T* row = xb + x_channel[p];
-            bool inside = true;
-            for (int a = 0; a < last && inside; ++a) {
-              const std::int64_t i = position(a, o[a], by[a]);
-              inside = i >= 0;
-              if (inside) row += i * x.stride[2 + a];
-            }
-            if (!inside) {
+            const T* row = window_row(xb + x_channel[p], p, o);
+            if (!row) {
               put(at, run, zero);
             } else if (!c.transposed) {
               // Inputs o x s + by for o in [o[last], o[last] + run): those inside the axis.
@@ -580,51 +579,50 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
-                                 const shape& b_dims, const operand_layout& b, tile_ref epilogue) {
+namespace detail {
+
+// Calls f.template operator()<S, T>() for element type `type`: storage type T, fold type S (the
+// narrow floats fold in f32); i32 only where `integers` (matmul_integer's products).
+template <class F>
+void with_types(dtype type, bool integers, const char* op, const char* what, F f) {
   switch (type) {
     case dtype::f32:
-      return detail::matmul_as<float, float>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<float, float>();
     case dtype::f64:
-      return detail::matmul_as<double, double>(a_dims, a, b_dims, b, epilogue);
-    case dtype::i32:  // matmul_integer's (wrapping as the type does)
-      return detail::matmul_as<std::int32_t, std::int32_t>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<double, double>();
+    case dtype::i32:  // wrapping as the type does
+      if (integers) return f.template operator()<std::int32_t, std::int32_t>();
+      break;
     case dtype::f16:
-      return detail::matmul_as<float, storage_t<dtype::f16>>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<float, storage_t<dtype::f16>>();
     case dtype::bf16:
-      return detail::matmul_as<float, storage_t<dtype::bf16>>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<float, storage_t<dtype::bf16>>();
     case dtype::f8e4m3:
-      return detail::matmul_as<float, storage_t<dtype::f8e4m3>>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<float, storage_t<dtype::f8e4m3>>();
     case dtype::f8e5m2:
-      return detail::matmul_as<float, storage_t<dtype::f8e5m2>>(a_dims, a, b_dims, b, epilogue);
+      return f.template operator()<float, storage_t<dtype::f8e5m2>>();
     default:
-      throw error(errc::unsupported, "matmul",
-                  "no CPU contraction for element type " + std::string(name(type)));
+      break;
   }
+  throw error(errc::unsupported, op,
+              std::string("no CPU ") + what + " for element type " + std::string(name(type)));
 }
+
+}  // namespace detail
+
+KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
+                                 const shape& b_dims, const operand_layout& b, tile_ref epilogue) {
+  detail::with_types(type, true, "matmul", "contraction", [&]<class S, class T> {
+    detail::matmul_as<S, T>(a_dims, a, b_dims, b, epilogue);
+  });
+}
+
 KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,
                                const shape& w_dims, const operand_layout& w, const shape& y_dims,
                                const conv_geometry& c, tile_ref epilogue) {
-  auto as = [&]<class S, class T> {
+  detail::with_types(type, false, "conv", "convolution", [&]<class S, class T> {
     detail::conv_as<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
-  };
-  switch (type) {
-    case dtype::f32:
-      return as.template operator()<float, float>();
-    case dtype::f64:
-      return as.template operator()<double, double>();
-    case dtype::f16:
-      return as.template operator()<float, storage_t<dtype::f16>>();
-    case dtype::bf16:
-      return as.template operator()<float, storage_t<dtype::bf16>>();
-    case dtype::f8e4m3:
-      return as.template operator()<float, storage_t<dtype::f8e4m3>>();
-    case dtype::f8e5m2:
-      return as.template operator()<float, storage_t<dtype::f8e5m2>>();
-    default:
-      throw error(errc::unsupported, "conv",
-                  "no CPU convolution for element type " + std::string(name(type)));
-  }
+  });
 }
 #endif  // KILN_RUNTIME_BODY
 
