@@ -1,7 +1,8 @@
-// kiln on Vulkan beside its anchors, in one process on one driver: the emitted relu(x * y + z)
-// against the same kernel hand-written in GLSL (compiled by glslangValidator at build time) run
-// through the same Vulkan calls; a tiny call's round trip against raw Vulkan; SPIR-V emission
-// time for a 1-op and a 30-op region; first-call latency (emission + pipeline creation).
+// kiln on Vulkan beside its anchors, in one process on one driver: the emitted relu(x * y + z),
+// softmax along rows and matmul + bias + relu against the same kernels hand-written in GLSL
+// (compiled by glslangValidator at build time) run through the same Vulkan calls; a tiny call's
+// round trip against raw Vulkan; SPIR-V emission time for a 1-op and a 30-op region; first-call
+// latency (emission + pipeline creation).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -27,12 +28,13 @@ struct glsl_anchor {
   std::uint32_t bindings;
   const vulkan::pipeline& pl;
 
+  // workgroup: the shader's own local size (0: the device's, specialization constant 0).
   glsl_anchor(vulkan::context& c, const char* spv, std::uint32_t n_bindings,
-              std::uint32_t metadata_words)
-      : ctx(c), bindings(n_bindings), pl(make(c, spv, n_bindings, metadata_words)) {}
+              std::uint32_t metadata_words, std::uint32_t workgroup = 0)
+      : ctx(c), bindings(n_bindings), pl(make(c, spv, n_bindings, metadata_words, workgroup)) {}
 
   static const vulkan::pipeline& make(vulkan::context& c, const char* spv, std::uint32_t n_bindings,
-                                      std::uint32_t metadata_words) {
+                                      std::uint32_t metadata_words, std::uint32_t workgroup) {
     std::ifstream in(spv, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
     if (bytes.empty()) throw std::runtime_error(std::string("missing ") + spv);
@@ -41,13 +43,13 @@ struct glsl_anchor {
     std::memcpy(k.code.data(), bytes.data(), bytes.size());
     k.bindings = n_bindings;
     k.metadata = metadata_words;
-    return c.pipelines().get(k, c.target().workgroup_size());
+    return c.pipelines().get(k, workgroup ? workgroup : c.target().workgroup_size());
   }
 
-  // Binds bufs[0 .. bindings), pushes `metadata`, dispatches `workgroups` (at most the device's
-  // limit; the kernels loop over the rest).
+  // Binds bufs[0 .. bindings), pushes `metadata`, dispatches `workgroups` along x (at most the
+  // device's limit; the kernels loop over the rest), and y and z.
   void run(const buffer<float>* bufs, const std::vector<std::uint32_t>& metadata,
-           std::uint32_t workgroups) {
+           std::uint32_t workgroups, std::uint32_t y = 1, std::uint32_t z = 1) {
     std::lock_guard lock(ctx.mutex());
     VkCommandBuffer cb = ctx.queue().begin(1, bindings);
     VkDescriptorSet set = ctx.queue().descriptor_set(pl.set_layout.get());
@@ -69,7 +71,7 @@ struct glsl_anchor {
                             nullptr);
     vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        static_cast<std::uint32_t>(metadata.size() * 4), metadata.data());
-    vkCmdDispatch(cb, std::min(workgroups, ctx.target().max_workgroup_count_x), 1, 1);
+    vkCmdDispatch(cb, std::min(workgroups, ctx.target().max_workgroup_count_x), y, z);
     ctx.queue().wait(ctx.queue().submit());
   }
 };
@@ -137,6 +139,46 @@ void softmax_vs_glsl(benchmark::State& state) {
   state.SetLabel(dev.name());
 }
 BENCHMARK(softmax_vs_glsl)->Args({4096, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// relu(A B + bias), A [n, n], B [n, n], on device buffers: kiln's tiled kernel with its fused
+// epilogue against the hand-written tiled GLSL kernel (64 x 64 tiles, 4 x 4 per invocation,
+// shared memory), one dispatch each.
+constexpr std::int64_t dense_size = 512;
+constexpr auto dense_relu = fn<tensor<f32, dense_size, dense_size>,
+                               tensor<f32, dense_size, dense_size>, tensor<f32, dense_size>>(
+    [](auto a, auto b, auto bias) { return relu(matmul(a, b) + bias); });
+
+void matmul_vs_glsl(benchmark::State& state) {
+  auto dev = device::vulkan();
+  const std::int64_t n = dense_size;
+  const auto nn = static_cast<std::size_t>(n * n);
+  buffer<float> bufs[4] = {dev.upload(data(nn, 1)).reshaped({n, n}),
+                           dev.upload(data(nn, 0.5f)).reshaped({n, n}),
+                           dev.upload(data(static_cast<std::size_t>(n), 0.25f)).reshaped({n}),
+                           dev.alloc<float>(n * n).reshaped({n, n})};
+  auto run_kiln = [&] { dense_relu.on(dev)(bufs[0], bufs[1], bufs[2], into(bufs[3])); };
+  glsl_anchor glsl(*dev.context(), KILN_GLSL_GEMM_SPV, 4, 3, 256);
+  const auto tiles = static_cast<std::uint32_t>((n + 63) / 64),
+             size = static_cast<std::uint32_t>(n);
+  auto run_glsl = [&] { glsl.run(bufs, {size, size, size}, tiles, tiles); };
+  run_kiln();
+  std::vector<float> kiln_out(nn), glsl_out(nn);
+  bufs[3].download(kiln_out);
+  run_glsl();
+  bufs[3].download(glsl_out);
+  double worst = 0;  // the two sum in the same order: they agree but for contraction into FMA
+  for (std::size_t i = 0; i < nn; ++i)
+    worst = std::max(worst, double(std::fabs(kiln_out[i] - glsl_out[i])));
+  for (auto _ : state) run_kiln();
+  state.SetItemsProcessed(state.iterations() * 2 * n * n * n);
+  double k = seconds_per_call(run_kiln, 3);
+  state.counters["kiln_ms"] = k * 1e3;
+  state.counters["glsl_ms"] = seconds_per_call(run_glsl, 3) * 1e3;
+  state.counters["x_vs_glsl"] = state.counters["glsl_ms"] / state.counters["kiln_ms"];
+  state.counters["max_diff"] = worst;
+  state.SetLabel(dev.name());
+}
+BENCHMARK(matmul_vs_glsl)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A plan of n chained ops (tanh(v * 1.5 + 0.25) repeated, plus adds) built at run time.
 compiler::plan chain(int ops, float salt) {

@@ -3,7 +3,10 @@
 // grid-stride loop; every buffer is an array of uvec4 words, so narrow types (8/16-bit ints, f16,
 // bf16, fp8, bool) are packed and unpacked in 32-bit words and need no 8/16-bit storage feature.
 // A row group (softmax's max, sum and divide) is one kernel too: a workgroup per four rows runs
-// each member region over those rows in turn, with a barrier between them.
+// each member region over those rows in turn, with a barrier between them. A contraction's region
+// (a matmul, or a convolution as implicit GEMM) is a tiled GEMM (a workgroup per tile, shared
+// memory, 4 x 4 blocks in registers) whose epilogue runs on each block's rows before they are
+// stored.
 #pragma once
 
 #include <algorithm>
@@ -76,9 +79,12 @@ class region_emitter final : public op_lowering {
  public:
   // The kernel of regions `members` of p (one region, or a row group's regions in order), with
   // one operand_kind per argument of each.
+  // whole_quads: a contraction's rows are whole groups of four elements (N % 4 == 0), so its
+  // epilogue reads and writes them as the elementwise kernels do.
   region_emitter(const compiler::plan& p, std::span<const int> members,
-                 std::span<const std::vector<operand_kind>> kinds, const target& t)
-      : p_(p), g_(p.graph), t_(t), all_(kernel_bindings(p, members)) {
+                 std::span<const std::vector<operand_kind>> kinds, const target& t,
+                 bool whole_quads = true)
+      : p_(p), g_(p.graph), t_(t), all_(kernel_bindings(p, members)), whole_quads_(whole_quads) {
     for (std::size_t i = 0; i < members.size(); ++i)
       members_.push_back(make_member(p.regions[members[i]], kinds[i]));
     mb_ = &members_[0];
@@ -102,6 +108,9 @@ class region_emitter final : public op_lowering {
       m.rank = m.r->space.rank;
       m.base = at;
       m.words = metadata_words(m.rank, strided, terms, m.r->root >= 0);
+      m.gemm_at = m.words;
+      if (m.r->contraction >= 0)
+        m.words += contraction_words(m.rank, g_.nodes[m.r->contraction].kind == ir::op::conv);
       at += m.words;
     }
     constants_at_ = at;
@@ -119,6 +128,8 @@ class region_emitter final : public op_lowering {
     k.metadata = constants_at_ + static_cast<std::uint32_t>(k.constants.size());
     k.metadata_in_buffer = k.metadata * 4 > t_.push_constant_bytes;
     k.per_workgroup = members_[0].r->root >= 0;
+    k.per_tile = members_[0].r->contraction >= 0;
+    if (k.per_tile) k.workgroup = t_.gemm().invocations();
     k.regions = static_cast<std::uint32_t>(members_.size());
     k.bindings = static_cast<std::uint32_t>(all_.size()) + (k.metadata_in_buffer ? 1 : 0);
     mb_ = &members_[0];
@@ -136,9 +147,21 @@ class region_emitter final : public op_lowering {
       if (t == dtype::i64 && !t_.int64) return "i64 needs shaderInt64, which the device lacks";
       return "";
     };
-    if (mb_->r->contraction >= 0)
-      return std::string(ir::name(g_.nodes[mb_->r->contraction].kind)) +
-             ": no Vulkan contraction kernel yet";
+    if (mb_->r->contraction >= 0) {
+      const ir::node& c = g_.nodes[mb_->r->contraction];
+      const std::string what(ir::name(c.kind));
+      if (c.kind != ir::op::matmul && c.kind != ir::op::conv)
+        return what + ": no Vulkan kernel yet";
+      if (t_.gemm().shared_bytes(c.type == dtype::f64 ? 8 : 4) > t_.shared_memory_bytes)
+        return what + ": its tiles need more shared memory than the device has";
+      // Rows that are not whole groups of four are stored a lane at a time: a narrow element
+      // shares its word with the next row's, which another invocation writes.
+      if (!whole_quads_)
+        for (const compiler::store& st : mb_->stores)
+          if (size_in_bytes(g_.nodes[st.node].type) < 4)
+            return what + ": a " + std::string(name(g_.nodes[st.node].type)) +
+                   " result whose rows are not a multiple of 4 elements";
+    }
     // Ops first (the message names the op), then the leaves (an argument or constant alone).
     std::vector<std::int32_t> order;
     for (int leaves = 0; leaves < 2; ++leaves)
@@ -227,8 +250,9 @@ class region_emitter final : public op_lowering {
                 {static_cast<std::uint32_t>(spv::BuiltIn::WorkgroupSize)});
 
     std::vector<id> interface = {global_id_, groups_id_};
-    if (members_[0].r->root >= 0) {  // a reduction's workgroup works together: its ids and
-                                     // shared partials
+    // A reduction's or a contraction's workgroup works together: its ids, and shared partials
+    // or tiles.
+    if (members_[0].r->root >= 0 || members_[0].r->contraction >= 0) {
       for (auto [var, builtin] : {std::pair{&local_id_, spv::BuiltIn::LocalInvocationId},
                                   std::pair{&group_id_, spv::BuiltIn::WorkgroupId}}) {
         *var = m_.global(Op::OpVariable, in_ptr,
@@ -236,7 +260,8 @@ class region_emitter final : public op_lowering {
         m_.decorate(*var, spv::Decoration::BuiltIn, {static_cast<std::uint32_t>(builtin)});
         interface.push_back(*var);
       }
-      if (t_.subgroup_arithmetic) {  // subgroups join their partials first (workgroup_join)
+      if (t_.subgroup_arithmetic && members_[0].r->root >= 0) {  // subgroups join their
+                                                                 // partials first
         m_.capability(spv::Capability::GroupNonUniform);
         m_.capability(spv::Capability::GroupNonUniformArithmetic);
         id u32_in = m_.type_pointer(spv::StorageClass::Input, u32());
@@ -269,6 +294,15 @@ class region_emitter final : public op_lowering {
                         {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)}));
         m.shared.push_back(it->second);
       }
+    }
+    if (members_[0].r->contraction >= 0) {  // the blocks of A and B of one step along K
+      const target::gemm_tile tile = t_.gemm();
+      id v = vec(lane_of(g_.nodes[members_[0].r->contraction].type));
+      for (std::uint32_t quads : {tile.threads_y * tile.depth, tile.depth * tile.threads_x})
+        shared_.push_back(
+            m_.global(Op::OpVariable,
+                      m_.type_pointer(spv::StorageClass::Workgroup, m_.type_array(v, cu(quads))),
+                      {static_cast<std::uint32_t>(spv::StorageClass::Workgroup)}));
     }
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", interface);
@@ -334,6 +368,7 @@ class region_emitter final : public op_lowering {
   // The element index of each lane: e = 4g + lane, clamped to the last element (the last group
   // may be partial).
   id lane_elements() {
+    if (lanes_) return lanes_;  // a contraction's row, lane by lane
     id base = m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
     id e = m_.emit(Op::OpIAdd, uvec4(),
                    {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
@@ -449,6 +484,7 @@ class region_emitter final : public op_lowering {
     int bytes = size_in_bytes(t);
     lane_kind lk = lane_of(t);
     operand_kind kind = mb_->kinds[k];
+    if (lanes_ && kind == operand_kind::full) kind = operand_kind::strided;  // a row, lane by lane
     if (bytes == 8) {
       id l[4];
       if (kind == operand_kind::full) {
@@ -463,7 +499,7 @@ class region_emitter final : public op_lowering {
       } else if (kind == operand_kind::uniform) {
         l[0] = l[1] = l[2] = l[3] = element64(var, cu(0), lk);
       } else {
-        id idx = strided_index(mb_->strided_slot[k]);
+        id idx = element_indices(k);
         for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(var, lane(idx, u32(), i), lk);
       }
       return compose(vec(lk), l[0], l[1], l[2], l[3]);
@@ -473,7 +509,7 @@ class region_emitter final : public op_lowering {
       id b = element_bits(var, cu(0), bytes);
       bits = compose(uvec4(), b, b, b, b);
     } else if (kind == operand_kind::strided) {
-      id idx = strided_index(mb_->strided_slot[k]);
+      id idx = element_indices(k);
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i) l[i] = element_bits(var, lane(idx, u32(), i), bytes);
       bits = compose(uvec4(), l[0], l[1], l[2], l[3]);
@@ -494,6 +530,12 @@ class region_emitter final : public op_lowering {
       bits = m_.emit(Op::OpBitwiseAnd, uvec4(), {shifted, usplat(0xFF)});
     }
     return from_bits(t, bits);
+  }
+
+  // The element indices of argument k's four lanes, read one by one: a strided argument's, or a
+  // full one's in a contraction's row (lanes_).
+  id element_indices(std::size_t k) {
+    return mb_->kinds[k] == operand_kind::strided ? strided_index(mb_->strided_slot[k]) : lanes_;
   }
 
   // Zero-extended storage bits (uvec4) to the compute type.
@@ -543,6 +585,26 @@ class region_emitter final : public op_lowering {
     id var = binding(mb_->n_inputs + mb_->r->indices.size() + slot);
     int bytes = size_in_bytes(t);
     auto store = [&](id ptr, id value) { m_.inst(Op::OpStore, {ptr, value}); };
+    if (lanes_) {  // a contraction's row, lane by lane where it holds an element (check(): not
+                   // narrow, whose words the next row shares)
+      id bits = bytes == 8 ? 0 : to_bits(t, v);
+      for (std::uint32_t i = 0; i < 4; ++i) {
+        auto one = [&] {
+          id e = lane(lanes_, u32(), i);
+          if (bytes == 4) return store(word_ptr(var, e), lane(bits, u32(), i));
+          id pair = m_.emit(Op::OpBitcast, m_.type_vector(u32(), 2),
+                            {lane(v, scalar_type(lane_of(t)), i)});
+          id w = m_.emit(Op::OpShiftLeftLogical, u32(), {e, cu(1)});
+          store(word_ptr(var, w), lane(pair, u32(), 0));
+          store(word_ptr(var, m_.emit(Op::OpIAdd, u32(), {w, cu(1)})), lane(pair, u32(), 1));
+        };
+        if (i == 0)
+          one();  // the row's first lane is always in it
+        else
+          only_where(lane(lane_ok_, m_.type_bool(), i), one);
+      }
+      return;
+    }
     if (bytes == 8) {
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i)
@@ -620,6 +682,15 @@ class region_emitter final : public op_lowering {
              m_.type_function(void_t)});
     id entry = m_.label();
     id uvec3 = m_.type_vector(u32(), 3);
+    if (mb_->r->contraction >= 0) {
+      read_layout();
+      load_opaque();
+      current_label_ = entry;
+      contraction_body();
+      m_.inst(Op::OpReturn, {});
+      m_.inst(Op::OpFunctionEnd, {});
+      return;
+    }
     // Elementwise: each invocation takes every (invocations)th group of four elements; a
     // reduction or a row group: each workgroup every (workgroups)th group of four results.
     id nx = lane(m_.emit(Op::OpLoad, uvec3, {groups_id_}), u32(), 0);
@@ -724,6 +795,13 @@ class region_emitter final : public op_lowering {
     auto inputs = compiler::input_slots(p_, *mb_->r);
     for (auto nid : mb_->r->nodes) {
       if (nid == mb_->r->root) continue;
+      if (mb_->r->contraction >= 0) {  // an epilogue: what the stores read, on the product
+        if (!mb_->evaluated[nid]) continue;
+        if (nid == mb_->r->contraction) {
+          value[nid] = product_;
+          continue;
+        }
+      }
       const ir::node& n = g_.nodes[nid];
       auto in = [&](int i) { return value[n.operands[i]]; };
       if (int slot = compiler::load_slot(p_, *mb_->r, nid); slot >= 0) {
@@ -770,11 +848,230 @@ class region_emitter final : public op_lowering {
           break;
         case op_class::reduction:
         case op_class::index_reduction:
-        case op_class::contraction:  // (check() refuses contraction regions)
+        case op_class::contraction:  // the product (above)
           break;                     // loaded (above) or the root (reduction_loop)
       }
     }
     return value;
+  }
+
+  // ---- contractions ---------------------------------------------------------------------------
+  // A GEMM, C[b] = A[b] x B[b] (a matmul; a convolution as implicit GEMM, b = image x groups +
+  // group: A the group's weights [out channels, in channels x kernel cells], B the input under each
+  // output cell's window, gathered as the block is staged, zero in the padding; C's columns the
+  // output cells): workgroup (x, y, z) computes the tile of batch z at rows y rows(), columns x
+  // cols() (target::gemm); invocation i keeps rows 4 (i / threads_x) + 0..3 x columns 4 (i %
+  // threads_x) + 0..3 in four vector accumulators. Each step along K, the workgroup stages a rows x
+  // depth block of A and a depth x cols block of B in shared memory (zero past the edges, so every
+  // load is in bounds), then each invocation adds its products. The epilogue then runs on each of
+  // its four rows before they are stored. The steps are K / depth loop iterations (the executor
+  // keeps them under the drivers' 65535).
+  void contraction_body() {
+    const target::gemm_tile tile = t_.gemm();
+    const ir::node& c = g_.nodes[mb_->r->contraction];
+    const dtype in_t = g_.nodes[c.operands[0]].type;
+    const lane_kind lk = lane_of(c.type);
+    const id v4 = vec(lk);
+    const int rank = mb_->rank, spatial = rank - 2;
+    const bool conv = c.kind == ir::op::conv;
+    const std::uint32_t invocations = tile.invocations();
+    id uvec3 = m_.type_vector(u32(), 3);
+    local_ = lane(m_.emit(Op::OpLoad, uvec3, {local_id_}), u32(), 0);
+    id wg = m_.emit(Op::OpLoad, uvec3, {group_id_});
+    id tx = m_.emit(Op::OpUMod, u32(), {local_, cu(tile.threads_x)});
+    id ty = m_.emit(Op::OpUDiv, u32(), {local_, cu(tile.threads_x)});
+    auto word = [&](int i) { return metadata(mb_->gemm_at + static_cast<std::uint32_t>(i)); };
+    id K = word(0), M = word(1), N = word(2);
+    // Operand o's (0: A, 1: B) stride along its axis a (a == rank: its offset).
+    auto stride = [&](int o, int a) { return word(3 + o * (rank + 1) + a); };
+    const int conv_at = 3 + 2 * (rank + 1);
+    id groups = 0, in_group = 0, kernel_cells = 0;
+    // A convolution's spatial axis a: its stride, start, dilation, kernel and input extents.
+    auto axis = [&](int a, int what) { return word(conv_at + 3 + 5 * a + what); };
+    if (conv) {
+      groups = word(conv_at);
+      in_group = word(conv_at + 1);
+      kernel_cells = word(conv_at + 2);
+    }
+    auto add = [&](id a, id b) { return m_.emit(Op::OpIAdd, u32(), {a, b}); };
+    auto mul = [&](id a, id b) { return m_.emit(Op::OpIMul, u32(), {a, b}); };
+    id batch = lane(wg, u32(), 2);
+    id offset[2] = {stride(0, rank), stride(1, rank)};
+    if (conv) {  // batch = image x groups + group: the group's weights, the image's channels
+      id image = m_.emit(Op::OpUDiv, u32(), {batch, groups});
+      id group = m_.emit(Op::OpUMod, u32(), {batch, groups});
+      offset[0] = add(offset[0], mul(mul(group, M), stride(0, 0)));
+      offset[1] =
+          add(offset[1], add(mul(image, stride(1, 0)), mul(mul(group, in_group), stride(1, 1))));
+    } else {
+      id left = batch;
+      for (int d = rank - 3; d >= 0; --d) {
+        id coord = m_.emit(Op::OpUMod, u32(), {left, mb_->dims[d]});
+        left = m_.emit(Op::OpUDiv, u32(), {left, mb_->dims[d]});
+        for (int o = 0; o < 2; ++o) offset[o] = add(offset[o], mul(coord, stride(o, d)));
+      }
+    }
+    // A convolution's k: input channel k / kernel_cells, and the kernel cell's coordinates.
+    auto kernel_cell = [&](id k, std::vector<id>& cell) {
+      id at = m_.emit(Op::OpUMod, u32(), {k, kernel_cells});
+      cell.assign(spatial, 0);
+      for (int a = spatial - 1; a >= 0; --a) {
+        cell[a] = m_.emit(Op::OpUMod, u32(), {at, axis(a, 3)});
+        at = m_.emit(Op::OpUDiv, u32(), {at, axis(a, 3)});
+      }
+      return m_.emit(Op::OpUDiv, u32(), {k, kernel_cells});
+    };
+    id row0 = m_.emit(Op::OpIMul, u32(), {lane(wg, u32(), 1), cu(tile.rows())});
+    id col0 = m_.emit(Op::OpIMul, u32(), {lane(wg, u32(), 0), cu(tile.cols())});
+    id steps = m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)});
+    auto uv = [&](id x) { return compose(uvec4(), x, x, x, x); };
+    auto lanes_from = [&](id x) { return m_.emit(Op::OpIAdd, uvec4(), {uv(x), steps}); };
+    id zero = is_float_lane(lk) ? fsplat(lk, 0) : isplat(lk, 0);
+    auto inputs = compiler::input_slots(p_, *mb_->r);
+    auto var_of = [&](int o) {  // a convolution's A is its second operand, the weights
+      int slot = compiler::load_slot(p_, *mb_->r, c.operands[conv ? 1 - o : o]);
+      return binding(
+          static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), slot) - inputs.begin()));
+    };
+    const id vars[2] = {var_of(0), var_of(1)};
+    // Operand o's elements at indices idx where ok holds, else 0.
+    auto gather = [&](int o, id idx, id ok) {
+      id safe = m_.emit(Op::OpSelect, uvec4(), {ok, idx, usplat(0)});
+      id l[4];
+      const int bytes = size_in_bytes(in_t);
+      id v;
+      if (bytes == 8) {
+        for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(vars[o], lane(safe, u32(), i), lk);
+        v = compose(v4, l[0], l[1], l[2], l[3]);
+      } else {
+        for (std::uint32_t i = 0; i < 4; ++i)
+          l[i] = element_bits(vars[o], lane(safe, u32(), i), bytes);
+        v = from_bits(in_t, compose(uvec4(), l[0], l[1], l[2], l[3]));
+      }
+      return m_.emit(Op::OpSelect, v4, {ok, v, zero});
+    };
+    auto below = [&](id a, id b) { return m_.emit(Op::OpULessThan, bvec4(), {a, b}); };
+    auto both = [&](id a, id b) { return m_.emit(Op::OpLogicalAnd, bvec4(), {a, b}); };
+    auto at = [&](id x, id s) { return m_.emit(Op::OpIMul, uvec4(), {x, uv(s)}); };
+    // The element indices of A at rows `rows` (lanes), column k.
+    auto a_index = [&](id rows, id k) {
+      id off;
+      if (conv) {
+        std::vector<id> cell;
+        off = add(offset[0], mul(kernel_cell(k, cell), stride(0, 1)));
+        for (int a = 0; a < spatial; ++a) off = add(off, mul(cell[a], stride(0, 2 + a)));
+      } else {
+        off = add(offset[0], mul(k, stride(0, rank - 1)));
+      }
+      return m_.emit(Op::OpIAdd, uvec4(), {uv(off), at(rows, stride(0, conv ? 0 : rank - 2))});
+    };
+    // The element indices of B at row k, columns `cols` (lanes); `ok` loses the lanes whose window
+    // cell is padding.
+    auto b_index = [&](id k, id cols, id& ok) {
+      if (!conv)
+        return m_.emit(
+            Op::OpIAdd, uvec4(),
+            {uv(add(offset[1], mul(k, stride(1, rank - 2)))), at(cols, stride(1, rank - 1))});
+      std::vector<id> cell;
+      id idx = uv(add(offset[1], mul(kernel_cell(k, cell), stride(1, 1))));
+      id rest = cols;
+      for (int a = spatial - 1; a >= 0; --a) {  // the output cell's coordinates, last axis first
+        id out = m_.emit(Op::OpUMod, uvec4(), {rest, uv(mb_->dims[2 + a])});
+        rest = m_.emit(Op::OpUDiv, uvec4(), {rest, uv(mb_->dims[2 + a])});
+        id shift = add(axis(a, 1), mul(cell[a], axis(a, 2)));  // start + cell x dilation
+        id in = m_.emit(Op::OpIAdd, uvec4(), {at(out, axis(a, 0)), uv(shift)});
+        ok = both(ok, below(in, uv(axis(a, 4))));  // (a negative position wraps past it)
+        idx = m_.emit(Op::OpIAdd, uvec4(), {idx, at(in, stride(1, 2 + a))});
+      }
+      return idx;
+    };
+    auto tile_ptr = [&](std::size_t block, id i) {
+      return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, v4),
+                     {shared_[block], i});
+    };
+    const carried init(4, zero);
+    const std::vector<id> types(4, v4);
+    carried acc = counted_loop(
+        cu(0), K, cu(tile.depth), init, types, [&](id k0, const carried& now) -> carried {
+          // A: quad q holds rows 4 (q / depth) + 0..3 at column k0 + q % depth, stored at (q %
+          // depth) threads_y + q / depth, so that an invocation's rows at one k are one quad.
+          for (std::uint32_t q0 = 0; q0 < tile.threads_y * tile.depth; q0 += invocations) {
+            id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
+            id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
+            id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
+            id rows = lanes_from(
+                m_.emit(Op::OpIAdd, u32(), {row0, m_.emit(Op::OpIMul, u32(), {r4, cu(4)})}));
+            id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
+            id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
+            id idx = a_index(rows, k);
+            id slot = m_.emit(Op::OpIAdd, u32(),
+                              {m_.emit(Op::OpIMul, u32(), {kk, cu(tile.threads_y)}), r4});
+            m_.inst(Op::OpStore, {tile_ptr(0, slot), gather(0, idx, ok)});
+          }
+          // B: quad q holds row k0 + q / threads_x at columns 4 (q % threads_x) + 0..3.
+          for (std::uint32_t q0 = 0; q0 < tile.depth * tile.threads_x; q0 += invocations) {
+            id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
+            id kk = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.threads_x)});
+            id c4 = m_.emit(Op::OpUMod, u32(), {q, cu(tile.threads_x)});
+            id cols = lanes_from(
+                m_.emit(Op::OpIAdd, u32(), {col0, m_.emit(Op::OpIMul, u32(), {c4, cu(4)})}));
+            id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
+            id ok = both(below(cols, uv(N)), below(uv(k), uv(K)));
+            id idx = b_index(k, cols, ok);
+            m_.inst(Op::OpStore, {tile_ptr(1, q), gather(1, idx, ok)});
+          }
+          barrier();
+          carried next = now;
+          for (std::uint32_t kk = 0; kk < tile.depth; ++kk) {
+            id a =
+                m_.emit(Op::OpLoad, v4,
+                        {tile_ptr(0, m_.emit(Op::OpIAdd, u32(), {cu(kk * tile.threads_y), ty}))});
+            id b =
+                m_.emit(Op::OpLoad, v4,
+                        {tile_ptr(1, m_.emit(Op::OpIAdd, u32(), {cu(kk * tile.threads_x), tx}))});
+            for (std::uint32_t i = 0; i < 4; ++i) {
+              id ai = lane(a, scalar_type(lk), i);
+              id product = is_float_lane(lk)
+                               ? m_.emit(Op::OpVectorTimesScalar, v4, {b, ai})
+                               : m_.emit(Op::OpIMul, v4, {b, compose(v4, ai, ai, ai, ai)});
+              next[i] =
+                  m_.emit(is_float_lane(lk) ? Op::OpFAdd : Op::OpIAdd, v4, {next[i], product});
+            }
+          }
+          barrier();  // the next step overwrites the blocks
+          return next;
+        });
+    // The epilogue, a row of the invocation's block at a time: the product as the contraction's
+    // dtype (a narrow float rounded, as the CPU's tile holds it), at element e of the result.
+    const bool narrow = lk == lane_kind::f32 && c.type != dtype::f32;
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      id row = m_.emit(
+          Op::OpIAdd, u32(),
+          {row0, m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {ty, cu(4)}), cu(i)})});
+      id col = m_.emit(Op::OpIAdd, u32(), {col0, m_.emit(Op::OpIMul, u32(), {tx, cu(4)})});
+      id inside = m_.emit(Op::OpLogicalAnd, m_.type_bool(),
+                          {m_.emit(Op::OpULessThan, m_.type_bool(), {row, M}),
+                           m_.emit(Op::OpULessThan, m_.type_bool(), {col, N})});
+      only_where(inside, [&] {
+        id e = m_.emit(
+            Op::OpIAdd, u32(),
+            {m_.emit(
+                 Op::OpIMul, u32(),
+                 {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {batch, M}), row}), N}),
+             col});
+        coords_.clear();
+        product_ = narrow ? from_bits(c.type, to_bits(c.type, acc[i])) : acc[i];
+        if (whole_quads_) {
+          g_index_ = m_.emit(Op::OpShiftRightLogical, u32(), {e, cu(2)});
+        } else {
+          id last = m_.emit(Op::OpISub, u32(), {mb_->total, cu(1)});
+          lanes_ = m_.ext(uvec4(), GLSLstd450UMin, {lanes_from(e), uv(last)});
+          lane_ok_ = below(lanes_from(col), uv(N));
+        }
+        store_all(evaluate());
+      });
+    }
+    lanes_ = lane_ok_ = 0;
   }
 
   // ---- reductions -----------------------------------------------------------------------------
@@ -1145,8 +1442,10 @@ class region_emitter final : public op_lowering {
     std::vector<std::vector<term_source>> input_terms;  // per input binding
     std::vector<std::size_t> binding;  // the kernel's binding of each of its own (all_)
     std::vector<std::size_t> shared;   // its partials' shared arrays (a reduction)
+    std::vector<bool> evaluated;       // a contraction's: the nodes its epilogue evaluates, by id
     int rank = 0;
     std::uint32_t base = 0, words = 0;  // its metadata: first word, count (constants excluded)
+    std::uint32_t gemm_at = 0;          // a contraction's words (contraction_words), from base
     id total = 0;                       // elements (a reduction: results)
     std::vector<id> dims;
     std::vector<std::vector<id>> strides;        // per strided argument: rank strides, offset
@@ -1160,6 +1459,7 @@ class region_emitter final : public op_lowering {
     m.kinds = kinds;
     m.n_inputs = compiler::input_slots(p_, r).size();
     m.stores = compiler::region_stores(p_, r);
+    if (r.contraction >= 0) m.evaluated = compiler::evaluated_nodes(p_, r);
     for (const kernel_binding& b : region_bindings(p_, r))
       m.binding.push_back(
           static_cast<std::size_t>(std::find(all_.begin(), all_.end(), b) - all_.begin()));
@@ -1198,6 +1498,10 @@ class region_emitter final : public op_lowering {
   std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
+  bool whole_quads_ = true;         // (see the constructor)
+  id lanes_ = 0, lane_ok_ = 0;      // a contraction's row when not whole quads: each lane's
+                                    // element (clamped) and whether it holds one
+  id product_ = 0;                  // the contraction's value in the lanes being evaluated
   std::uint32_t constants_at_ = 0;  // metadata word of the first opaque value
   std::map<std::pair<int, std::uint64_t>, std::uint32_t> opaque_word_;  // (lane, bits) -> word
   std::map<std::pair<int, std::uint64_t>, id> opaque_value_;            // (lane, bits) -> value
@@ -1206,10 +1510,13 @@ class region_emitter final : public op_lowering {
 }  // namespace detail
 
 // Emits region r of plan p for target t, with one operand_kind per region argument.
+// whole_quads: for a contraction, whether its rows are whole groups of four (N % 4 == 0).
 inline kernel emit_region(const compiler::plan& p, const compiler::region& r,
-                          const std::vector<operand_kind>& kinds, const target& t) {
+                          const std::vector<operand_kind>& kinds, const target& t,
+                          bool whole_quads = true) {
   const int index = static_cast<int>(&r - p.regions.data());
-  return detail::region_emitter(p, std::span(&index, 1), std::span(&kinds, 1), t).run();
+  return detail::region_emitter(p, std::span(&index, 1), std::span(&kinds, 1), t, whole_quads)
+      .run();
 }
 
 // Emits the regions `members` of a row group of p (in order; the reduced axes of the first, a

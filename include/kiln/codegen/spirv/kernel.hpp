@@ -32,6 +32,15 @@ inline std::uint32_t metadata_words(int rank, int strided_args, int index_terms,
   return 2 + r + (r + 1) * static_cast<std::uint32_t>(strided_args) +
          (r + 3) * static_cast<std::uint32_t>(index_terms) + (reduction ? 1 : 0);
 }
+// A contraction region's words follow its epilogue's (metadata_words): its GEMM's K, M and N,
+// then A's rank strides and offset, then B's (a matmul's over [batch..., M, K] and
+// [batch..., K, N]; a convolution's A is its weights, B its input, each over its own dims); then
+// a convolution's groups, input channels per group and kernel cells, and per spatial axis its
+// stride, start (-pad, wrapped), dilation, kernel extent and input extent.
+inline std::uint32_t contraction_words(int rank, bool convolution) {
+  const auto r = static_cast<std::uint32_t>(rank);
+  return 5 + 2 * r + (convolution ? 3 + 5 * (r - 2) : 0);
+}
 
 struct kernel {
   words code;                  // the module; empty when the device cannot run the region
@@ -41,7 +50,9 @@ struct kernel {
   std::uint32_t metadata = 0;  // metadata words, the constants' included
   bool metadata_in_buffer = false;
   bool per_workgroup = false;  // a reduction: one workgroup per four results (not per invocation)
-  std::uint32_t regions = 1;   // plan regions it runs: a row group's kernel runs several
+  bool per_tile = false;       // a contraction: one workgroup per tile of the result (target::gemm)
+  std::uint32_t workgroup = 0;  // invocations per workgroup; 0: the device's (workgroup_size)
+  std::uint32_t regions = 1;    // plan regions it runs: a row group's kernel runs several
   // The float constants of the region, as words that end the metadata: a kernel reads them at run
   // time rather than as SPIR-V constants, so no driver can fold them against IEEE rules (llvmpipe
   // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that

@@ -11,6 +11,7 @@ struct target {
   std::uint32_t subgroup_size = 32;
   std::uint32_t max_workgroup_size_x = 128;  // maxComputeWorkGroupSize[0] (and invocations)
   std::uint32_t max_workgroup_count_x = 65535;
+  std::uint32_t max_workgroup_count_y = 65535, max_workgroup_count_z = 65535;
   std::uint32_t shared_memory_bytes = 16384;
   std::uint32_t max_storage_buffers = 4;  // maxPerStageDescriptorStorageBuffers
   std::uint32_t push_constant_bytes = 128;
@@ -26,6 +27,28 @@ struct target {
   // that inf, NaN and -0 must survive, which stops drivers from assuming finite math.
   bool preserve_inf_nan32 = false;
   bool preserve_inf_nan64 = false;
+
+  // The tiled GEMM of a contraction region on this device: a workgroup of threads_x x threads_y
+  // invocations, each keeping a 4 x 4 block of the result in registers, so a tile of
+  // 4 threads_y rows x 4 threads_x columns; K advances `depth` at a time through shared memory
+  // (a rows x depth block of A and a depth x cols block of B).
+  struct gemm_tile {
+    std::uint32_t threads_x = 16, threads_y = 16, depth = 16;
+    std::uint32_t rows() const { return 4 * threads_y; }
+    std::uint32_t cols() const { return 4 * threads_x; }
+    std::uint32_t invocations() const { return threads_x * threads_y; }
+    std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
+      return (rows() + cols()) * depth * element_bytes;
+    }
+  };
+  // 16 x 16 invocations (64 x 64 tiles) where a workgroup may have 256, else 16 x 8: Vulkan
+  // promises 128 invocations and 16 KiB of shared memory, and both tiles' blocks of 16 steps
+  // take 8 KiB (16 KiB in f64).
+  gemm_tile gemm() const {
+    gemm_tile g;
+    if (max_workgroup_size_x < 256) g.threads_y = 8;
+    return g;
+  }
 
   // The workgroup size kiln dispatches with (a specialization constant of every kernel).
   std::uint32_t workgroup_size() const {

@@ -5,6 +5,7 @@
 // the GPU.
 #pragma once
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -50,6 +51,29 @@ inline std::string cannot_reduce(const spirv::target& t, const detail::region_ca
            std::to_string(call.metadata[1]) +
            " results, more loop iterations per invocation "
            "than drivers allow (65535)";
+  return "";
+}
+
+// A contraction's dispatch: a workgroup per tile (columns, rows, batches) of its GEMM (batches, M,
+// N, K). Why this call cannot run on the device (empty: it can): more workgroups than the device
+// counts, or more steps along K than a loop may take (65535, as for reductions).
+inline std::string contraction_grid(const spirv::target& t, const std::array<std::int64_t, 4>& gemm,
+                                    std::array<std::uint32_t, 3>& grid) {
+  const spirv::target::gemm_tile tile = t.gemm();
+  const auto [batches, M, N, depth] = gemm;
+  const std::int64_t want[3] = {(N + tile.cols() - 1) / tile.cols(),
+                                (M + tile.rows() - 1) / tile.rows(), batches};
+  const std::uint32_t most[3] = {t.max_workgroup_count_x, t.max_workgroup_count_y,
+                                 t.max_workgroup_count_z};
+  for (int a = 0; a < 3; ++a) {
+    if (want[a] > most[a])
+      return std::to_string(want[a]) + " workgroups along " + "xyz"[a] + " exceed the device's " +
+             std::to_string(most[a]);
+    grid[a] = static_cast<std::uint32_t>(want[a]);
+  }
+  if ((depth + tile.depth - 1) / tile.depth > 65535 - 16)
+    return "a K of " + std::to_string(depth) +
+           " takes more loop iterations per invocation than drivers allow (65535)";
   return "";
 }
 
@@ -102,6 +126,7 @@ struct call_plan {
     region_call call;
     const spirv::kernel* kernel = nullptr;
     std::int64_t total = 0;
+    std::array<std::uint32_t, 3> grid{};  // a contraction's workgroups (contraction_grid)
     // The regions its kernel runs: itself, or a row group's when it is the group's first; none
     // when another region's kernel runs it, or it writes nothing at this call.
     std::vector<int> members;
@@ -175,11 +200,6 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     const compiler::region& reg = p.regions[i];
     spaces.push_back(runtime::concrete(reg.space, sym));
     call_plan::region& r = c.regions[i];
-    if (reg.contraction >= 0) {
-      // No Vulkan contraction kernel yet: the CPU runs it, its epilogue included.
-      c.on_cpu[c.device->origin[i]] = true;
-      continue;
-    }
     r.call = layout_call(p, static_cast<int>(i), spaces.back(), args, sym);
     r.total = r.call.metadata[1];  // the elements it writes
     // Kernels are per device: two devices may differ in features, limits and so in regions.
@@ -238,6 +258,8 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
       std::string why = cannot_run(*r.kernel, ctx, std::max(spaces[i].element_count(), r.total),
                                    largest_bytes(i, i + 1));
       if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
+      if (why.empty() && r.kernel->per_tile)
+        why = contraction_grid(ctx.target(), r.call.gemm, r.grid);
       if (!why.empty()) {
         int origin = c.device->origin[i];
         c.on_cpu[origin] = true;
@@ -357,7 +379,7 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     if (!c.dispatched(i)) continue;
     const call_plan::region& r = c.regions[i];
     const spirv::kernel& k = *r.kernel;
-    const pipeline& pl = ctx.pipelines().get(k, wg);
+    const pipeline& pl = ctx.pipelines().get(k, k.workgroup ? k.workgroup : wg);
     std::vector<VkDescriptorBufferInfo> infos;
     for (const spirv::kernel_binding& b : spirv::kernel_bindings(p, r.members))
       infos.push_back(b.result ? bindings.result(b.slot) : bindings.input(b.slot));
@@ -395,6 +417,10 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     if (pl.push_bytes)
       vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
                          r.call.metadata.data());
+    if (k.per_tile) {
+      vkCmdDispatch(cb, r.grid[0], r.grid[1], r.grid[2]);
+      continue;
+    }
     std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
     std::uint64_t count =
         k.per_workgroup

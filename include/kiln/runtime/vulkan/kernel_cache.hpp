@@ -65,6 +65,8 @@ struct region_call {
   std::vector<std::uint32_t> metadata;
   std::string key;
   std::int64_t reduced = 0;  // a reduction: the elements folded into each result
+  bool whole_quads = true;   // a contraction: its rows are whole groups of four (N % 4 == 0)
+  std::array<std::int64_t, 4> gemm{};  // a contraction's GEMM: batches, M, N, K
 };
 
 // Region `index` of p for one call: its operands' layouts (from their extents) and metadata.
@@ -97,12 +99,14 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
                ? runtime::argument_dims(args[slot], p.graph.inputs[slot].dims)
                : runtime::concrete(p.graph.nodes[p.transients[slot - n_inputs]].dims, sym);
   };
+  // Where a slot's elements are: row-major, or a view's index map over its base.
+  auto layout_of = [&](std::int32_t slot) {
+    return slot < first_view ? compiler::row_major(dims_of(slot))
+                             : compiler::view_layout(p, slot - first_view,
+                                                     dims_of(p.view_bases[slot - first_view]), sym);
+  };
   for (auto slot : slots) {
-    // Where the slot's elements are: row-major, or a view's index map over its base.
-    compiler::strided_layout l =
-        slot < first_view ? compiler::row_major(dims_of(slot))
-                          : compiler::view_layout(p, slot - first_view,
-                                                  dims_of(p.view_bases[slot - first_view]), sym);
+    compiler::strided_layout l = layout_of(slot);
     std::int64_t size = l.dims.element_count();
     bool plain =
         l.offset == 0 && l.strides == compiler::row_major(l.dims).strides && l.terms.empty();
@@ -136,6 +140,48 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     c.metadata.push_back(static_cast<std::uint32_t>(count));
     c.reduced = count;
   }
+  if (reg.contraction >= 0) {  // spirv::contraction_words
+    const ir::node& m = p.graph.nodes[reg.contraction];
+    const bool conv = m.kind == ir::op::conv;
+    const int rank = space.rank;
+    compiler::strided_layout l[2];  // A and B: a convolution's weights, then its input
+    for (int o = 0; o < 2; ++o) {
+      const int k = conv ? 1 - o : o;
+      l[o] = layout_of(compiler::load_slot(p, reg, m.operands[k]));
+      if (l[o].dims.rank != rank || !l[o].terms.empty())
+        throw error(
+            errc::invalid_graph, std::string(ir::name(m.kind)),
+            "operand " + std::to_string(k + 1) + " is not an affine view of its result's rank");
+    }
+    std::int64_t kernel_cells = 1, cells = 1, batches = 1;
+    for (int a = 2; a < rank; ++a) {
+      kernel_cells *= l[0].dims.dims[a];
+      cells *= space.dims[a];
+    }
+    for (int d = 0; d + 2 < rank; ++d) batches *= space.dims[d];
+    const std::int64_t groups = conv ? m.attrs.groups : 1;
+    c.gemm = conv ? std::array<std::int64_t, 4>{space.dims[0] * groups, space.dims[1] / groups,
+                                                cells, l[1].dims.dims[1] / groups * kernel_cells}
+                  : std::array<std::int64_t, 4>{batches, space.dims[rank - 2], space.dims[rank - 1],
+                                                l[0].dims.dims[rank - 1]};
+    for (int i : {3, 1, 2}) c.metadata.push_back(static_cast<std::uint32_t>(c.gemm[i]));  // K M N
+    for (const compiler::strided_layout& o : l) {
+      for (int i = 0; i < rank; ++i)
+        c.metadata.push_back(static_cast<std::uint32_t>(o.dims.dims[i] == 1 ? 0 : o.strides[i]));
+      c.metadata.push_back(static_cast<std::uint32_t>(o.offset));
+    }
+    if (conv) {
+      for (std::int64_t w : {groups, l[1].dims.dims[1] / groups, kernel_cells})
+        c.metadata.push_back(static_cast<std::uint32_t>(w));
+      for (int a = 2; a < rank; ++a)
+        for (std::int64_t w :
+             {std::int64_t(m.attrs.steps[a]), std::int64_t(m.attrs.starts[a]),
+              std::int64_t(m.attrs.dilations[a]), l[0].dims.dims[a], l[1].dims.dims[a]})
+          c.metadata.push_back(static_cast<std::uint32_t>(w));
+    }
+    c.whole_quads = c.gemm[2] % 4 == 0;
+    c.key += c.whole_quads ? "q" : "e";
+  }
   return c;
 }
 
@@ -165,7 +211,7 @@ inline const spirv::kernel& kernel_for(const runtime::program& prog, const compi
   auto it = cache.kernels.find(call.key);
   if (it != cache.kernels.end()) return it->second;
   return keep_kernel(
-      prog, call.key, spirv::emit_region(p, p.regions[index], call.kinds, t),
+      prog, call.key, spirv::emit_region(p, p.regions[index], call.kinds, t, call.whole_quads),
       "region " + std::to_string(index),
       "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1), t);
 }

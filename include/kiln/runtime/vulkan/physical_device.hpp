@@ -134,6 +134,8 @@ inline physical_description describe(VkPhysicalDevice pd) {
   t.max_workgroup_size_x =
       std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
   t.max_workgroup_count_x = lim.maxComputeWorkGroupCount[0];
+  t.max_workgroup_count_y = lim.maxComputeWorkGroupCount[1];
+  t.max_workgroup_count_z = lim.maxComputeWorkGroupCount[2];
   t.shared_memory_bytes = lim.maxComputeSharedMemorySize;
   t.max_storage_buffers = std::min(lim.maxPerStageDescriptorStorageBuffers, 64u);
   t.push_constant_bytes = lim.maxPushConstantsSize;

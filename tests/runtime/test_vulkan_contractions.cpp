@@ -1,0 +1,357 @@
+// Contractions on the Vulkan device (lavapipe): the tiled GEMM kernel (matmul, and convolution as
+// implicit GEMM) and its fused epilogue run there, not on the CPU (no fallback notice, a kernel per
+// contraction region, and a submission without a host wait, which refuses host work, computes it),
+// across tile edges, batches, transposed operands and rows that are not whole groups of four,
+// against a double reference; what the device leaves to the CPU says why. (e2e_test_contractions
+// and e2e_test_convolutions run their full suites on the default device, this one.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <kiln/executable.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
+#include <kiln/runtime/vulkan/executor.hpp>
+
+#include "../support/products.hpp"
+
+using namespace kiln;
+using ref::dims_t;
+
+namespace {
+
+// y[b] = relu(a[b] x w[b] + bias) for row-major a [batch, M, K], w [batch, K, N], bias [N]; each
+// element's sum of |terms| for the rounding bound.
+struct dense_ref {
+  std::vector<double> y, magnitude;
+};
+dense_ref dense(const std::vector<float>& a, const std::vector<float>& w,
+                const std::vector<float>& bias, std::int64_t batch, std::int64_t M, std::int64_t K,
+                std::int64_t N) {
+  dense_ref r{std::vector<double>(batch * M * N), std::vector<double>(batch * M * N)};
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double s = bias[j], m = std::fabs(bias[j]);
+        for (std::int64_t k = 0; k < K; ++k) {
+          double t = double(a[(b * M + i) * K + k]) * w[(b * K + k) * N + j];
+          s += t;
+          m += std::fabs(t);
+        }
+        r.y[(b * M + i) * N + j] = std::max(s, 0.0);
+        r.magnitude[(b * M + i) * N + j] = m;
+      }
+  return r;
+}
+
+// Runs f on the Vulkan device and gives what it printed to stderr.
+template <class F>
+std::string said_while(F&& f) {
+  testing::internal::CaptureStderr();
+  f();
+  return testing::internal::GetCapturedStderr();
+}
+
+int tiled_kernels(const executable& e) {
+  int n = 0;
+  for (const spirv::kernel& k : e.kernels()) n += k.per_tile && k.unsupported.empty();
+  return n;
+}
+
+}  // namespace
+
+TEST(VulkanMatmul, DescribesItsTilesFromTheDeviceLimits) {
+  const spirv::target& t = device::vulkan().context()->target();
+  spirv::target::gemm_tile tile = t.gemm();
+  EXPECT_EQ(tile.rows(), 64u);  // lavapipe allows 1024 invocations per workgroup
+  EXPECT_EQ(tile.cols(), 64u);
+  EXPECT_EQ(tile.invocations(), 256u);
+  EXPECT_LE(tile.shared_bytes(4), t.shared_memory_bytes);
+  spirv::target small = t;
+  small.max_workgroup_size_x = 128;  // what Vulkan promises: half the rows
+  EXPECT_EQ(small.gemm().rows(), 32u);
+  EXPECT_EQ(small.gemm().invocations(), 128u);
+}
+
+// relu(matmul(a, w) + bias) is one dispatch of the tiled kernel, over sizes below, at and past
+// the 64 x 64 tile and the 16-deep steps along K, with N a multiple of 4 or not.
+TEST(VulkanMatmul, TiledKernelWithItsEpilogueRunsOnTheDevice) {
+  const device d = device::vulkan();
+  const std::int64_t shapes[][3] = {{1, 1, 1},      {7, 37, 29},  {63, 64, 65}, {64, 16, 64},
+                                    {65, 300, 257}, {130, 17, 6}, {5, 0, 4},    {128, 33, 128}};
+  unsigned seed = 5;
+  for (auto [M, K, N] : shapes) {
+    SCOPED_TRACE(std::to_string(M) + " x " + std::to_string(K) + " x " + std::to_string(N));
+    graph g;
+    auto a = g.input("a", dtype::f32, {M, K});
+    auto w = g.input("w", dtype::f32, {K, N});
+    auto bias = g.input("bias", dtype::f32, {N});
+    g.output("y", g.relu(g.add(g.matmul(a, w), bias)));
+    auto e = compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1);
+    auto av = ref::floats(ref::random_tensor({M, K}, seed += 3));
+    auto wv = ref::floats(ref::random_tensor({K, N}, seed + 1));
+    auto bv = ref::floats(ref::random_tensor({N}, seed + 2));
+    std::vector<float> y(M * N, -7.0f);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(av, {M, K}), ref::view_of(wv, {K, N}), ref::view_of(bv, {N})},
+            {ref::view_of(y, {M, N})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    dense_ref want = dense(av, wv, bv, 1, M, K, N);
+    ref::expect_within_bound(y, want.y, want.magnitude, K + 1, "relu(a w + bias)");
+  }
+}
+
+// Batches (one broadcast), a transposed weight read in place and Gemm's scaling: each a tiled
+// kernel on the device, each right.
+TEST(VulkanMatmul, BatchesAndTransposedOperandsAreReadThroughTheirStrides) {
+  const device d = device::vulkan();
+  const std::int64_t B = 3, M = 70, K = 19, N = 36;
+  auto av = ref::floats(ref::random_tensor({B, M, K}, 41));
+  auto wv = ref::floats(ref::random_tensor({K, N}, 42));  // shared by every batch
+  auto bv = ref::floats(ref::random_tensor({N}, 43));
+  std::vector<float> w_batched;
+  for (std::int64_t b = 0; b < B; ++b) w_batched.insert(w_batched.end(), wv.begin(), wv.end());
+  dense_ref want = dense(av, w_batched, bv, B, M, K, N);
+  {
+    graph g;
+    auto a = g.input("a", dtype::f32, {B, M, K});
+    auto w = g.input("w", dtype::f32, {K, N});
+    auto bias = g.input("bias", dtype::f32, {N});
+    g.output("y", g.relu(g.add(g.matmul(a, w), bias)));
+    auto e = compile(g);
+    std::vector<float> y(B * M * N);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(av, {B, M, K}), ref::view_of(wv, {K, N}), ref::view_of(bv, {N})},
+            {ref::view_of(y, {B, M, N})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    ref::expect_within_bound(y, want.y, want.magnitude, K + 1, "batched");
+  }
+  {  // the weight given transposed, [N, K], and read through the transpose's strides
+    std::vector<float> wt(N * K);
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t j = 0; j < N; ++j) wt[j * K + k] = wv[k * N + j];
+    graph g;
+    auto a = g.input("a", dtype::f32, {B, M, K});
+    auto w = g.input("wt", dtype::f32, {N, K});
+    auto bias = g.input("bias", dtype::f32, {N});
+    g.output("y", g.relu(g.add(g.matmul(a, g.transpose(w, {1, 0})), bias)));
+    auto e = compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1);
+    std::vector<float> y(B * M * N);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(av, {B, M, K}), ref::view_of(wt, {N, K}), ref::view_of(bv, {N})},
+            {ref::view_of(y, {B, M, N})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    ref::expect_within_bound(y, want.y, want.magnitude, K + 1, "transposed weight");
+  }
+}
+
+// An MLP block: two contraction regions and the hidden layer in the transient arena, all on the
+// device.
+TEST(VulkanMatmul, AnMlpBlockRunsBothProductsOnTheDevice) {
+  const device d = device::vulkan();
+  const std::int64_t T = 33, W = 48, H = 96;
+  auto xv = ref::floats(ref::random_tensor({T, W}, 51));
+  auto w1 = ref::floats(ref::random_tensor({W, H}, 52));
+  auto w2 = ref::floats(ref::random_tensor({H, W}, 53));
+  graph g;
+  auto x = g.input("x", dtype::f32, {T, W});
+  auto a = g.input("w1", dtype::f32, {W, H});
+  auto b = g.input("w2", dtype::f32, {H, W});
+  g.output("y", g.add(g.matmul(g.relu(g.matmul(x, a)), b), x));
+  auto e = compile(g);
+  EXPECT_EQ(e.dispatch_count(), 2);
+  std::vector<float> y(T * W);
+  std::string said = said_while([&] {
+    e.run({ref::view_of(xv, {T, W}), ref::view_of(w1, {W, H}), ref::view_of(w2, {H, W})},
+          {ref::view_of(y, {T, W})}, d);
+  });
+  EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+  EXPECT_EQ(tiled_kernels(e), 2);
+  // The hidden layer as the device computes it is within f32 rounding of the exact one; the
+  // reference takes it exact, and the bound takes the hidden rounding in through its magnitude.
+  std::vector<double> hidden(T * H), hidden_mag(T * H);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t h = 0; h < H; ++h) {
+      double s = 0, m = 0;
+      for (std::int64_t k = 0; k < W; ++k) {
+        s += double(xv[t * W + k]) * w1[k * H + h];
+        m += std::fabs(double(xv[t * W + k]) * w1[k * H + h]);
+      }
+      hidden[t * H + h] = std::max(s, 0.0);
+      hidden_mag[t * H + h] = m;
+    }
+  const double u = std::ldexp(1.0, -24);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < W; ++j) {
+      double s = xv[t * W + j], bound = 2 * u * std::fabs(s);
+      for (std::int64_t h = 0; h < H; ++h) {
+        s += hidden[t * H + h] * w2[h * W + j];
+        bound += (H + 3) * u * std::fabs(hidden[t * H + h] * w2[h * W + j]) +
+                 (W + 2) * u * hidden_mag[t * H + h] * std::fabs(w2[h * W + j]);
+      }
+      ASSERT_LE(std::fabs(y[t * W + j] - s), bound) << t << ", " << j;
+    }
+}
+
+// relu(conv(x, w) + b) as implicit GEMM on the device: strides, padding, dilation and groups
+// (depthwise included), each one tiled kernel, against the definition summed in double.
+TEST(VulkanConv, ImplicitGemmWithItsEpilogueRunsOnTheDevice) {
+  const device d = device::vulkan();
+  struct conv_case {
+    std::int64_t n, c, h, w, m, kh, kw, groups, sh, sw, ph, pw, dh, dw;
+  };
+  const conv_case cases[] = {{1, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+                             {2, 4, 9, 7, 6, 3, 2, 2, 2, 1, 1, 0, 1, 2},
+                             {1, 8, 10, 10, 8, 3, 3, 8, 1, 1, 1, 1, 1, 1},  // depthwise
+                             {1, 3, 6, 6, 5, 1, 1, 1, 1, 1, 0, 0, 1, 1},    // 1 x 1
+                             {1, 2, 3, 3, 4, 5, 5, 1, 1, 1, 2, 2, 1, 1},    // kernel > input
+                             {3, 16, 14, 14, 70, 3, 3, 1, 2, 2, 1, 1, 1, 1}};
+  unsigned seed = 90;
+  for (const conv_case& s : cases) {
+    const std::int64_t oh = (s.h + 2 * s.ph - s.dh * (s.kh - 1) - 1) / s.sh + 1;
+    const std::int64_t ow = (s.w + 2 * s.pw - s.dw * (s.kw - 1) - 1) / s.sw + 1;
+    const std::int64_t cg = s.c / s.groups, mg = s.m / s.groups;
+    SCOPED_TRACE("c " + std::to_string(s.c) + " m " + std::to_string(s.m) + " groups " +
+                 std::to_string(s.groups));
+    graph g;
+    auto x = g.input("x", dtype::f32, {s.n, s.c, s.h, s.w});
+    auto w = g.input("w", dtype::f32, {s.m, cg, s.kh, s.kw});
+    auto b = g.input("b", dtype::f32, {s.m, 1, 1});
+    g.output("y", g.relu(g.add(g.conv(x, w,
+                                      conv_params{.strides = {s.sh, s.sw},
+                                                  .pads = {s.ph, s.pw, s.ph, s.pw},
+                                                  .dilations = {s.dh, s.dw},
+                                                  .groups = s.groups}),
+                               b)));
+    auto e = compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1);
+    auto xv = ref::floats(ref::random_tensor({s.n, s.c, s.h, s.w}, seed += 3));
+    auto wv = ref::floats(ref::random_tensor({s.m, cg, s.kh, s.kw}, seed + 1));
+    auto bv = ref::floats(ref::random_tensor({s.m}, seed + 2));
+    std::vector<float> y(s.n * s.m * oh * ow);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(xv, {s.n, s.c, s.h, s.w}), ref::view_of(wv, {s.m, cg, s.kh, s.kw}),
+             ref::view_of(bv, {s.m, 1, 1})},
+            {ref::view_of(y, {s.n, s.m, oh, ow})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    std::vector<double> want(y.size()), magnitude(y.size());
+    for (std::int64_t n = 0; n < s.n; ++n)
+      for (std::int64_t m = 0; m < s.m; ++m)
+        for (std::int64_t i = 0; i < oh; ++i)
+          for (std::int64_t j = 0; j < ow; ++j) {
+            double acc = bv[m], mag = std::fabs(bv[m]);
+            const std::int64_t group = m / mg;
+            for (std::int64_t c = 0; c < cg; ++c)
+              for (std::int64_t p = 0; p < s.kh; ++p)
+                for (std::int64_t q = 0; q < s.kw; ++q) {
+                  const std::int64_t yi = i * s.sh - s.ph + p * s.dh,
+                                     xj = j * s.sw - s.pw + q * s.dw;
+                  if (yi < 0 || yi >= s.h || xj < 0 || xj >= s.w) continue;
+                  double t = double(xv[((n * s.c + group * cg + c) * s.h + yi) * s.w + xj]) *
+                             wv[((m * cg + c) * s.kh + p) * s.kw + q];
+                  acc += t;
+                  mag += std::fabs(t);
+                }
+            const std::int64_t at = ((n * s.m + m) * oh + i) * ow + j;
+            want[at] = std::max(acc, 0.0);
+            magnitude[at] = mag;
+          }
+    ref::expect_within_bound(y, want, magnitude, cg * s.kh * s.kw + 1, "relu(conv + b)");
+  }
+}
+
+// A submission without a host wait refuses any region that needs the host: a matmul with its
+// epilogue submitted on device buffers is computed by the device alone.
+TEST(VulkanMatmul, SubmittedWithoutAHostWaitOnDeviceBuffers) {
+  device d = device::vulkan();
+  vulkan::context& ctx = *d.context();
+  const std::int64_t M = 50, K = 40, N = 72;
+  graph g;
+  auto a = g.input("a", dtype::f32, {M, K});
+  auto w = g.input("w", dtype::f32, {K, N});
+  auto bias = g.input("bias", dtype::f32, {N});
+  g.output("y", g.relu(g.add(g.matmul(a, w), bias)));
+  runtime::program prog("graph", g.ir(), compiler::compile(g.ir()));
+  auto av = ref::floats(ref::random_tensor({M, K}, 61));
+  auto wv = ref::floats(ref::random_tensor({K, N}, 62));
+  auto bv = ref::floats(ref::random_tensor({N}, 63));
+  buffer<float> ab = d.upload(av, {M, K}), wb = d.upload(wv, {K, N}), bb = d.upload(bv, {N}),
+                yb = d.alloc<float>(shape{M, N});
+  auto ref_of = [](const buffer<float>& b) {
+    return runtime::buffer_ref{nullptr, b.dims(), false, b.memory()};
+  };
+  runtime::buffer_ref args[3] = {ref_of(ab), ref_of(wb), ref_of(bb)}, out = ref_of(yb);
+  std::int64_t sym[1] = {0};
+  std::uint64_t done = vulkan::submit(prog, ctx, args, std::span(&out, 1), sym, {}, {});
+  vulkan::semaphore_value point{ctx.queue().timeline(), done};
+  vulkan::queue::wait_all(ctx.device(), std::span(&point, 1));
+  std::vector<float> y(M * N);
+  yb.download(y);
+  dense_ref want = dense(av, wv, bv, 1, M, K, N);
+  ref::expect_within_bound(y, want.y, want.magnitude, K + 1, "submitted");
+}
+
+// What the kernel does not cover runs on the CPU, right, with a notice naming the op and why: a
+// narrow result whose rows are not whole words of four (their last word is the next row's too),
+// and transposed convolutions.
+TEST(VulkanMatmul, WhatTheDeviceLeavesToTheCpuSaysWhy) {
+  const device d = device::vulkan();
+  {
+    const std::int64_t M = 9, K = 8, N = 7;
+    graph g;
+    auto a = g.input("a", dtype::f32, {M, K});
+    auto w = g.input("w", dtype::f32, {K, N});
+    g.output("y", g.cast(g.matmul(a, w), dtype::f16));
+    auto e = compile(g);
+    auto av = ref::floats(ref::random_tensor({M, K}, 71));
+    auto wv = ref::floats(ref::random_tensor({K, N}, 72));
+    std::vector<kiln::f16> y(M * N);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(av, {M, K}), ref::view_of(wv, {K, N})},
+            {tensor_ref(y.data(), dtype::f16, {M, N})}, d);
+    });
+    EXPECT_NE(said.find("runs on the CPU: matmul: a f16 result whose rows are not a multiple of 4"),
+              std::string::npos)
+        << said;
+    for (std::int64_t i = 0; i < M * N; ++i) {
+      double exact = 0;
+      for (std::int64_t k = 0; k < K; ++k) exact += double(av[i / N * K + k]) * wv[k * N + i % N];
+      EXPECT_NEAR(static_cast<float>(y[i]), exact, std::fabs(exact) * 1e-3 + 1e-6) << i;
+    }
+  }
+  {  // a transposed convolution: x [1, 2, 3, 3], w [2, 1, 2, 2], stride 2 -> y [1, 1, 6, 6]
+    graph g;
+    auto x = g.input("x", dtype::f32, {1, 2, 3, 3});
+    auto w = g.input("w", dtype::f32, {2, 1, 2, 2});
+    g.output("y", g.conv_transpose(x, w, ir::conv_window{.strides = {2, 2}}));
+    auto e = compile(g);
+    auto xv = ref::floats(ref::random_tensor({1, 2, 3, 3}, 81));
+    auto wv = ref::floats(ref::random_tensor({2, 1, 2, 2}, 82));
+    std::vector<float> y(36);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(xv, {1, 2, 3, 3}), ref::view_of(wv, {2, 1, 2, 2})},
+            {ref::view_of(y, {1, 1, 6, 6})}, d);
+    });
+    EXPECT_NE(said.find("runs on the CPU: conv_transpose: no Vulkan kernel yet"), std::string::npos)
+        << said;
+    // Stride 2 with a 2 x 2 kernel: each output cell has exactly one input cell per channel.
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) {
+        double want = 0;
+        for (int c = 0; c < 2; ++c)
+          want += double(xv[c * 9 + (i / 2) * 3 + j / 2]) * wv[c * 4 + (i % 2) * 2 + j % 2];
+        EXPECT_NEAR(y[i * 6 + j], want, 1e-6) << i << ", " << j;
+      }
+  }
+}
