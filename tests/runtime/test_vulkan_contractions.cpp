@@ -63,15 +63,21 @@ int tiled_kernels(const executable& e) {
 
 TEST(VulkanMatmul, DescribesItsTilesFromTheDeviceLimits) {
   const spirv::target& t = device::vulkan().context()->target();
+  EXPECT_TRUE(t.cpu_device);  // lavapipe: invocations are SIMD lanes, blocks of 16 x 4
   spirv::target::gemm_tile tile = t.gemm();
-  EXPECT_EQ(tile.rows(), 64u);  // lavapipe allows 1024 invocations per workgroup
+  EXPECT_EQ(tile.rows(), 64u);
   EXPECT_EQ(tile.cols(), 64u);
-  EXPECT_EQ(tile.invocations(), 256u);
+  EXPECT_EQ(tile.block_rows, 16u);
+  EXPECT_EQ(tile.invocations(), 64u);
   EXPECT_LE(tile.shared_bytes(4), t.shared_memory_bytes);
-  spirv::target small = t;
-  small.max_workgroup_size_x = 128;  // what Vulkan promises: half the rows
-  EXPECT_EQ(small.gemm().rows(), 32u);
-  EXPECT_EQ(small.gemm().invocations(), 128u);
+  spirv::target gpu = t;  // a GPU with 1024 invocations per workgroup: 16 x 16 of 4 x 4
+  gpu.cpu_device = false;
+  EXPECT_EQ(gpu.gemm().rows(), 64u);
+  EXPECT_EQ(gpu.gemm().block_rows, 4u);
+  EXPECT_EQ(gpu.gemm().invocations(), 256u);
+  gpu.max_workgroup_size_x = 128;  // what Vulkan promises: half the rows
+  EXPECT_EQ(gpu.gemm().rows(), 32u);
+  EXPECT_EQ(gpu.gemm().invocations(), 128u);
 }
 
 // relu(matmul(a, w) + bias) is one dispatch of the tiled kernel, over sizes below, at and past

@@ -5,8 +5,8 @@
 // A row group (softmax's max, sum and divide) is one kernel too: a workgroup per four rows runs
 // each member region over those rows in turn, with a barrier between them. A contraction's region
 // (a matmul, or a convolution as implicit GEMM) is a tiled GEMM (a workgroup per tile, shared
-// memory, 4 x 4 blocks in registers) whose epilogue runs on each block's rows before they are
-// stored.
+// memory, a block of each tile in each invocation's registers) whose epilogue runs on each block's
+// rows before they are stored.
 #pragma once
 
 #include <algorithm>
@@ -298,7 +298,7 @@ class region_emitter final : public op_lowering {
     if (members_[0].r->contraction >= 0) {  // the blocks of A and B of one step along K
       const target::gemm_tile tile = t_.gemm();
       id v = vec(lane_of(g_.nodes[members_[0].r->contraction].type));
-      for (std::uint32_t quads : {tile.threads_y * tile.depth, tile.depth * tile.threads_x})
+      for (std::uint32_t quads : {tile.rows() / 4 * tile.depth, tile.depth * tile.threads_x})
         shared_.push_back(
             m_.global(Op::OpVariable,
                       m_.type_pointer(spv::StorageClass::Workgroup, m_.type_array(v, cu(quads))),
@@ -860,12 +860,12 @@ class region_emitter final : public op_lowering {
   // group: A the group's weights [out channels, in channels x kernel cells], B the input under each
   // output cell's window, gathered as the block is staged, zero in the padding; C's columns the
   // output cells): workgroup (x, y, z) computes the tile of batch z at rows y rows(), columns x
-  // cols() (target::gemm); invocation i keeps rows 4 (i / threads_x) + 0..3 x columns 4 (i %
-  // threads_x) + 0..3 in four vector accumulators. Each step along K, the workgroup stages a rows x
-  // depth block of A and a depth x cols block of B in shared memory (zero past the edges, so every
-  // load is in bounds), then each invocation adds its products. The epilogue then runs on each of
-  // its four rows before they are stored. The steps are K / depth loop iterations (the executor
-  // keeps them under the drivers' 65535).
+  // cols() (target::gemm); invocation i keeps rows b (i / threads_x) + 0..b-1 (b =
+  // block_rows) x columns 4 (i % threads_x) + 0..3 in b vector accumulators. Each step along K, the
+  // workgroup stages a rows x depth block of A and a depth x cols block of B in shared memory (zero
+  // past the edges, so every load is in bounds), then each invocation adds its products. The
+  // epilogue then runs on each of its rows before they are stored. The steps are K / depth
+  // loop iterations (the executor keeps them under the drivers' 65535).
   void contraction_body() {
     const target::gemm_tile tile = t_.gemm();
     const ir::node& c = g_.nodes[mb_->r->contraction];
@@ -989,13 +989,15 @@ class region_emitter final : public op_lowering {
       return m_.emit(Op::OpAccessChain, m_.type_pointer(spv::StorageClass::Workgroup, v4),
                      {shared_[block], i});
     };
-    const carried init(4, zero);
-    const std::vector<id> types(4, v4);
+    const std::uint32_t row_quads = tile.rows() / 4, block_quads = tile.block_rows / 4;
+    const carried init(tile.block_rows, zero);
+    const std::vector<id> types(tile.block_rows, v4);
     carried acc = counted_loop(
         cu(0), K, cu(tile.depth), init, types, [&](id k0, const carried& now) -> carried {
           // A: quad q holds rows 4 (q / depth) + 0..3 at column k0 + q % depth, stored at (q %
-          // depth) threads_y + q / depth, so that an invocation's rows at one k are one quad.
-          for (std::uint32_t q0 = 0; q0 < tile.threads_y * tile.depth; q0 += invocations) {
+          // depth) rows / 4 + q / depth, so that four of an invocation's rows at one k are one
+          // quad.
+          for (std::uint32_t q0 = 0; q0 < row_quads * tile.depth; q0 += invocations) {
             id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
             id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
             id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
@@ -1004,8 +1006,8 @@ class region_emitter final : public op_lowering {
             id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
             id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
             id idx = a_index(rows, k);
-            id slot = m_.emit(Op::OpIAdd, u32(),
-                              {m_.emit(Op::OpIMul, u32(), {kk, cu(tile.threads_y)}), r4});
+            id slot =
+                m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {kk, cu(row_quads)}), r4});
             m_.inst(Op::OpStore, {tile_ptr(0, slot), gather(0, idx, ok)});
           }
           // B: quad q holds row k0 + q / threads_x at columns 4 (q % threads_x) + 0..3.
@@ -1022,20 +1024,23 @@ class region_emitter final : public op_lowering {
           }
           barrier();
           carried next = now;
+          id my_quads = m_.emit(Op::OpIMul, u32(), {ty, cu(block_quads)});
           for (std::uint32_t kk = 0; kk < tile.depth; ++kk) {
-            id a =
-                m_.emit(Op::OpLoad, v4,
-                        {tile_ptr(0, m_.emit(Op::OpIAdd, u32(), {cu(kk * tile.threads_y), ty}))});
             id b =
                 m_.emit(Op::OpLoad, v4,
                         {tile_ptr(1, m_.emit(Op::OpIAdd, u32(), {cu(kk * tile.threads_x), tx}))});
-            for (std::uint32_t i = 0; i < 4; ++i) {
-              id ai = lane(a, scalar_type(lk), i);
-              id product = is_float_lane(lk)
-                               ? m_.emit(Op::OpVectorTimesScalar, v4, {b, ai})
-                               : m_.emit(Op::OpIMul, v4, {b, compose(v4, ai, ai, ai, ai)});
-              next[i] =
-                  m_.emit(is_float_lane(lk) ? Op::OpFAdd : Op::OpIAdd, v4, {next[i], product});
+            for (std::uint32_t q = 0; q < block_quads; ++q) {
+              id a = m_.emit(
+                  Op::OpLoad, v4,
+                  {tile_ptr(0, m_.emit(Op::OpIAdd, u32(), {cu(kk * row_quads + q), my_quads}))});
+              for (std::uint32_t i = 0; i < 4; ++i) {
+                id ai = lane(a, scalar_type(lk), i);
+                id product = is_float_lane(lk)
+                                 ? m_.emit(Op::OpVectorTimesScalar, v4, {b, ai})
+                                 : m_.emit(Op::OpIMul, v4, {b, compose(v4, ai, ai, ai, ai)});
+                id& to = next[4 * q + i];
+                to = m_.emit(is_float_lane(lk) ? Op::OpFAdd : Op::OpIAdd, v4, {to, product});
+              }
             }
           }
           barrier();  // the next step overwrites the blocks
@@ -1044,10 +1049,11 @@ class region_emitter final : public op_lowering {
     // The epilogue, a row of the invocation's block at a time: the product as the contraction's
     // dtype (a narrow float rounded, as the CPU's tile holds it), at element e of the result.
     const bool narrow = lk == lane_kind::f32 && c.type != dtype::f32;
-    for (std::uint32_t i = 0; i < 4; ++i) {
-      id row = m_.emit(
-          Op::OpIAdd, u32(),
-          {row0, m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {ty, cu(4)}), cu(i)})});
+    for (std::uint32_t i = 0; i < tile.block_rows; ++i) {
+      id row =
+          m_.emit(Op::OpIAdd, u32(),
+                  {row0, m_.emit(Op::OpIAdd, u32(),
+                                 {m_.emit(Op::OpIMul, u32(), {ty, cu(tile.block_rows)}), cu(i)})});
       id col = m_.emit(Op::OpIAdd, u32(), {col0, m_.emit(Op::OpIMul, u32(), {tx, cu(4)})});
       id inside = m_.emit(Op::OpLogicalAnd, m_.type_bool(),
                           {m_.emit(Op::OpULessThan, m_.type_bool(), {row, M}),

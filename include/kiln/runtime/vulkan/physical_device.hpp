@@ -145,6 +145,7 @@ inline physical_description describe(VkPhysicalDevice pd) {
   t.int16 = f.features.shaderInt16;
   t.preserve_inf_nan32 = p12.shaderSignedZeroInfNanPreserveFloat32;
   t.preserve_inf_nan64 = p12.shaderSignedZeroInfNanPreserveFloat64;
+  t.cpu_device = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return d;
 }
 
