@@ -14,6 +14,7 @@
 #include "kiln/function.hpp"
 #include "kiln/graph/graph.hpp"
 #include "kiln/interop/arguments.hpp"
+#include "kiln/runtime/abi.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/execute.hpp"
 #include "kiln/runtime/program.hpp"
@@ -88,6 +89,12 @@ class executable {
   KILN_RUNTIME_API const std::string& name() const;
   // The SPIR-V kernels emitted so far (one per region and operand layout), for inspection.
   KILN_RUNTIME_API std::vector<spirv::kernel> kernels() const;
+
+  // The function's signature (runtime/abi.hpp): to_string(exe.signature()) is its raw-ABI string.
+  KILN_RUNTIME_API kiln::signature signature() const;
+  // Whether a buffer described so can be argument i (result r), answered before any call.
+  KILN_RUNTIME_API acceptance accepts(int i, const buffer_description& given) const;
+  KILN_RUNTIME_API acceptance accepts_result(int r, const buffer_description& given) const;
 
   // Runs on `d`: arguments in the graph's input order, results in its output order. The call's
   // transients live in the executable's arena for `d`, or in `ws` when the caller gives one.
@@ -252,6 +259,35 @@ KILN_RUNTIME_API std::vector<spirv::kernel> executable::kernels() const {
   std::lock_guard lock(cache.mutex);
   for (const auto& [key, k] : cache.kernels) out.push_back(k);
   return out;
+}
+
+KILN_RUNTIME_API kiln::signature executable::signature() const {
+  const ir::graph& g = plan().graph;
+  std::vector<ir::input_decl> results;
+  for (auto o : g.outputs) results.push_back({g.nodes[o].type, g.nodes[o].dims});
+  // The parameters: the plan's first inputs (tensor constants follow them).
+  return make_signature(std::span(g.inputs).first(input_names().size()), results);
+}
+
+KILN_RUNTIME_API acceptance executable::accepts(int i, const buffer_description& given) const {
+  kiln::signature s = signature();
+  if (i < 0 || static_cast<std::size_t>(i) >= s.inputs.size())
+    throw error(errc::invalid_argument, name(),
+                "accepts: argument index " + std::to_string(i) + " (the function takes " +
+                    std::to_string(s.inputs.size()) + ")");
+  return accept_buffer(s.inputs[i], given,
+                       "argument " + std::to_string(i + 1) + " ('" + input_names()[i] + "')");
+}
+
+KILN_RUNTIME_API acceptance executable::accepts_result(int r,
+                                                       const buffer_description& given) const {
+  kiln::signature s = signature();
+  if (r < 0 || static_cast<std::size_t>(r) >= s.results.size())
+    throw error(errc::invalid_argument, name(),
+                "accepts_result: result index " + std::to_string(r) + " (the function gives " +
+                    std::to_string(s.results.size()) + ")");
+  return accept_buffer(s.results[r], given,
+                       "result " + std::to_string(r + 1) + " ('" + output_names()[r] + "')");
 }
 
 KILN_RUNTIME_API std::vector<tensor_ref> executable::by_position(

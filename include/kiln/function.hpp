@@ -9,6 +9,7 @@
 
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
+#include "kiln/runtime/abi.hpp"
 #include "kiln/runtime/constants.hpp"
 #include "kiln/runtime/cpu/run_plan.hpp"
 #include "kiln/runtime/device.hpp"
@@ -158,6 +159,21 @@ class function {
   }
 
   bound_function<function> on(device d) const { return bound_function<function>(d); }
+
+  // The signature (runtime/abi.hpp): to_string(f.signature()) is its raw-ABI string.
+  static kiln::signature signature() {
+    std::vector<ir::input_decl> results;
+    for (auto o : plan.outputs) results.push_back({plan.nodes[o].type, plan.nodes[o].dims});
+    return make_signature(std::span(plan.inputs.data(), parameter_count), results);
+  }
+  // Whether a buffer described so can be argument i (0-based), answered before any call.
+  static acceptance accepts(int i, const buffer_description& given) {
+    if (i < 0 || i >= parameter_count)
+      throw error(errc::invalid_argument, "kiln::fn",
+                  "accepts: argument index " + std::to_string(i) + " (the function takes " +
+                      std::to_string(parameter_count) + ")");
+    return accept_buffer(signature().inputs[i], given, "argument " + std::to_string(i + 1));
+  }
 
   template <class... Args>
   static auto call(const device& d, const workspace& ws, Args&&... args) {

@@ -73,7 +73,7 @@ TEST(VulkanBuffers, UploadDownloadRoundTrip) {
   std::vector<float> wrong(5);
   EXPECT_THROW(b.download(wrong), error);
   EXPECT_THROW(b.reshaped(shape{10, 10}), error);
-  EXPECT_THROW(device::cpu().alloc<float>(4), error);
+  EXPECT_THROW(d.alloc<float>(-1), error);
 }
 
 TEST(VulkanCall, DeviceResidentBuffersAcrossCalls) {

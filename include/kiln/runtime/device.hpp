@@ -88,6 +88,7 @@ class device {
 #include <cstdlib>
 #include <string_view>
 
+#include "kiln/runtime/host_memory.hpp"
 #include "kiln/runtime/vulkan/device_memory.hpp"
 
 namespace kiln {
@@ -135,11 +136,10 @@ KILN_RUNTIME_API std::string device::name() const {
 
 KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> device::memory(std::int64_t bytes,
                                                                         const char* what) const {
-  if (kind_ == kind::cpu)
-    throw error(errc::unsupported, std::string("device::") + what,
-                "the CPU device works on host data directly; pass std::vector / std::span");
   if (bytes < 0)
     throw error(errc::invalid_argument, std::string("device::") + what, "negative size");
+  if (kind_ == kind::cpu)
+    return std::make_shared<runtime::host_memory>(static_cast<std::size_t>(bytes));
   // shared_ptr<vulkan::context> keeps the device alive as long as the memory.
   return std::make_shared<vulkan::device_memory>(std::shared_ptr<vulkan::context>(ctx_),
                                                  static_cast<std::size_t>(bytes));

@@ -25,6 +25,7 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
 
 // The definitions behind the declarations above (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
+#include "kiln/runtime/host_memory.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
 namespace kiln::runtime {
@@ -119,13 +120,15 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
                               const std::int64_t* sym, const std::string& who, host_regions on_host,
                               const workspace& ws) {
   detail::call_arenas arenas(d, prog, ws, sym, who);
+  // The CPU device's buffers are host data, on every device.
+  const std::vector<buffer_ref> in = host_refs(args), out = host_refs(results);
   switch (d.type()) {
     case device::kind::cpu:
-      check_host(args, results, who);
-      on_host(args, results, nullptr, arenas(prog.plan(), false));
+      check_host(in, out, who);
+      on_host(in, out, nullptr, arenas(prog.plan(), false));
       return;
     case device::kind::vulkan:
-      vulkan::run(prog, *d.context(), args, results, sym, on_host, arenas);
+      vulkan::run(prog, *d.context(), in, out, sym, on_host, arenas);
       return;
   }
 }

@@ -1,0 +1,58 @@
+// The CPU device's memory: bytes in host RAM behind the same device_memory interface as a Vulkan
+// device's, so code that uploads, allocates and downloads kiln::buffers runs on every device. A
+// call reads and writes it in place (runtime::host_refs), on the CPU and, staged like any host
+// data, on Vulkan.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/buffer.hpp"
+#include "kiln/runtime/signature.hpp"
+
+namespace kiln::runtime {
+
+class host_memory final : public device_memory {
+ public:
+  // 64-byte aligned, as the CPU's kernels load like.
+  explicit host_memory(std::size_t bytes)
+      : bytes_(bytes),
+        data_(static_cast<unsigned char*>(
+            ::operator new (bytes ? bytes : 1, std::align_val_t{alignment}))) {}
+  ~host_memory() override { ::operator delete (data_, std::align_val_t{alignment}); }
+  host_memory(const host_memory&) = delete;
+  host_memory& operator=(const host_memory&) = delete;
+
+  void write(const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(data_, src, bytes);
+  }
+  void read(void* dst, std::size_t bytes) const override {
+    if (bytes) std::memcpy(dst, data_, bytes);
+  }
+  std::string device_name() const override { return "cpu"; }
+  unsigned char* host_address() const override { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  static constexpr std::size_t alignment = 64;
+  std::size_t bytes_;
+  unsigned char* data_;
+};
+
+// refs with every buffer of the CPU device's memory as the host data it is (other devices'
+// buffers stay as they are).
+inline std::vector<buffer_ref> host_refs(std::span<const buffer_ref> refs) {
+  std::vector<buffer_ref> out(refs.begin(), refs.end());
+  for (buffer_ref& r : out)
+    if (auto* h = dynamic_cast<const host_memory*>(r.memory)) {
+      r.data = h->host_address();
+      r.memory = nullptr;
+    }
+  return out;
+}
+
+}  // namespace kiln::runtime
