@@ -270,24 +270,12 @@ KILN_RUNTIME_API kiln::signature executable::signature() const {
 }
 
 KILN_RUNTIME_API acceptance executable::accepts(int i, const buffer_description& given) const {
-  kiln::signature s = signature();
-  if (i < 0 || static_cast<std::size_t>(i) >= s.inputs.size())
-    throw error(errc::invalid_argument, name(),
-                "accepts: argument index " + std::to_string(i) + " (the function takes " +
-                    std::to_string(s.inputs.size()) + ")");
-  return accept_buffer(s.inputs[i], given,
-                       "argument " + std::to_string(i + 1) + " ('" + input_names()[i] + "')");
+  return accept_entry(signature().inputs, i, given, name(), "argument", input_names());
 }
 
 KILN_RUNTIME_API acceptance executable::accepts_result(int r,
                                                        const buffer_description& given) const {
-  kiln::signature s = signature();
-  if (r < 0 || static_cast<std::size_t>(r) >= s.results.size())
-    throw error(errc::invalid_argument, name(),
-                "accepts_result: result index " + std::to_string(r) + " (the function gives " +
-                    std::to_string(s.results.size()) + ")");
-  return accept_buffer(s.results[r], given,
-                       "result " + std::to_string(r + 1) + " ('" + output_names()[r] + "')");
+  return accept_entry(signature().results, r, given, name(), "result", output_names());
 }
 
 KILN_RUNTIME_API std::vector<tensor_ref> executable::by_position(

@@ -168,11 +168,7 @@ class function {
   }
   // Whether a buffer described so can be argument i (0-based), answered before any call.
   static acceptance accepts(int i, const buffer_description& given) {
-    if (i < 0 || i >= parameter_count)
-      throw error(errc::invalid_argument, "kiln::fn",
-                  "accepts: argument index " + std::to_string(i) + " (the function takes " +
-                      std::to_string(parameter_count) + ")");
-    return accept_buffer(signature().inputs[i], given, "argument " + std::to_string(i + 1));
+    return accept_entry(signature().inputs, i, given, "kiln::fn", "argument");
   }
 
   template <class... Args>

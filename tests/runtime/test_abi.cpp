@@ -103,6 +103,17 @@ TEST(Signature, BothDoorsAgree) {
   });
   EXPECT_EQ(f.signature().inputs, two_results().signature().inputs);
   EXPECT_EQ(to_string(f.signature()), to_string(two_results().signature()));
+  EXPECT_EQ(f.accepts(1, {dtype::i8, {3}, {}}).answer, acceptance::verdict::as_is);
+  EXPECT_EQ(f.accepts(0, {dtype::f32, {2, 4}, {1, 2}}).why,
+            "argument 1: strides [1, 2] (elements); kiln reads row-major data, strides [4, 1]: "
+            "copy it into that layout");
+  try {
+    f.accepts(5, {});
+    ADD_FAILURE() << "argument 6 of 2";
+  } catch (const error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "kiln: kiln::fn: accepts: argument index 5 (the function has 2)");
+  }
 }
 
 TEST(BufferOracle, AsIsNeedsAConversionOrUnsupported) {
@@ -138,7 +149,15 @@ TEST(BufferOracle, AsIsNeedsAConversionOrUnsupported) {
     e.accepts(2, {});
     ADD_FAILURE() << "argument 3 of 2";
   } catch (const error& err) {
-    EXPECT_NE(std::string(err.what()).find("accepts: argument index 2 (the function takes 2)"),
+    EXPECT_NE(std::string(err.what()).find("accepts: argument index 2 (the function has 2)"),
+              std::string::npos)
+        << err.what();
+  }
+  try {
+    e.accepts_result(-1, {});
+    ADD_FAILURE() << "result 0";
+  } catch (const error& err) {
+    EXPECT_NE(std::string(err.what()).find("accepts: result index -1 (the function has 2)"),
               std::string::npos)
         << err.what();
   }

@@ -67,6 +67,12 @@ struct acceptance {
 // copy gives.
 KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
                                           const buffer_description& given, const std::string& what);
+// accept_buffer for entry i of `list`, an argument or result list (`kind`: "argument" or
+// "result"; `names`: the entries' names, or empty). An i out of range is a kiln::error from `who`.
+KILN_RUNTIME_API acceptance accept_entry(std::span<const signature_buffer> list, int i,
+                                         const buffer_description& given, const std::string& who,
+                                         const std::string& kind,
+                                         std::span<const std::string> names = {});
 
 #if KILN_RUNTIME_BODY
 namespace detail {
@@ -251,6 +257,19 @@ KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
           " (elements); kiln reads row-major data, strides " + detail::list_text(row_major, false) +
           ": copy it into that layout";
   return a;
+}
+
+KILN_RUNTIME_API acceptance accept_entry(std::span<const signature_buffer> list, int i,
+                                         const buffer_description& given, const std::string& who,
+                                         const std::string& kind,
+                                         std::span<const std::string> names) {
+  if (i < 0 || static_cast<std::size_t>(i) >= list.size())
+    throw error(errc::invalid_argument, who,
+                "accepts: " + kind + " index " + std::to_string(i) + " (the function has " +
+                    std::to_string(list.size()) + ")");
+  std::string what = kind + " " + std::to_string(i + 1);
+  if (static_cast<std::size_t>(i) < names.size()) what += " ('" + names[i] + "')";
+  return accept_buffer(list[i], given, what);
 }
 #endif  // KILN_RUNTIME_BODY
 
