@@ -43,11 +43,11 @@ struct target {
     }
   };
   // On a GPU, 16 x 16 invocations with 4 x 4 blocks (64 x 64 tiles) where a workgroup may have
-  // 256 invocations, else 16 x 8 (32 x 64 tiles; Vulkan promises 128). On a CPU device (lavapipe), whose SIMD
-  // lanes are invocations, so that every read of shared memory is a gather: 16 x 4 invocations
-  // with 16 x 4 blocks, four times the products per read of A (1.4-1.8x the 4 x 4 kernel on
-  // lavapipe). Both tiles' blocks of 16 steps take 8 KiB (16 KiB in f64) of the 16 KiB of shared
-  // memory Vulkan promises.
+  // 256 invocations, else 16 x 8 (32 x 64 tiles; Vulkan promises 128). On a CPU device (lavapipe),
+  // whose SIMD lanes are invocations, so that every read of shared memory is a gather: 16 x 4
+  // invocations with 16 x 4 blocks, four times the products per read of A (1.4-1.5x the 4 x 4
+  // kernel on lavapipe). Both tiles' blocks of 16 steps take 8 KiB (16 KiB in f64) of the 16 KiB of
+  // shared memory Vulkan promises.
   gemm_tile gemm() const {
     gemm_tile g;
     if (cpu_device) {
