@@ -114,6 +114,44 @@ class executable {
     run_on(d, a, r, ws);
   }
 
+  // Submits a run on `d` and returns at once (runtime/fence.hpp): the fence is reached when it is
+  // done, and its wait() throws the run's kiln::error. Runs on one device happen in submission
+  // order; a leading kiln::after(f, ...) makes this one wait for other fences as well (on the
+  // device where it can). Mistakes in the arguments throw here, before anything is queued.
+  // kiln::buffers and the workspace are kept alive until the fence; host data must be (numbers
+  // for scalars are copied).
+  fence submit(const submission_order& order, std::span<const tensor_ref> args,
+               std::span<const tensor_ref> results, const device& d = device::default_device(),
+               const workspace& ws = {}) const {
+    return run_on(d, args, results, ws, &order);
+  }
+  fence submit(const submission_order& order, std::initializer_list<tensor_ref> args,
+               std::initializer_list<tensor_ref> results,
+               const device& d = device::default_device(), const workspace& ws = {}) const {
+    return run_on(d, std::span(args.begin(), args.size()),
+                  std::span(results.begin(), results.size()), ws, &order);
+  }
+  fence submit(const submission_order& order, std::initializer_list<named_tensor> args,
+               std::initializer_list<named_tensor> results,
+               const device& d = device::default_device(), const workspace& ws = {}) const {
+    auto a = by_position(args, input_names(), "argument");
+    auto r = by_position(results, output_names(), "result");
+    return run_on(d, a, r, ws, &order);
+  }
+  fence submit(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
+               const device& d = device::default_device(), const workspace& ws = {}) const {
+    return submit(submission_order{}, args, results, d, ws);
+  }
+  fence submit(std::initializer_list<tensor_ref> args, std::initializer_list<tensor_ref> results,
+               const device& d = device::default_device(), const workspace& ws = {}) const {
+    return submit(submission_order{}, args, results, d, ws);
+  }
+  fence submit(std::initializer_list<named_tensor> args,
+               std::initializer_list<named_tensor> results,
+               const device& d = device::default_device(), const workspace& ws = {}) const {
+    return submit(submission_order{}, args, results, d, ws);
+  }
+
   // The same, returning the kiln::error instead of throwing it.
   result<void> try_run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
                        const device& d = device::default_device(), const workspace& ws = {}) const {
@@ -136,9 +174,10 @@ class executable {
   KILN_RUNTIME_API std::vector<tensor_ref> by_position(std::initializer_list<named_tensor> given,
                                                        const std::vector<std::string>& names,
                                                        const char* what) const;
-  KILN_RUNTIME_API void run_on(const device& d, std::span<const tensor_ref> given_args,
-                               std::span<const tensor_ref> given_results,
-                               const workspace& ws) const;
+  // Runs, or submits with `order` (then returns the fence).
+  KILN_RUNTIME_API fence run_on(const device& d, std::span<const tensor_ref> given_args,
+                                std::span<const tensor_ref> given_results, const workspace& ws,
+                                const submission_order* order = nullptr) const;
   // The state, or a clear error for a moved-from executable (whose state went with the move).
   KILN_RUNTIME_API state& st() const;
 
@@ -309,9 +348,10 @@ KILN_RUNTIME_API std::vector<tensor_ref> executable::by_position(
   return out;
 }
 
-KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor_ref> given_args,
-                                         std::span<const tensor_ref> given_results,
-                                         const workspace& ws) const {
+KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tensor_ref> given_args,
+                                          std::span<const tensor_ref> given_results,
+                                          const workspace& ws,
+                                          const submission_order* order) const {
   const compiler::plan& p = st().program.plan();
   const ir::graph& g = p.graph;
   const std::string& who = st().program.name();
@@ -354,12 +394,23 @@ KILN_RUNTIME_API void executable::run_on(const device& d, std::span<const tensor
   std::vector<std::int64_t> sym(g.symbols.size() + 1);
   runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints, g.outputs, p.dispatch_count(),
                       args, results, sym.data(), who);
+  if (order) {  // the interpreter's state and the sizes go with the call
+    runtime::owned_call call{args, results, sym, who, {}, ws, s_};
+    call.on_host = [s = s_, sym](std::span<const runtime::buffer_ref> host_args,
+                                 std::span<const runtime::buffer_ref> host_results,
+                                 const std::vector<bool>* only, const runtime::arena& transients) {
+      cpu::run_interpreted(s->program.plan(), s->cpu, host_args, host_results, sym.data(), only,
+                           transients);
+    };
+    return runtime::submit(d, st().program, std::move(call), *order);
+  }
   auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                      std::span<const runtime::buffer_ref> host_results,
                      const std::vector<bool>* only, const runtime::arena& transients) {
     cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only, transients);
   };
   runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);
+  return {};
 }
 
 KILN_RUNTIME_API executable::state& executable::st() const {

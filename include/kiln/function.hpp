@@ -106,6 +106,10 @@ struct rejected_function {
   static constexpr rejected_plan plan{};
   template <class... A>
   void operator()(A&&...) const {}
+  template <class... A>
+  fence submit(A&&...) const {
+    return {};
+  }
   template <class D>
   const rejected_function& on(const D&) const {
     return *this;
@@ -127,6 +131,11 @@ class bound_function {
   template <class... Args>
   auto operator()(Args&&... args) const {
     return Function::call(device_, workspace_, std::forward<Args>(args)...);
+  }
+  // Submits a call and returns at once: submit([kiln::after(f, ...),] args..., into(outs...)).
+  template <class... Args>
+  fence submit(Args&&... args) const {
+    return Function::submit_on(device_, workspace_, std::forward<Args>(args)...);
   }
   bound_function with(const workspace& ws) const {
     bound_function b = *this;
@@ -160,6 +169,16 @@ class function {
 
   bound_function<function> on(device d) const { return bound_function<function>(d); }
 
+  // Submits a call on the default device and returns at once (runtime/fence.hpp):
+  // f.submit([kiln::after(f1, ...),] args..., into(outs...)). The fence is reached when the call
+  // is done; its wait() throws the call's kiln::error. Calls on one device run in submission
+  // order. kiln::buffers are kept alive until the fence; host data must be (numbers for scalars
+  // are copied).
+  template <class... Args>
+  fence submit(Args&&... args) const {
+    return submit_on(device::default_device(), workspace{}, std::forward<Args>(args)...);
+  }
+
   // The signature (runtime/abi.hpp): to_string(f.signature()) is its raw-ABI string.
   static kiln::signature signature() {
     std::vector<ir::input_decl> results;
@@ -177,10 +196,34 @@ class function {
     if constexpr (n > 0 && output_set<std::tuple_element_t<n - 1, std::tuple<Args...>>>) {
       auto all = std::forward_as_tuple(std::forward<Args>(args)...);
       auto& outs = std::get<n - 1>(all);
-      [&]<std::size_t... I>(std::index_sequence<I...>) { run(d, ws, outs, std::get<I>(all)...); }
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        run(d, ws, outs, nullptr, std::get<I>(all)...);
+      }
       (std::make_index_sequence<n - 1>{});
     } else {
       return call_returning(d, ws, std::forward<Args>(args)...);
+    }
+  }
+
+  template <class... Args>
+  static fence submit_on(const device& d, const workspace& ws, Args&&... args) {
+    constexpr std::size_t n = sizeof...(Args);
+    auto all = std::forward_as_tuple(std::forward<Args>(args)...);
+    using first = std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., void>>>;
+    constexpr std::size_t skip = std::is_same_v<first, submission_order> ? 1 : 0;
+    static_assert(n > skip && output_set<std::tuple_element_t<n - 1, std::tuple<Args..., void>>>,
+                  "kiln::fn submit: give the results' buffers with into(...) last (a submitted "
+                  "call cannot return them)");
+    if constexpr (n > skip && output_set<std::tuple_element_t<n - 1, std::tuple<Args..., void>>>) {
+      submission_order none;
+      const submission_order* order = &none;
+      if constexpr (skip) order = &std::get<0>(all);
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return run(d, ws, std::get<n - 1>(all), order, std::get<skip + I>(all)...);
+      }
+      (std::make_index_sequence<n - 1 - skip>{});
+    } else {
+      return fence{};
     }
   }
 
@@ -202,7 +245,8 @@ class function {
               runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
     }
     (std::make_index_sequence<result_count>{});
-    std::apply([&](auto&... r) { run(d, ws, outputs{std::tuple{r.view()...}}, args...); }, storage);
+    std::apply([&](auto&... r) { run(d, ws, outputs{std::tuple{r.view()...}}, nullptr, args...); },
+               storage);
     auto results = std::apply([](auto&... r) { return std::tuple{r.take()...}; }, storage);
     if constexpr (result_count == 1)
       return std::move(std::get<0>(results));
@@ -234,8 +278,10 @@ class function {
     }
   }
 
+  // Runs the call, or submits it with `order` (then returns the fence).
   template <class Outs, class... Args>
-  static void run(const device& d, const workspace& ws, const Outs& outs, Args&... args) {
+  static fence run(const device& d, const workspace& ws, const Outs& outs,
+                   const submission_order* order, Args&... args) {
     check_arguments<Args...>();
     using out_views = decltype(outs.views);
     static_assert(std::tuple_size_v<out_views> == result_count,
@@ -264,6 +310,25 @@ class function {
         outs.views);
     auto in = std::span<const runtime::buffer_ref>(in_refs.data(), plan.sizes.inputs);
     auto sym = detail::bind_call<plan>(in, out_refs);
+    if (order) {  // the sizes go with the call; the plan and its program are static
+      runtime::owned_call call{{in.begin(), in.end()},
+                               {out_refs.begin(), out_refs.end()},
+                               {sym.begin(), sym.end()},
+                               "fn",
+                               {},
+                               ws,
+                               nullptr};
+      call.on_host = [sym](std::span<const runtime::buffer_ref> host_args,
+                           std::span<const runtime::buffer_ref> host_results,
+                           const std::vector<bool>* only, const runtime::arena& transients) {
+        cpu::run_plan(
+            detail::program_of<F, P...>().plan(),
+            [](int region, const void* const* in, const std::int64_t* step, void* const* out,
+               std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
+            host_args, host_results, sym.data(), only, transients);
+      };
+      return runtime::submit(d, detail::program_of<F, P...>(), std::move(call), *order);
+    }
     auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                        std::span<const runtime::buffer_ref> host_results,
                        const std::vector<bool>* only, const runtime::arena& transients) {
@@ -274,6 +339,7 @@ class function {
           host_args, host_results, sym.data(), only, transients);
     };
     runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host, ws);
+    return {};
   }
 };
 

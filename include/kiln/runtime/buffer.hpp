@@ -14,8 +14,8 @@ namespace kiln {
 
 namespace runtime {
 // Bytes on a device; the back end that made them implements the copies. Owned by the buffers
-// that share it; freed when the last one goes.
-class device_memory {
+// that share it (and by submissions that use it, until they are done); freed when the last goes.
+class device_memory : public std::enable_shared_from_this<device_memory> {
  public:
   virtual ~device_memory() = default;
   virtual void write(const void* src, std::size_t bytes) = 0;

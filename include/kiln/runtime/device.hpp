@@ -12,6 +12,8 @@
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/buffer.hpp"
 
+struct VkDevice_T;  // Vulkan's handle types (vulkan_core.h), without including it
+
 namespace kiln {
 
 namespace vulkan {
@@ -36,6 +38,9 @@ class device {
   KILN_RUNTIME_API std::string name() const;
   // The Vulkan context (null for the CPU).
   vulkan::context* context() const { return ctx_.get(); }
+  // The VkDevice kiln opened (null for the CPU): for a framework's semaphores that kiln's calls
+  // wait for and signal (kiln::external_fence).
+  KILN_RUNTIME_API VkDevice_T* vulkan_device() const;
   friend bool operator==(const device& a, const device& b) {
     return a.kind_ == b.kind_ && a.ctx_ == b.ctx_;
   }
@@ -132,6 +137,10 @@ KILN_RUNTIME_API device device::default_device() {
 KILN_RUNTIME_API std::string device::name() const {
   if (kind_ == kind::cpu) return "cpu";
   return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
+}
+
+KILN_RUNTIME_API VkDevice_T* device::vulkan_device() const {
+  return ctx_ ? ctx_->device() : nullptr;
 }
 
 KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> device::memory(std::int64_t bytes,

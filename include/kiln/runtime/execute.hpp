@@ -1,14 +1,31 @@
-// runtime::execute: the one way both doors (kiln::fn and executable::run) reach a device. The
-// call's arguments have been checked and its sizes resolved; this picks the back end.
+// runtime::execute and runtime::submit: the one way both doors (kiln::fn and executable) reach a
+// device, waiting for the call or not. The call's arguments have been checked and its sizes
+// resolved; this picks the back end, and for a submission the path: straight to a Vulkan device's
+// queue when the call needs nothing of the host, else the device's host queue, in order.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/device.hpp"
+#include "kiln/runtime/fence.hpp"
 #include "kiln/runtime/program.hpp"
 #include "kiln/runtime/signature.hpp"
+
+struct VkSemaphore_T;  // a VkSemaphore (64-bit targets), without including vulkan_core.h
+
+namespace kiln {
+// A point on a timeline semaphore that the program made on d's VkDevice (d.vulkan_device()):
+// submissions on d given it in kiln::after(...) wait for it on the device, and ones given it in
+// .then_signal(...) signal it there. Its wait() waits on the host.
+KILN_RUNTIME_API fence external_fence(const device& d, VkSemaphore_T* semaphore,
+                                      std::uint64_t value);
+}  // namespace kiln
 
 namespace kiln::runtime {
 
@@ -21,10 +38,32 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
                               const std::int64_t* sym, const std::string& who, host_regions on_host,
                               const workspace& ws);
 
+// A call that runs after its submit(...) has returned: it owns its references, sizes and host
+// function (which owns what it uses), and `keep` keeps its program alive.
+struct owned_call {
+  std::vector<buffer_ref> args, results;
+  std::vector<std::int64_t> sym;
+  std::string who;
+  std::function<void(std::span<const buffer_ref>, std::span<const buffer_ref>,
+                     const std::vector<bool>*, const arena&)>
+      on_host;
+  workspace ws;
+  std::shared_ptr<const void> keep;
+};
+
+// Submits `call` of `prog` on `d` after order.waits; returns at once with the fence it signals
+// (and order.signals) when done. Calls on one device run in submission order. kiln's buffers
+// among the arguments, results and workspace are kept alive until then; host memory must be.
+KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call call,
+                              const submission_order& order);
+
 }  // namespace kiln::runtime
 
 // The definitions behind the declarations above (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
+#include <array>
+#include <cstring>
+
 #include "kiln/runtime/host_memory.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
@@ -95,6 +134,11 @@ class call_arenas {
     return a;
   }
 
+  // The leased arenas, held by the result until a submission that uses them is done.
+  std::shared_ptr<void> release() {
+    return std::make_shared<std::vector<arena_pool::lease>>(std::move(leases_));
+  }
+
  private:
   static arena_pool::block device_block(const device& d, std::int64_t bytes) {
     auto memory = std::make_shared<buffer<std::uint8_t>>(d.alloc<std::uint8_t>(bytes));
@@ -115,11 +159,17 @@ class call_arenas {
 
 }  // namespace detail
 
-KILN_RUNTIME_API void execute(const device& d, const program& prog,
-                              std::span<const buffer_ref> args, std::span<const buffer_ref> results,
-                              const std::int64_t* sym, const std::string& who, host_regions on_host,
-                              const workspace& ws) {
-  detail::call_arenas arenas(d, prog, ws, sym, who);
+namespace detail {
+
+inline submission_queue& host_queue_of(const device& d) {
+  return d.type() == device::kind::cpu ? cpu_queue().queue : d.context()->host_queue();
+}
+
+// The call now, on this thread (the device's earlier submissions are done).
+inline void execute_now(const device& d, const program& prog, std::span<const buffer_ref> args,
+                        std::span<const buffer_ref> results, const std::int64_t* sym,
+                        const std::string& who, host_regions on_host, const workspace& ws) {
+  call_arenas arenas(d, prog, ws, sym, who);
   // The CPU device's buffers are host data, on every device.
   const std::vector<buffer_ref> in = host_refs(args), out = host_refs(results);
   switch (d.type()) {
@@ -133,5 +183,139 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
   }
 }
 
+// What a submission holds until it is done: the call, kiln's buffers it uses, and copies of its
+// scalar arguments.
+struct held_call {
+  owned_call call;
+  std::vector<std::shared_ptr<const device_memory>> memory;
+  std::shared_ptr<void> arenas;  // a direct submission's leased arenas
+  std::vector<std::array<std::byte, 8>> scalars;
+};
+
+inline std::shared_ptr<held_call> hold(const program& prog, owned_call call) {
+  auto h = std::make_shared<held_call>();
+  h->call = std::move(call);
+  // A number given for a scalar is often a temporary of the submitting expression: copied.
+  auto& args = h->call.args;
+  h->scalars.resize(args.size());
+  for (std::size_t a = 0; a < args.size(); ++a)
+    if (args[a].data && !args[a].memory && args[a].dims.rank == 0) {
+      std::memcpy(h->scalars[a].data(), args[a].data,
+                  size_in_bytes(prog.plan().graph.inputs[a].type));
+      args[a].data = h->scalars[a].data();
+    }
+  for (auto* refs : {&h->call.args, &h->call.results})
+    for (const buffer_ref& r : *refs)
+      if (r.memory) h->memory.push_back(r.memory->weak_from_this().lock());
+  if (h->call.ws.memory()) h->memory.push_back(h->call.ws.memory()->weak_from_this().lock());
+  return h;
+}
+
+// Signals the points a submission was asked to signal besides its own.
+inline void signal_all(const submission_order& order, kiln::detail::fence_state& state) {
+  for (const fence& f : order.signals) try {
+      if (f.line()) f.line()->signal(f.value());
+    } catch (...) {
+      state.fail(std::current_exception());
+    }
+}
+
+// A Vulkan submission straight to the device queue when every fence it waits for is a point the
+// device can wait on and nothing queued on the host comes before it; else 0.
+inline fence submit_direct(const device& d, const program& prog,
+                           const std::shared_ptr<held_call>& h, const submission_order& order) {
+  vulkan::context& ctx = *d.context();
+  // In order: nothing of the host queue may be pending (the device never waits for the host).
+  if (ctx.host_line()->reached() < ctx.host_queue().last_pushed()) return {};
+  std::vector<vulkan::semaphore_value> wait, signal;
+  auto on_device = [&](const fence& f) -> const vulkan::semaphore_timeline* {
+    auto* t = dynamic_cast<const vulkan::semaphore_timeline*>(f.line());
+    return t && t->device() == ctx.device() ? t : nullptr;
+  };
+  for (const fence& f : order.waits) {
+    if (f.ready()) {
+      // Reached; a failure there is this call's, which the host queue reports through its fence.
+      if (f.state() && f.state()->failed()) return {};
+      continue;
+    }
+    auto* t = on_device(f);
+    if (!t) return {};  // a host point: the host queue waits for it
+    wait.push_back({t->semaphore(), f.value()});
+  }
+  for (const fence& f : order.signals) {
+    auto* t = on_device(f);
+    if (!t) return {};
+    signal.push_back({t->semaphore(), f.value()});
+  }
+  call_arenas arenas(d, prog, h->call.ws, h->call.sym.data(), h->call.who);
+  arena_source source = arenas;
+  std::string needs_host;
+  std::uint64_t value;
+  {
+    // After every earlier direct submission (the device orders them through its timeline).
+    std::lock_guard lock(ctx.mutex());
+    if (std::uint64_t last = ctx.queue().last_submitted())
+      wait.push_back({ctx.queue().timeline(), last});
+  }
+  value = vulkan::submit(prog, ctx, h->call.args, h->call.results, h->call.sym.data(), wait, signal,
+                         &source, &needs_host);
+  if (!value) return {};
+  h->arenas = arenas.release();
+  ctx.retain(value, h);
+  return fence(ctx.device_line(), value);
+}
+
+}  // namespace detail
+
+KILN_RUNTIME_API void execute(const device& d, const program& prog,
+                              std::span<const buffer_ref> args, std::span<const buffer_ref> results,
+                              const std::int64_t* sym, const std::string& who, host_regions on_host,
+                              const workspace& ws) {
+  // A call that waits is a submission and its wait: after what was submitted before it.
+  detail::host_queue_of(d).drain();
+  if (d.type() == device::kind::vulkan) d.context()->drop_finished();
+  detail::execute_now(d, prog, args, results, sym, who, on_host, ws);
+}
+
+KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call call,
+                              const submission_order& order) {
+  auto h = detail::hold(prog, std::move(call));
+  // The CPU device's buffers are host data: on Vulkan such a call needs the host.
+  if (d.type() == device::kind::vulkan)
+    if (fence f = detail::submit_direct(d, prog, h, order); f.state()) return f;
+  std::shared_ptr<timeline> line;
+  if (d.type() == device::kind::cpu)
+    line = cpu_queue().line;
+  else
+    line = d.context()->host_line();
+  auto state = std::make_shared<kiln::detail::fence_state>();
+  state->line = line;
+  submission_queue& q = detail::host_queue_of(d);
+  // The task holds the device (a Vulkan context stays open until it has run).
+  state->value = q.push([d, &prog, h, order, state, line](std::uint64_t number) {
+    try {
+      for (const fence& f : order.waits) f.wait();  // a failure there is this call's
+      const owned_call& c = h->call;
+      detail::execute_now(d, prog, c.args, c.results, c.sym.data(), c.who, c.on_host, c.ws);
+    } catch (...) {
+      state->fail(std::current_exception());
+    }
+    detail::signal_all(order, *state);
+    line->signal(number);
+  });
+  return fence(state);
+}
+
 }  // namespace kiln::runtime
+
+namespace kiln {
+KILN_RUNTIME_API fence external_fence(const device& d, VkSemaphore_T* semaphore,
+                                      std::uint64_t value) {
+  if (d.type() != device::kind::vulkan || !semaphore)
+    throw error(errc::invalid_argument, "external_fence",
+                d.type() != device::kind::vulkan ? "takes a Vulkan device, got " + d.name()
+                                                 : std::string("the semaphore is null"));
+  return fence(d.context()->external_line(semaphore), value);
+}
+}  // namespace kiln
 #endif  // KILN_RUNTIME_BODY

@@ -13,6 +13,7 @@
 
 #include "kiln/runtime/buffer.hpp"
 #include "kiln/runtime/signature.hpp"
+#include "kiln/runtime/submission_queue.hpp"
 
 namespace kiln::runtime {
 
@@ -27,10 +28,13 @@ class host_memory final : public device_memory {
   host_memory(const host_memory&) = delete;
   host_memory& operator=(const host_memory&) = delete;
 
+  // After the CPU device's submissions so far, which may use the bytes.
   void write(const void* src, std::size_t bytes) override {
+    cpu_queue().queue.drain();
     if (bytes) std::memcpy(data_, src, bytes);
   }
   void read(void* dst, std::size_t bytes) const override {
+    cpu_queue().queue.drain();
     if (bytes) std::memcpy(dst, data_, bytes);
   }
   std::string device_name() const override { return "cpu"; }

@@ -13,6 +13,7 @@
 
 #include "kiln/codegen/spirv/target.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/submission_queue.hpp"
 #include "kiln/runtime/vulkan/handle.hpp"
 #include "kiln/runtime/vulkan/instance.hpp"
 #include "kiln/runtime/vulkan/memory.hpp"
@@ -20,6 +21,7 @@
 #include "kiln/runtime/vulkan/pipelines.hpp"
 #include "kiln/runtime/vulkan/queue.hpp"
 #include "kiln/runtime/vulkan/staging_ring.hpp"
+#include "kiln/runtime/vulkan/timeline.hpp"
 
 namespace kiln::vulkan {
 
@@ -81,7 +83,8 @@ class context {
     return *queue_;
   }
   // Waits until every submission made so far has finished (before the host touches device memory
-  // that a submission nobody waited for may use).
+  // that a submission nobody waited for may use). Callers hold mutex(); direct submissions never
+  // wait for the host queue, so this never waits for work that needs the lock.
   void finish_submitted() {
     if (queue_) queue_->wait(queue_->last_submitted());
   }
@@ -93,6 +96,24 @@ class context {
     record(cb);
     queue_->wait(queue_->submit());
   }
+
+  // Submissions that need the host (host data, regions on the CPU, a wait for a host fence), in
+  // order on a worker thread, and the timeline they signal there (runtime/submission_queue.hpp).
+  runtime::submission_queue& host_queue() { return host_queue_; }
+  const std::shared_ptr<runtime::host_counter>& host_line() const { return host_line_; }
+  // The device queue's own timeline, as fences see it (direct submissions signal it).
+  const std::shared_ptr<semaphore_timeline>& device_line() const { return device_line_; }
+  // A point on `semaphore`, a timeline semaphore made on this VkDevice by the program.
+  std::shared_ptr<semaphore_timeline> external_line(VkSemaphore semaphore) const {
+    return std::make_shared<semaphore_timeline>(device_.get(), semaphore, name_, live_);
+  }
+  // Keeps `what` (buffers, an arena, a program) until direct submission `value` has finished.
+  // Callers hold no lock: what finished submissions kept goes here, and may take locks as it goes.
+  void retain(std::uint64_t value, std::shared_ptr<void> what) {
+    keep_until(value, std::move(what));
+  }
+  // Drops what finished direct submissions kept.
+  void drop_finished() { keep_until(0, nullptr); }
 
   // Throws kiln::error when the validation layer reported anything since the last check.
   void check_validation(const std::string& what) {
@@ -106,6 +127,20 @@ class context {
   }
 
  private:
+  void keep_until(std::uint64_t value, std::shared_ptr<void> what) {
+    std::vector<std::pair<std::uint64_t, std::shared_ptr<void>>> finished;
+    std::lock_guard lock(retained_mutex_);
+    if (!retained_.empty()) {
+      const std::uint64_t done = device_line_->reached();
+      auto running =
+          std::ranges::partition(retained_, [&](const auto& r) { return r.first > done; });
+      finished.assign(std::make_move_iterator(running.begin()),
+                      std::make_move_iterator(running.end()));
+      retained_.erase(running.begin(), running.end());
+    }
+    if (what) retained_.emplace_back(value, std::move(what));
+  }
+
   // Work asked of a device after shutdown_all (from a static destructor at exit) is refused.
   void expect_live() const {
     if (!device_)
@@ -117,7 +152,10 @@ class context {
   // destructor. A constructor that throws leaves its members to their own destructors.
   void release() {
     if (!device_) return;
+    host_queue_.stop();  // runs what is queued
     vkDeviceWaitIdle(device_.get());
+    retained_.clear();
+    *live_ = false;
     queue_.reset();
     pipelines_.reset();
     ring_.reset();
@@ -161,6 +199,8 @@ class context {
         std::min(instance_->api_version(), d.properties.apiVersion) >= VK_API_VERSION_1_3;
     pipelines_ = std::make_unique<pipeline_cache>(device_.get(), d.properties, d.uuid, feedback);
     queue_ = std::make_unique<vulkan::queue>(device_.get(), family_);
+    device_line_ =
+        std::make_shared<semaphore_timeline>(device_.get(), queue_->timeline(), name_, live_);
     check_validation("device creation");
   }
 
@@ -208,7 +248,12 @@ class context {
   std::unique_ptr<staging_ring> ring_;
   std::unique_ptr<pipeline_cache> pipelines_;
   std::unique_ptr<vulkan::queue> queue_;
-  std::mutex mutex_, memory_mutex_;
+  std::mutex mutex_, memory_mutex_, retained_mutex_;
+  std::shared_ptr<std::atomic<bool>> live_ = std::make_shared<std::atomic<bool>>(true);
+  std::shared_ptr<semaphore_timeline> device_line_;
+  std::shared_ptr<runtime::host_counter> host_line_ = std::make_shared<runtime::host_counter>();
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<void>>> retained_;
+  runtime::submission_queue host_queue_;  // stopped (release) before anything above goes
 };
 
 #if KILN_RUNTIME_BODY

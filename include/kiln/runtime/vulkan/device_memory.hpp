@@ -23,7 +23,10 @@ class device_memory final : public runtime::device_memory {
     return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
   }
 
+  // Both after the device's submissions so far (its host queue's first: a direct submission never
+  // waits for the host, so the device's are then waited for under the lock).
   void write(const void* src, std::size_t bytes) override {
+    ctx_->host_queue().drain();
     if (unsigned char* p = range_.host()) {
       std::lock_guard lock(ctx_->mutex());  // never while a call of this device is recorded
       ctx_->finish_submitted();             // nor while one the host did not wait for runs
@@ -34,6 +37,7 @@ class device_memory final : public runtime::device_memory {
         bytes, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
   }
   void read(void* dst, std::size_t bytes) const override {
+    ctx_->host_queue().drain();
     if (const unsigned char* p = range_.host()) {
       std::lock_guard lock(ctx_->mutex());
       ctx_->finish_submitted();

@@ -87,14 +87,15 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
 
 // Submits one call without waiting for it: it starts once every `wait` point is reached and
 // signals every `signal` point when done; returns its value on ctx.queue().timeline(). Every
-// argument and result must be device memory of ctx, and every region must run on the device
-// (kiln::error otherwise: there is no host step to do after the device).
-KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx,
-                                      std::span<const runtime::buffer_ref> args,
-                                      std::span<const runtime::buffer_ref> results,
-                                      const std::int64_t* sym,
-                                      std::span<const semaphore_value> wait,
-                                      std::span<const semaphore_value> signal);
+// argument and result must be device memory of ctx, every region must run on the device, and
+// transients need `arenas` (on the device; the caller keeps what they lend until the value is
+// reached). Otherwise the call needs the host: with `needs_host` given, it says why there and
+// returns 0 (nothing submitted); else kiln::error.
+KILN_RUNTIME_API std::uint64_t submit(
+    const runtime::program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+    std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+    std::span<const semaphore_value> wait, std::span<const semaphore_value> signal,
+    const runtime::arena_source* arenas = nullptr, std::string* needs_host = nullptr);
 
 // The definitions behind the runtime boundary (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
@@ -508,37 +509,41 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   if (cpu_failure) std::rethrow_exception(cpu_failure);
 }
 
-KILN_RUNTIME_API std::uint64_t submit(const runtime::program& prog, context& ctx,
-                                      std::span<const runtime::buffer_ref> args,
-                                      std::span<const runtime::buffer_ref> results,
-                                      const std::int64_t* sym,
-                                      std::span<const semaphore_value> wait,
-                                      std::span<const semaphore_value> signal) {
+KILN_RUNTIME_API std::uint64_t submit(
+    const runtime::program& prog, context& ctx, std::span<const runtime::buffer_ref> args,
+    std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
+    std::span<const semaphore_value> wait, std::span<const semaphore_value> signal,
+    const runtime::arena_source* arenas, std::string* needs_host) {
   detail::check_devices(prog, ctx, args, results);
-  auto require_device = [&](std::span<const runtime::buffer_ref> refs, const char* what) {
+  auto refuse = [&](errc code, std::string why) -> std::uint64_t {
+    if (!needs_host) throw error(code, prog.name(), why);
+    *needs_host = std::move(why);
+    return 0;
+  };
+  auto host_data = [&](std::span<const runtime::buffer_ref> refs, const char* what) {
     for (std::size_t i = 0; i < refs.size(); ++i)
       if (!refs[i].memory)
-        throw error(errc::invalid_argument, prog.name(),
-                    std::string(what) + " " + std::to_string(i + 1) +
-                        " is host data; a call submitted without a host wait takes device "
-                        "buffers only (device::upload / device::alloc)");
+        return std::string(what) + " " + std::to_string(i + 1) +
+               " is host data; a call submitted without a host wait takes device buffers only "
+               "(device::upload / device::alloc)";
+    return std::string();
   };
-  require_device(args, "argument");
-  require_device(results, "result");
-  if (!prog.plan().transients.empty())
-    throw error(errc::unsupported, prog.name(),
-                "passes values between regions through a transient arena, which a call "
-                "submitted without a host wait cannot have yet; use a call that waits");
+  for (const std::string& why : {host_data(args, "argument"), host_data(results, "result")})
+    if (!why.empty()) return refuse(errc::invalid_argument, why);
+  if (!prog.plan().transients.empty() && !arenas)
+    return refuse(errc::unsupported,
+                  "passes values between regions through a transient arena, which this "
+                  "submission was given none for; use a call that waits");
   std::lock_guard lock(ctx.mutex());
   detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
   for (std::size_t i = 0; i < c.regions.size(); ++i)
     if (c.regions[i].total > 0 &&
         (c.on_cpu[c.device->origin[i]] || c.regions[i].kernel->metadata_in_buffer))
-      throw error(errc::unsupported, prog.name(),
-                  "region " + std::to_string(c.device->origin[i]) +
-                      " needs the host (it runs on the CPU, or its metadata is staged), so this "
-                      "call cannot be submitted without a host wait");
-  detail::call_bindings bindings(ctx, args, results, c.device->plan, nullptr);
+      return refuse(errc::unsupported,
+                    "region " + std::to_string(c.device->origin[i]) +
+                        " needs the host (it runs on the CPU, or its metadata is staged), so "
+                        "this call cannot be submitted without a host wait");
+  detail::call_bindings bindings(ctx, args, results, c.device->plan, arenas);
   if (!detail::record_call(ctx, c, bindings)) ctx.queue().begin(0, 0);  // an empty submission
   std::uint64_t value = ctx.queue().submit(wait, signal);
   ctx.pipelines().save();

@@ -1,0 +1,181 @@
+// kiln::fence: a point on a timeline (a counter that only grows), as the IREE HAL's (semaphore,
+// value) pairs: what an asynchronous call returns, what kiln::after makes a later call wait for,
+// and how a call's failure reaches whoever waits for it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/error.hpp"
+
+namespace kiln {
+
+namespace runtime {
+
+// A counter that only grows, which threads (and, for a Vulkan semaphore, devices) wait on.
+class timeline {
+ public:
+  virtual ~timeline() = default;
+  // The value reached so far.
+  virtual std::uint64_t reached() const = 0;
+  // Blocks until `value` is reached or `timeout` passes; whether it was reached.
+  virtual bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) const = 0;
+  // Advances to `value` from the host (a submission that ran there signalling its points).
+  virtual void signal(std::uint64_t value) = 0;
+  // "cpu", or the Vulkan device's name: where the timeline advances.
+  virtual std::string owner() const = 0;
+};
+
+// A timeline the host advances: the CPU device's queue, and kiln::host_timeline for a
+// framework's own events.
+class host_counter final : public timeline {
+ public:
+  std::uint64_t reached() const override {
+    std::lock_guard lock(mutex_);
+    return value_;
+  }
+  bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) const override {
+    std::unique_lock lock(mutex_);
+    if (timeout == std::chrono::nanoseconds::max()) {
+      changed_.wait(lock, [&] { return value_ >= value; });
+      return true;
+    }
+    return changed_.wait_for(lock, timeout, [&] { return value_ >= value; });
+  }
+  std::string owner() const override { return "cpu"; }
+  // Advances to `value` (never back).
+  void signal(std::uint64_t value) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (value > value_) value_ = value;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::uint64_t value_ = 0;
+};
+
+}  // namespace runtime
+
+class fence;
+
+namespace detail {
+
+// What a fence shares with the submission that signals it: the point, and the submission's
+// failure, set before the point is signalled. (Only the host queue's submissions fail that way: a
+// submission goes straight to a device only when every fence it waits for is a device's point,
+// which never carries a failure, or one already reached without one.)
+struct fence_state {
+  std::shared_ptr<runtime::timeline> line;
+  std::uint64_t value = 0;
+  std::mutex mutex;
+  std::exception_ptr failure;
+
+  std::exception_ptr failed() {
+    std::lock_guard lock(mutex);
+    return failure;
+  }
+  void fail(std::exception_ptr e) {
+    std::lock_guard lock(mutex);
+    if (!failure) failure = std::move(e);
+  }
+};
+
+}  // namespace detail
+
+// The point a submitted call signals when it is done. Copies share the point. A default fence is
+// already reached. Inputs and outputs of the call must outlive it (kiln keeps its own buffers
+// alive until then; host memory it cannot).
+class fence {
+ public:
+  fence() = default;
+  fence(std::shared_ptr<runtime::timeline> line, std::uint64_t value)
+      : s_(std::make_shared<detail::fence_state>()) {
+    s_->line = std::move(line);
+    s_->value = value;
+  }
+  // The fence of a submission that shares `state` (made before its value was known).
+  explicit fence(std::shared_ptr<detail::fence_state> state) : s_(std::move(state)) {}
+
+  // Whether the call has finished (successfully or not); never blocks.
+  bool ready() const { return !s_ || s_->line->reached() >= s_->value; }
+  // Blocks until the call has finished; throws its kiln::error (or one of a call it waited for)
+  // when it failed.
+  void wait() const {
+    if (!s_) return;
+    s_->line->wait(s_->value, std::chrono::nanoseconds::max());
+    rethrow_failure();
+  }
+  // The same with a limit: false when the call has not finished within `timeout`.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
+    if (!s_) return true;
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
+    if (!s_->line->wait(s_->value, ns < std::chrono::nanoseconds::zero()
+                                       ? std::chrono::nanoseconds::zero()
+                                       : ns))
+      return false;
+    rethrow_failure();
+    return true;
+  }
+
+  runtime::timeline* line() const { return s_ ? s_->line.get() : nullptr; }
+  std::uint64_t value() const { return s_ ? s_->value : 0; }
+  const std::shared_ptr<detail::fence_state>& state() const { return s_; }
+
+ private:
+  void rethrow_failure() const {
+    if (auto e = s_->failed()) std::rethrow_exception(e);
+  }
+  std::shared_ptr<detail::fence_state> s_;
+};
+
+// A timeline a framework advances from the host (its own events): at(v) is the fence reached when
+// signal(v') is called with v' >= v. Submissions that wait for it wait on the host of their
+// device's queue.
+class host_timeline {
+ public:
+  host_timeline() : line_(std::make_shared<runtime::host_counter>()) {}
+  fence at(std::uint64_t value) const { return fence(line_, value); }
+  void signal(std::uint64_t value) const { line_->signal(value); }
+  std::uint64_t reached() const { return line_->reached(); }
+
+ private:
+  std::shared_ptr<runtime::host_counter> line_;
+};
+
+// A submission's order: the fences it waits for before it starts (kiln::after(f, ...)), and extra
+// fences it signals when done (.then_signal(f): points on external timelines, e.g. a Vulkan
+// semaphore of the framework's, kiln::vulkan::external_fence).
+struct submission_order {
+  std::vector<fence> waits, signals;
+  submission_order then_signal(fence f) const {
+    submission_order o = *this;
+    o.signals.push_back(std::move(f));
+    return o;
+  }
+};
+
+// after(f1, f2, ...): leads a submit(...) call's arguments; the call starts once every fence is
+// reached, and fails (without running) when one of them reports a failure.
+template <class... F>
+submission_order after(const F&... fences) {
+  static_assert((std::is_convertible_v<const F&, const fence&> && ...),
+                "kiln::after takes kiln::fence values (what submit returns)");
+  return {{fences...}, {}};
+}
+inline submission_order after(std::vector<fence> fences) { return {std::move(fences), {}}; }
+
+}  // namespace kiln
