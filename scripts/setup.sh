@@ -8,6 +8,6 @@ apt=(apt-get -o DPkg::Lock::Timeout=600)
 "${apt[@]}" install -y -qq --no-install-recommends \
   g++ cmake ninja-build ccache pkg-config \
   libxsimd-dev librange-v3-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  libeigen3-dev \
+  libeigen3-dev libdlpack-dev \
   libvulkan-dev spirv-headers spirv-tools mesa-vulkan-drivers vulkan-validationlayers \
   glslang-tools libdnnl-dev libopenblas-dev python3 python3-onnx python3-numpy >/dev/null

@@ -47,7 +47,7 @@ struct tensor_ref {
     using D = std::remove_cvref_t<A>;
     type = dtype_of<argument_element_t<A>>;
     if constexpr (device_buffer<D>) {
-      ref = {nullptr, a.dims(), a.flat(), a.memory()};
+      ref = {nullptr, a.dims(), a.flat(), a.memory(), a.offset_bytes()};
       writable = true;
     } else {
       auto v = as_view(a);

@@ -271,7 +271,7 @@ class function {
   template <class A>
   static runtime::buffer_ref ref_of(const A& a) {
     if constexpr (device_buffer<A>) {
-      return {nullptr, a.dims(), a.flat(), a.memory()};
+      return {nullptr, a.dims(), a.flat(), a.memory(), a.offset_bytes()};
     } else {
       auto v = as_view(const_cast<A&>(a));
       return {v.data, v.dims, v.flat, nullptr};

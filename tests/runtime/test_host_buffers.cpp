@@ -7,6 +7,7 @@
 
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
 
 using namespace kiln;
 
@@ -84,4 +85,152 @@ TEST(HostBuffers, TheGraphDoorReadsAndWritesThemInPlace) {
   std::vector<std::int32_t> back(5);
   b.download(back);
   EXPECT_EQ(back, (std::vector<std::int32_t>{6, 3, 8, 1, 10}));
+}
+
+// buf.slice(offset, count): a sub-range of the same memory, on every device. Three slices of one
+// allocation as the call's two arguments and its result; the elements around them keep their
+// values; a slice of a slice adds the offsets; reshaped keeps it.
+TEST(BufferSlices, ThreeSlicesOfOneAllocationInOneCall) {
+  constexpr std::int64_t n = 320;  // 1280 bytes: every slice starts at a multiple of 256
+  for (const device& d : {device::cpu(), device::vulkan()}) {
+    SCOPED_TRACE(d.name());
+    std::vector<float> all(4 * n + 64, -9.0f);
+    buffer<float> block = d.upload(all);
+    std::vector<float> x(n), y(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[i] = float(i % 17) - 8.0f;
+      y[i] = 0.25f * float(i % 5);
+    }
+    buffer<float> xs = block.slice(0, n), ys = block.slice(n, 2 * n).slice(0, n),
+                  out = block.slice(3 * n, n).reshaped(shape{16, 20}).reshaped(shape{n});
+    EXPECT_EQ(ys.offset_bytes(), n * 4);
+    EXPECT_EQ(out.offset_bytes(), 3 * n * 4);
+    xs.upload(x);
+    ys.upload(y);
+    scale_add.on(d)(xs, ys, into(out));
+    std::vector<float> got(n), back(all.size());
+    out.download(got);
+    block.download(back);
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], x[i] * 3.0f + y[i]) << i;
+      ASSERT_EQ(back[3 * n + i], got[i]) << i;
+      ASSERT_EQ(back[2 * n + i], -9.0f) << i;  // between the slices: untouched
+    }
+    for (std::size_t i = 4 * n; i < back.size(); ++i) ASSERT_EQ(back[i], -9.0f) << i;
+    // The graph door takes slices too, and a result may be an argument's slice in place.
+    graph g;
+    auto v = g.input("v", dtype::f32, {dyn});
+    g.output("w", g.mul(v, g.constant(2.0f, dtype::f32)));
+    compile(g).run({ys}, {ys}, d);
+    std::vector<float> doubled(n);
+    ys.download(doubled);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(doubled[i], 2.0f * y[i]) << i;
+  }
+}
+
+// Slices of one memory may be given together only where they do not overlap (as host ranges);
+// out-of-range slices and, on Vulkan, starts that the device cannot bind say why.
+TEST(BufferSlices, OverlapRangeAndAlignmentErrors) {
+  for (const device& d : {device::cpu(), device::vulkan()}) {
+    SCOPED_TRACE(d.name());
+    buffer<float> block = d.alloc<float>(1024);
+    try {
+      scale_add.on(d)(block.slice(0, 256), block.slice(256, 256), into(block.slice(128, 256)));
+      ADD_FAILURE() << "a result overlapping an argument's slice was taken";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("result 1 overlaps argument 1"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_NO_THROW(
+        scale_add.on(d)(block.slice(0, 256), block.slice(256, 256), into(block.slice(512, 256))));
+    try {
+      (void)block.slice(1000, 25);
+      ADD_FAILURE() << "a slice past the end was made";
+    } catch (const error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "kiln: buffer::slice: elements [1000, 1000 + 25) are not within the buffer's 1024 "
+                "(f32[1024] on " +
+                    d.name() + ")");
+    }
+    EXPECT_THROW((void)block.slice(-1, 2), error);
+  }
+  const device gpu = device::vulkan();
+  const auto alignment = static_cast<std::int64_t>(gpu.context()->storage_offset_alignment());
+  if (alignment > 4) {  // a slice one float in cannot be bound there
+    buffer<float> block = gpu.alloc<float>(1024);
+    try {
+      scale_add.on(gpu)(block.slice(1, 256), block.slice(512, 256), into(block.slice(768, 256)));
+      ADD_FAILURE() << "an unaligned slice was bound";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("binds storage buffers at multiples of " +
+                                           std::to_string(alignment) + " bytes"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Kernels there store whole groups of four elements: a result slice of 5 inside its memory is
+  // refused (the group would overwrite 3 elements after it); one at the memory's end is taken.
+  {
+    buffer<float> block = gpu.upload(std::vector<float>(69, 5.0f));
+    try {
+      scale_add.on(gpu)(block.slice(0, 5), block.slice(16, 5), into(block.slice(32, 5)));
+      ADD_FAILURE() << "a 5-element result slice inside its memory was taken";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("result 1 is a buffer slice of 5 f32 elements that "
+                                           "ends inside its memory"),
+                std::string::npos)
+          << e.what();
+    }
+    scale_add.on(gpu)(block.slice(0, 5), block.slice(16, 5), into(block.slice(64, 5)));
+    std::vector<float> back(69);
+    block.download(back);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(back[i], 5.0f) << i;
+    for (int i = 64; i < 69; ++i) ASSERT_EQ(back[i], 20.0f) << i;
+  }
+  // The CPU reads a slice at any element.
+  const device cpu = device::cpu();
+  buffer<float> block = cpu.upload(std::vector<float>{1, 2, 3, 4, 5, 6, 7});
+  buffer<float> out = cpu.alloc<float>(3);
+  scale_add.on(cpu)(block.slice(1, 3), block.slice(4, 3), into(out));
+  std::vector<float> got(3);
+  out.download(got);
+  EXPECT_EQ(got, (std::vector<float>{2 * 3 + 5, 3 * 3 + 6, 4 * 3 + 7}));
+}
+
+// A workspace made from a slice holds the call's transients from the slice's start: the bytes
+// before and after it keep their values, and the result is the one the function's own arena
+// gives, bit for bit.
+TEST(BufferSlices, AWorkspaceSlice) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {24, 40});
+  auto w1 = g.input("w1", dtype::f32, {40, 56});
+  auto w2 = g.input("w2", dtype::f32, {56, 8});
+  g.output("y", g.matmul(g.relu(g.matmul(x, w1)), w2));
+  const executable mlp = compile(g);
+  const std::int64_t need = mlp.plan().transient_bytes();
+  ASSERT_GT(need, 0);
+  auto fill = [](std::size_t n, int seed) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = float((i * 13 + seed) % 11) / 5.0f - 1.0f;
+    return v;
+  };
+  const std::vector<float> xs = fill(24 * 40, 1), w1s = fill(40 * 56, 2), w2s = fill(56 * 8, 3);
+  for (const device& d : {device::cpu(), device::vulkan()}) {
+    SCOPED_TRACE(d.name());
+    std::vector<float> own(24 * 8), in_slice(24 * 8);
+    mlp.run({xs, w1s, w2s}, {own}, d);
+    const std::int64_t words = need / 4;
+    std::vector<float> sentinel(static_cast<std::size_t>(words + 128), 77.0f);
+    buffer<float> block = d.upload(sentinel);
+    mlp.run({xs, w1s, w2s}, {in_slice}, d, workspace(block.slice(64, words)));
+    EXPECT_EQ(in_slice, own);
+    std::vector<float> back(sentinel.size());
+    block.download(back);
+    for (std::int64_t i = 0; i < 64; ++i) ASSERT_EQ(back[i], 77.0f) << i;
+    for (std::size_t i = static_cast<std::size_t>(64 + words); i < back.size(); ++i)
+      ASSERT_EQ(back[i], 77.0f) << i;
+    bool written = false;
+    for (std::int64_t i = 64; i < 64 + words; ++i) written = written || back[i] != 77.0f;
+    EXPECT_TRUE(written) << "the transients went elsewhere";
+  }
 }

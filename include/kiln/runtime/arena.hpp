@@ -27,17 +27,21 @@ class workspace {
   workspace(std::span<std::byte> host) : host_(host.data()), bytes_(host.size()) {}
   template <element_type T>
   workspace(const buffer<T>& b)
-      : memory_(b.memory()), bytes_(static_cast<std::size_t>(b.size()) * sizeof(T)) {}
+      : memory_(b.memory()),
+        bytes_(static_cast<std::size_t>(b.size()) * sizeof(T)),
+        offset_(b.offset_bytes()) {}
 
   bool given() const { return host_ || memory_; }
   std::byte* host() const { return host_; }                   // host bytes, or null
   runtime::device_memory* memory() const { return memory_; }  // a device's, or null
   std::size_t bytes() const { return bytes_; }
+  std::int64_t offset() const { return offset_; }  // a buffer slice's start in memory(), bytes
 
  private:
   std::byte* host_ = nullptr;
   runtime::device_memory* memory_ = nullptr;
   std::size_t bytes_ = 0;
+  std::int64_t offset_ = 0;
 };
 
 namespace runtime {
@@ -48,6 +52,7 @@ struct arena {
   compiler::arena_layout layout;
   unsigned char* host = nullptr;
   const device_memory* memory = nullptr;
+  std::int64_t offset = 0;  // where the arena starts in memory, in bytes
 };
 
 // What a back end calls for a call's arena of plan p: on the device, or in host memory.

@@ -80,7 +80,8 @@ class call_arenas {
               const std::string& who)
       : d_(d), prog_(prog), ws_(ws), sym_(sym), who_(who) {
     if (!ws.given()) return;
-    if (ws.memory() && (d.type() == device::kind::cpu || ws.memory()->device_name() != d.name()))
+    // (The CPU device's buffers are host memory, a workspace for calls on the CPU.)
+    if (ws.memory() && ws.memory()->device_name() != d.name())
       throw error(errc::invalid_argument, who,
                   "the workspace is on " + ws.memory()->device_name() + " but the call runs on " +
                       d.name() + "; give memory of " + d.name() + " (" +
@@ -105,6 +106,7 @@ class call_arenas {
       if (!on_device) {  // host bytes, or a device buffer the host can address
         host = ws_.memory() ? ws_.memory()->host_address()
                             : reinterpret_cast<unsigned char*>(ws_.host());
+        if (host && ws_.memory()) host += ws_.offset();
         if (host) {  // the arena starts at a multiple of 64 bytes, as the CPU loads like
           auto skip = static_cast<std::size_t>(-reinterpret_cast<std::uintptr_t>(host) & 63);
           have = have > skip ? have - skip : 0;
@@ -119,6 +121,7 @@ class call_arenas {
                           (on_device ? "" : " (from a 64-byte boundary)"));
         a.host = host;
         a.memory = on_device ? ws_.memory() : nullptr;
+        a.offset = on_device ? ws_.offset() : 0;
         return a;
       }
       // A device-only workspace where the transients are on the host (a region fell back to
@@ -156,10 +159,6 @@ class call_arenas {
   const std::string& who_;
   std::vector<arena_pool::lease> leases_;
 };
-
-}  // namespace detail
-
-namespace detail {
 
 inline submission_queue& host_queue_of(const device& d) {
   return d.type() == device::kind::cpu ? cpu_queue().queue : d.context()->host_queue();

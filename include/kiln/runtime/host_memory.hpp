@@ -29,13 +29,13 @@ class host_memory final : public device_memory {
   host_memory& operator=(const host_memory&) = delete;
 
   // After the CPU device's submissions so far, which may use the bytes.
-  void write(const void* src, std::size_t bytes) override {
+  void write(const void* src, std::size_t bytes, std::size_t offset) override {
     cpu_queue().queue.drain();
-    if (bytes) std::memcpy(data_, src, bytes);
+    if (bytes) std::memcpy(data_ + offset, src, bytes);
   }
-  void read(void* dst, std::size_t bytes) const override {
+  void read(void* dst, std::size_t bytes, std::size_t offset) const override {
     cpu_queue().queue.drain();
-    if (bytes) std::memcpy(dst, data_, bytes);
+    if (bytes) std::memcpy(dst, data_ + offset, bytes);
   }
   std::string device_name() const override { return "cpu"; }
   unsigned char* host_address() const override { return data_; }
@@ -53,7 +53,8 @@ inline std::vector<buffer_ref> host_refs(std::span<const buffer_ref> refs) {
   std::vector<buffer_ref> out(refs.begin(), refs.end());
   for (buffer_ref& r : out)
     if (auto* h = dynamic_cast<const host_memory*>(r.memory)) {
-      r.data = h->host_address();
+      r.data = h->host_address() + r.offset;
+      r.offset = 0;
       r.memory = nullptr;
     }
   return out;

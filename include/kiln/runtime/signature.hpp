@@ -20,6 +20,7 @@ struct buffer_ref {
   shape dims;
   bool flat = false;
   const device_memory* memory = nullptr;  // a kiln::buffer's memory (then data is null)
+  std::int64_t offset = 0;                // where the buffer starts in memory, in bytes
 };
 
 // The extents an argument is read with: its own, or the declared (static) ones for a flat range
@@ -81,13 +82,19 @@ inline shape concrete(const shape& s, const std::int64_t* sym) {
   return r;
 }
 
-// Whether two buffers share any byte (device memory: the same memory; empty buffers never).
+// Where a buffer's bytes start: its host address, or its offset in its device memory.
+inline std::uintptr_t start_of(const buffer_ref& b) {
+  return b.memory ? static_cast<std::uintptr_t>(b.offset)
+                  : reinterpret_cast<std::uintptr_t>(b.data);
+}
+
+// Whether two buffers share any byte (device memory: the same memory and overlapping ranges of
+// it; empty buffers never).
 inline bool overlaps(const buffer_ref& a, std::int64_t a_bytes, const buffer_ref& b,
                      std::int64_t b_bytes) {
   if (a_bytes == 0 || b_bytes == 0) return false;
-  if (a.memory || b.memory) return a.memory == b.memory;
-  auto lo = reinterpret_cast<std::uintptr_t>(a.data),
-       blo = reinterpret_cast<std::uintptr_t>(b.data);
+  if (a.memory != b.memory) return false;
+  auto lo = start_of(a), blo = start_of(b);
   return lo < blo + static_cast<std::uintptr_t>(b_bytes) &&
          blo < lo + static_cast<std::uintptr_t>(a_bytes);
 }
@@ -200,18 +207,16 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
       bool same_type = result_type == arg_type && region_count == 1;
       std::int64_t result_count = results[r].dims.element_count();
       std::int64_t arg_count = args[a].dims.element_count();
-      if (results[r].memory || args[a].memory) {
-        if (results[r].memory != args[a].memory) continue;
-        if (same_type && result_count == arg_count) continue;
-      } else {
-        auto* lo = static_cast<const unsigned char*>(results[r].data);
-        auto* hi = lo + result_count * size_in_bytes(result_type);
-        auto* alo = static_cast<const unsigned char*>(args[a].data);
-        auto* ahi = alo + arg_count * size_in_bytes(arg_type);
-        if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
-        // Same address, same end and same type imply the same element count.
-        if (lo == alo && hi == ahi && same_type) continue;
-      }
+      if (results[r].memory != args[a].memory) continue;
+      const std::uintptr_t lo = start_of(results[r]),
+                           hi = lo + static_cast<std::uintptr_t>(result_count *
+                                                                 size_in_bytes(result_type));
+      const std::uintptr_t alo = start_of(args[a]),
+                           ahi = alo +
+                                 static_cast<std::uintptr_t>(arg_count * size_in_bytes(arg_type));
+      if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
+      // Same start, same end and same type imply the same element count.
+      if (lo == alo && hi == ahi && same_type) continue;
       throw error(errc::invalid_argument, who,
                   "result " + std::to_string(r + 1) + " overlaps argument " +
                       std::to_string(a + 1) +

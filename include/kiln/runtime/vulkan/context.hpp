@@ -45,6 +45,8 @@ class context {
   int index() const { return index_; }
   // Device-local memory the host can map (lavapipe, integrated GPUs): uploads are one memcpy.
   bool unified() const { return device_pool_->host_visible(); }
+  // Storage-buffer bindings start at multiples of this (minStorageBufferOffsetAlignment).
+  VkDeviceSize storage_offset_alignment() const { return storage_offset_alignment_; }
   VkDevice device() const { return device_.get(); }
   vulkan::instance& instance() { return *instance_; }
   pipeline_cache& pipelines() { return *pipelines_; }
@@ -170,6 +172,8 @@ class context {
     physical_description d = describe(pd);
     name_ = d.name;
     target_ = d.target;
+    storage_offset_alignment_ =
+        std::max<VkDeviceSize>(d.properties.limits.minStorageBufferOffsetAlignment, 1);
     family_ = d.family;
     // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
     auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
@@ -241,6 +245,7 @@ class context {
   int index_ = 0;
   std::string name_;
   spirv::target target_;
+  VkDeviceSize storage_offset_alignment_ = 256;
   // Destroyed in reverse order of declaration: the queue first, the VkDevice last.
   logical_device device_;
   std::uint32_t family_ = 0;

@@ -19,47 +19,52 @@ class device_memory final : public runtime::device_memory {
   std::size_t bytes() const { return bytes_; }
   context& owner() const { return *ctx_; }
   unsigned char* host_address() const override { return range_.host(); }
+  int device_index() const override { return ctx_->index(); }
+  void* vk_buffer() const override { return reinterpret_cast<void*>(range_.buffer()); }
+  std::uint64_t vk_offset() const override { return range_.offset; }
   std::string device_name() const override {
     return "vulkan:" + std::to_string(ctx_->index()) + " (" + ctx_->name() + ")";
   }
 
   // Both after the device's submissions so far (its host queue's first: a direct submission never
   // waits for the host, so the device's are then waited for under the lock).
-  void write(const void* src, std::size_t bytes) override {
+  void write(const void* src, std::size_t bytes, std::size_t offset) override {
     ctx_->host_queue().drain();
     if (unsigned char* p = range_.host()) {
       std::lock_guard lock(ctx_->mutex());  // never while a call of this device is recorded
       ctx_->finish_submitted();             // nor while one the host did not wait for runs
-      std::memcpy(p, src, bytes);
+      if (bytes) std::memcpy(p + offset, src, bytes);
       return;
     }
     copy(
-        bytes, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
+        bytes, offset, [&](unsigned char* staging) { std::memcpy(staging, src, bytes); }, true);
   }
-  void read(void* dst, std::size_t bytes) const override {
+  void read(void* dst, std::size_t bytes, std::size_t offset) const override {
     ctx_->host_queue().drain();
     if (const unsigned char* p = range_.host()) {
       std::lock_guard lock(ctx_->mutex());
       ctx_->finish_submitted();
-      std::memcpy(dst, p, bytes);
+      if (bytes) std::memcpy(dst, p + offset, bytes);
       return;
     }
     const_cast<device_memory*>(this)->copy(
-        bytes, [&](unsigned char* staging) { std::memcpy(dst, staging, bytes); }, false);
+        bytes, offset, [&](unsigned char* staging) { std::memcpy(dst, staging, bytes); }, false);
   }
 
  private:
-  // Staged copy: host -> staging -> device (to_device) or back, one submission, waited for.
+  // Staged copy of `bytes` at byte `offset`: host -> staging -> device (to_device) or back, one
+  // submission, waited for.
   template <class Fn>
-  void copy(std::size_t bytes, Fn&& host_side, bool to_device) {
+  void copy(std::size_t bytes, std::size_t offset, Fn&& host_side, bool to_device) {
+    if (bytes == 0) return;
     std::lock_guard lock(ctx_->mutex());
     ctx_->finish_submitted();
     allocation staging = ctx_->allocate_host(bytes);
     try {
       if (to_device) host_side(staging.host());
       ctx_->submit_and_wait([&](VkCommandBuffer cb) {
-        VkBufferCopy region{to_device ? staging.offset : range_.offset,
-                            to_device ? range_.offset : staging.offset, bytes};
+        VkBufferCopy region{to_device ? staging.offset : range_.offset + offset,
+                            to_device ? range_.offset + offset : staging.offset, bytes};
         vkCmdCopyBuffer(cb, to_device ? staging.buffer() : range_.buffer(),
                         to_device ? range_.buffer() : staging.buffer(), 1, &region);
         auto mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);

@@ -303,15 +303,32 @@ class call_bindings {
     return bind(arg_info_[a], args_[a], bytes_of(args_[a], g_.inputs[a].type), false);
   }
   VkDescriptorBufferInfo result(int r) {
-    return bind(result_info_[r], results_[r], bytes_of(results_[r], g_.nodes[g_.outputs[r]].type),
-                true);
+    const runtime::buffer_ref& b = results_[r];
+    const dtype type = g_.nodes[g_.outputs[r]].type;
+    const std::size_t bytes = bytes_of(b, type);
+    // Kernels store whole groups of four elements: a result slice whose last group is partial
+    // must end where its memory does (whose padding takes the rest), or the group would
+    // overwrite the elements after it.
+    if (auto* m = static_cast<const device_memory*>(b.memory);
+        m && bytes % (4 * static_cast<std::size_t>(size_in_bytes(type))) != 0 &&
+        static_cast<std::size_t>(b.offset) + bytes < m->bytes())
+      throw error(errc::invalid_argument, "vulkan",
+                  "result " + std::to_string(r + 1) + " is a buffer slice of " +
+                      std::to_string(b.dims.element_count()) + " " + std::string(name(type)) +
+                      " elements that ends inside its memory; kernels on " + ctx_.name() +
+                      " write whole groups of 4 elements, which would overwrite the elements "
+                      "after it: give a slice of a multiple of 4 elements, or one that ends "
+                      "where its memory ends");
+    return bind(result_info_[r], b, bytes, true);
   }
   // Transient t of the call's arena on the device (asked for at the first use).
   VkDescriptorBufferInfo transient(int t) {
     if (!arena_.memory) arena_ = (*arenas_)(plan_, true);
     const allocation& range = static_cast<const device_memory*>(arena_.memory)->range();
-    auto at = static_cast<VkDeviceSize>(arena_.layout.offsets[t]);
-    return {range.buffer(), range.offset + at, static_cast<VkDeviceSize>(arena_.layout.bytes) - at};
+    auto at = static_cast<VkDeviceSize>(arena_.offset + arena_.layout.offsets[t]);
+    check_alignment(range.offset + at, "the workspace");
+    return {range.buffer(), range.offset + at,
+            static_cast<VkDeviceSize>(arena_.offset + arena_.layout.bytes) - at};
   }
   // Input slot s of a region (a parameter, a transient, or a view: its base's), and output slot s.
   VkDescriptorBufferInfo input(int s) {
@@ -340,7 +357,10 @@ class call_bindings {
                               std::size_t bytes, bool is_result) {
     if (info.buffer) return info;  // bound by an earlier region of this call
     if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by check_devices
-      info = {m->range().buffer(), m->range().offset, m->range().size};
+      // A slice from its start (an empty one reads nothing: the block's start serves).
+      auto at = bytes ? static_cast<VkDeviceSize>(b.offset) : 0;
+      check_alignment(m->range().offset + at, is_result ? "a result" : "an argument");
+      info = {m->range().buffer(), m->range().offset + at, m->range().size - at};
     } else {
       allocation s = ctx_.ring().take(bytes);
       if (is_result)
@@ -350,6 +370,18 @@ class call_bindings {
       info = {s.buffer(), s.offset, s.size};
     }
     return info;
+  }
+
+  // A binding starts at a multiple of the device's minStorageBufferOffsetAlignment: a buffer
+  // slice (or a workspace made from one) whose start is not one cannot be bound.
+  void check_alignment(VkDeviceSize at, const char* what) const {
+    if (at % ctx_.storage_offset_alignment() == 0) return;
+    throw error(errc::invalid_argument, "vulkan",
+                std::string(what) + " is a buffer slice that starts " + std::to_string(at) +
+                    " bytes into its device memory block; " + ctx_.name() +
+                    " binds storage buffers at multiples of " +
+                    std::to_string(ctx_.storage_offset_alignment()) +
+                    " bytes (minStorageBufferOffsetAlignment): slice at such a multiple");
   }
 
   context& ctx_;
@@ -454,8 +486,9 @@ inline void run_on_host(const runtime::program& prog, const call_plan& c,
                   what +
                       " is in device-only memory but a region the device cannot run needs it on "
                       "the CPU; pass host data instead");
-    b.data = h;
+    b.data = h + b.offset;
     b.memory = nullptr;
+    b.offset = 0;
   };
   // Every argument a CPU region reads: loaded, under a view, or as a gather's indices.
   const compiler::plan& p = prog.plan();
