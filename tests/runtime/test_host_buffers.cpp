@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include <vulkan/vulkan.h>
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
@@ -233,4 +234,77 @@ TEST(BufferSlices, AWorkspaceSlice) {
     for (std::int64_t i = 64; i < 64 + words; ++i) written = written || back[i] != 77.0f;
     EXPECT_TRUE(written) << "the transients went elsewhere";
   }
+}
+
+// A VkBuffer the program made on kiln's VkDevice, wrapped as a kiln::buffer without a copy:
+// written through the program's own mapping, read by a call, its result read back through the
+// mapping and through download (a staged copy, since kiln does not know the mapping); the ranges
+// and offsets kiln cannot use are refused when wrapped.
+TEST(WrappedVulkanBuffers, AProgramsVkBufferIsReadAndWrittenInPlace) {
+  const device gpu = device::vulkan();
+  VkDevice vk = gpu.vulkan_device();
+  VkPhysicalDevice physical = gpu.context()->physical();
+  constexpr VkDeviceSize bytes = 4096;
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bi.size = bytes;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer vb = VK_NULL_HANDLE;
+  ASSERT_EQ(vkCreateBuffer(vk, &bi, nullptr, &vb), VK_SUCCESS);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(vk, vb, &req);
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(physical, &mp);
+  std::uint32_t type = 0;
+  const VkMemoryPropertyFlags want =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  while (type < mp.memoryTypeCount &&
+         !((req.memoryTypeBits >> type & 1) && (mp.memoryTypes[type].propertyFlags & want) == want))
+    ++type;
+  ASSERT_LT(type, mp.memoryTypeCount);
+  VkMemoryAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = type;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  ASSERT_EQ(vkAllocateMemory(vk, &ai, nullptr, &memory), VK_SUCCESS);
+  ASSERT_EQ(vkBindBufferMemory(vk, vb, memory, 0), VK_SUCCESS);
+  void* mapped = nullptr;
+  ASSERT_EQ(vkMapMemory(vk, memory, 0, VK_WHOLE_SIZE, 0, &mapped), VK_SUCCESS);
+  auto* words = static_cast<float*>(mapped);
+  for (int i = 0; i < 1024; ++i) words[i] = float(i % 13) - 6.0f;
+  {
+    // x: floats [0, 256); y: [256, 512); the result: [512, 768), by offset.
+    buffer<float> x = gpu.wrap<float>(vb, 0, 1024, shape{256});
+    buffer<float> y = gpu.wrap<float>(vb, 1024, 1024, shape{256});
+    buffer<float> out = gpu.wrap<float>(vb, 2048, 1024, shape{256});
+    scale_add.on(gpu)(x, y, into(out));
+    std::vector<float> got(256);
+    out.download(got);
+    for (int i = 0; i < 256; ++i) {
+      float want_i = (float(i % 13) - 6.0f) * 3.0f + (float((256 + i) % 13) - 6.0f);
+      ASSERT_EQ(words[512 + i], want_i) << i;
+      ASSERT_EQ(got[i], want_i) << i;
+    }
+    for (int i = 768; i < 1024; ++i) ASSERT_EQ(words[i], float(i % 13) - 6.0f) << i;
+    // Refused: a range without room for the last group of 4, an offset the device cannot
+    // bind, the CPU device.
+    try {
+      (void)gpu.wrap<float>(vb, 0, 20, shape{5});
+      ADD_FAILURE() << "a 20-byte range was wrapped for 5 floats";
+    } catch (const error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "kiln: device::wrap: the range holds 20 bytes, but 5 elements of 4 bytes need 32 "
+                "(kernels access whole groups of 4 elements)");
+    }
+    const VkDeviceSize alignment = gpu.context()->storage_offset_alignment();
+    if (alignment > 4) {
+      EXPECT_THROW((void)gpu.wrap<float>(vb, 4, 1024, shape{256}), error);
+    }
+    EXPECT_THROW((void)device::cpu().wrap<float>(vb, 0, 1024, shape{256}), error);
+  }
+  vkUnmapMemory(vk, memory);
+  vkDestroyBuffer(vk, vb, nullptr);
+  vkFreeMemory(vk, memory, nullptr);
 }

@@ -12,7 +12,8 @@
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/buffer.hpp"
 
-struct VkDevice_T;  // Vulkan's handle types (vulkan_core.h), without including it
+struct VkDevice_T;  // Vulkan's handle types (vulkan_core.h; VkBuffer on 64-bit targets),
+struct VkBuffer_T;  // without including it
 
 namespace kiln {
 
@@ -61,6 +62,21 @@ class device {
                             "alloc"),
                      dims, false);
   }
+  // Bytes [offset, offset + bytes) of a VkBuffer the program made on vulkan_device(), as a
+  // kiln::buffer with the given extents: no copy. Kernels access whole groups of 4 elements, so
+  // the range must hold the elements rounded up to a multiple of 4; offset must be a multiple of
+  // the device's minStorageBufferOffsetAlignment. The VkBuffer needs STORAGE_BUFFER usage (and
+  // TRANSFER_SRC / TRANSFER_DST for download / upload from device-only memory) and must outlive
+  // the kiln::buffer and every call given it.
+  template <element_type T>
+  buffer<T> wrap(VkBuffer_T* vk_buffer, std::uint64_t offset, std::uint64_t bytes,
+                 const shape& dims) const {
+    auto count = checked_element_count(dims, sizeof(T), "device::wrap", "the shape");
+    return buffer<T>(
+        wrapped(vk_buffer, offset, bytes, static_cast<std::uint64_t>(count), sizeof(T)), dims,
+        false);
+  }
+
   // A device copy of host data (a contiguous range), flat or with the given extents.
   template <std::ranges::contiguous_range R>
   auto upload(const R& host) const {
@@ -79,6 +95,11 @@ class device {
 
   KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> memory(std::int64_t bytes,
                                                                   const char* what) const;
+  KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> wrapped(VkBuffer_T* vk_buffer,
+                                                                   std::uint64_t offset,
+                                                                   std::uint64_t bytes,
+                                                                   std::uint64_t count,
+                                                                   std::uint64_t element) const;
 
   kind kind_;
   std::shared_ptr<vulkan::context> ctx_;
@@ -141,6 +162,28 @@ KILN_RUNTIME_API std::string device::name() const {
 
 KILN_RUNTIME_API VkDevice_T* device::vulkan_device() const {
   return ctx_ ? ctx_->device() : nullptr;
+}
+
+KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> device::wrapped(
+    VkBuffer_T* vk_buffer, std::uint64_t offset, std::uint64_t bytes, std::uint64_t count,
+    std::uint64_t element) const {
+  auto refuse = [](const std::string& why) {
+    throw error(errc::invalid_argument, "device::wrap", why);
+  };
+  if (kind_ != kind::vulkan) refuse("wraps Vulkan buffers; this device is " + name());
+  if (!vk_buffer) refuse("the VkBuffer is null");
+  const std::uint64_t need = (count + 3) / 4 * 4 * element;
+  if (bytes < need)
+    refuse("the range holds " + std::to_string(bytes) + " bytes, but " + std::to_string(count) +
+           " elements of " + std::to_string(element) + " bytes need " + std::to_string(need) +
+           " (kernels access whole groups of 4 elements)");
+  if (offset % ctx_->storage_offset_alignment() != 0)
+    refuse("offset " + std::to_string(offset) + " is not a multiple of " + name() +
+           "'s minStorageBufferOffsetAlignment (" +
+           std::to_string(ctx_->storage_offset_alignment()) + " bytes)");
+  return std::make_shared<vulkan::device_memory>(std::shared_ptr<vulkan::context>(ctx_),
+                                                 reinterpret_cast<VkBuffer>(vk_buffer), offset,
+                                                 static_cast<std::size_t>(bytes));
 }
 
 KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> device::memory(std::int64_t bytes,

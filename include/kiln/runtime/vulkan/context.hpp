@@ -48,6 +48,7 @@ class context {
   // Storage-buffer bindings start at multiples of this (minStorageBufferOffsetAlignment).
   VkDeviceSize storage_offset_alignment() const { return storage_offset_alignment_; }
   VkDevice device() const { return device_.get(); }
+  VkPhysicalDevice physical() const { return physical_; }
   vulkan::instance& instance() { return *instance_; }
   pipeline_cache& pipelines() { return *pipelines_; }
   std::mutex& mutex() { return mutex_; }

@@ -13,7 +13,13 @@ class device_memory final : public runtime::device_memory {
  public:
   device_memory(std::shared_ptr<context> ctx, std::size_t bytes)
       : ctx_(std::move(ctx)), bytes_(bytes), range_(ctx_->allocate_device(bytes)) {}
-  ~device_memory() override { ctx_->release_device(range_); }
+  // Bytes [offset, offset + bytes) of the program's `buffer`, which it keeps alive.
+  device_memory(std::shared_ptr<context> ctx, VkBuffer buffer, VkDeviceSize offset,
+                std::size_t bytes)
+      : ctx_(std::move(ctx)), bytes_(bytes), range_{nullptr, offset, bytes, buffer} {}
+  ~device_memory() override {
+    if (range_.block) ctx_->release_device(range_);
+  }
 
   const allocation& range() const { return range_; }
   std::size_t bytes() const { return bytes_; }

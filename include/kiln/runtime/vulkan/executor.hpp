@@ -300,8 +300,10 @@ class call_bindings {
         result_info_(results.size()) {}
 
   VkDescriptorBufferInfo arg(int a) {
-    return bind(arg_info_[a], args_[a], bytes_of(args_[a], g_.inputs[a].type), false);
+    const dtype type = g_.inputs[a].type;
+    return bind(arg_info_[a], args_[a], bytes_of(args_[a], type), false, size_in_bytes(type));
   }
+
   VkDescriptorBufferInfo result(int r) {
     const runtime::buffer_ref& b = results_[r];
     const dtype type = g_.nodes[g_.outputs[r]].type;
@@ -319,7 +321,7 @@ class call_bindings {
                       " write whole groups of 4 elements, which would overwrite the elements "
                       "after it: give a slice of a multiple of 4 elements, or one that ends "
                       "where its memory ends");
-    return bind(result_info_[r], b, bytes, true);
+    return bind(result_info_[r], b, bytes, true, size_in_bytes(type));
   }
   // Transient t of the call's arena on the device (asked for at the first use).
   VkDescriptorBufferInfo transient(int t) {
@@ -354,9 +356,22 @@ class call_bindings {
     std::size_t bytes;
   };
   VkDescriptorBufferInfo bind(VkDescriptorBufferInfo& info, const runtime::buffer_ref& b,
-                              std::size_t bytes, bool is_result) {
+                              std::size_t bytes, bool is_result, int element_bytes) {
     if (info.buffer) return info;  // bound by an earlier region of this call
     if (auto* m = static_cast<const device_memory*>(b.memory)) {  // checked by check_devices
+      // Kernels access whole groups of four elements: the last one must lie within the memory
+      // kiln may touch (its allocations are padded for it; a wrapped VkBuffer's range is not).
+      const auto group = 4 * static_cast<std::size_t>(element_bytes);
+      const std::size_t reach =
+          static_cast<std::size_t>(b.offset) + (bytes + group - 1) / group * group;
+      if (reach > m->range().size)
+        throw error(errc::invalid_argument, "vulkan",
+                    std::string(is_result ? "a result" : "an argument") + " reaches byte " +
+                        std::to_string(reach) +
+                        " of its memory in whole groups of 4 elements, "
+                        "but the memory holds " +
+                        std::to_string(m->range().size) +
+                        ": wrap a range with room for the last group");
       // A slice from its start (an empty one reads nothing: the block's start serves).
       auto at = bytes ? static_cast<VkDeviceSize>(b.offset) : 0;
       check_alignment(m->range().offset + at, is_result ? "a result" : "an argument");

@@ -29,12 +29,14 @@ struct memory_block {
   std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
 };
 
-// A range of a block. Who owns it: the pool that made it, until release().
+// A range of a block. Who owns it: the pool that made it, until release(). Or a range of a
+// program's own VkBuffer that kiln wraps (no block; the program owns it).
 struct allocation {
   memory_block* block = nullptr;
   VkDeviceSize offset = 0, size = 0;
-  VkBuffer buffer() const { return block->buffer.get(); }
-  unsigned char* host() const { return block->mapped ? block->mapped + offset : nullptr; }
+  VkBuffer external = VK_NULL_HANDLE;
+  VkBuffer buffer() const { return block ? block->buffer.get() : external; }
+  unsigned char* host() const { return block && block->mapped ? block->mapped + offset : nullptr; }
 };
 
 // Blocks of one memory type.
