@@ -321,25 +321,28 @@ class function {
       call.on_host = [sym](std::span<const runtime::buffer_ref> host_args,
                            std::span<const runtime::buffer_ref> host_results,
                            const std::vector<bool>* only, const runtime::arena& transients) {
-        cpu::run_plan(
-            detail::program_of<F, P...>().plan(),
-            [](int region, const void* const* in, const std::int64_t* step, void* const* out,
-               std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
-            host_args, host_results, sym.data(), only, transients);
+        run_kernels(sym.data(), host_args, host_results, only, transients);
       };
       return runtime::submit(d, detail::program_of<F, P...>(), std::move(call), *order);
     }
     auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                        std::span<const runtime::buffer_ref> host_results,
                        const std::vector<bool>* only, const runtime::arena& transients) {
-      cpu::run_plan(
-          detail::program_of<F, P...>().plan(),
-          [](int region, const void* const* in, const std::int64_t* step, void* const* out,
-             std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
-          host_args, host_results, sym.data(), only, transients);
+      run_kernels(sym.data(), host_args, host_results, only, transients);
     };
     runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host, ws);
     return {};
+  }
+
+  // The compile-time kernels over host data: the regions marked in `only` (or all), sizes `sym`.
+  static void run_kernels(const std::int64_t* sym, std::span<const runtime::buffer_ref> host_args,
+                          std::span<const runtime::buffer_ref> host_results,
+                          const std::vector<bool>* only, const runtime::arena& transients) {
+    cpu::run_plan(
+        detail::program_of<F, P...>().plan(),
+        [](int region, const void* const* in, const std::int64_t* step, void* const* out,
+           std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
+        host_args, host_results, sym, only, transients);
   }
 };
 
