@@ -96,6 +96,13 @@ TEST(Async, DependentCallsChainOnEachDevice) {
     sq.submit(after(c), {y}, {z2}, d).wait();
     EXPECT_EQ(z2, want);
   }
+  // The CPU device's buffers given to a Vulkan submission: host data, as in a synchronous call.
+  const device cpu = device::cpu();
+  buffer<float> xb = cpu.upload(x), yb = cpu.alloc<float>(5000);
+  twice_plus_one.on(device::vulkan()).submit(xb, into(yb)).wait();
+  std::vector<float> y(5000);
+  yb.download(y);
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] * 2.0f + 1.0f) << i;
 }
 
 // Without after(), calls on one device still run in submission order: the second reads what the

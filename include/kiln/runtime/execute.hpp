@@ -249,15 +249,16 @@ inline fence submit_direct(const device& d, const program& prog,
   call_arenas arenas(d, prog, h->call.ws, h->call.sym.data(), h->call.who);
   arena_source source = arenas;
   std::string needs_host;
-  std::uint64_t value;
   {
     // After every earlier direct submission (the device orders them through its timeline).
     std::lock_guard lock(ctx.mutex());
     if (std::uint64_t last = ctx.queue().last_submitted())
       wait.push_back({ctx.queue().timeline(), last});
   }
-  value = vulkan::submit(prog, ctx, h->call.args, h->call.results, h->call.sym.data(), wait, signal,
-                         &source, &needs_host);
+  // The CPU device's buffers are host data here, as in a synchronous call: the host queue's.
+  const std::vector<buffer_ref> in = host_refs(h->call.args), out = host_refs(h->call.results);
+  const std::uint64_t value =
+      vulkan::submit(prog, ctx, in, out, h->call.sym.data(), wait, signal, &source, &needs_host);
   if (!value) return {};
   h->arenas = arenas.release();
   ctx.retain(value, h);
@@ -279,7 +280,6 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
 KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call call,
                               const submission_order& order) {
   auto h = detail::hold(prog, std::move(call));
-  // The CPU device's buffers are host data: on Vulkan such a call needs the host.
   if (d.type() == device::kind::vulkan)
     if (fence f = detail::submit_direct(d, prog, h, order); f.state()) return f;
   std::shared_ptr<timeline> line;
