@@ -15,13 +15,26 @@
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/execute.hpp"
 #include "kiln/runtime/program.hpp"
+#include "kiln/runtime/trace.hpp"
 
 namespace kiln {
 
 template <class F, class... P>
 class function;
+class executable;
 
 namespace detail {
+
+// A kiln::fn with trace points, while tracing is on, runs its traced graph compiled at run time
+// with them as results (its plan, fixed at compile time, has none): made at the first such call,
+// the same as compile(f) gives then. (Defined in executable.hpp, behind the runtime boundary.)
+KILN_RUNTIME_API std::shared_ptr<const executable> compile_traced_fn(const ir::graph& traced,
+                                                                     int parameters, int results);
+// A call of it with a kiln::fn's checked references (parameters only), or its submission.
+KILN_RUNTIME_API fence run_traced_fn(const executable& exe, const device& d,
+                                     std::span<const runtime::buffer_ref> args,
+                                     std::span<const runtime::buffer_ref> results,
+                                     const workspace& ws, const submission_order* order);
 
 template <class R>
 struct result_list {
@@ -35,10 +48,11 @@ struct result_list<std::tuple<V...>> {
 // Checks a call's arguments and results against the plan and resolves its symbolic sizes.
 template <const auto& Plan>
 std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
-    std::span<const runtime::buffer_ref> args, std::span<const runtime::buffer_ref> results) {
+    const compiler::plan& thawed, std::span<const runtime::buffer_ref> args,
+    std::span<const runtime::buffer_ref> results) {
   std::array<std::int64_t, Plan.sizes.symbols + 1> sym{};
-  runtime::check_call(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, Plan.outputs,
-                      Plan.sizes.regions, args, results, sym.data(), "fn");
+  runtime::check_call(Plan.inputs, Plan.nodes, Plan.symbols, Plan.constraints, Plan.outputs, thawed,
+                      args, results, sym.data(), "fn");
   return sym;
 }
 
@@ -309,7 +323,13 @@ class function {
         },
         outs.views);
     auto in = std::span<const runtime::buffer_ref>(in_refs.data(), plan.sizes.inputs);
-    auto sym = detail::bind_call<plan>(in, out_refs);
+    auto sym = detail::bind_call<plan>(detail::program_of<F, P...>().plan(), in, out_refs);
+    if constexpr (detail::frozen_trace_v<F, P...>.sizes.traces > 0)
+      if (tracing_enabled()) {
+        static const std::shared_ptr<const executable> traced = detail::compile_traced_fn(
+            detail::frozen_trace_v<F, P...>.thaw().graph, parameter_count, result_count);
+        return detail::run_traced_fn(*traced, d, in.first(parameter_count), out_refs, ws, order);
+      }
     if (order) {  // the sizes go with the call; the plan and its program are static
       runtime::owned_call call{{in.begin(), in.end()},
                                {out_refs.begin(), out_refs.end()},
@@ -317,7 +337,8 @@ class function {
                                "fn",
                                {},
                                ws,
-                               nullptr};
+                               nullptr,
+                               {}};
       call.on_host = [sym](std::span<const runtime::buffer_ref> host_args,
                            std::span<const runtime::buffer_ref> host_results,
                            const std::vector<bool>* only, const runtime::arena& transients) {

@@ -16,6 +16,7 @@ struct plan_sizes {
   int transients = 0, region_reads = 0, region_writes = 0;
   int views = 0, region_views = 0, region_view_reads = 0, region_indices = 0;
   int tensors = 0, tensor_values = 0;
+  int traces = 0;
 };
 
 constexpr plan_sizes sizes_of(const plan& p) {
@@ -27,6 +28,7 @@ constexpr plan_sizes sizes_of(const plan& p) {
   s.views = static_cast<int>(p.views.size());
   s.tensors = static_cast<int>(p.graph.tensors.size());
   for (const auto& t : p.graph.tensors) s.tensor_values += static_cast<int>(t.values.size());
+  s.traces = static_cast<int>(p.graph.traces.size());
   for (const auto& r : p.regions) {
     s.region_nodes += static_cast<int>(r.nodes.size());
     s.region_args += static_cast<int>(r.args.size());
@@ -74,6 +76,7 @@ struct frozen_parts {
       region_writes, views, view_bases, region_views, region_view_reads, region_indices;
   std::span<const frozen_tensor> tensors;
   std::span<const scalar> tensor_values;
+  std::span<const ir::trace_point> traces;
 };
 
 KILN_RUNTIME_API plan thaw(const frozen_parts& f);
@@ -100,6 +103,7 @@ struct frozen_plan {
   std::array<std::int32_t, S.region_indices> region_indices;
   std::array<frozen_tensor, S.tensors> tensors;
   std::array<scalar, S.tensor_values> tensor_values;
+  std::array<ir::trace_point, S.traces> traces;
   std::int64_t static_transient_bytes = 0;
 
   constexpr int dispatch_count() const {
@@ -111,10 +115,11 @@ struct frozen_plan {
   // Back to the vector form (for printing, comparison, and anything written against `plan`);
   // compiled once behind the runtime boundary, not once per function.
   plan thaw() const {
-    return compiler::thaw(frozen_parts{inputs, nodes, symbols, constraints, outputs, regions,
-                                       region_nodes, region_args, region_results, transients,
-                                       region_reads, region_writes, views, view_bases, region_views,
-                                       region_view_reads, region_indices, tensors, tensor_values});
+    return compiler::thaw(frozen_parts{inputs,         nodes,      symbols,       constraints,
+                                       outputs,        regions,    region_nodes,  region_args,
+                                       region_results, transients, region_reads,  region_writes,
+                                       views,          view_bases, region_views,  region_view_reads,
+                                       region_indices, tensors,    tensor_values, traces});
   }
 };
 
@@ -137,6 +142,7 @@ constexpr frozen_plan<S> freeze(const plan& p) {
     for (const scalar& v : values) f.tensor_values[at++] = v;
   }
   copy(p.view_bases, f.view_bases);
+  copy(p.graph.traces, f.traces);
   f.static_transient_bytes = p.transient_bytes();
   int nodes = 0, args = 0, results = 0, reads = 0, writes = 0, views = 0, view_reads = 0,
       indices = 0;
@@ -186,6 +192,7 @@ KILN_RUNTIME_API plan thaw(const frozen_parts& f) {
     p.graph.tensors.push_back(
         {t.arg, std::vector<scalar>(f.tensor_values.begin() + t.begin,
                                     f.tensor_values.begin() + t.begin + t.count)});
+  p.graph.traces.assign(f.traces.begin(), f.traces.end());
   p.transients.assign(f.transients.begin(), f.transients.end());
   p.views.assign(f.views.begin(), f.views.end());
   p.view_bases.assign(f.view_bases.begin(), f.view_bases.end());

@@ -194,6 +194,37 @@ constexpr std::vector<std::int32_t> row_input_slots(const plan& p, const region&
   return s;
 }
 
+// Whether result r may be written into the memory of parameter a while the call reads a, given
+// that the two hold the same number of elements (the caller checks: identical buffers, or a
+// variable and its assigned value): a and r have the same type, and no region reads a except the
+// plain elementwise region that stores r, which reads it directly (not through a view nor as
+// indices). a broadcasts to that region's space, r's extents, with as many elements: so it is not
+// replicated, and every element of a is read by the one invocation that writes it, before it
+// writes it.
+constexpr bool writes_in_place(const plan& p, std::int32_t a, std::int32_t r) {
+  const ir::graph& g = p.graph;
+  const ir::node& out = g.nodes[g.outputs[r]];
+  if (out.type != g.inputs[a].type) return false;
+  auto contains = [](const std::vector<std::int32_t>& v, std::int32_t x) {
+    for (auto y : v)
+      if (y == x) return true;
+    return false;
+  };
+  const region* writer = nullptr;
+  for (const region& reg : p.regions)
+    if (contains(reg.results, r)) writer = &reg;
+  if (!writer) return false;
+  for (const region& reg : p.regions) {
+    bool through_view = false;
+    for (auto v : reg.views) through_view = through_view || p.view_bases[v] == a;
+    if (!through_view && !contains(reg.indices, a) && !contains(reg.args, a)) continue;
+    if (&reg != writer || through_view || contains(reg.indices, a) || reg.root >= 0 ||
+        reg.contraction >= 0)
+      return false;
+  }
+  return true;
+}
+
 constexpr plan compile(const ir::graph& g, options opt = {}) {
   ir::verify_or_throw(g);
   plan p{canonicalize(g), {}, {}, {}, {}};

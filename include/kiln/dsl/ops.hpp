@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <string_view>
 
 #include "kiln/dsl/value.hpp"
 
@@ -334,6 +335,15 @@ template <tensor_value C, dsl_operand A, dsl_operand B>
 requires(tensor_value<A> || tensor_value<B>) constexpr auto where(const C& cond, const A& a,
                                                                   const B& b) {
   return select(cond, a, b);
+}
+
+// trace("name", x): x itself, recorded under `name` at each call when tracing is on
+// (kiln::set_trace_sink or KILN_TRACE=1, runtime/trace.hpp); with tracing off the function's
+// plan is the one it has without the trace.
+template <tensor_value A>
+constexpr A trace(std::string_view name, const A& a) {
+  if constexpr (!rejected_value<A>) a.builder->trace(name, a.id);
+  return a;
 }
 
 }  // namespace kiln

@@ -595,6 +595,63 @@ class graph {
     outputs_.emplace_back(name);
   }
 
+  // A persistent tensor of the compiled function (flow.variable): read like an input, kept by
+  // the executable across calls (executable::variable(name) loads, saves or shares it), never an
+  // argument. Static extents; names are unique among inputs and variables.
+  value variable(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
+    return variable(name, t, shape_of(dims, "variable", "'" + std::string(name) + "'"));
+  }
+  value variable(std::string_view name, dtype t, const shape& dims) {
+    check_name("variable", name, inputs_);
+    for (const auto& v : variables_)
+      if (v.name == name)
+        throw error(errc::invalid_argument, "variable",
+                    "the name '" + std::string(name) + "' is used twice");
+    if (!is_valid(t))
+      throw error(errc::invalid_argument, "variable",
+                  "'" + std::string(name) + "': dtype value " +
+                      std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+    if (!dims.is_static())
+      throw error(errc::invalid_argument, "variable",
+                  "'" + std::string(name) + "' needs static extents, got " + to_string(dims));
+    checked_element_count(dims, size_in_bytes(t), "variable", "'" + std::string(name) + "'");
+    value v = wrap(b_.input(t, dims));
+    variables_.push_back({std::string(name), b_.get().nodes[v.id].arg, -1});
+    return v;
+  }
+  // At the end of each call, variable `var` (a value graph::variable gave) takes the value x:
+  // written in place where the plan allows (the one region reading var is the elementwise region
+  // computing x), else after the call from a temporary. Once per variable; x has its dtype and
+  // extents.
+  void assign(value var, value x) {
+    std::int32_t id = id_of(var, "assign", 1), xid = id_of(x, "assign", 2);
+    const ir::node& vn = b_.get().nodes[id];
+    variable_slot* slot = nullptr;
+    for (auto& v : variables_)
+      if (vn.kind == ir::op::input && v.arg == vn.arg) slot = &v;
+    if (!slot)
+      throw error(errc::invalid_argument, "assign",
+                  "operand 1 is not a variable (graph::variable gives them)");
+    if (slot->assigned >= 0)
+      throw error(errc::invalid_argument, "assign",
+                  "variable '" + slot->name + "' is assigned twice");
+    const ir::node& xn = b_.get().nodes[xid];
+    if (xn.type != vn.type)
+      throw error(errc::dtype_mismatch, "assign",
+                  "variable '" + slot->name + "' is " + std::string(kiln::name(vn.type)) +
+                      " but the value is " + std::string(kiln::name(xn.type)));
+    if (!(xn.dims == vn.dims))
+      throw error(errc::shape_mismatch, "assign",
+                  "variable '" + slot->name + "' has extents " + to_string(vn.dims) +
+                      " but the value has " + to_string(dims_of(x)));
+    slot->assigned = xid;
+  }
+
+  // v itself, recorded under `name` at each call when tracing is on (kiln::set_trace_sink or
+  // KILN_TRACE=1 at compile(), runtime/trace.hpp); with tracing off the plan is the one the graph
+  // has without the trace. Names are unique, 1 to 63 characters.
+  value trace(std::string_view name, value v) { return wrap(b_.trace(name, id_of(v, "trace", 1))); }
+
   // The element type and extents of a value (run-time sizes as kiln::dyn).
   dtype type_of(value v) const { return node(v).type; }
   shape dims_of(value v) const {
@@ -608,6 +665,13 @@ class graph {
   const std::vector<std::string>& input_names() const { return inputs_; }
   const std::vector<std::string>& output_names() const { return outputs_; }
   const std::vector<tensor_constant>& constants() const { return constants_; }
+  // The variables: name, the IR input each is, and the node assigned to it (-1: none).
+  struct variable_slot {
+    std::string name;
+    std::int32_t arg = -1;
+    std::int32_t assigned = -1;
+  };
+  const std::vector<variable_slot>& variables() const { return variables_; }
 
  private:
   static std::uint64_t next_id() {
@@ -723,6 +787,7 @@ class graph {
   std::uint64_t id_;
   std::vector<std::string> inputs_, outputs_;
   std::vector<tensor_constant> constants_;
+  std::vector<variable_slot> variables_;
 };
 
 }  // namespace kiln

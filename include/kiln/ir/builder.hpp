@@ -580,6 +580,25 @@ class builder {
     g_.outputs.push_back(id);
   }
 
+  // Records node `id` under `name` when tracing is on (graph::trace_point); returns id.
+  constexpr std::int32_t trace(std::string_view name, std::int32_t id) {
+    auto refuse = [](const std::string& why) { throw error(errc::invalid_argument, "trace", why); };
+    if (id < 0 || id >= static_cast<std::int32_t>(g_.nodes.size()))
+      refuse("value %" + detail::to_text(id) + " is not in the graph");
+    if (name.empty()) refuse("the name is empty");
+    if (name.size() > trace_point::max_name)
+      refuse("the name '" + std::string(name) + "' has " +
+             detail::to_text(static_cast<std::int64_t>(name.size())) + " characters; at most " +
+             detail::to_text(static_cast<std::int64_t>(trace_point::max_name)));
+    for (const trace_point& t : g_.traces)
+      if (t.text() == name) refuse("the name '" + std::string(name) + "' is traced twice");
+    trace_point t;
+    t.node = id;
+    for (std::size_t i = 0; i < name.size(); ++i) t.name[i] = name[i];
+    g_.traces.push_back(t);
+    return id;
+  }
+
   constexpr const graph& get() const { return g_; }
   constexpr graph take() { return std::move(g_); }
 

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "kiln/core/convert.hpp"
@@ -64,6 +65,17 @@ struct tensor_data {
   std::vector<scalar> values;
 };
 
+// A value recorded at run time under a name (trace(name, v), flow.tensor.trace): not an op, so a
+// function compiled with tracing off has exactly the plan it has without it. The name is held in
+// place, so that a traced DSL graph stays a structural constant.
+struct trace_point {
+  static constexpr std::size_t max_name = 63;
+  std::int32_t node = -1;
+  std::array<char, max_name + 1> name{};
+  constexpr std::string_view text() const { return std::string_view(name.data()); }
+  friend constexpr bool operator==(const trace_point&, const trace_point&) = default;
+};
+
 struct graph {
   std::vector<input_decl> inputs;
   std::vector<node> nodes;  // operands always precede their users
@@ -71,6 +83,7 @@ struct graph {
   std::vector<constraint> constraints;
   std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
   std::vector<tensor_data> tensors;   // tensor constants, each an input (after the parameters)
+  std::vector<trace_point> traces;    // values recorded when tracing is on (compiling drops them)
 };
 
 // Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication

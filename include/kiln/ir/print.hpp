@@ -104,6 +104,8 @@ inline std::string print(const graph& g) {
     }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }
+  for (const trace_point& t : g.traces)
+    out += "  trace '" + std::string(t.text()) + "' %" + std::to_string(t.node) + "\n";
   out += "  return";
   for (std::size_t i = 0; i < g.outputs.size(); ++i)
     out += (i ? ", %" : " %") + std::to_string(g.outputs[i]);

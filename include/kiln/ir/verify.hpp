@@ -265,6 +265,9 @@ constexpr std::vector<std::string> verify(const graph& g) {
       problems.push_back("tensor constant of input " + detail::to_text(t.arg) +
                          " does not match its declaration");
   }
+  for (const trace_point& t : g.traces)
+    if (t.node < 0 || t.node >= n_nodes || t.text().empty())
+      problems.push_back("trace '" + std::string(t.text()) + "' names no node");
   for (std::size_t i = 0; i < g.outputs.size(); ++i)
     if (g.outputs[i] < 0 || g.outputs[i] >= n_nodes)
       problems.push_back("output " + detail::to_text(static_cast<std::int64_t>(i)) +

@@ -39,7 +39,9 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
                               const workspace& ws);
 
 // A call that runs after its submit(...) has returned: it owns its references, sizes and host
-// function (which owns what it uses), and `keep` keeps its program alive.
+// function (which owns what it uses), and `keep` keeps its program alive. `then`, where given,
+// runs on the host once the call has succeeded, before its fence is reached (so such a call goes
+// through the host queue).
 struct owned_call {
   std::vector<buffer_ref> args, results;
   std::vector<std::int64_t> sym;
@@ -49,6 +51,7 @@ struct owned_call {
       on_host;
   workspace ws;
   std::shared_ptr<const void> keep;
+  std::function<void()> then;
 };
 
 // Submits `call` of `prog` on `d` after order.waits; returns at once with the fence it signals
@@ -280,7 +283,7 @@ KILN_RUNTIME_API void execute(const device& d, const program& prog,
 KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call call,
                               const submission_order& order) {
   auto h = detail::hold(prog, std::move(call));
-  if (d.type() == device::kind::vulkan)
+  if (d.type() == device::kind::vulkan && !h->call.then)
     if (fence f = detail::submit_direct(d, prog, h, order); f.state()) return f;
   std::shared_ptr<timeline> line;
   if (d.type() == device::kind::cpu)
@@ -296,6 +299,7 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
       for (const fence& f : order.waits) f.wait();  // a failure there is this call's
       const owned_call& c = h->call;
       detail::execute_now(d, prog, c.args, c.results, c.sym.data(), c.who, c.on_host, c.ws);
+      if (c.then) c.then();
     } catch (...) {
       state->fail(std::current_exception());
     }

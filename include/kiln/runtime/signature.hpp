@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 
+#include "kiln/compiler/plan.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/ir/graph.hpp"
@@ -53,22 +54,25 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
 KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& expected,
                                    std::size_t index, const std::string& who);
 
-// Results must not overlap each other, nor arguments except in place: safe only where every
-// element is read before it is written, so one region, and the result and the argument identical
-// in address (or device memory), type and extents.
+// Results must not overlap each other, nor arguments except in place: the result and the argument
+// identical in address (or device memory), type and extents, and the plan writing that result
+// only where it has read the argument (compiler::writes_in_place).
 KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
                                     std::span<const ir::node> nodes,
-                                    std::span<const std::int32_t> outputs, int region_count,
-                                    std::span<const buffer_ref> args,
+                                    std::span<const std::int32_t> outputs,
+                                    const compiler::plan& plan, std::span<const buffer_ref> args,
                                     std::span<const buffer_ref> results, const std::string& who);
 
 // Every check of a call, for both doors: arguments against their declarations (filling sym with
 // the run-time sizes), results against their extents, and no overlap but exact in-place.
-KILN_RUNTIME_API void check_call(
-    std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
-    std::span<const ir::symbol> symbols, std::span<const ir::constraint> constraints,
-    std::span<const std::int32_t> outputs, int region_count, std::span<const buffer_ref> args,
-    std::span<const buffer_ref> results, std::int64_t* sym, const std::string& who);
+KILN_RUNTIME_API void check_call(std::span<const ir::input_decl> inputs,
+                                 std::span<const ir::node> nodes,
+                                 std::span<const ir::symbol> symbols,
+                                 std::span<const ir::constraint> constraints,
+                                 std::span<const std::int32_t> outputs, const compiler::plan& plan,
+                                 std::span<const buffer_ref> args,
+                                 std::span<const buffer_ref> results, std::int64_t* sym,
+                                 const std::string& who);
 
 // A call on the CPU takes host data only (a kiln::buffer is read back with download()).
 KILN_RUNTIME_API void check_host(std::span<const buffer_ref> args,
@@ -188,8 +192,8 @@ KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& ex
 
 KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
                                     std::span<const ir::node> nodes,
-                                    std::span<const std::int32_t> outputs, int region_count,
-                                    std::span<const buffer_ref> args,
+                                    std::span<const std::int32_t> outputs,
+                                    const compiler::plan& plan, std::span<const buffer_ref> args,
                                     std::span<const buffer_ref> results, const std::string& who) {
   auto result_bytes = [&](std::size_t r) {
     return results[r].dims.element_count() * size_in_bytes(nodes[outputs[r]].type);
@@ -204,7 +208,7 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
     dtype result_type = nodes[outputs[r]].type;
     for (std::size_t a = 0; a < args.size(); ++a) {
       dtype arg_type = inputs[a].type;
-      bool same_type = result_type == arg_type && region_count == 1;
+      bool same_type = result_type == arg_type;
       std::int64_t result_count = results[r].dims.element_count();
       std::int64_t arg_count = args[a].dims.element_count();
       if (results[r].memory != args[a].memory) continue;
@@ -216,27 +220,38 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
                                  static_cast<std::uintptr_t>(arg_count * size_in_bytes(arg_type));
       if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
       // Same start, same end and same type imply the same element count.
-      if (lo == alo && hi == ahi && same_type) continue;
+      const bool identical = lo == alo && hi == ahi && same_type;
+      if (identical && compiler::writes_in_place(plan, static_cast<std::int32_t>(a),
+                                                 static_cast<std::int32_t>(r)))
+        continue;
       throw error(errc::invalid_argument, who,
                   "result " + std::to_string(r + 1) + " overlaps argument " +
                       std::to_string(a + 1) +
-                      "; writing in place needs identical buffers (same address, type and "
-                      "extents) in a single-region function");
+                      (identical ? "; the function reads that argument other than element by "
+                                   "element where it writes the result (through a view, a "
+                                   "reduction, a contraction or a broadcast, or in another "
+                                   "region), so it cannot write it in place: give the result "
+                                   "memory of its own"
+                                 : "; writing in place needs identical buffers (same address, "
+                                   "type and extents)"));
     }
   }
 }
 
-KILN_RUNTIME_API void check_call(
-    std::span<const ir::input_decl> inputs, std::span<const ir::node> nodes,
-    std::span<const ir::symbol> symbols, std::span<const ir::constraint> constraints,
-    std::span<const std::int32_t> outputs, int region_count, std::span<const buffer_ref> args,
-    std::span<const buffer_ref> results, std::int64_t* sym, const std::string& who) {
+KILN_RUNTIME_API void check_call(std::span<const ir::input_decl> inputs,
+                                 std::span<const ir::node> nodes,
+                                 std::span<const ir::symbol> symbols,
+                                 std::span<const ir::constraint> constraints,
+                                 std::span<const std::int32_t> outputs, const compiler::plan& plan,
+                                 std::span<const buffer_ref> args,
+                                 std::span<const buffer_ref> results, std::int64_t* sym,
+                                 const std::string& who) {
   resolve_symbols(inputs, nodes, symbols, constraints, args, sym, who);
   for (std::size_t r = 0; r < results.size(); ++r) {
     const ir::node& n = nodes[outputs[r]];
     check_result(results[r], n.type, concrete(n.dims, sym), r, who);
   }
-  check_overlap(inputs, nodes, outputs, region_count, args, results, who);
+  check_overlap(inputs, nodes, outputs, plan, args, results, who);
 }
 
 KILN_RUNTIME_API void check_host(std::span<const buffer_ref> args,
