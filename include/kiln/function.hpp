@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -21,20 +22,35 @@ namespace kiln {
 
 template <class F, class... P>
 class function;
-class executable;
 
 namespace detail {
 
-// A kiln::fn with trace points, while tracing is on, runs its traced graph compiled at run time
-// with them as results (its plan, fixed at compile time, has none): made at the first such call,
-// the same as compile(f) gives then. (Defined in executable.hpp, behind the runtime boundary.)
-KILN_RUNTIME_API std::shared_ptr<const executable> compile_traced_fn(const ir::graph& traced,
-                                                                     int parameters, int results);
-// A call of it with a kiln::fn's checked references (parameters only), or its submission.
-KILN_RUNTIME_API fence run_traced_fn(const executable& exe, const device& d,
-                                     std::span<const runtime::buffer_ref> args,
-                                     std::span<const runtime::buffer_ref> results,
-                                     const workspace& ws, const submission_order* order);
+// What a kiln::fn needs of the run-time door, which executable.hpp gives when any translation
+// unit of the program includes it (kiln's runtime library does): so the DSL's files do not
+// compile the interpreter.
+struct fn_door {
+  // With tracing on, a fn with trace points runs its traced graph compiled at run time with them
+  // as results (its plan, fixed at compile time, has none), made at the first such call.
+  std::shared_ptr<const void> (*compile_traced)(const ir::graph& traced, int parameters,
+                                                int results) = nullptr;
+  // A call of it with a kiln::fn's checked references (parameters only), or its submission.
+  fence (*run_traced)(const void* compiled, const device& d,
+                      std::span<const runtime::buffer_ref> args,
+                      std::span<const runtime::buffer_ref> results, const workspace& ws,
+                      const submission_order* order) = nullptr;
+  // f.save(path): the fn's plan as a compiled module.
+  void (*save)(const compiler::plan& plan, const ir::graph& traced, int parameters, int results,
+               const std::string& path) = nullptr;
+};
+inline fn_door fn_door_services;
+inline const fn_door& need_fn_door(const char* what) {
+  if (!fn_door_services.save)
+    throw error(errc::unsupported, "fn",
+                std::string(what) +
+                    " needs <kiln/executable.hpp> in one translation unit of the program "
+                    "(header-only builds; kiln's CMake package always has it)");
+  return fn_door_services;
+}
 
 template <class R>
 struct result_list {
@@ -132,6 +148,8 @@ struct rejected_function {
   const rejected_function& with(const W&) const {
     return *this;
   }
+  template <class S>
+  void save(const S&) const {}
 };
 
 }  // namespace detail
@@ -191,6 +209,15 @@ class function {
   template <class... Args>
   fence submit(Args&&... args) const {
     return submit_on(device::default_device(), workspace{}, std::forward<Args>(args)...);
+  }
+
+  // Writes the function as a compiled module (executable::save), which kiln::module::load runs
+  // from <kiln/runtime.hpp> alone; needs <kiln/executable.hpp> in some translation unit of the
+  // program (kiln's CMake package always has it).
+  static void save(const std::string& path) {
+    detail::need_fn_door("f.save").save(detail::program_of<F, P...>().plan(),
+                                        detail::frozen_trace_v<F, P...>.thaw().graph,
+                                        parameter_count, result_count, path);
   }
 
   // The signature (runtime/abi.hpp): to_string(f.signature()) is its raw-ABI string.
@@ -326,9 +353,10 @@ class function {
     auto sym = detail::bind_call<plan>(detail::program_of<F, P...>().plan(), in, out_refs);
     if constexpr (detail::frozen_trace_v<F, P...>.sizes.traces > 0)
       if (tracing_enabled()) {
-        static const std::shared_ptr<const executable> traced = detail::compile_traced_fn(
+        const detail::fn_door& door = detail::need_fn_door("tracing a kiln::fn");
+        static const std::shared_ptr<const void> traced = door.compile_traced(
             detail::frozen_trace_v<F, P...>.thaw().graph, parameter_count, result_count);
-        return detail::run_traced_fn(*traced, d, in.first(parameter_count), out_refs, ws, order);
+        return door.run_traced(traced.get(), d, in.first(parameter_count), out_refs, ws, order);
       }
     if (order) {  // the sizes go with the call; the plan and its program are static
       runtime::owned_call call{{in.begin(), in.end()},

@@ -175,6 +175,28 @@ TEST(Variables, MistakesAreNamed) {
   EXPECT_EQ(got, (std::vector<float>{2, 3, 4, 5}));
 }
 
+// The DSL's door: a variable is a buffer (buffer_on), updated in place with into(...).
+constexpr auto dsl_sgd = fn<tensor<f32, 64>, tensor<f32, 64>, tensor<f32>>(
+    [](auto w, auto grad, auto lr) { return w - lr * grad; });
+static_assert(dsl_sgd.plan.dispatch_count() == 1);
+
+TEST(Variables, DslUpdatesThroughItsBuffer) {
+  kiln::variable w("w", std::vector<float>(64, 1.0f), {64});
+  std::vector<float> grad(64);
+  for (int i = 0; i < 64; ++i) grad[i] = float(i) / 8;
+  for (const device& d : devices()) {
+    SCOPED_TRACE(d.name());
+    auto wb = w.buffer_on<float>(d);
+    dsl_sgd.on(d)(wb, grad, 0.5f, into(wb));
+    dsl_sgd.on(d)(wb, grad, 0.5f, into(wb));
+  }
+  std::vector<float> got(64);
+  w.save(got);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], 1.0f - 4 * (0.5f * grad[i])) << "at " << i;
+  EXPECT_EQ(error_of([&] { w.buffer_on<double>(device::cpu()); }),
+            "kiln: variable::buffer_on: 'w' is f32[64], not f64");
+}
+
 // A call's own result in the memory of its argument: allowed where the plan reads each element
 // before writing it, refused (with the reason) where it reads others.
 TEST(Variables, InPlaceArgumentsFollowThePlan) {

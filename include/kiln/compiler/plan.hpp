@@ -1,19 +1,14 @@
-// The plan: the canonical graph, its dispatch regions and buffer bindings. compile() runs every
-// pass; the DSL calls it during constant evaluation and the graph API at run time.
+// The plan: the canonical graph, its dispatch regions and buffer bindings, and the facts about
+// them both back ends ask (slots, stores, the arena, in-place writes). Data only: compile.hpp makes
+// plans, and the runtime reads them without including the passes.
 #pragma once
 
 #include <string>
 
-#include "kiln/compiler/canonicalize.hpp"
-#include "kiln/compiler/dispatch.hpp"
+#include "kiln/compiler/region.hpp"
 #include "kiln/ir/print.hpp"
-#include "kiln/ir/verify.hpp"
 
 namespace kiln::compiler {
-
-struct options {
-  region_options regions;
-};
 
 // Where each transient lives in a call's arena, and the arena's size (bytes).
 struct arena_layout {
@@ -223,15 +218,6 @@ constexpr bool writes_in_place(const plan& p, std::int32_t a, std::int32_t r) {
       return false;
   }
   return true;
-}
-
-constexpr plan compile(const ir::graph& g, options opt = {}) {
-  ir::verify_or_throw(g);
-  plan p{canonicalize(g), {}, {}, {}, {}};
-  ir::verify_or_throw(p.graph);
-  p.regions = form_dispatch_regions(p.graph, p.transients, p.views, opt.regions);
-  for (auto v : p.views) p.view_bases.push_back(base_slot(p.graph, p.transients, v));
-  return p;
 }
 
 // An input slot as the printed plan names it: argN or tN.

@@ -5,6 +5,7 @@
 #include <array>
 #include <tuple>
 
+#include "kiln/compiler/compile.hpp"
 #include "kiln/compiler/freeze.hpp"
 #include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/normalizations.hpp"

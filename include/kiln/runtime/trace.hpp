@@ -88,8 +88,9 @@ KILN_RUNTIME_API void deliver(const traced_values& values);
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
+
+#include "kiln/runtime/npy.hpp"
 
 namespace kiln {
 namespace detail {
@@ -123,20 +124,6 @@ KILN_RUNTIME_API bool tracing_enabled() {
 namespace runtime {
 namespace detail {
 
-// Element i of a value of dtype t, as a double (narrow floats widened).
-inline double element_at(dtype t, const unsigned char* data, std::int64_t i) {
-  double out = 0;
-  visit_dtype(t, [&]<dtype D>() {
-    storage_t<D> v;
-    std::memcpy(&v, data + i * size_in_bytes(t), sizeof v);
-    if constexpr (is_storage_only(D))
-      out = static_cast<double>(static_cast<float>(v));
-    else
-      out = static_cast<double>(v);
-  });
-  return out;
-}
-
 // "graph-1 #2 'h' f32[2, 3]: 1, 2, 3, 4, 5, 6" (at most 16 elements, then how many in all).
 inline std::string trace_line(const traced_value& v) {
   std::string out = "kiln trace: " + std::string(v.function) + " #" + std::to_string(v.call) +
@@ -146,70 +133,11 @@ inline std::string trace_line(const traced_value& v) {
   const auto* bytes = static_cast<const unsigned char*>(v.data);
   for (std::int64_t i = 0; i < n && i < 16; ++i) {
     char text[32];
-    std::snprintf(text, sizeof text, "%.9g", element_at(v.type, bytes, i));
+    std::snprintf(text, sizeof text, "%.9g", element_as_double(v.type, bytes, i));
     out += (i ? ", " : " ") + std::string(text);
   }
   if (n > 16) out += ", ... (" + std::to_string(n) + " elements)";
   return out;
-}
-
-// The .npy type of a dtype as numpy spells it; narrow floats without one are written as f32.
-inline const char* npy_descr(dtype t) {
-  switch (t) {
-    case dtype::f64:
-      return "<f8";
-    case dtype::f16:
-      return "<f2";
-    case dtype::i8:
-      return "|i1";
-    case dtype::i16:
-      return "<i2";
-    case dtype::i32:
-      return "<i4";
-    case dtype::i64:
-      return "<i8";
-    case dtype::u8:
-      return "|u1";
-    case dtype::u32:
-      return "<u4";
-    case dtype::boolean:
-      return "|b1";
-    default:  // f32, and bf16 / f8 widened to it
-      return "<f4";
-  }
-}
-
-// Writes v as a .npy file (format 1.0: magic, header length, a dict padded to 64 bytes, data).
-inline void write_npy(const std::filesystem::path& path, const traced_value& v) {
-  const bool widen = v.type == dtype::bf16 || v.type == dtype::f8e4m3 || v.type == dtype::f8e5m2;
-  std::string shape_text = "(";
-  for (int i = 0; i < v.dims.rank; ++i)
-    shape_text += std::to_string(v.dims.dims[i]) + (v.dims.rank == 1      ? ","
-                                                    : i + 1 < v.dims.rank ? ", "
-                                                                          : "");
-  shape_text += ")";
-  std::string header = "{'descr': '" + std::string(npy_descr(v.type)) +
-                       "', 'fortran_order': False, 'shape': " + shape_text + ", }";
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  const char magic[] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.write(magic, sizeof magic);
-  const unsigned char length[] = {static_cast<unsigned char>(header.size() & 0xff),
-                                  static_cast<unsigned char>(header.size() >> 8)};
-  out.write(reinterpret_cast<const char*>(length), 2);
-  out << header;
-  const std::int64_t n = v.dims.element_count();
-  const auto* bytes = static_cast<const unsigned char*>(v.data);
-  if (!widen) {
-    out.write(reinterpret_cast<const char*>(bytes), n * size_in_bytes(v.type));
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto f = static_cast<float>(element_at(v.type, bytes, i));
-      out.write(reinterpret_cast<const char*>(&f), sizeof f);
-    }
-  }
-  if (!out) throw error(errc::invalid_argument, "trace", "could not write " + path.string());
 }
 
 // The default sink: a line on stderr, and under KILN_DUMP_DIR
@@ -229,7 +157,7 @@ inline void default_sink(const traced_value& v) {
   if (ec)
     throw error(errc::invalid_argument, "trace",
                 "could not make " + folder.string() + ": " + ec.message());
-  write_npy(folder / (file + ".npy"), v);
+  write_npy((folder / (file + ".npy")).string(), v.type, v.dims, v.data);
 }
 
 }  // namespace detail

@@ -55,6 +55,18 @@ class variable {
   KILN_RUNTIME_API void load_bytes(const void* data, std::size_t bytes);
   KILN_RUNTIME_API void save_bytes(void* data, std::size_t bytes) const;
 
+  // Its memory on d (moved there first) as a kiln::buffer of its extents, for a kiln::fn's
+  // arguments and into(...): f.on(d)(w, g, into(w)) updates it in place where the plan allows.
+  // The buffer stays the variable's value until the variable moves to another device.
+  template <element_type T>
+  buffer<T> buffer_on(const device& d) const {
+    if (dtype_of<T> != type())
+      throw error(errc::dtype_mismatch, "variable::buffer_on",
+                  "'" + name() + "' is " + std::string(kiln::name(type())) + to_string(dims()) +
+                      ", not " + std::string(kiln::name(dtype_of<T>)));
+    return buffer<T>(memory_on(d), dims(), false);
+  }
+
   // For the doors: its memory on d, moved there (through the host) from where it was.
   KILN_RUNTIME_API std::shared_ptr<runtime::device_memory> memory_on(const device& d) const;
   // The same variable: copies compare equal.

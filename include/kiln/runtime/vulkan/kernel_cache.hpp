@@ -244,6 +244,9 @@ inline const spirv::kernel& group_kernel_for(const runtime::program& prog, const
 #if KILN_RUNTIME_BODY
 }  // namespace kiln::vulkan
 
+#include "kiln/compiler/canonicalize.hpp"
+#include "kiln/compiler/dispatch.hpp"
+
 namespace kiln::runtime {
 
 KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, compiler::plan p)

@@ -1,0 +1,452 @@
+// The compiled-module format, the meeting point of the compiler and the runtime (IREE's VMFB): a
+// compiled function's plan, names, tensor constants, variables' values and trace points as one
+// versioned, checksummed byte string. Decoding checks every field, so a damaged file is a
+// kiln::error naming the problem, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/compiler/plan.hpp"
+#include "kiln/core/runtime_boundary.hpp"
+
+namespace kiln::runtime {
+
+// A compiled function besides its plan: the names of its parameters and results, what the
+// executable supplies (tensor constants and variables: the plan's inputs after the parameters)
+// and what its extra results are (variables' new values, after the function's own, then trace
+// points).
+struct function_parts {
+  std::vector<std::string> inputs, outputs;
+  struct constant {
+    std::int32_t arg = 0;
+    std::vector<std::uint8_t> bytes;  // row-major elements of the input's dtype
+  };
+  std::vector<constant> constants;
+  struct variable {
+    std::string name;
+    std::int32_t arg = -1;
+    std::int32_t assigned = -1;       // the plan's result it takes, or -1
+    std::vector<std::uint8_t> value;  // its value (empty: zeros)
+  };
+  std::vector<variable> variables;
+  std::vector<std::string> traces;
+};
+
+// A module: the function's name prefix ("graph", "fn"), its plan and its parts.
+struct module_contents {
+  std::string prefix;
+  compiler::plan plan;
+  function_parts parts;
+};
+
+inline constexpr std::uint32_t module_format_version = 1;
+
+// The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
+// version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).
+KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& m);
+// `source` names the bytes in errors (a path).
+KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> bytes,
+                                               const std::string& source);
+
+}  // namespace kiln::runtime
+
+// The definitions behind the declarations above (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+#include <bit>
+#include <cstring>
+
+#include "kiln/ir/verify.hpp"
+
+namespace kiln::runtime {
+namespace detail {
+
+constexpr char module_magic[8] = {'K', 'I', 'L', 'N', 'M', 'O', 'D', '\0'};
+constexpr std::uint32_t byte_order_mark = 0x01020304;
+constexpr std::size_t module_header_bytes = 32;
+
+inline std::uint64_t fnv1a(std::span<const std::uint8_t> bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  return h;
+}
+
+class module_writer {
+ public:
+  template <class T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  }
+  void count(std::size_t n) { put(static_cast<std::uint32_t>(n)); }
+  void text(const std::string& s) {
+    count(s.size());
+    out.insert(out.end(), s.begin(), s.end());
+  }
+  void bytes(const std::vector<std::uint8_t>& b) {
+    count(b.size());
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  void ints(const std::vector<std::int32_t>& v) {
+    count(v.size());
+    for (auto x : v) put(x);
+  }
+  void dims(const shape& s) {
+    put(static_cast<std::uint8_t>(s.rank));
+    for (int i = 0; i < s.rank; ++i) put(s.dims[i]);
+  }
+  void texts(const std::vector<std::string>& v) {
+    count(v.size());
+    for (const auto& s : v) text(s);
+  }
+  std::vector<std::uint8_t> out;
+};
+
+class module_reader {
+ public:
+  module_reader(std::span<const std::uint8_t> bytes, const std::string& source)
+      : in_(bytes), source_(source) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw error(errc::invalid_argument, "module",
+                source_ + ": " + what + " (payload byte " + std::to_string(at_) + ")");
+  }
+  template <class T>
+  T get(const char* what) {
+    T v;
+    if (in_.size() - at_ < sizeof v) fail(std::string("truncated: the file ends inside ") + what);
+    std::memcpy(&v, in_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  // A count of items of at least `item_bytes` each, which the rest of the payload must hold.
+  std::size_t count(const char* what, std::size_t item_bytes) {
+    auto n = get<std::uint32_t>(what);
+    if (item_bytes && n > (in_.size() - at_) / item_bytes)
+      fail("truncated or corrupt: " + std::to_string(n) + " " + what + " do not fit in the " +
+           std::to_string(in_.size() - at_) + " bytes left");
+    return n;
+  }
+  std::string text(const char* what) {
+    std::size_t n = count(what, 1);
+    std::string s(reinterpret_cast<const char*>(in_.data() + at_), n);
+    at_ += n;
+    return s;
+  }
+  std::vector<std::uint8_t> bytes(const char* what) {
+    std::size_t n = count(what, 1);
+    std::vector<std::uint8_t> b(in_.begin() + static_cast<std::ptrdiff_t>(at_),
+                                in_.begin() + static_cast<std::ptrdiff_t>(at_ + n));
+    at_ += n;
+    return b;
+  }
+  std::vector<std::int32_t> ints(const char* what) {
+    std::vector<std::int32_t> v(count(what, 4));
+    for (auto& x : v) x = get<std::int32_t>(what);
+    return v;
+  }
+  shape dims(const char* what) {
+    shape s;
+    auto rank = get<std::uint8_t>(what);
+    if (rank > max_rank) fail(std::string("corrupt: ") + what + " of rank " + std::to_string(rank));
+    s.rank = rank;
+    for (int i = 0; i < s.rank; ++i) s.dims[i] = get<std::int64_t>(what);
+    return s;
+  }
+  std::vector<std::string> texts(const char* what) {
+    std::vector<std::string> v(count(what, 4));
+    for (auto& s : v) s = text(what);
+    return v;
+  }
+  dtype type(const char* what) {
+    auto t = static_cast<dtype>(get<std::uint8_t>(what));
+    if (!is_valid(t)) fail(std::string("corrupt: ") + what + " has no valid dtype");
+    return t;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  std::span<const std::uint8_t> in_;
+  std::size_t at_ = 0;
+  const std::string& source_;
+};
+
+inline void put_node(module_writer& w, const ir::node& n) {
+  w.put(static_cast<std::uint8_t>(n.kind));
+  w.put(static_cast<std::uint8_t>(n.type));
+  w.dims(n.dims);
+  for (auto o : n.operands) w.put(o);
+  w.put(static_cast<std::uint8_t>(n.value.type));
+  w.put(n.value.f);
+  w.put(n.value.i);
+  w.put(n.arg);
+  const ir::attributes& a = n.attrs;
+  w.put(a.axes);
+  w.put(static_cast<std::uint8_t>(a.keepdims));
+  w.put(static_cast<std::uint8_t>(a.select_last));
+  w.put(a.axis);
+  w.put(a.fold);
+  for (int i = 0; i < max_rank; ++i) {
+    w.put(a.perm[i]);
+    w.put(a.starts[i]);
+    w.put(a.steps[i]);
+    w.put(a.dilations[i]);
+  }
+  w.put(a.groups);
+}
+
+inline ir::node get_node(module_reader& r) {
+  ir::node n;
+  n.kind = static_cast<ir::op>(r.get<std::uint8_t>("a node"));
+  if (!ir::is_valid(n.kind)) r.fail("corrupt: a node has no valid op");
+  n.type = r.type("a node");
+  n.dims = r.dims("a node's extents");
+  for (auto& o : n.operands) o = r.get<std::int32_t>("a node");
+  n.value.type = r.type("a node's constant");
+  n.value.f = r.get<double>("a node's constant");
+  n.value.i = r.get<std::int64_t>("a node's constant");
+  n.arg = r.get<std::int32_t>("a node");
+  ir::attributes& a = n.attrs;
+  a.axes = r.get<std::uint32_t>("a node's attributes");
+  a.keepdims = r.get<std::uint8_t>("a node's attributes") != 0;
+  a.select_last = r.get<std::uint8_t>("a node's attributes") != 0;
+  a.axis = r.get<std::int8_t>("a node's attributes");
+  a.fold = r.get<std::uint8_t>("a node's attributes");
+  for (int i = 0; i < max_rank; ++i) {
+    a.perm[i] = r.get<std::int8_t>("a node's attributes");
+    a.starts[i] = r.get<std::int32_t>("a node's attributes");
+    a.steps[i] = r.get<std::int32_t>("a node's attributes");
+    a.dilations[i] = r.get<std::int16_t>("a node's attributes");
+  }
+  a.groups = r.get<std::int32_t>("a node's attributes");
+  return n;
+}
+
+// Every index the runtime follows, within range; the graph itself through ir::verify.
+inline void check_plan(const module_contents& m, module_reader& r) {
+  const compiler::plan& p = m.plan;
+  const ir::graph& g = p.graph;
+  auto problems = ir::verify(g);
+  if (!problems.empty()) r.fail("corrupt plan: " + problems.front());
+  auto within = [&](const std::vector<std::int32_t>& v, std::size_t n, const char* what) {
+    for (auto x : v)
+      if (x < 0 || static_cast<std::size_t>(x) >= n)
+        r.fail(std::string("corrupt plan: ") + what + " " + std::to_string(x) + " is not below " +
+               std::to_string(n));
+  };
+  const std::size_t nodes = g.nodes.size(), inputs = g.inputs.size(), outputs = g.outputs.size();
+  within(p.transients, nodes, "a transient's node");
+  within(p.views, nodes, "a view's node");
+  if (p.view_bases.size() != p.views.size()) r.fail("corrupt plan: views and their bases differ");
+  within(p.view_bases, inputs + p.transients.size(), "a view's base slot");
+  int group = 0;
+  for (const compiler::region& reg : p.regions) {
+    within(reg.nodes, nodes, "a region's node");
+    within(reg.args, inputs, "a region's parameter");
+    within(reg.results, outputs, "a region's result");
+    within(reg.reads, p.transients.size(), "a region's transient");
+    within(reg.writes, p.transients.size(), "a region's transient");
+    within(reg.view_reads, p.transients.size(), "a region's transient");
+    within(reg.views, p.views.size(), "a region's view");
+    within(reg.indices, static_cast<std::size_t>(compiler::input_slot_count(p)),
+           "a region's index slot");
+    for (auto n : {reg.root, reg.contraction})
+      if (n < -1 || n >= static_cast<std::int32_t>(nodes))
+        r.fail("corrupt plan: a region's root " + std::to_string(n) + " is not a node");
+    if (reg.group < group || reg.group > group + 1)
+      r.fail("corrupt plan: region groups out of order");
+    group = reg.group;
+    if (reg.space.rank < 0) r.fail("corrupt plan: a region's space");
+  }
+  const function_parts& f = m.parts;
+  std::size_t assigned = 0;
+  for (const auto& v : f.variables) assigned += v.assigned >= 0;
+  if (f.inputs.size() + f.constants.size() + f.variables.size() != inputs ||
+      f.outputs.size() + assigned + f.traces.size() != outputs)
+    r.fail("corrupt: the names do not match the plan's inputs and outputs");
+  auto bytes_of = [&](std::int32_t arg) {
+    if (arg < static_cast<std::int32_t>(f.inputs.size()) ||
+        arg >= static_cast<std::int32_t>(inputs))
+      r.fail("corrupt: a constant or variable names input " + std::to_string(arg));
+    const ir::input_decl& d = g.inputs[arg];
+    if (!d.dims.is_static()) r.fail("corrupt: a constant or variable of run-time extents");
+    return static_cast<std::size_t>(d.dims.element_count() * size_in_bytes(d.type));
+  };
+  for (const auto& c : f.constants)
+    if (c.bytes.size() != bytes_of(c.arg)) r.fail("corrupt: a tensor constant's size");
+  for (const auto& v : f.variables) {
+    if (!v.value.empty() && v.value.size() != bytes_of(v.arg))
+      r.fail("corrupt: variable '" + v.name + "' has the wrong size");
+    if (v.assigned != -1 && (v.assigned < static_cast<std::int32_t>(f.outputs.size()) ||
+                             v.assigned >= static_cast<std::int32_t>(outputs)))
+      r.fail("corrupt: variable '" + v.name + "' takes no result of the plan");
+  }
+}
+
+}  // namespace detail
+
+KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& m) {
+  detail::module_writer w;
+  w.text(m.prefix);
+  const ir::graph& g = m.plan.graph;
+  w.count(g.inputs.size());
+  for (const auto& in : g.inputs) {
+    w.put(static_cast<std::uint8_t>(in.type));
+    w.dims(in.dims);
+  }
+  w.count(g.nodes.size());
+  for (const auto& n : g.nodes) detail::put_node(w, n);
+  w.count(g.symbols.size());
+  for (const auto& s : g.symbols) {
+    w.put(static_cast<std::uint8_t>(s.kind));
+    w.put(s.a);
+    w.put(s.b);
+    w.put(s.node);
+  }
+  w.count(g.constraints.size());
+  for (const auto& c : g.constraints) {
+    w.put(c.sym);
+    w.put(c.size);
+    w.put(c.node);
+  }
+  w.ints(g.outputs);
+  w.count(m.plan.regions.size());
+  for (const compiler::region& r : m.plan.regions) {
+    w.dims(r.space);
+    for (const auto* v :
+         {&r.nodes, &r.args, &r.results, &r.reads, &r.writes, &r.views, &r.view_reads, &r.indices})
+      w.ints(*v);
+    w.put(r.root);
+    w.put(r.contraction);
+    w.put(r.group);
+  }
+  w.ints(m.plan.transients);
+  w.ints(m.plan.views);
+  w.ints(m.plan.view_bases);
+  const function_parts& f = m.parts;
+  w.texts(f.inputs);
+  w.texts(f.outputs);
+  w.texts(f.traces);
+  w.count(f.constants.size());
+  for (const auto& c : f.constants) {
+    w.put(c.arg);
+    w.bytes(c.bytes);
+  }
+  w.count(f.variables.size());
+  for (const auto& v : f.variables) {
+    w.text(v.name);
+    w.put(v.arg);
+    w.put(v.assigned);
+    w.bytes(v.value);
+  }
+  std::vector<std::uint8_t> file(detail::module_header_bytes);
+  std::memcpy(file.data(), detail::module_magic, 8);
+  std::uint32_t bom = detail::byte_order_mark, version = module_format_version;
+  std::uint64_t size = w.out.size(), sum = detail::fnv1a(w.out);
+  std::memcpy(file.data() + 8, &bom, 4);
+  std::memcpy(file.data() + 12, &version, 4);
+  std::memcpy(file.data() + 16, &size, 8);
+  std::memcpy(file.data() + 24, &sum, 8);
+  file.insert(file.end(), w.out.begin(), w.out.end());
+  return file;
+}
+
+KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> bytes,
+                                               const std::string& source) {
+  auto fail = [&](const std::string& what) {
+    throw error(errc::invalid_argument, "module", source + ": " + what);
+  };
+  if (bytes.size() < detail::module_header_bytes)
+    fail("truncated: " + std::to_string(bytes.size()) + " bytes, less than the " +
+         std::to_string(detail::module_header_bytes) + "-byte header of a kiln module");
+  if (std::memcmp(bytes.data(), detail::module_magic, 8) != 0)
+    fail("not a kiln module (its first bytes are not \"KILNMOD\")");
+  std::uint32_t bom, version;
+  std::uint64_t size, sum;
+  std::memcpy(&bom, bytes.data() + 8, 4);
+  std::memcpy(&version, bytes.data() + 12, 4);
+  std::memcpy(&size, bytes.data() + 16, 8);
+  std::memcpy(&sum, bytes.data() + 24, 8);
+  if (bom != detail::byte_order_mark)
+    fail(bom == 0x04030201u  // the mark with its bytes reversed
+             ? std::string("written with the other byte order (") +
+                   (std::endian::native == std::endian::little ? "big" : "little") +
+                   "-endian) than this machine's"
+             : "corrupt byte-order mark");
+  if (version != module_format_version)
+    fail("format version " + std::to_string(version) + ", but this kiln reads version " +
+         std::to_string(module_format_version));
+  const std::size_t have = bytes.size() - detail::module_header_bytes;
+  if (size != have)
+    fail(size > have ? "truncated: the header promises " + std::to_string(size) +
+                           " payload bytes, the file has " + std::to_string(have)
+                     : std::to_string(have - size) + " bytes after the end of the module");
+  auto payload = bytes.subspan(detail::module_header_bytes);
+  if (detail::fnv1a(payload) != sum) fail("corrupt: the checksum does not match its contents");
+
+  detail::module_reader r(payload, source);
+  module_contents m;
+  m.prefix = r.text("the name");
+  ir::graph& g = m.plan.graph;
+  g.inputs.resize(r.count("inputs", 2));
+  for (auto& in : g.inputs) {
+    in.type = r.type("an input");
+    in.dims = r.dims("an input's extents");
+  }
+  g.nodes.resize(r.count("nodes", 16));
+  for (auto& n : g.nodes) n = detail::get_node(r);
+  g.symbols.resize(r.count("symbols", 13));
+  for (auto& s : g.symbols) {
+    auto kind = r.get<std::uint8_t>("a symbol");
+    if (kind > 1) r.fail("corrupt: a symbol's kind");
+    s.kind = static_cast<ir::symbol_kind>(kind);
+    s.a = r.get<std::int32_t>("a symbol");
+    s.b = r.get<std::int32_t>("a symbol");
+    s.node = r.get<std::int32_t>("a symbol");
+  }
+  g.constraints.resize(r.count("constraints", 16));
+  for (auto& c : g.constraints) {
+    c.sym = r.get<std::int32_t>("a constraint");
+    c.size = r.get<std::int64_t>("a constraint");
+    c.node = r.get<std::int32_t>("a constraint");
+  }
+  g.outputs = r.ints("outputs");
+  m.plan.regions.resize(r.count("regions", 40));
+  for (compiler::region& reg : m.plan.regions) {
+    reg.space = r.dims("a region's space");
+    for (auto* v : {&reg.nodes, &reg.args, &reg.results, &reg.reads, &reg.writes, &reg.views,
+                    &reg.view_reads, &reg.indices})
+      *v = r.ints("a region's list");
+    reg.root = r.get<std::int32_t>("a region");
+    reg.contraction = r.get<std::int32_t>("a region");
+    reg.group = r.get<std::int32_t>("a region");
+  }
+  m.plan.transients = r.ints("transients");
+  m.plan.views = r.ints("views");
+  m.plan.view_bases = r.ints("view bases");
+  function_parts& f = m.parts;
+  f.inputs = r.texts("input names");
+  f.outputs = r.texts("output names");
+  f.traces = r.texts("trace names");
+  f.constants.resize(r.count("tensor constants", 8));
+  for (auto& c : f.constants) {
+    c.arg = r.get<std::int32_t>("a tensor constant");
+    c.bytes = r.bytes("a tensor constant");
+  }
+  f.variables.resize(r.count("variables", 16));
+  for (auto& v : f.variables) {
+    v.name = r.text("a variable");
+    v.arg = r.get<std::int32_t>("a variable");
+    v.assigned = r.get<std::int32_t>("a variable");
+    v.value = r.bytes("a variable");
+  }
+  if (!r.done()) r.fail("corrupt: bytes after the last field");
+  detail::check_plan(m, r);
+  return m;
+}
+
+}  // namespace kiln::runtime
+#endif  // KILN_RUNTIME_BODY

@@ -1,0 +1,294 @@
+// Compiled modules (executable::save, kiln::module::load): a saved function runs from
+// <kiln/runtime.hpp> alone (modules/runner.cpp, which would not compile if that header included
+// the compiler) with the same plan, name, signature and results as the executable it came from,
+// on the CPU and on lavapipe, checked against a double reference; variables keep their values,
+// trace points their names; a kiln::fn saves too. Truncated, corrupted, wrong-version and
+// wrong-byte-order files, and well-checksummed files whose plan is broken, are kiln::errors that
+// name the problem.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <kiln/executable.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/runtime/npy.hpp>
+
+#include "modules/runner.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("kiln-module-" + std::to_string(getpid()) + "-" + name))
+      .string();
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// y = relu(x @ w + b) with w a tensor constant, s = y summed over each row.
+const std::vector<float> weights = [] {
+  std::vector<float> w(64);
+  for (int i = 0; i < 64; ++i) w[i] = 0.125f * float((i * 7) % 11) - 0.5f;
+  return w;
+}();
+
+executable mlp_layer() {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn, 8});
+  auto b = g.input("b", dtype::f32, {8});
+  auto w = g.constant(weights, {8, 8});
+  auto y = g.relu(g.add(g.matmul(x, w), b));
+  g.output("y", y);
+  g.output("s", g.reduce_sum(y, {1}, false));
+  return compile(g);
+}
+
+TEST(Modules, ASavedFunctionRunsFromTheRuntimeAlone) {
+  executable exe = mlp_layer();
+  const std::string path = temp_path("mlp.kiln");
+  exe.save(path);
+  executable loaded = module::load(path);
+  EXPECT_EQ(loaded.name(), exe.name());
+  EXPECT_EQ(compiler::print(loaded.plan()), compiler::print(exe.plan()));
+  EXPECT_EQ(to_string(loaded.signature()), to_string(exe.signature()));
+  EXPECT_EQ(module_runner::signature_of(path), to_string(exe.signature()));
+  EXPECT_EQ(loaded.input_names(), exe.input_names());
+  EXPECT_EQ(loaded.output_names(), exe.output_names());
+  EXPECT_EQ(loaded.result_dims(std::vector<shape>{{37, 8}, {8}}),
+            (std::vector<shape>{{37, 8}, {37}}));
+  EXPECT_NE(error_of([&] {
+              loaded.result_dims(std::vector<shape>{{37, 9}, {8}});
+            }).find("argument 1 has extents [37, 9] but the graph declares f32[?, 8]"),
+            std::string::npos);
+
+  const std::int64_t rows = 37;
+  std::vector<float> x(rows * 8), b(8);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i));
+  for (int j = 0; j < 8; ++j) b[j] = 0.1f * float(j) - 0.3f;
+  // The reference, in double.
+  std::vector<double> y_ref(rows * 8), s_ref(rows);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < 8; ++j) {
+      double acc = b[j];
+      for (int k = 0; k < 8; ++k) acc += double(x[r * 8 + k]) * weights[k * 8 + j];
+      y_ref[r * 8 + j] = std::max(acc, 0.0);
+      s_ref[r] += y_ref[r * 8 + j];
+    }
+  for (const char* name : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(name);
+    device d = std::string(name) == "cpu" ? device::cpu() : device::vulkan();
+    std::vector<float> y(rows * 8), s(rows);
+    exe.run({{"x", view(x.data(), {rows, 8})}, {"b", b}},
+            {{"y", view(y.data(), {rows, 8})}, {"s", s}}, d);
+    std::vector<float> got = module_runner::run_saved(path, x, b, rows, name);
+    ASSERT_EQ(got.size(), y.size() + s.size());
+    // The same plan on the same device: the same bits.
+    EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + y.size()), y);
+    EXPECT_EQ(std::vector<float>(got.begin() + y.size(), got.end()), s);
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(got[i], y_ref[i], 1e-5) << i;
+    for (std::int64_t r = 0; r < rows; ++r) EXPECT_NEAR(got[y.size() + r], s_ref[r], 1e-4) << r;
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Modules, VariablesKeepTheirValuesAndTracesTheirNames) {
+  graph g;
+  auto w = g.variable("w", dtype::i32, {4});
+  auto x = g.input("x", dtype::i32, {4});
+  auto sum = g.trace("sum", g.add(w, x));
+  g.assign(w, sum);
+  g.output("twice", g.mul(sum, g.constant(2, dtype::i32)));
+  set_trace_sink([](const traced_value&) {});
+  executable exe = compile(g);
+  set_trace_sink({});
+  ASSERT_EQ(exe.trace_names(), std::vector<std::string>{"sum"});
+  exe.variable("w").load(std::vector<std::int32_t>{1, 2, 3, 4});
+  std::vector<std::int32_t> xs{10, 20, 30, 40}, twice(4);
+  testing::internal::CaptureStderr();  // (the default sink's lines)
+  exe.run({xs}, {twice}, device::cpu());
+  EXPECT_EQ(twice, (std::vector<std::int32_t>{22, 44, 66, 88}));
+  auto bytes = exe.to_bytes();
+  executable loaded = module::from_bytes(bytes, "saved bytes");
+  std::string lines = testing::internal::GetCapturedStderr();
+  EXPECT_NE(lines.find("'sum' i32[4]: 11, 22, 33, 44"), std::string::npos) << lines;
+  EXPECT_EQ(loaded.trace_names(), std::vector<std::string>{"sum"});
+  EXPECT_TRUE(loaded.assigns_in_place("w"));
+  std::vector<std::int32_t> w_now(4);
+  loaded.variable("w").save(w_now);
+  EXPECT_EQ(w_now, (std::vector<std::int32_t>{11, 22, 33, 44}));
+  EXPECT_FALSE(loaded.variable("w") == exe.variable("w"));  // a copy of the value, not the tensor
+  for (const device& d : {device::cpu(), device::vulkan()}) {
+    testing::internal::CaptureStderr();
+    loaded.run({xs}, {twice}, d);
+    testing::internal::GetCapturedStderr();
+  }
+  loaded.variable("w").save(w_now);
+  EXPECT_EQ(w_now, (std::vector<std::int32_t>{31, 62, 93, 124}));
+  EXPECT_EQ(twice, (std::vector<std::int32_t>{62, 124, 186, 248}));
+}
+
+constexpr auto scaled_softmax =
+    fn<tensor<f32, dyn, 16>, tensor<f32>>([](auto x, auto t) { return softmax<1>(x * t); });
+
+TEST(Modules, AKilnFnSavesToo) {
+  const std::string path = temp_path("fn.kiln");
+  scaled_softmax.save(path);
+  executable loaded = module::load(path);
+  EXPECT_EQ(loaded.input_names(), (std::vector<std::string>{"arg1", "arg2"}));
+  std::vector<float> x(5 * 16), want(x.size()), got(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.7f * float(i));
+  scaled_softmax(view(x.data(), {5, 16}), 1.5f, into(view(want.data(), {5, 16})));
+  loaded.run({view(x.data(), {5, 16}), 1.5f}, {view(got.data(), {5, 16})});
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << i;
+  std::filesystem::remove(path);
+}
+
+#ifdef KILN_RUN_PATH
+// What kiln-run prints and exits with, running `arguments`.
+std::pair<std::string, int> kiln_run(const std::string& arguments) {
+  std::string out_file = temp_path("kiln-run.out");
+  int status = std::system(
+      (std::string(KILN_RUN_PATH) + " " + arguments + " > " + out_file + " 2>&1").c_str());
+  std::ifstream in(out_file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(out_file);
+  return {text, WEXITSTATUS(status)};
+}
+
+TEST(Modules, KilnRunRunsASavedModule) {
+  const std::string module_path = temp_path("run.kiln"), x_path = temp_path("x.npy"),
+                    y_path = temp_path("y.npy");
+  mlp_layer().save(module_path);
+  const std::int64_t rows = 3;
+  std::vector<float> x(rows * 8);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * float(i % 9) - 1.0f;
+  runtime::write_npy(x_path, dtype::f32, {rows, 8}, x.data());
+  auto [sig, sig_status] = kiln_run(module_path + " --signature");
+  EXPECT_EQ(sig_status, 0) << sig;
+  EXPECT_NE(sig.find("input x: f32[?, 8]\ninput b: f32[8]\noutput y: f32[?, 8]\noutput s: f32[?]"),
+            std::string::npos)
+      << sig;
+  for (const char* device : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(device);
+    auto [text, status] = kiln_run(module_path + " --device " + device + " --input x=" + x_path +
+                                   " --input b=8=0,0.5,1,-1,0,0,2,0.25 --output y=" + y_path);
+    ASSERT_EQ(status, 0) << text;
+    std::vector<float> b{0, 0.5f, 1, -1, 0, 0, 2, 0.25f};
+    runtime::npy_array y = runtime::read_npy(y_path);
+    ASSERT_EQ(y.dims, (shape{rows, 8}));
+    std::vector<float> got(rows * 8);
+    std::memcpy(got.data(), y.bytes.data(), y.bytes.size());
+    double s0 = 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < 8; ++j) {
+        double acc = b[j];
+        for (int k = 0; k < 8; ++k) acc += double(x[r * 8 + k]) * weights[k * 8 + j];
+        EXPECT_NEAR(got[r * 8 + j], std::max(acc, 0.0), 1e-5) << r << "," << j;
+        if (r == 0) s0 += std::max(acc, 0.0);
+      }
+    EXPECT_NE(text.find("y: f32[3, 8] = "), std::string::npos) << text;
+    char s_text[32];
+    std::snprintf(s_text, sizeof s_text, "s: f32[3] = %.3g", s0);
+    EXPECT_NE(text.find(std::string(s_text).substr(0, 15)), std::string::npos) << text;
+  }
+  auto [missing, missing_status] = kiln_run(module_path + " --input x=" + x_path);
+  EXPECT_EQ(missing_status, 2);
+  EXPECT_NE(missing.find("input 'b' is not given"), std::string::npos) << missing;
+  auto [wrong, wrong_status] = kiln_run(module_path + " --input x=" + x_path + " --input b=1,2");
+  EXPECT_EQ(wrong_status, 1);
+  EXPECT_NE(wrong.find("argument 2 has extents [2] but the graph declares f32[8]"),
+            std::string::npos)
+      << wrong;
+  auto [damaged, damaged_status] = kiln_run(x_path);  // not a module
+  EXPECT_EQ(damaged_status, 1);
+  EXPECT_NE(damaged.find("not a kiln module"), std::string::npos) << damaged;
+  for (const auto& p : {module_path, x_path, y_path}) std::filesystem::remove(p);
+}
+#endif
+
+TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
+  const std::vector<std::uint8_t> good = mlp_layer().to_bytes();
+  auto load_error = [](std::vector<std::uint8_t> b) {
+    return error_of([&] { module::from_bytes(b, "m.kiln"); });
+  };
+  // Every truncation.
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    std::string e = load_error(std::vector<std::uint8_t>(good.begin(), good.begin() + n));
+    ASSERT_EQ(e.rfind("kiln: module: m.kiln: truncated", 0), 0u) << n << ": " << e;
+  }
+  // Every byte of the payload flipped.
+  for (std::size_t i = 32; i < good.size(); ++i) {
+    auto b = good;
+    b[i] ^= 0x5a;
+    ASSERT_EQ(load_error(b),
+              "kiln: module: m.kiln: corrupt: the checksum does not match its contents")
+        << i;
+  }
+  auto patched = [&](std::size_t at, std::vector<std::uint8_t> with) {
+    auto b = good;
+    std::copy(with.begin(), with.end(), b.begin() + static_cast<std::ptrdiff_t>(at));
+    return b;
+  };
+  EXPECT_EQ(load_error(patched(0, {'N', 'O', 'P', 'E'})),
+            "kiln: module: m.kiln: not a kiln module (its first bytes are not \"KILNMOD\")");
+  EXPECT_EQ(load_error(patched(8, {1, 2, 3, 4})),  // the mark as a big-endian writer stores it
+            "kiln: module: m.kiln: written with the other byte order (big-endian) than this "
+            "machine's");
+  EXPECT_EQ(load_error(patched(12, {2, 0, 0, 0})),
+            "kiln: module: m.kiln: format version 2, but this kiln reads version 1");
+  auto longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(load_error(longer), "kiln: module: m.kiln: 1 bytes after the end of the module");
+  EXPECT_NE(error_of([] { module::load("/nonexistent/m.kiln"); }).find("/nonexistent/m.kiln"),
+            std::string::npos);
+  // Well checksummed, but the plan is broken: every index the runtime follows is checked.
+  auto broken = [&](auto&& change) {
+    runtime::module_contents m = runtime::decode_module(good, "m.kiln");
+    change(m);
+    return load_error(runtime::encode_module(m));
+  };
+  EXPECT_NE(
+      broken([](auto& m) { m.plan.graph.nodes.back().operands[0] = 999; }).find("corrupt plan: %"),
+      std::string::npos);
+  EXPECT_NE(broken([](auto& m) {
+              m.plan.regions[0].args.push_back(77);
+            }).find("corrupt plan: a region's parameter 77 is not below"),
+            std::string::npos);
+  EXPECT_NE(broken([](auto& m) {
+              m.plan.regions[0].results.push_back(5);
+            }).find("corrupt plan: a region's result 5 is not below 2"),
+            std::string::npos);
+  EXPECT_NE(broken([](auto& m) {
+              m.parts.outputs.pop_back();
+            }).find("the names do not match the plan's inputs and outputs"),
+            std::string::npos);
+  EXPECT_NE(broken([](auto& m) {
+              m.parts.constants[0].bytes.pop_back();
+            }).find("a tensor constant's size"),
+            std::string::npos);
+  EXPECT_NE(broken([](auto& m) {
+              m.plan.graph.nodes[0].kind = static_cast<ir::op>(250);
+            }).find("no valid op"),
+            std::string::npos);
+}
+
+}  // namespace

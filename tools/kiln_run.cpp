@@ -1,0 +1,225 @@
+// kiln-run: runs a saved module (executable::save, f.save) from the command line, as
+// iree-run-module does: inputs from .npy files or literals, results printed and written as .npy.
+// It includes <kiln/runtime.hpp> only: a module runs without the compiler.
+//
+//   kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]
+//            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
+//            [--output NAME=FILE.npy]... [--signature]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <kiln/runtime.hpp>
+#include <kiln/runtime/npy.hpp>
+
+namespace {
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "kiln-run: %s\n"
+               "usage: kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
+               "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
+               "         [--output NAME=FILE.npy]... [--signature]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+// A literal: "2.5" (a scalar), "1,2,3" (rank 1), or "2x3=1,2,3,4,5,6" (the extents first).
+kiln::runtime::npy_array parse_literal(const std::string& name, const std::string& text,
+                                       kiln::dtype t) {
+  kiln::runtime::npy_array a;
+  a.type = t;
+  std::string values = text;
+  bool explicit_dims = false;
+  if (auto eq = text.find('='); eq != std::string::npos) {
+    explicit_dims = true;
+    values = text.substr(eq + 1);
+    std::string dims = text.substr(0, eq);
+    std::size_t at = 0;
+    while (at <= dims.size()) {
+      std::size_t end = dims.find('x', at);
+      if (end == std::string::npos) end = dims.size();
+      char* stop = nullptr;
+      long long d = std::strtoll(dims.c_str() + at, &stop, 10);
+      if (stop != dims.c_str() + end || d < 0 || a.dims.rank == kiln::max_rank)
+        usage("input '" + name + "': extents '" + dims + "' are not like 2x3");
+      a.dims.dims[a.dims.rank++] = d;
+      at = end + 1;
+    }
+  }
+  std::vector<double> numbers;
+  std::size_t at = 0;
+  while (at < values.size()) {
+    std::size_t end = values.find(',', at);
+    if (end == std::string::npos) end = values.size();
+    std::string one = values.substr(at, end - at);
+    char* stop = nullptr;
+    double v = one == "true" ? 1 : one == "false" ? 0 : std::strtod(one.c_str(), &stop);
+    if (one != "true" && one != "false" && (one.empty() || *stop != '\0'))
+      usage("input '" + name + "': '" + one + "' is not a number");
+    numbers.push_back(v);
+    at = end + 1;
+  }
+  if (!explicit_dims && numbers.size() != 1) a.dims = kiln::shape{std::int64_t(numbers.size())};
+  if (a.dims.element_count() != static_cast<std::int64_t>(numbers.size()))
+    usage("input '" + name + "': extents " + kiln::to_string(a.dims) + " hold " +
+          std::to_string(a.dims.element_count()) + " elements, " + std::to_string(numbers.size()) +
+          " given");
+  a.bytes.resize(numbers.size() * static_cast<std::size_t>(kiln::size_in_bytes(t)));
+  kiln::visit_dtype(t, [&]<kiln::dtype D>() {
+    using S = kiln::storage_t<D>;
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+      S v{};
+      if constexpr (kiln::is_storage_only(D))
+        v = S(static_cast<float>(numbers[i]));
+      else
+        v = static_cast<S>(numbers[i]);
+      std::memcpy(a.bytes.data() + i * sizeof(S), &v, sizeof(S));
+    }
+  });
+  return a;
+}
+
+// A signature's extents: [2, ?] for a run-time size.
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    out += (i ? ", " : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
+  return out + "]";
+}
+
+std::string values_text(const kiln::runtime::npy_array& a) {
+  std::string out;
+  const std::int64_t n = a.dims.element_count();
+  for (std::int64_t i = 0; i < n && i < 64; ++i) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g",
+                  kiln::runtime::element_as_double(a.type, a.bytes.data(), i));
+    out += (i ? ", " : "") + std::string(text);
+  }
+  if (n > 64) out += ", ... (" + std::to_string(n) + " elements)";
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, device_name = "default";
+  std::map<std::string, std::string> inputs, outputs;
+  bool signature = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) {
+      if (a.size() > std::strlen(flag) && a[std::strlen(flag)] == '=')
+        return a.substr(std::strlen(flag) + 1);
+      if (i + 1 >= argc) usage(std::string(flag) + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto named = [&](const char* flag, std::map<std::string, std::string>& into) {
+      std::string v = value(flag);
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage(std::string(flag) + " takes NAME=...");
+      into[v.substr(0, eq)] = v.substr(eq + 1);
+    };
+    if (a.rfind("--device", 0) == 0)
+      device_name = value("--device");
+    else if (a.rfind("--dump", 0) == 0)
+      setenv("KILN_DUMP_DIR", value("--dump").c_str(), 1);
+    else if (a.rfind("--input", 0) == 0)
+      named("--input", inputs);
+    else if (a.rfind("--output", 0) == 0)
+      named("--output", outputs);
+    else if (a == "--signature")
+      signature = true;
+    else if (a == "--help" || a == "-h")
+      usage("runs a saved kiln module");
+    else if (a.rfind("--", 0) == 0)
+      usage("unknown option " + a);
+    else if (path.empty())
+      path = a;
+    else
+      usage("one module at a time (" + path + ", then " + a + ")");
+  }
+  if (path.empty()) usage("no module given");
+  try {
+    if (device_name == "cpu")
+      setenv("KILN_DEVICE", "cpu", 1);
+    else if (device_name.rfind("vulkan", 0) == 0)
+      setenv("KILN_DEVICE", device_name.c_str(), 1);
+    else if (device_name != "default")
+      usage("--device takes cpu, vulkan or vulkan:N");
+    kiln::executable m = kiln::module::load(path);
+    kiln::signature sig = m.signature();
+    if (signature) {
+      std::printf("%s\n", kiln::to_string(sig).c_str());
+      for (std::size_t k = 0; k < m.input_names().size(); ++k)
+        std::printf("input %s: %s%s\n", m.input_names()[k].c_str(),
+                    std::string(kiln::name(sig.inputs[k].type)).c_str(),
+                    dims_text(sig.inputs[k].dims).c_str());
+      for (std::size_t k = 0; k < m.output_names().size(); ++k)
+        std::printf("output %s: %s%s\n", m.output_names()[k].c_str(),
+                    std::string(kiln::name(sig.results[k].type)).c_str(),
+                    dims_text(sig.results[k].dims).c_str());
+      return 0;
+    }
+    for (const auto& [name, _] : inputs) {
+      bool known = false;
+      for (const auto& n : m.input_names()) known = known || n == name;
+      if (!known) usage("the module has no input named '" + name + "'");
+    }
+    for (const auto& [name, _] : outputs) {
+      bool known = false;
+      for (const auto& n : m.output_names()) known = known || n == name;
+      if (!known) usage("the module has no output named '" + name + "'");
+    }
+    std::vector<kiln::runtime::npy_array> args;
+    std::vector<kiln::shape> dims;
+    for (std::size_t k = 0; k < m.input_names().size(); ++k) {
+      const std::string& name = m.input_names()[k];
+      auto given = inputs.find(name);
+      if (given == inputs.end())
+        usage("input '" + name + "' is not given (--input " + name + "=...)");
+      const std::string& v = given->second;
+      kiln::runtime::npy_array a = v.size() > 4 && v.compare(v.size() - 4, 4, ".npy") == 0
+                                       ? kiln::runtime::read_npy(v)
+                                       : parse_literal(name, v, sig.inputs[k].type);
+      if (a.type != sig.inputs[k].type)
+        usage("input '" + name + "' is " + std::string(kiln::name(a.type)) +
+              " but the module takes " + std::string(kiln::name(sig.inputs[k].type)));
+      dims.push_back(a.dims);
+      args.push_back(std::move(a));
+    }
+    std::vector<kiln::shape> result_dims = m.result_dims(dims);
+    std::vector<kiln::runtime::npy_array> results(result_dims.size());
+    std::vector<kiln::tensor_ref> arg_refs, result_refs;
+    for (auto& a : args)
+      arg_refs.emplace_back(static_cast<const void*>(a.bytes.data()), a.type, a.dims);
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      results[r].type = sig.results[r].type;
+      results[r].dims = result_dims[r];
+      results[r].bytes.resize(
+          std::max<std::size_t>(1, static_cast<std::size_t>(result_dims[r].element_count() *
+                                                            kiln::size_in_bytes(results[r].type))));
+      result_refs.emplace_back(static_cast<void*>(results[r].bytes.data()), results[r].type,
+                               results[r].dims);
+    }
+    m.run(arg_refs, result_refs);
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      const std::string& name = m.output_names()[r];
+      results[r].bytes.resize(static_cast<std::size_t>(result_dims[r].element_count() *
+                                                       kiln::size_in_bytes(results[r].type)));
+      std::printf("%s: %s%s = %s\n", name.c_str(), std::string(kiln::name(results[r].type)).c_str(),
+                  kiln::to_string(results[r].dims).c_str(), values_text(results[r]).c_str());
+      if (auto file = outputs.find(name); file != outputs.end())
+        kiln::runtime::write_npy(file->second, results[r].type, results[r].dims,
+                                 results[r].bytes.data());
+    }
+  } catch (const kiln::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
