@@ -215,6 +215,41 @@ void spirv_emission(benchmark::State& state) {
   state.counters["words"] = static_cast<double>(words);
   state.counters["graph_ops"] = static_cast<double>(p.graph.nodes.size());
 }
+// A chain of `calls` dependent calls on device buffers (each reads the previous one's result):
+// submitted with kiln::after and one host wait at the end, against the same calls made
+// synchronously (each waits for its own). The counter is the synchronous chain's time over the
+// submitted one's: the throughput the asynchronous door buys on this driver.
+void chained_calls_submitted_vs_synchronous(benchmark::State& state) {
+  const auto n = state.range(0);
+  const int calls = static_cast<int>(state.range(1));
+  auto d = device::vulkan();
+  std::vector<float> x(static_cast<std::size_t>(n), 0.5f), y(x.size(), 0.999f), z(x.size(), 0.001f);
+  auto a = d.upload(x), yb = d.upload(y), zb = d.upload(z), b = d.alloc<float>(n);
+  auto submitted = [&] {
+    fence last = relu_fma.on(d).submit(a, yb, zb, into(b));
+    for (int k = 1; k < calls; ++k)
+      last = k % 2 ? relu_fma.on(d).submit(after(last), b, yb, zb, into(a))
+                   : relu_fma.on(d).submit(after(last), a, yb, zb, into(b));
+    last.wait();
+  };
+  auto synchronous = [&] {
+    relu_fma.on(d)(a, yb, zb, into(b));
+    for (int k = 1; k < calls; ++k)
+      if (k % 2)
+        relu_fma.on(d)(b, yb, zb, into(a));
+      else
+        relu_fma.on(d)(a, yb, zb, into(b));
+  };
+  double kiln = measure_kiln(state, submitted, 0, 1);
+  ratio(state, "sync/submitted", synchronous, 1, kiln);
+  state.counters["calls/s"] = calls / kiln;
+}
+BENCHMARK(chained_calls_submitted_vs_synchronous)
+    ->Args({4096, 1000})
+    ->Args({1 << 20, 100})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 BENCHMARK(spirv_emission)->Arg(1)->Arg(30)->Unit(benchmark::kMicrosecond);
 
 // First call of a new kernel: emission plus pipeline creation (a fresh constant each time, so

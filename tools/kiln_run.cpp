@@ -4,16 +4,21 @@
 //
 //   kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
-//            [--output NAME=FILE.npy]... [--signature]
+//            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
+//   kiln-run --list-devices
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kiln/runtime.hpp>
 #include <kiln/runtime/npy.hpp>
+#include <kiln/runtime/vulkan/context.hpp>
 
 namespace {
 
@@ -22,7 +27,8 @@ namespace {
                "kiln-run: %s\n"
                "usage: kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
                "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
-               "         [--output NAME=FILE.npy]... [--signature]\n",
+               "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
+               "       kiln-run --list-devices\n",
                why.c_str());
   std::exit(2);
 }
@@ -91,17 +97,65 @@ std::string dims_text(const std::vector<std::int64_t>& dims) {
   return out + "]";
 }
 
+// numpy's print of an array: nested brackets, and past 1000 elements only the first and last 3
+// along each axis, with "..." between.
+void print_values(std::string& out, const kiln::runtime::npy_array& a, int axis,
+                  std::int64_t offset, bool summarize) {
+  if (a.dims.rank == 0 || axis == a.dims.rank) {
+    char text[32];
+    double v = kiln::runtime::element_as_double(a.type, a.bytes.data(), offset);
+    if (a.type == kiln::dtype::boolean)
+      std::snprintf(text, sizeof text, "%s", v != 0 ? "True" : "False");
+    else
+      std::snprintf(text, sizeof text, "%.7g", v);
+    out += text;
+    return;
+  }
+  std::int64_t n = a.dims.dims[axis], stride = 1;
+  for (int i = axis + 1; i < a.dims.rank; ++i) stride *= a.dims.dims[i];
+  out += "[";
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 6 && i == 3) {
+      out += axis + 1 == a.dims.rank ? "..., " : "...,\n" + std::string(axis + 1, ' ');
+      i = n - 3;
+    }
+    print_values(out, a, axis + 1, offset + i * stride, summarize);
+    if (i + 1 < n) out += axis + 1 == a.dims.rank ? ", " : ",\n" + std::string(axis + 1, ' ');
+  }
+  out += "]";
+}
+
 std::string values_text(const kiln::runtime::npy_array& a) {
   std::string out;
-  const std::int64_t n = a.dims.element_count();
-  for (std::int64_t i = 0; i < n && i < 64; ++i) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.9g",
-                  kiln::runtime::element_as_double(a.type, a.bytes.data(), i));
-    out += (i ? ", " : "") + std::string(text);
-  }
-  if (n > 64) out += ", ... (" + std::to_string(n) + " elements)";
+  print_values(out, a, 0, 0, a.dims.element_count() > 1000);
   return out;
+}
+
+// Each device with the limits and features kiln plans its kernels for.
+void list_devices() {
+  std::printf("cpu: the host, %u hardware threads\n", std::thread::hardware_concurrency());
+  for (int i = 0;; ++i) {
+    kiln::device d = kiln::device::cpu();
+    try {
+      d = kiln::device::vulkan(i);
+    } catch (const kiln::error&) {
+      if (i == 0) std::printf("(no Vulkan device)\n");
+      return;
+    }
+    const kiln::spirv::target& t = d.context()->target();
+    auto yes = [](bool b) { return b ? "yes" : "no"; };
+    std::printf(
+        "%s\n  Vulkan %u.%u, subgroup %u, workgroup <= %u invocations, shared memory %u bytes,\n"
+        "  %u storage buffers per stage, buffers up to %llu bytes, offset alignment %llu,\n"
+        "  float64 %s, int64 %s, subgroup arithmetic %s, memory shared with the host %s,\n"
+        "  matmul tile %ux%u\n",
+        d.name().c_str(), t.vulkan_version >> 22, (t.vulkan_version >> 12) & 0x3ff, t.subgroup_size,
+        t.max_workgroup_size_x, t.shared_memory_bytes, t.max_storage_buffers,
+        static_cast<unsigned long long>(t.max_storage_buffer_range),
+        static_cast<unsigned long long>(d.context()->storage_offset_alignment()), yes(t.float64),
+        yes(t.int64), yes(t.subgroup_arithmetic), yes(d.context()->unified()), t.gemm().rows(),
+        t.gemm().cols());
+  }
 }
 
 }  // namespace
@@ -110,6 +164,7 @@ int main(int argc, char** argv) {
   std::string path, device_name = "default";
   std::map<std::string, std::string> inputs, outputs;
   bool signature = false;
+  int benchmark = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) {
@@ -134,7 +189,20 @@ int main(int argc, char** argv) {
       named("--output", outputs);
     else if (a == "--signature")
       signature = true;
-    else if (a == "--help" || a == "-h")
+    else if (a.rfind("--benchmark", 0) == 0) {
+      std::string n = value("--benchmark");
+      char* stop = nullptr;
+      benchmark = static_cast<int>(std::strtol(n.c_str(), &stop, 10));
+      if (*stop != '\0' || benchmark < 1) usage("--benchmark takes a count of calls, got " + n);
+    } else if (a == "--list-devices") {
+      try {
+        list_devices();
+      } catch (const kiln::error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+      }
+      return 0;
+    } else if (a == "--help" || a == "-h")
       usage("runs a saved kiln module");
     else if (a.rfind("--", 0) == 0)
       usage("unknown option " + a);
@@ -207,6 +275,19 @@ int main(int argc, char** argv) {
                                results[r].dims);
     }
     m.run(arg_refs, result_refs);
+    if (benchmark > 0) {  // after the first call (kernels built, memory planned)
+      std::vector<double> us;
+      for (int k = 0; k < benchmark; ++k) {
+        auto t0 = std::chrono::steady_clock::now();
+        m.run(arg_refs, result_refs);
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::sort(us.begin(), us.end());
+      std::printf("benchmark: %d calls, min %.1f us, median %.1f us, max %.1f us\n", benchmark,
+                  us.front(), us[us.size() / 2], us.back());
+    }
     for (std::size_t r = 0; r < results.size(); ++r) {
       const std::string& name = m.output_names()[r];
       results[r].bytes.resize(static_cast<std::size_t>(result_dims[r].element_count() *

@@ -27,6 +27,9 @@ KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
                                      std::span<const runtime::buffer_ref> args,
                                      std::span<const runtime::buffer_ref> results,
                                      const workspace& ws, const submission_order* order);
+// A failed compile(): with KILN_REPRO_DIR set, the graph and the error written to a fresh folder
+// there, and e thrown again naming it; else e.
+[[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e);
 // Gives kiln::fn what only this door has (function.hpp, detail::fn_door), once per program.
 inline const bool fn_door_given = [] {
   fn_door_services = {&compile_traced_fn, &run_traced_fn, &save_fn};
@@ -76,7 +79,13 @@ inline executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> c
     parts.variables.push_back({v.name, moved_to[v.arg], assigned, {}});
   }
   parts.traces = runtime::expose_traces(ir);
-  return executable(compiler::compile(ir, opt), ir, std::move(parts), prefix);
+  compiler::plan plan;
+  try {
+    plan = compiler::compile(ir, opt);
+  } catch (const error& e) {
+    compile_failed(ir, e);
+  }
+  return executable(std::move(plan), ir, std::move(parts), prefix);
 }
 }  // namespace detail
 
@@ -115,6 +124,15 @@ inline result<executable> try_compile(const graph& g, compiler::options opt = {}
 namespace kiln {
 
 namespace detail {
+[[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e) {
+  const std::string folder = runtime::reproducer_folder("graph");
+  if (folder.empty()) throw e;
+  for (const auto& [file, body] : {std::pair<std::string, std::string>{"graph.ir", ir::print(ir)},
+                                   {"error.txt", std::string(e.what()) + "\n"}})
+    runtime::write_reproducer_file(folder, file, body.data(), body.size());
+  runtime::rethrow_naming(e, folder);
+}
+
 KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& traced,
                                           int parameters, int results) {
   runtime::function_parts parts;

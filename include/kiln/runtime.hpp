@@ -20,6 +20,7 @@
 #include "kiln/runtime/execute.hpp"
 #include "kiln/runtime/module_format.hpp"
 #include "kiln/runtime/program.hpp"
+#include "kiln/runtime/reproducer.hpp"
 #include "kiln/runtime/trace.hpp"
 #include "kiln/runtime/variable.hpp"
 
@@ -212,6 +213,11 @@ class executable {
   KILN_RUNTIME_API fence run_on(const device& d, std::span<const tensor_ref> given_args,
                                 std::span<const tensor_ref> given_results, const workspace& ws,
                                 const submission_order* order = nullptr) const;
+  // With KILN_REPRO_DIR set, writes what reproduces a failed call (the module, the arguments as
+  // .npy, the plan, the kernels emitted so far, the device, a kiln-run command) to a fresh folder
+  // there and throws e again naming it; else returns.
+  KILN_RUNTIME_API void write_reproducer(const device& d, std::span<const tensor_ref> given_args,
+                                         const error& e) const;
   // The state, or a clear error for a moved-from executable (whose state went with the move).
   KILN_RUNTIME_API state& st() const;
 
@@ -233,6 +239,7 @@ using module = executable;
 #include <mutex>
 
 #include "kiln/runtime/cpu/interpreted.hpp"
+#include "kiln/runtime/npy.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
 namespace kiln {
@@ -540,9 +547,58 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
                      const std::vector<bool>* only, const runtime::arena& transients) {
     cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only, transients);
   };
-  runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);
+  try {
+    runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);
+  } catch (const error& e) {
+    write_reproducer(d, given_args, e);  // rethrows naming it, where KILN_REPRO_DIR is set
+    throw;
+  }
   finish();
   return {};
+}
+
+KILN_RUNTIME_API void executable::write_reproducer(const device& d,
+                                                   std::span<const tensor_ref> given_args,
+                                                   const error& e) const {
+  const std::string folder = runtime::reproducer_folder(name());
+  if (folder.empty()) return;
+  auto text = [&](const std::string& file, const std::string& body) {
+    runtime::write_reproducer_file(folder, file, body.data(), body.size());
+  };
+  text("error.txt", std::string(e.what()) + "\n");
+  std::string device_name = d.name();  // "vulkan:0 (llvmpipe ...)": kiln-run takes "vulkan:0"
+  text("device.txt", device_name + "\n");
+  device_name = device_name.substr(0, device_name.find(' '));
+  text("plan.txt", compiler::print(plan()));
+  std::vector<spirv::kernel> emitted = kernels();
+  for (std::size_t k = 0; k < emitted.size(); ++k)
+    runtime::write_reproducer_file(folder, "kernel-" + std::to_string(k) + ".spv",
+                                   emitted[k].code.data(),
+                                   emitted[k].code.size() * sizeof(std::uint32_t));
+  std::string command = "kiln-run module.kiln --device " + device_name;
+  try {
+    save(folder + "/module.kiln");
+    const ir::graph& g = plan().graph;
+    for (std::size_t a = 0; a < given_args.size(); ++a) {
+      const runtime::buffer_ref& r = given_args[a].ref;
+      const shape dims = runtime::argument_dims(r, g.inputs[st().parameters[a]].dims);
+      const std::size_t bytes =
+          static_cast<std::size_t>(dims.element_count() * size_in_bytes(given_args[a].type));
+      std::vector<std::uint8_t> host(bytes);
+      if (r.memory)
+        r.memory->read(host.data(), bytes, static_cast<std::size_t>(r.offset));
+      else if (bytes)
+        std::memcpy(host.data(), r.data, bytes);
+      const std::string file = std::to_string(a + 1) + "-" + st().inputs[a] + ".npy";
+      runtime::write_npy(folder + "/" + file, given_args[a].type, dims, host.data());
+      command += " --input '" + st().inputs[a] + "=" + file + "'";
+    }
+  } catch (const error&) {
+    command = "# the module or an argument could not be written: " + command;
+  }
+  text("command.sh", "#!/bin/sh\n# Reproduces: " + std::string(e.what()) +
+                         "\ncd \"$(dirname \"$0\")\" && " + command + "\n");
+  runtime::rethrow_naming(e, folder);
 }
 
 KILN_RUNTIME_API kiln::variable executable::variable(std::string_view name) const {

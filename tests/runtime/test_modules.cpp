@@ -187,29 +187,40 @@ TEST(Modules, KilnRunRunsASavedModule) {
   EXPECT_NE(sig.find("input x: f32[?, 8]\ninput b: f32[8]\noutput y: f32[?, 8]\noutput s: f32[?]"),
             std::string::npos)
       << sig;
+  executable exe = module::load(module_path);
+  std::vector<float> b{0, 0.5f, 1, -1, 0, 0, 2, 0.25f};
   for (const char* device : {"cpu", "vulkan"}) {
     SCOPED_TRACE(device);
-    auto [text, status] = kiln_run(module_path + " --device " + device + " --input x=" + x_path +
-                                   " --input b=8=0,0.5,1,-1,0,0,2,0.25 --output y=" + y_path);
+    auto [text, status] =
+        kiln_run(module_path + " --device " + device + " --input x=" + x_path +
+                 " --input b=8=0,0.5,1,-1,0,0,2,0.25 --output y=" + y_path + " --benchmark 3");
     ASSERT_EQ(status, 0) << text;
-    std::vector<float> b{0, 0.5f, 1, -1, 0, 0, 2, 0.25f};
     runtime::npy_array y = runtime::read_npy(y_path);
     ASSERT_EQ(y.dims, (shape{rows, 8}));
     std::vector<float> got(rows * 8);
     std::memcpy(got.data(), y.bytes.data(), y.bytes.size());
-    double s0 = 0;
+    // The same bits as the module run in this process on that device, and the reference.
+    std::vector<float> here(rows * 8), s(rows);
+    exe.run({view(x.data(), {rows, 8}), b}, {view(here.data(), {rows, 8}), s},
+            std::string(device) == "cpu" ? device::cpu() : device::vulkan());
+    EXPECT_EQ(got, here);
     for (std::int64_t r = 0; r < rows; ++r)
       for (int j = 0; j < 8; ++j) {
         double acc = b[j];
         for (int k = 0; k < 8; ++k) acc += double(x[r * 8 + k]) * weights[k * 8 + j];
         EXPECT_NEAR(got[r * 8 + j], std::max(acc, 0.0), 1e-5) << r << "," << j;
-        if (r == 0) s0 += std::max(acc, 0.0);
       }
-    EXPECT_NE(text.find("y: f32[3, 8] = "), std::string::npos) << text;
-    char s_text[32];
-    std::snprintf(s_text, sizeof s_text, "s: f32[3] = %.3g", s0);
-    EXPECT_NE(text.find(std::string(s_text).substr(0, 15)), std::string::npos) << text;
+    EXPECT_NE(text.find("y: f32[3, 8] = [["), std::string::npos) << text;
+    char s_text[64];
+    std::snprintf(s_text, sizeof s_text, "s: f32[3] = [%.7g, %.7g, %.7g]", s[0], s[1], s[2]);
+    EXPECT_NE(text.find(s_text), std::string::npos) << s_text << "\n" << text;
+    EXPECT_NE(text.find("benchmark: 3 calls, min "), std::string::npos) << text;
   }
+  auto [devices, devices_status] = kiln_run("--list-devices");
+  EXPECT_EQ(devices_status, 0) << devices;
+  EXPECT_NE(devices.find("cpu: the host"), std::string::npos) << devices;
+  EXPECT_NE(devices.find("vulkan:0 ("), std::string::npos) << devices;
+  EXPECT_NE(devices.find("storage buffers per stage"), std::string::npos) << devices;
   auto [missing, missing_status] = kiln_run(module_path + " --input x=" + x_path);
   EXPECT_EQ(missing_status, 2);
   EXPECT_NE(missing.find("input 'b' is not given"), std::string::npos) << missing;
@@ -223,7 +234,72 @@ TEST(Modules, KilnRunRunsASavedModule) {
   EXPECT_NE(damaged.find("not a kiln module"), std::string::npos) << damaged;
   for (const auto& p : {module_path, x_path, y_path}) std::filesystem::remove(p);
 }
+
+// With KILN_REPRO_DIR set, a call that fails leaves its module, arguments and a kiln-run command
+// there, and its error names the folder; the command fails the same way.
+TEST(Modules, AFailedCallLeavesAReproducer) {
+  const std::string root = temp_path("repro");
+  std::filesystem::remove_all(root);
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn, dyn});
+  g.output("i", g.argmax(x, 1, false));
+  executable exe = compile(g);
+  std::vector<float> empty;  // 3 x 0: argmax has no index to give
+  std::vector<std::int64_t> out(3);
+  const std::string plain = error_of([&] {
+    exe.run({view(empty.data(), {3, 0})}, {out}, device::cpu());
+  });
+  ASSERT_NE(plain, "no error");
+  EXPECT_EQ(plain.find("reproducer"), std::string::npos);  // KILN_REPRO_DIR unset: nothing
+  setenv("KILN_REPRO_DIR", root.c_str(), 1);
+  const std::string named = error_of([&] {
+    exe.run({view(empty.data(), {3, 0})}, {out}, device::cpu());
+  });
+  unsetenv("KILN_REPRO_DIR");
+  const std::string folder = root + "/" + exe.name() + "-";
+  ASSERT_EQ(named.rfind(plain + " (reproducer: " + folder, 0), 0u) << named;
+  std::string where = named.substr(plain.size() + std::string(" (reproducer: ").size());
+  where.pop_back();  // the closing parenthesis
+  for (const char* file :
+       {"module.kiln", "1-x.npy", "plan.txt", "error.txt", "device.txt", "command.sh"})
+    EXPECT_TRUE(std::filesystem::exists(where + "/" + file)) << file;
+  EXPECT_EQ(module::load(where + "/module.kiln").name(), exe.name());
+  EXPECT_EQ(runtime::read_npy(where + "/1-x.npy").dims, (shape{3, 0}));
+  std::ifstream command_file(where + "/command.sh");
+  std::string command((std::istreambuf_iterator<char>(command_file)),
+                      std::istreambuf_iterator<char>());
+  EXPECT_NE(command.find("kiln-run module.kiln --device cpu --input 'x=1-x.npy'"),
+            std::string::npos)
+      << command;
+  auto [again, status] =
+      kiln_run(where + "/module.kiln --device cpu --input x=" + where + "/1-x.npy");
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(again.find(plain.substr(plain.find(": ", 6))), std::string::npos) << again;
+  std::filesystem::remove_all(root);
+}
 #endif
+
+constexpr auto with_tables = fn<tensor<f32, dyn, 4>>([](auto x) {
+  return x * table<float, 4>{{0.5f, -1.0f, 2.0f, 0.25f}} + table<float, 1, 1>{{10}};
+});
+
+// A kiln::fn's tables become the executable's tensor constants (compile(f)) and the module's.
+TEST(Modules, TablesTravelWithTheFunction) {
+  std::vector<float> x(12), want(12), compiled(12), loaded(12);
+  for (int i = 0; i < 12; ++i) x[i] = float(i) - 5;
+  with_tables(view(x.data(), {3, 4}), into(view(want.data(), {3, 4})));
+  const float scale[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(want[i], x[i] * scale[i % 4] + 10) << i;
+  executable exe = compile(with_tables);
+  EXPECT_EQ(exe.input_names(), std::vector<std::string>{"arg1"});
+  exe.run({view(x.data(), {3, 4})}, {view(compiled.data(), {3, 4})});
+  EXPECT_EQ(compiled, want);
+  const std::string path = temp_path("tables.kiln");
+  with_tables.save(path);
+  module::load(path).run({view(x.data(), {3, 4})}, {view(loaded.data(), {3, 4})});
+  EXPECT_EQ(loaded, want);
+  std::filesystem::remove(path);
+}
 
 TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
   const std::vector<std::uint8_t> good = mlp_layer().to_bytes();
