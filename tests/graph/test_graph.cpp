@@ -10,6 +10,7 @@
 #include <kiln/executable.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
 
+#include "../support/errors.hpp"
 #include "../support/reference.hpp"
 
 using namespace kiln;
@@ -254,17 +255,6 @@ TEST(Graph, CopiesShareTheCompiledKernels) {
   EXPECT_EQ(a.name().rfind("graph-", 0), 0u);
   EXPECT_EQ(a.input_names(), (std::vector<std::string>{"x", "w", "b"}));
   EXPECT_EQ(a.output_names(), (std::vector<std::string>{"y", "positive"}));
-}
-
-// The message of the kiln::error f throws (empty when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(GraphErrors, BuildingNamesTheOpAndTheShapes) {

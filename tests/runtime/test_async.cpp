@@ -105,6 +105,31 @@ TEST(Async, DependentCallsChainOnEachDevice) {
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] * 2.0f + 1.0f) << i;
 }
 
+constexpr auto plus_one = fn<tensor<i32, dyn>>([](auto x) { return x + 1; });
+
+// 1,000 dependent submissions on device buffers, ping-ponging between two buffers, with one host
+// wait at the end: every element must have gained exactly 1,000 (a call that ran before the one
+// it waits for would read a stale buffer and lose steps).
+TEST(Async, AThousandChainedSubmissionsWithOneHostWait) {
+  std::vector<std::int32_t> x(4096), want(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<std::int32_t>(i * 7) - 9000;
+    want[i] = x[i] + 1000;
+  }
+  for (const device& d : devices()) {
+    SCOPED_TRACE(d.name());
+    buffer<std::int32_t> a = d.upload(x), b = d.alloc<std::int32_t>(4096);
+    fence last = plus_one.on(d).submit(a, into(b));
+    for (int k = 1; k < 1000; ++k)
+      last = k % 2 ? plus_one.on(d).submit(after(last), b, into(a))
+                   : plus_one.on(d).submit(after(last), a, into(b));
+    last.wait();
+    std::vector<std::int32_t> got(4096);
+    a.download(got);  // the 1,000th call (k = 999) wrote a
+    EXPECT_EQ(got, want);
+  }
+}
+
 // Without after(), calls on one device still run in submission order: the second reads what the
 // first wrote, and a synchronous call (submit + wait) comes after both.
 TEST(Async, CallsOnADeviceRunInSubmissionOrder) {
