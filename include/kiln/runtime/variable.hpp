@@ -138,12 +138,20 @@ KILN_RUNTIME_API void variable::check_host(dtype t, std::size_t count, const cha
                     ") but the host data has " + std::to_string(count));
 }
 
+namespace detail {
+// The byte count of a load or a save, against the variable's.
+inline void check_variable_bytes(const std::string& name, std::size_t have, std::size_t given,
+                                 const char* what) {
+  if (given != have)
+    throw error(
+        errc::shape_mismatch, std::string("variable::") + what,
+        "'" + name + "' holds " + std::to_string(have) + " bytes, got " + std::to_string(given));
+}
+}  // namespace detail
+
 KILN_RUNTIME_API void variable::load_bytes(const void* data, std::size_t bytes) {
   std::lock_guard lock(s_->mutex);
-  if (bytes != s_->bytes)
-    throw error(errc::shape_mismatch, "variable::load",
-                "'" + s_->name + "' holds " + std::to_string(s_->bytes) + " bytes, got " +
-                    std::to_string(bytes));
+  detail::check_variable_bytes(s_->name, s_->bytes, bytes, "load");
   if (s_->memory)
     s_->memory->write(data, bytes, 0);
   else if (bytes)
@@ -152,10 +160,7 @@ KILN_RUNTIME_API void variable::load_bytes(const void* data, std::size_t bytes) 
 
 KILN_RUNTIME_API void variable::save_bytes(void* data, std::size_t bytes) const {
   std::lock_guard lock(s_->mutex);
-  if (bytes != s_->bytes)
-    throw error(errc::shape_mismatch, "variable::save",
-                "'" + s_->name + "' holds " + std::to_string(s_->bytes) + " bytes, got " +
-                    std::to_string(bytes));
+  detail::check_variable_bytes(s_->name, s_->bytes, bytes, "save");
   if (s_->memory)
     s_->memory->read(data, bytes, 0);
   else if (bytes)
