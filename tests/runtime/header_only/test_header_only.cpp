@@ -17,6 +17,26 @@ namespace {
 
 constexpr auto softplus = fn<tensor<f32, dyn>>([](auto x) { return log(1.f + exp(x)); });
 
+// A kiln::fn's trace points reach the run-time door (executable.hpp sets detail::fn_door at
+// static initialization) in a header-only program too.
+constexpr auto traced_softplus =
+    fn<tensor<f32, dyn>>([](auto x) { return log(1.f + trace("e", exp(x))); });
+
+TEST(HeaderOnly, TracedFunctionsReachTheRunTimeDoor) {
+  std::vector<float> x{-1.f, 0.f, 2.f}, y(3), traced;
+  set_trace_sink([&](const traced_value& v) {
+    const auto* data = static_cast<const float*>(v.data);
+    traced.assign(data, data + v.dims.element_count());
+  });
+  traced_softplus.on(device::cpu())(x, into(y));
+  set_trace_sink({});
+  ASSERT_EQ(traced.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(traced[i], std::exp(x[i]), 1e-6 * std::exp(x[i])) << i;
+    EXPECT_NEAR(y[i], std::log1p(std::exp(x[i])), 3e-6) << i;
+  }
+}
+
 TEST(HeaderOnly, FunctionsRunOnVulkanAndCpu) {
   std::vector<float> x(3001), vk(x.size()), cpu(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = -6.f + 0.004f * float(i);
