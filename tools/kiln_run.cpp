@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <kiln/runtime.hpp>
+#include <kiln/runtime/constants.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
 
@@ -74,27 +75,10 @@ kiln::runtime::npy_array parse_literal(const std::string& name, const std::strin
     usage("input '" + name + "': extents " + kiln::to_string(a.dims) + " hold " +
           std::to_string(a.dims.element_count()) + " elements, " + std::to_string(numbers.size()) +
           " given");
-  a.bytes.resize(numbers.size() * static_cast<std::size_t>(kiln::size_in_bytes(t)));
-  kiln::visit_dtype(t, [&]<kiln::dtype D>() {
-    using S = kiln::storage_t<D>;
-    for (std::size_t i = 0; i < numbers.size(); ++i) {
-      S v{};
-      if constexpr (kiln::is_storage_only(D))
-        v = S(static_cast<float>(numbers[i]));
-      else
-        v = static_cast<S>(numbers[i]);
-      std::memcpy(a.bytes.data() + i * sizeof(S), &v, sizeof(S));
-    }
-  });
+  std::vector<kiln::scalar> elements;  // with kiln's cast rules (truncate, saturate)
+  for (double v : numbers) elements.push_back(kiln::scalar::of_float(t, v));
+  a.bytes = kiln::runtime::tensor_bytes(t, elements);
   return a;
-}
-
-// A signature's extents: [2, ?] for a run-time size.
-std::string dims_text(const std::vector<std::int64_t>& dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    out += (i ? ", " : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
-  return out + "]";
 }
 
 // numpy's print of an array: nested brackets, and past 1000 elements only the first and last 3
@@ -223,14 +207,15 @@ int main(int argc, char** argv) {
     kiln::signature sig = m.signature();
     if (signature) {
       std::printf("%s\n", kiln::to_string(sig).c_str());
+      const kiln::ir::graph& g = m.plan().graph;
       for (std::size_t k = 0; k < m.input_names().size(); ++k)
-        std::printf("input %s: %s%s\n", m.input_names()[k].c_str(),
-                    std::string(kiln::name(sig.inputs[k].type)).c_str(),
-                    dims_text(sig.inputs[k].dims).c_str());
-      for (std::size_t k = 0; k < m.output_names().size(); ++k)
+        std::printf("input %s: %s\n", m.input_names()[k].c_str(),
+                    kiln::runtime::declared_text(g.inputs[k]).c_str());
+      for (std::size_t k = 0; k < m.output_names().size(); ++k) {
+        const kiln::ir::node& n = g.nodes[g.outputs[k]];
         std::printf("output %s: %s%s\n", m.output_names()[k].c_str(),
-                    std::string(kiln::name(sig.results[k].type)).c_str(),
-                    dims_text(sig.results[k].dims).c_str());
+                    std::string(kiln::name(n.type)).c_str(), kiln::to_string(n.dims).c_str());
+      }
       return 0;
     }
     for (const auto& [name, _] : inputs) {

@@ -129,15 +129,21 @@ namespace detail {
   if (folder.empty()) throw e;
   for (const auto& [file, body] : {std::pair<std::string, std::string>{"graph.ir", ir::print(ir)},
                                    {"error.txt", std::string(e.what()) + "\n"}})
-    runtime::write_reproducer_file(folder, file, body.data(), body.size());
+    runtime::write_file(folder + "/" + file, body.data(), body.size());
   runtime::rethrow_naming(e, folder);
+}
+
+// A kiln::fn's parts as the run-time door names them: inputs "arg1", ..., results "result1", ...
+inline runtime::function_parts fn_names(int parameters, int results) {
+  runtime::function_parts parts;
+  for (int a = 1; a <= parameters; ++a) parts.inputs.push_back("arg" + std::to_string(a));
+  for (int r = 1; r <= results; ++r) parts.outputs.push_back("result" + std::to_string(r));
+  return parts;
 }
 
 KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& traced,
                                           int parameters, int results) {
-  runtime::function_parts parts;
-  for (int a = 1; a <= parameters; ++a) parts.inputs.push_back("arg" + std::to_string(a));
-  for (int r = 1; r <= results; ++r) parts.outputs.push_back("result" + std::to_string(r));
+  runtime::function_parts parts = fn_names(parameters, results);
   // The function's tables (kiln::table), its last inputs, as the executable's tensor constants.
   for (const ir::tensor_data& t : plan.graph.tensors)
     parts.constants.push_back(
@@ -148,11 +154,9 @@ KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& 
 
 KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const ir::graph& traced,
                                                                int parameters, int results) {
-  std::vector<std::string> inputs, outputs;
-  for (int a = 1; a <= parameters; ++a) inputs.push_back("arg" + std::to_string(a));
-  for (int r = 1; r <= results; ++r) outputs.push_back("result" + std::to_string(r));
+  runtime::function_parts names = fn_names(parameters, results);
   return std::make_shared<const executable>(
-      compile_ir(traced, {}, {}, std::move(inputs), std::move(outputs), {}, "fn"));
+      compile_ir(traced, {}, {}, std::move(names.inputs), std::move(names.outputs), {}, "fn"));
 }
 
 KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const ir::graph& traced, int parameters,

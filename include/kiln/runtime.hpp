@@ -293,6 +293,15 @@ struct executable::state {
   std::vector<cpu::tile_program> cpu;
   runtime::constant_uploads uploads;
 
+  // Variable `name`, or the error naming the function (callers that read or replace its value
+  // hold variables_mutex).
+  variable_use& find_variable(std::string_view name) {
+    for (auto& v : variables)
+      if (v.name == name) return v;
+    throw error(errc::invalid_argument, program.name(),
+                "has no variable named '" + std::string(name) + "'");
+  }
+
   // Constant c as an argument on device d.
   runtime::buffer_ref constant_ref(const device& d, std::size_t c) {
     return uploads.ref(d, c, constant_bytes, program.plan().graph.inputs[constant_args[c]].dims);
@@ -471,7 +480,7 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
     args[st().constant_args[c]] = st().constant_ref(d, c);
   // Variables: read in their memory on d (moved there first if they were elsewhere).
   std::vector<state::variable_use> variables;
-  {
+  if (!st().variables.empty()) {  // (the list never changes length; share_variable, its values)
     std::lock_guard lock(st().variables_mutex);
     variables = st().variables;
   }
@@ -563,7 +572,7 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
   const std::string folder = runtime::reproducer_folder(name());
   if (folder.empty()) return;
   auto text = [&](const std::string& file, const std::string& body) {
-    runtime::write_reproducer_file(folder, file, body.data(), body.size());
+    runtime::write_file(folder + "/" + file, body.data(), body.size());
   };
   text("error.txt", std::string(e.what()) + "\n");
   std::string device_name = d.name();  // "vulkan:0 (llvmpipe ...)": kiln-run takes "vulkan:0"
@@ -572,9 +581,8 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
   text("plan.txt", compiler::print(plan()));
   std::vector<spirv::kernel> emitted = kernels();
   for (std::size_t k = 0; k < emitted.size(); ++k)
-    runtime::write_reproducer_file(folder, "kernel-" + std::to_string(k) + ".spv",
-                                   emitted[k].code.data(),
-                                   emitted[k].code.size() * sizeof(std::uint32_t));
+    runtime::write_file(folder + "/kernel-" + std::to_string(k) + ".spv", emitted[k].code.data(),
+                        emitted[k].code.size() * sizeof(std::uint32_t));
   std::string command = "kiln-run module.kiln --device " + device_name;
   try {
     save(folder + "/module.kiln");
@@ -603,27 +611,19 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
 
 KILN_RUNTIME_API kiln::variable executable::variable(std::string_view name) const {
   std::lock_guard lock(st().variables_mutex);
-  for (const auto& v : st().variables)
-    if (v.name == name) return v.value;
-  throw error(errc::invalid_argument, st().program.name(),
-              "has no variable named '" + std::string(name) + "'");
+  return st().find_variable(name).value;
 }
 
 KILN_RUNTIME_API void executable::share_variable(std::string_view name,
                                                  const kiln::variable& given) const {
   std::lock_guard lock(st().variables_mutex);
-  for (auto& v : st().variables) {
-    if (v.name != name) continue;
-    if (given.type() != v.value.type() || !(given.dims() == v.value.dims()))
-      throw error(errc::dtype_mismatch, st().program.name(),
-                  "variable '" + v.name + "' is " + std::string(kiln::name(v.value.type())) +
-                      to_string(v.value.dims()) + " but the one given ('" + given.name() +
-                      "') is " + std::string(kiln::name(given.type())) + to_string(given.dims()));
-    v.value = given;
-    return;
-  }
-  throw error(errc::invalid_argument, st().program.name(),
-              "has no variable named '" + std::string(name) + "'");
+  state::variable_use& v = st().find_variable(name);
+  if (given.type() != v.value.type() || !(given.dims() == v.value.dims()))
+    throw error(errc::dtype_mismatch, st().program.name(),
+                "variable '" + v.name + "' is " + std::string(kiln::name(v.value.type())) +
+                    to_string(v.value.dims()) + " but the one given ('" + given.name() + "') is " +
+                    std::string(kiln::name(given.type())) + to_string(given.dims()));
+  v.value = given;
 }
 
 KILN_RUNTIME_API std::vector<std::string> executable::variable_names() const {
@@ -633,10 +633,8 @@ KILN_RUNTIME_API std::vector<std::string> executable::variable_names() const {
 }
 
 KILN_RUNTIME_API bool executable::assigns_in_place(std::string_view name) const {
-  for (const auto& v : st().variables)
-    if (v.name == name) return v.assigned >= 0 && v.in_place;
-  throw error(errc::invalid_argument, st().program.name(),
-              "has no variable named '" + std::string(name) + "'");
+  const state::variable_use& v = st().find_variable(name);  // (name and in_place never change)
+  return v.assigned >= 0 && v.in_place;
 }
 
 KILN_RUNTIME_API executable::state& executable::st() const {

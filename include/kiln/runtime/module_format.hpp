@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/compiler/plan.hpp"
+#include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 
 namespace kiln::runtime {
@@ -55,7 +56,6 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
 
 // The definitions behind the declarations above (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
-#include <bit>
 #include <cstring>
 
 #include "kiln/ir/verify.hpp"
@@ -66,12 +66,6 @@ namespace detail {
 constexpr char module_magic[8] = {'K', 'I', 'L', 'N', 'M', 'O', 'D', '\0'};
 constexpr std::uint32_t byte_order_mark = 0x01020304;
 constexpr std::size_t module_header_bytes = 32;
-
-inline std::uint64_t fnv1a(std::span<const std::uint8_t> bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
-  return h;
-}
 
 class module_writer {
  public:
@@ -345,7 +339,7 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
   std::vector<std::uint8_t> file(detail::module_header_bytes);
   std::memcpy(file.data(), detail::module_magic, 8);
   std::uint32_t bom = detail::byte_order_mark, version = module_format_version;
-  std::uint64_t size = w.out.size(), sum = detail::fnv1a(w.out);
+  std::uint64_t size = w.out.size(), sum = kiln::detail::fnv1a(w.out);
   std::memcpy(file.data() + 8, &bom, 4);
   std::memcpy(file.data() + 12, &version, 4);
   std::memcpy(file.data() + 16, &size, 8);
@@ -385,7 +379,8 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
                            " payload bytes, the file has " + std::to_string(have)
                      : std::to_string(have - size) + " bytes after the end of the module");
   auto payload = bytes.subspan(detail::module_header_bytes);
-  if (detail::fnv1a(payload) != sum) fail("corrupt: the checksum does not match its contents");
+  if (kiln::detail::fnv1a(payload) != sum)
+    fail("corrupt: the checksum does not match its contents");
 
   detail::module_reader r(payload, source);
   module_contents m;

@@ -1,7 +1,8 @@
-// Reproducers (KILN_REPRO_DIR): a failure to compile a graph, build a pipeline or run a dispatch
-// leaves in a fresh folder there what reproduces it, and its kiln::error names the folder. The
-// doors write the contents (the graph; or the module, the call's arguments and a kiln-run
-// command); this is the folder and the message.
+// Files kiln writes for a person to read: dumps (KILN_DUMP_DIR) and reproducers (KILN_REPRO_DIR:
+// a failure to compile a graph, build a pipeline or run a dispatch leaves in a fresh folder there
+// what reproduces it, and its kiln::error names the folder). The doors write the contents (the
+// graph; or the module, the call's arguments and a kiln-run command); this is the folder, the
+// message and the one way to write a file.
 #pragma once
 
 #include <string>
@@ -14,10 +15,9 @@ namespace kiln::runtime {
 // A fresh folder under KILN_REPRO_DIR for a failure of `function` (<dir>/<function>-<pid>-<n>),
 // or "" when KILN_REPRO_DIR is unset or the folder cannot be made.
 KILN_RUNTIME_API std::string reproducer_folder(const std::string& function);
-// Writes `text` to folder/file (a reproducer's part; a failure to write is ignored: the original
-// error matters more).
-KILN_RUNTIME_API void write_reproducer_file(const std::string& folder, const std::string& file,
-                                            const void* data, std::size_t bytes);
+// Writes `bytes` of `data` to `path`, making its folders: a dump or a reproducer's part, so a
+// failure to write is ignored (what was being done matters more).
+KILN_RUNTIME_API void write_file(const std::string& path, const void* data, std::size_t bytes);
 // e again, with its message naming the reproducer's folder.
 [[noreturn]] KILN_RUNTIME_API void rethrow_naming(const error& e, const std::string& folder);
 
@@ -48,9 +48,10 @@ KILN_RUNTIME_API std::string reproducer_folder(const std::string& function) {
   return {};
 }
 
-KILN_RUNTIME_API void write_reproducer_file(const std::string& folder, const std::string& file,
-                                            const void* data, std::size_t bytes) {
-  std::ofstream out(std::filesystem::path(folder) / file, std::ios::binary | std::ios::trunc);
+KILN_RUNTIME_API void write_file(const std::string& path, const void* data, std::size_t bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
 }
 

@@ -173,9 +173,7 @@ KILN_RUNTIME_API std::shared_ptr<traced_values> trace_memory(const ir::graph& g,
   v->names = names;
   for (std::size_t k = 0; k < names.size(); ++k) {
     const ir::node& n = g.nodes[g.outputs[first + k]];
-    shape dims = n.dims;
-    for (int i = 0; i < dims.rank; ++i)
-      if (ir::is_symbol(dims.dims[i])) dims.dims[i] = sym[ir::symbol_of(dims.dims[i])];
+    const shape dims = concrete(n.dims, sym);
     v->types.push_back(n.type);
     v->dims.push_back(dims);
     v->data.emplace_back(static_cast<std::size_t>(dims.element_count() * size_in_bytes(n.type)));

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,6 +17,7 @@
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/program.hpp"
+#include "kiln/runtime/reproducer.hpp"
 #include "kiln/runtime/signature.hpp"
 #include "kiln/runtime/vulkan/instance.hpp"
 
@@ -30,13 +30,6 @@ inline const std::filesystem::path& dump_directory() {
     return d && *d ? std::filesystem::path(d) : std::filesystem::path();
   }();
   return dir;
-}
-
-inline void write_file(const std::filesystem::path& p, const void* data, std::size_t bytes) {
-  std::error_code ec;
-  std::filesystem::create_directories(p.parent_path(), ec);
-  std::ofstream out(p, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
 }
 
 // What the Vulkan back end keeps of a runtime::program: its kernels per region and operand
@@ -196,9 +189,9 @@ inline const spirv::kernel& keep_kernel(const runtime::program& prog, const std:
         throw error(errc::device_error, "spirv-val", prog.name() + " " + what + ": " + msg);
     if (const auto& dir = dump_directory(); !dir.empty()) {
       auto base = dir / prog.name() / stem;
-      write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
+      runtime::write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
       std::string text = spirv::disassemble(k.code);
-      if (!text.empty()) write_file(base.string() + ".spvasm", text.data(), text.size());
+      if (!text.empty()) runtime::write_file(base.string() + ".spvasm", text.data(), text.size());
     }
   }
   return prog.vulkan_kernels().kernels.emplace(key, std::move(k)).first->second;
@@ -262,7 +255,7 @@ KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, c
                               {"2-regions.txt", compiler::print_regions(plan_)},
                               {"3-plan.txt", text}};
     for (auto& [file, body] : files)
-      vulkan::write_file(dir / name_ / file, body.data(), body.size());
+      runtime::write_file((dir / name_ / file).string(), body.data(), body.size());
   }
 }
 
