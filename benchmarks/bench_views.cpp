@@ -1,9 +1,11 @@
 // Index-map benchmarks: kiln reading a view in place (transpose(x) + y; a reversed, strided slice
 // times a scale; an embedding lookup through gather; a concat of three pieces) on the CPU beside
-// Eigen and plain OpenMP loops, in the same process. Ratios are anchor time / kiln time (above 1:
-// kiln is faster).
+// Eigen and plain OpenMP loops, in the same process; strided arguments and results read and
+// written in place beside copying them row-major around the call. Ratios are anchor time / kiln
+// time (above 1: kiln is faster).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -157,8 +159,64 @@ void BM_concat(benchmark::State& state) {
       calls, kiln_call);
 }
 
+// A strided argument read in place beside copying it row-major first (what a caller does for a
+// library that takes contiguous data only): one channel of an NHWC image, and a column-major
+// matrix; and a strided result written in place beside a call and a scatter after it.
+constexpr std::int64_t side = 2048, channels = 3;
+constexpr auto scale_shift = fn<tensor<f32, dyn, dyn>, tensor<f32, dyn, dyn>>(
+    [](auto x, auto y) { return relu(x * 2.0f + y); });
+
+void run_strided(benchmark::State& state, const stride_list& steps, std::int64_t base_count,
+                 bool strided_result) {
+  auto base = data(static_cast<std::size_t>(base_count), 0.37f), y = data(side * side, 0.11f);
+  std::vector<float> packed(side * side), out(static_cast<std::size_t>(base_count));
+  auto cpu = device::cpu();
+  const stride_list row_major = row_major_strides(shape{side, side});
+  // Copies element (i, j) between a strided and a row-major layout, on every core.
+  auto copy = [&](const float* from, const stride_list& f, float* to, const stride_list& t) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < side; ++i)
+      for (std::int64_t j = 0; j < side; ++j) to[i * t[0] + j * t[1]] = from[i * f[0] + j * f[1]];
+  };
+  auto yv = view(y.data(), {side, side});
+  std::function<void()> kiln_call, anchor;
+  if (strided_result) {
+    auto xv = view(base.data(), {side, side}, {side, 1});
+    auto ov = view(out.data(), {side, side}, {steps[0], steps[1]});
+    kiln_call = [=] { scale_shift.on(cpu)(xv, yv, into(ov)); };
+    anchor = [&, xv, yv] {
+      scale_shift.on(cpu)(xv, yv, into(view(packed.data(), {side, side})));
+      copy(packed.data(), row_major, out.data(), steps);
+    };
+  } else {
+    auto xv = view(base.data(), {side, side}, {steps[0], steps[1]});
+    auto ov = view(out.data(), {side, side});
+    kiln_call = [=] { scale_shift.on(cpu)(xv, yv, into(ov)); };
+    anchor = [&, yv, ov] {
+      copy(base.data(), steps, packed.data(), row_major);
+      scale_shift.on(cpu)(view(packed.data(), {side, side}), yv, into(ov));
+    };
+  }
+  int calls = 5;
+  measure_kiln(state, kiln_call, side * side * 12, calls);
+  ratio(state, "x_vs_copy_then_call", anchor, calls, kiln_call);
+}
+
+void BM_strided_channel_argument(benchmark::State& state) {
+  run_strided(state, {side * channels, channels}, side * side * channels, false);
+}
+void BM_column_major_argument(benchmark::State& state) {
+  run_strided(state, {1, side}, side * side, false);
+}
+void BM_strided_channel_result(benchmark::State& state) {
+  run_strided(state, {side * channels, channels}, side * side * channels, true);
+}
+
 }  // namespace
 
+BENCHMARK(BM_strided_channel_argument)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_column_major_argument)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_strided_channel_result)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_transpose_add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_strided_slice)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_embedding_gather)->Unit(benchmark::kMillisecond)->UseRealTime();

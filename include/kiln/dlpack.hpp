@@ -5,8 +5,8 @@
 // In: host tensors (kDLCPU) as a tensor_ref (graph door) or a tensor_view<T> (kiln::fn), and the
 // DLManagedTensors kiln exported (any device) as the kiln::buffer they came from. Out: a buffer of
 // the CPU device as kDLCPU memory; a Vulkan buffer as kDLVulkan with `data` the VkBuffer of kiln's
-// memory block and `byte_offset` where the tensor starts in it. Tensors are row-major and
-// contiguous (strides null or compact): strided ones are refused (not read in place yet).
+// memory block and `byte_offset` where the tensor starts in it. Host tensors may be strided (any
+// strides, in elements, as DLPack gives them): calls read and write them in place.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -71,7 +71,7 @@ inline dtype dtype_of_dl(const DLDataType& t, const char* who) {
   throw error(errc::unsupported, who, "the DLTensor's type (" + text() + ") is no kiln dtype");
 }
 
-// The DLTensor's extents, checked: rank, sizes, and compact row-major strides.
+// The DLTensor's extents, checked: rank and sizes.
 inline shape dl_dims(const DLTensor& t, const char* who) {
   if (t.ndim < 0 || t.ndim > max_rank)
     throw error(errc::unsupported, who,
@@ -80,19 +80,15 @@ inline shape dl_dims(const DLTensor& t, const char* who) {
   shape s;
   s.rank = t.ndim;
   for (int i = 0; i < t.ndim; ++i) s.dims[i] = t.shape[i];
-  if (t.strides) {
-    std::int64_t want = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      if (t.shape[i] != 1 && t.strides[i] != want)
-        throw error(errc::unsupported, who,
-                    "the DLTensor's strides are not compact row-major (axis " + std::to_string(i) +
-                        ": stride " + std::to_string(t.strides[i]) + ", row-major " +
-                        std::to_string(want) +
-                        "); kiln does not read strided tensors in place yet");
-      want *= t.shape[i];
-    }
-  }
   return s;
+}
+
+// The DLTensor's strides in elements (null: row-major, as DLPack says).
+inline stride_list dl_strides(const DLTensor& t, const shape& dims) {
+  if (!t.strides) return row_major_strides(dims);
+  stride_list st{};
+  for (int i = 0; i < dims.rank; ++i) st[i] = t.strides[i];
+  return st;
 }
 
 // What an exported DLManagedTensor owns: the buffer (so kiln's memory lives) and the extents.
@@ -118,7 +114,8 @@ inline tensor_ref from_dlpack(const DLTensor& t) {
                     "the DLManagedTensor kiln exported");
   dtype type = detail::dtype_of_dl(t.dtype, who);
   shape dims = detail::dl_dims(t, who);
-  return tensor_ref(static_cast<unsigned char*>(t.data) + t.byte_offset, type, dims);
+  return tensor_ref(static_cast<unsigned char*>(t.data) + t.byte_offset, type, dims,
+                    detail::dl_strides(t, dims));
 }
 
 // A DLManagedTensor: kiln's own export as the buffer it came from (on any device), else its host
@@ -140,7 +137,8 @@ tensor_view<T> dlpack_view(const DLTensor& t) {
     throw error(errc::dtype_mismatch, "dlpack_view",
                 "the DLTensor holds " + std::string(name(r.type)) + ", not " +
                     std::string(name(dtype_of<T>)));
-  return {static_cast<T*>(const_cast<void*>(r.ref.data)), r.ref.dims, false};
+  return {static_cast<T*>(const_cast<void*>(r.ref.data)), r.ref.dims, false, r.ref.strided,
+          r.ref.steps};
 }
 
 // The kiln::buffer a DLManagedTensor that kiln exported came from (for kiln::fn calls on device

@@ -3,6 +3,7 @@
 // The executable itself, and loading saved modules, are <kiln/runtime.hpp>'s.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +28,15 @@ KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
                                      std::span<const runtime::buffer_ref> args,
                                      std::span<const runtime::buffer_ref> results,
                                      const workspace& ws, const submission_order* order);
+KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const ir::graph& traced,
+                                   int parameters, int results, const device& d,
+                                   std::span<const runtime::buffer_ref> args, const error& e);
 // A failed compile(): with KILN_REPRO_DIR set, the graph and the error written to a fresh folder
 // there, and e thrown again naming it; else e.
 [[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e);
 // Gives kiln::fn what only this door has (function.hpp, detail::fn_door), once per program.
 inline const bool fn_door_given = [] {
-  fn_door_services = {&compile_traced_fn, &run_traced_fn, &save_fn};
+  fn_door_services = {&compile_traced_fn, &run_traced_fn, &save_fn, &reproduce_fn};
   return true;
 }();
 }  // namespace detail
@@ -162,6 +166,17 @@ KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const ir::graph& 
 KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const ir::graph& traced, int parameters,
                               int results, const std::string& path) {
   fn_executable(plan, traced, parameters, results).save(path);
+}
+
+KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const ir::graph& traced,
+                                   int parameters, int results, const device& d,
+                                   std::span<const runtime::buffer_ref> args, const error& e) {
+  const char* root = std::getenv("KILN_REPRO_DIR");
+  if (!root || !*root) return;  // no executable made for nothing
+  std::vector<tensor_ref> given;
+  for (std::size_t k = 0; k < args.size(); ++k)
+    given.emplace_back(args[k], plan.graph.inputs[k].type, false);
+  fn_executable(plan, traced, parameters, results).write_reproducer(d, given, e);
 }
 
 KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,

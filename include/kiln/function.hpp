@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -41,6 +42,10 @@ struct fn_door {
   // f.save(path): the fn's plan as a compiled module.
   void (*save)(const compiler::plan& plan, const ir::graph& traced, int parameters, int results,
                const std::string& path) = nullptr;
+  // A failed call's reproducer (KILN_REPRO_DIR; then e is thrown naming it, else this returns).
+  void (*reproduce)(const compiler::plan& plan, const ir::graph& traced, int parameters,
+                    int results, const device& d, std::span<const runtime::buffer_ref> args,
+                    const error& e) = nullptr;
 };
 inline fn_door fn_door_services;
 inline const fn_door& need_fn_door(const char* what) {
@@ -228,7 +233,15 @@ class function {
   }
   // Whether a buffer described so can be argument i (0-based), answered before any call.
   static acceptance accepts(int i, const buffer_description& given) {
-    return accept_entry(signature().inputs, i, given, "kiln::fn", "argument");
+    const compiler::plan& p = detail::program_of<F, P...>().plan();
+    std::vector<std::int32_t> parameters(parameter_count);
+    std::iota(parameters.begin(), parameters.end(), 0);
+    return accept_entry(signature().inputs, i, given, "kiln::fn", "argument", {},
+                        runtime::argument_uses(p, parameters));
+  }
+  // Whether a buffer described so can take result r (0-based).
+  static acceptance accepts_result(int r, const buffer_description& given) {
+    return accept_entry(signature().results, r, given, "kiln::fn", "result");
   }
 
   template <class... Args>
@@ -314,8 +327,7 @@ class function {
     if constexpr (device_buffer<A>) {
       return {nullptr, a.dims(), a.flat(), a.memory(), a.offset_bytes()};
     } else {
-      auto v = as_view(const_cast<A&>(a));
-      return {v.data, v.dims, v.flat, nullptr};
+      return runtime::ref_of(as_view(const_cast<A&>(a)));
     }
   }
 
@@ -366,7 +378,12 @@ class function {
                                {},
                                ws,
                                nullptr,
+                               {},
                                {}};
+      if (auto* reproduce = detail::fn_door_services.reproduce)
+        call.reproduce = [reproduce, d, args = call.args](const error& e) {
+          reproducer_of(reproduce, d, args, e);
+        };
       call.on_host = [sym](std::span<const runtime::buffer_ref> host_args,
                            std::span<const runtime::buffer_ref> host_results,
                            const std::vector<bool>* only, const runtime::arena& transients) {
@@ -379,8 +396,24 @@ class function {
                        const std::vector<bool>* only, const runtime::arena& transients) {
       run_kernels(sym.data(), host_args, host_results, only, transients);
     };
-    runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host, ws);
+    try {
+      runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
+                       ws);
+    } catch (const error& e) {
+      if (auto* reproduce = detail::fn_door_services.reproduce)
+        reproducer_of(reproduce, d, in, e);  // throws e naming it, where KILN_REPRO_DIR is set
+      throw;
+    }
     return {};
+  }
+
+  // The call's reproducer through the run-time door (parameters only: the tables are the
+  // module's).
+  template <class Reproduce>
+  static void reproducer_of(Reproduce reproduce, const device& d,
+                            std::span<const runtime::buffer_ref> in, const error& e) {
+    reproduce(detail::program_of<F, P...>().plan(), detail::frozen_trace_v<F, P...>.thaw().graph,
+              parameter_count, result_count, d, in.first(parameter_count), e);
   }
 
   // The compile-time kernels over host data: the regions marked in `only` (or all), sizes `sym`.

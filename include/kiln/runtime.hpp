@@ -42,6 +42,16 @@ struct tensor_ref {
       : ref{data, dims, false, nullptr}, type(t), writable(true) {
     check();
   }
+  // Type-erased strided data: extents `dims` with strides `steps` in elements (read in place,
+  // and written in place as a result).
+  tensor_ref(const void* data, dtype t, const shape& dims, const stride_list& steps)
+      : tensor_ref(data, t, dims) {
+    set_strides(steps);
+  }
+  tensor_ref(void* data, dtype t, const shape& dims, const stride_list& steps)
+      : tensor_ref(data, t, dims) {
+    set_strides(steps);
+  }
   tensor_ref(const void* data, dtype t, std::initializer_list<std::int64_t> dims)
       : tensor_ref(data, t, shape_of(dims, "tensor_ref", "the tensor")) {}
   tensor_ref(void* data, dtype t, std::initializer_list<std::int64_t> dims)
@@ -59,7 +69,7 @@ struct tensor_ref {
       writable = true;
     } else {
       auto v = as_view(a);
-      ref = {v.data, v.dims, v.flat, nullptr};
+      ref = runtime::ref_of(v);
       writable =
           !std::is_const_v<std::remove_pointer_t<decltype(v.data)>> && !std::is_arithmetic_v<D>;
     }
@@ -72,6 +82,11 @@ struct tensor_ref {
           errc::invalid_argument, "tensor_ref",
           "dtype value " + std::to_string(static_cast<int>(type)) + " is not a kiln::dtype");
     checked_element_count(ref.dims, size_in_bytes(type), "tensor_ref", "the tensor");
+  }
+  void set_strides(const stride_list& steps) {
+    check_strides(ref.dims, steps, size_in_bytes(type), "tensor_ref", "the tensor");
+    ref.strided = !is_row_major(ref.dims, steps);
+    if (ref.strided) ref.steps = steps;
   }
 };
 
@@ -203,6 +218,12 @@ class executable {
     return try_call([&] { run(args, results, d, ws); });
   }
 
+  // With KILN_REPRO_DIR set, writes what reproduces a failed call (the module, the arguments as
+  // .npy, the plan, the kernels emitted so far, the device, a kiln-run command) to a fresh folder
+  // there and throws e again naming it; else returns.
+  KILN_RUNTIME_API void write_reproducer(const device& d, std::span<const tensor_ref> given_args,
+                                         const error& e) const;
+
  private:
   struct state;  // the runtime program, the CPU's tile programs, the names
 
@@ -213,11 +234,6 @@ class executable {
   KILN_RUNTIME_API fence run_on(const device& d, std::span<const tensor_ref> given_args,
                                 std::span<const tensor_ref> given_results, const workspace& ws,
                                 const submission_order* order = nullptr) const;
-  // With KILN_REPRO_DIR set, writes what reproduces a failed call (the module, the arguments as
-  // .npy, the plan, the kernels emitted so far, the device, a kiln-run command) to a fresh folder
-  // there and throws e again naming it; else returns.
-  KILN_RUNTIME_API void write_reproducer(const device& d, std::span<const tensor_ref> given_args,
-                                         const error& e) const;
   // The state, or a clear error for a moved-from executable (whose state went with the move).
   KILN_RUNTIME_API state& st() const;
 
@@ -329,6 +345,9 @@ KILN_RUNTIME_API std::vector<std::uint8_t> executable::to_bytes() const {
     v.value.save_bytes(value.data(), value.size());
     f.variables.push_back({v.name, v.arg, v.assigned, std::move(value)});
   }
+  vulkan::kernel_cache& cache = st().program.vulkan_kernels();
+  std::lock_guard kernels_lock(cache.mutex);
+  m.kernels.assign(cache.kernels.begin(), cache.kernels.end());
   return runtime::encode_module(m);
 }
 
@@ -344,8 +363,17 @@ KILN_RUNTIME_API void executable::save(const std::string& path) const {
 KILN_RUNTIME_API executable executable::from_bytes(std::span<const std::uint8_t> bytes,
                                                    const std::string& source) {
   runtime::module_contents m = runtime::decode_module(bytes, source);
+  // Its kernels are run as they are on a device of their fingerprint: checked as kiln checks what
+  // it emits (spirv-val, where kiln has SPIRV-Tools).
+  for (const auto& [key, k] : m.kernels)
+    if (!k.code.empty())
+      if (std::string msg = spirv::validate(k.code, k.vulkan_version); !msg.empty())
+        throw error(errc::invalid_argument, "module",
+                    source + ": kernel '" + key + "' is not valid SPIR-V: " + msg);
   ir::graph traced = m.plan.graph;
-  return executable(std::move(m.plan), traced, std::move(m.parts), m.prefix.c_str());
+  executable e(std::move(m.plan), traced, std::move(m.parts), m.prefix.c_str());
+  e.st().program.vulkan_kernels().kernels.insert(m.kernels.begin(), m.kernels.end());
+  return e;
 }
 
 KILN_RUNTIME_API executable executable::load(const std::string& path) {
@@ -386,7 +414,8 @@ KILN_RUNTIME_API kiln::signature executable::signature() const {
 }
 
 KILN_RUNTIME_API acceptance executable::accepts(int i, const buffer_description& given) const {
-  return accept_entry(signature().inputs, i, given, name(), "argument", input_names());
+  return accept_entry(signature().inputs, i, given, name(), "argument", input_names(),
+                      runtime::argument_uses(plan(), st().parameters));
 }
 
 KILN_RUNTIME_API acceptance executable::accepts_result(int r,
@@ -541,8 +570,11 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
     if (traced) runtime::deliver(*traced);
   };
   if (order) {  // the interpreter's state and the sizes go with the call
-    runtime::owned_call call{args, results, sym, who, {}, ws, s_, {}};
+    runtime::owned_call call{args, results, sym, who, {}, ws, s_, {}, {}};
     if (!copies.empty() || traced) call.then = finish;
+    call.reproduce = [exe = *this, d,
+                      given = std::vector<tensor_ref>(given_args.begin(), given_args.end())](
+                         const error& e) { exe.write_reproducer(d, given, e); };
     call.on_host = [s = s_, sym](std::span<const runtime::buffer_ref> host_args,
                                  std::span<const runtime::buffer_ref> host_results,
                                  const std::vector<bool>* only, const runtime::arena& transients) {
@@ -595,6 +627,9 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
       std::vector<std::uint8_t> host(bytes);
       if (r.memory)
         r.memory->read(host.data(), bytes, static_cast<std::size_t>(r.offset));
+      else if (bytes && r.strided)
+        copy_strided(r.data, r.steps, host.data(), row_major_strides(dims), dims,
+                     size_in_bytes(given_args[a].type));
       else if (bytes)
         std::memcpy(host.data(), r.data, bytes);
       const std::string file = std::to_string(a + 1) + "-" + st().inputs[a] + ".npy";

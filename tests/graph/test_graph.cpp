@@ -350,7 +350,7 @@ TEST(GraphErrors, CallsNameTheArgumentExpectedAndActual) {
             }),
             who +
                 "result 1 overlaps argument 1; writing in place needs identical buffers (same "
-                "address, type and extents)");
+                "address, type, extents and strides)");
 }
 
 TEST(GraphErrors, TryFormsReturnTheErrorInsteadOfThrowing) {

@@ -269,6 +269,44 @@ TEST(Modules, AFailedCallLeavesAReproducer) {
   EXPECT_NE(again.find(plain.substr(plain.find(": ", 6))), std::string::npos) << again;
   std::filesystem::remove_all(root);
 }
+// A kiln::fn's own call that fails, and a submitted call that fails, leave reproducers too: the
+// error (the fn's at once, the submission's at its fence) names the folder, which holds the
+// module and the arguments.
+TEST(Modules, FnCallsAndSubmissionsLeaveReproducers) {
+  const std::string root = temp_path("repro-fn");
+  std::filesystem::remove_all(root);
+  constexpr auto f = fn<tensor<f32, dyn, dyn>>([](auto x) { return argmax<1>(x); });
+  graph g;
+  g.output("i", g.argmax(g.input("x", dtype::f32, {dyn, dyn}), 1, false));
+  executable exe = compile(g);
+  std::vector<float> empty;  // 3 x 0: argmax has no index to give
+  std::vector<std::int64_t> out(3);
+  auto folder_of = [](const std::string& message) {
+    const auto at = message.find(" (reproducer: ");
+    if (at == std::string::npos) return std::string();
+    std::string where = message.substr(at + std::string(" (reproducer: ").size());
+    where.pop_back();
+    return where;
+  };
+  setenv("KILN_REPRO_DIR", root.c_str(), 1);
+  const std::string from_fn = error_of([&] { f(view(empty.data(), {3, 0}), into(out)); });
+  const std::string from_submission = error_of([&] {
+    exe.submit({view(empty.data(), {3, 0})}, {out}, device::cpu()).wait();
+  });
+  unsetenv("KILN_REPRO_DIR");
+  for (const std::string& message : {from_fn, from_submission}) {
+    SCOPED_TRACE(message);
+    const std::string where = folder_of(message);
+    ASSERT_NE(where, "");
+    EXPECT_EQ(where.rfind(root + "/", 0), 0u);
+    for (const char* file : {"module.kiln", "plan.txt", "error.txt", "command.sh"})
+      EXPECT_TRUE(std::filesystem::exists(where + "/" + file)) << file;
+    EXPECT_NE(message.find("argmax"), std::string::npos);
+    EXPECT_EQ(runtime::read_npy(where + "/1-" + (message == from_fn ? "arg1" : "x") + ".npy").dims,
+              (shape{3, 0}));
+  }
+  std::filesystem::remove_all(root);
+}
 #endif
 
 constexpr auto with_tables = fn<tensor<f32, dyn, 4>>([](auto x) {
@@ -321,8 +359,8 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
   EXPECT_EQ(load_error(patched(8, {1, 2, 3, 4})),  // the mark as a big-endian writer stores it
             "kiln: module: m.kiln: written with the other byte order (big-endian) than this "
             "machine's");
-  EXPECT_EQ(load_error(patched(12, {2, 0, 0, 0})),
-            "kiln: module: m.kiln: format version 2, but this kiln reads version 1");
+  EXPECT_EQ(load_error(patched(12, {1, 0, 0, 0})),
+            "kiln: module: m.kiln: format version 1, but this kiln reads version 2");
   auto longer = good;
   longer.push_back(0);
   EXPECT_EQ(load_error(longer), "kiln: module: m.kiln: 1 bytes after the end of the module");
@@ -357,6 +395,51 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
               m.plan.graph.nodes[0].kind = static_cast<ir::op>(250);
             }).find("no valid op"),
             std::string::npos);
+}
+
+// The kernels emitted before saving travel in the module: on a device with the same target the
+// loaded module runs them as they are (no kernel emitted again), with the same bits; a kernel
+// that is not SPIR-V, or not valid SPIR-V, is refused at load.
+TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTarget) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn, 64});
+  g.output("p", g.add(g.softmax(g.mul(x, g.constant(2.0)), -1), g.constant(1.0)));
+  g.output("s", g.reduce(ir::op::reduce_sum, x, {1}, false));
+  executable e = compile(g);
+  const device vk = device::vulkan();
+  std::vector<float> in(5 * 64), p1(5 * 64), s1(5), p2(5 * 64), s2(5);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = float(i % 17) * 0.25f - 2.0f;
+  e.run({view(in.data(), {5, 64})}, {view(p1.data(), {5, 64}), s1}, vk);
+  const std::vector<spirv::kernel> emitted = e.kernels();
+  ASSERT_FALSE(emitted.empty());
+  const std::vector<std::uint8_t> bytes = e.to_bytes();
+  executable loaded = module::from_bytes(bytes, "m.kiln");
+  const std::vector<spirv::kernel> carried = loaded.kernels();
+  ASSERT_EQ(carried.size(), emitted.size());
+  for (std::size_t k = 0; k < emitted.size(); ++k) {
+    EXPECT_EQ(carried[k].code, emitted[k].code);
+    EXPECT_EQ(carried[k].constants, emitted[k].constants);
+    EXPECT_EQ(carried[k].bindings, emitted[k].bindings);
+  }
+  loaded.run({view(in.data(), {5, 64})}, {view(p2.data(), {5, 64}), s2}, vk);
+  EXPECT_EQ(loaded.kernels().size(), emitted.size());  // every variant was there
+  EXPECT_EQ(p2, p1);
+  EXPECT_EQ(s2, s1);
+  auto load_error = [&](const runtime::module_contents& m) {
+    return error_of([&] { (void)module::from_bytes(runtime::encode_module(m), "m.kiln"); });
+  };
+  runtime::module_contents m = runtime::decode_module(bytes, "m.kiln");
+  ASSERT_FALSE(m.kernels.empty());
+  auto& [key, k] = m.kernels[0];
+  const auto code = k.code;
+  k.code[0] = 0x12345678;
+  EXPECT_NE(load_error(m).find("kernel '" + key + "' is not SPIR-V"), std::string::npos);
+  k.code = code;
+  k.code.resize(k.code.size() - 3);  // cut inside its last instruction
+  EXPECT_NE(load_error(m).find("kernel '" + key + "' is not valid SPIR-V"), std::string::npos);
+  k.code = code;
+  k.regions = 99;
+  EXPECT_NE(load_error(m).find("impossible bindings, metadata or regions"), std::string::npos);
 }
 
 }  // namespace

@@ -165,11 +165,11 @@ constexpr std::vector<term_source> view_terms(const plan& p, std::int32_t v) {
   return terms;
 }
 
-// The layout of view v of plan p; base: the dims of its base (view_bases[v]) at the call.
-constexpr strided_layout view_layout(const plan& p, std::int32_t v, const shape& base,
+// The layout of view v of plan p; base: the layout of its base (view_bases[v]) at the call.
+constexpr strided_layout view_layout(const plan& p, std::int32_t v, const strided_layout& base,
                                      const std::int64_t* sym) {
   const ir::graph& g = p.graph;
-  strided_layout l = row_major(base);
+  strided_layout l = base;
   for (auto id : view_chain(p, v)) {
     const ir::node& n = g.nodes[id];
     std::int32_t index_slot =
@@ -177,6 +177,30 @@ constexpr strided_layout view_layout(const plan& p, std::int32_t v, const shape&
     l = apply_view(g, n, l, sym, index_slot);
   }
   return l;
+}
+
+// Whether the views apply_view composes over any base layout: not a reshape, which needs its
+// base row-major.
+constexpr bool keeps_base_strides(ir::op kind) {
+  return kind == ir::op::transpose || kind == ir::op::slice || kind == ir::op::expand ||
+         kind == ir::op::shift || ir::is_gather(kind);
+}
+
+// Whether plan p reads parameter `arg` only through its layout, whatever its strides: not as a
+// gather's positions nor through a reshape, which both read it row-major (a call copies a
+// strided argument into a row-major one for them).
+constexpr bool reads_any_layout(const plan& p, std::int32_t arg) {
+  for (std::int32_t v = 0; v < static_cast<std::int32_t>(p.views.size()); ++v) {
+    for (const term_source& t : view_terms(p, v))
+      if (t.slot == arg) return false;
+    if (p.view_bases[v] != arg) continue;
+    for (auto id : view_chain(p, v))
+      if (!keeps_base_strides(p.graph.nodes[id].kind)) return false;
+  }
+  for (const region& r : p.regions)
+    for (auto s : r.indices)
+      if (s == arg) return false;
+  return true;
 }
 
 }  // namespace kiln::compiler

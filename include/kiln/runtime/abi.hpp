@@ -11,6 +11,7 @@
 
 #include "kiln/core/error.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/view.hpp"
 #include "kiln/ir/graph.hpp"
 
 namespace kiln {
@@ -61,18 +62,28 @@ struct acceptance {
   buffer_description wanted;  // the layout to pass (needs_conversion; as_is: the given one)
 };
 
+// How a function reads an argument's elements: at any strides, in place; or row-major only (a
+// reshape of it, a gather's positions: compiler::reads_any_layout), so a call copies a strided
+// buffer first. Results are always written at their strides.
+enum class layout_use : std::uint8_t { any_strides, row_major };
+
 // Whether a buffer described by `given` can be passed where `declared` is expected (`what`:
 // "argument 2", for the messages). Element types and sizes must match (a run-time size takes any
-// extent; kiln does not convert element types on a call); the layout must be row-major, which a
-// copy gives.
+// extent; kiln does not convert element types on a call). Any strides are read in place where
+// `use` allows, else they need a row-major copy; a result's strides must give each index an
+// element of its own.
 KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
-                                          const buffer_description& given, const std::string& what);
+                                          const buffer_description& given, const std::string& what,
+                                          bool result = false,
+                                          layout_use use = layout_use::any_strides);
 // accept_buffer for entry i of `list`, an argument or result list (`kind`: "argument" or
-// "result"; `names`: the entries' names, or empty). An i out of range is a kiln::error from `who`.
+// "result"; `names`: the entries' names, or empty; `uses`: each entry's layout_use, or empty for
+// any strides). An i out of range is a kiln::error from `who`.
 KILN_RUNTIME_API acceptance accept_entry(std::span<const signature_buffer> list, int i,
                                          const buffer_description& given, const std::string& who,
                                          const std::string& kind,
-                                         std::span<const std::string> names = {});
+                                         std::span<const std::string> names = {},
+                                         std::span<const layout_use> uses = {});
 
 #if KILN_RUNTIME_BODY
 namespace detail {
@@ -214,8 +225,8 @@ KILN_RUNTIME_API signature parse_signature(std::string_view text) {
 }
 
 KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
-                                          const buffer_description& given,
-                                          const std::string& what) {
+                                          const buffer_description& given, const std::string& what,
+                                          bool result, layout_use use) {
   acceptance a;
   a.wanted = given;
   auto refuse = [&](const std::string& why) {
@@ -240,36 +251,46 @@ KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
   if (!given.strides.empty() && given.strides.size() != given.shape.size())
     return refuse(std::to_string(given.strides.size()) + " strides for " +
                   std::to_string(given.shape.size()) + " axes");
+  shape dims;
+  dims.rank = static_cast<int>(given.shape.size());
+  stride_list steps{};
+  std::copy(given.shape.begin(), given.shape.end(), dims.dims.begin());
+  std::copy(given.strides.begin(), given.strides.end(), steps.begin());
+  const stride_list row_major = row_major_strides(dims);
+  a.wanted.strides.assign(row_major.begin(), row_major.begin() + dims.rank);
   // Row-major, where an axis of extent 1 may have any stride (it is never stepped along).
-  std::vector<std::int64_t> row_major(given.shape.size());
-  std::int64_t step = 1;
-  bool plain = true;
-  for (std::size_t i = given.shape.size(); i-- > 0;) {
-    row_major[i] = step;
-    if (!given.strides.empty() && given.shape[i] != 1 && given.strides[i] != step) plain = false;
-    step *= given.shape[i];
+  if (given.strides.empty() || dims.element_count() == 0 || is_row_major(dims, steps)) return a;
+  const std::string strides_text = "strides " + detail::list_text(given.strides, false);
+  if (result && shares_elements(dims, steps))
+    return refuse(strides_text +
+                  " give two indices the same element; a result needs an "
+                  "element of its own for each index");
+  if (result || use == layout_use::any_strides) {
+    a.wanted = given;
+    return a;
   }
-  if (step == 0) plain = true;  // no elements: no layout to speak of
-  a.wanted.strides = row_major;
-  if (plain) return a;
   a.answer = acceptance::verdict::needs_conversion;
-  a.why = what + ": strides " + detail::list_text(given.strides, false) +
-          " (elements); kiln reads row-major data, strides " + detail::list_text(row_major, false) +
-          ": copy it into that layout";
+  a.why = what + ": " + strides_text + " (elements); the function reads it row-major (strides " +
+          detail::list_text(a.wanted.strides, false) +
+          ") through a reshape or a gather, so a call copies it into that layout: pass it so to "
+          "save the copy";
   return a;
 }
 
 KILN_RUNTIME_API acceptance accept_entry(std::span<const signature_buffer> list, int i,
                                          const buffer_description& given, const std::string& who,
                                          const std::string& kind,
-                                         std::span<const std::string> names) {
+                                         std::span<const std::string> names,
+                                         std::span<const layout_use> uses) {
   if (i < 0 || static_cast<std::size_t>(i) >= list.size())
     throw error(errc::invalid_argument, who,
                 "accepts: " + kind + " index " + std::to_string(i) + " (the function has " +
                     std::to_string(list.size()) + ")");
   std::string what = kind + " " + std::to_string(i + 1);
   if (static_cast<std::size_t>(i) < names.size()) what += " ('" + names[i] + "')";
-  return accept_buffer(list[i], given, what);
+  return accept_buffer(
+      list[i], given, what, kind == "result",
+      static_cast<std::size_t>(i) < uses.size() ? uses[i] : layout_use::any_strides);
 }
 #endif  // KILN_RUNTIME_BODY
 

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/abi.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/fence.hpp"
 #include "kiln/runtime/program.hpp"
@@ -28,6 +30,12 @@ KILN_RUNTIME_API fence external_fence(const device& d, VkSemaphore_T* semaphore,
 }  // namespace kiln
 
 namespace kiln::runtime {
+
+// How plan p reads its parameters (the plan's inputs `parameters`, in order), for the buffer
+// oracle (accept_entry). Results are written at any strides (region formation writes each result
+// over its own extents).
+KILN_RUNTIME_API std::vector<layout_use> argument_uses(const compiler::plan& p,
+                                                       std::span<const std::int32_t> parameters);
 
 // Runs `prog` for one call on `d`. sym: the resolved symbols. On the CPU, on_host runs every
 // region (after the host-data checks); on Vulkan, the device runs the regions it can and on_host
@@ -52,6 +60,9 @@ struct owned_call {
   workspace ws;
   std::shared_ptr<const void> keep;
   std::function<void()> then;
+  // Given the call's failure: writes its reproducer (KILN_REPRO_DIR) and throws the error naming
+  // it, or returns (then the error stands as it is).
+  std::function<void(const error&)> reproduce;
 };
 
 // Submits `call` of `prog` on `d` after order.waits; returns at once with the fence it signals
@@ -167,13 +178,35 @@ inline submission_queue& host_queue_of(const device& d) {
   return d.type() == device::kind::cpu ? cpu_queue().queue : d.context()->host_queue();
 }
 
+// Row-major copies of the strided host arguments that a plan reads only row-major
+// (compiler::reads_any_layout: through a reshape, as a gather's positions), for one call.
+class row_major_copies {
+ public:
+  row_major_copies(const compiler::plan& p, std::vector<buffer_ref>& args) {
+    for (std::size_t a = 0; a < args.size(); ++a) {
+      buffer_ref& b = args[a];
+      if (!b.strided || compiler::reads_any_layout(p, static_cast<std::int32_t>(a))) continue;
+      const int bytes = size_in_bytes(p.graph.inputs[a].type);
+      auto& m = memory_.emplace_back(static_cast<std::size_t>(b.dims.element_count() * bytes));
+      copy_strided(b.data, b.steps, m.data(), row_major_strides(b.dims), b.dims, bytes);
+      b.data = m.data();
+      b.strided = false;
+    }
+  }
+
+ private:
+  std::vector<std::vector<unsigned char>> memory_;
+};
+
 // The call now, on this thread (the device's earlier submissions are done).
 inline void execute_now(const device& d, const program& prog, std::span<const buffer_ref> args,
                         std::span<const buffer_ref> results, const std::int64_t* sym,
                         const std::string& who, host_regions on_host, const workspace& ws) {
   call_arenas arenas(d, prog, ws, sym, who);
   // The CPU device's buffers are host data, on every device.
-  const std::vector<buffer_ref> in = host_refs(args), out = host_refs(results);
+  std::vector<buffer_ref> in = host_refs(args);
+  const std::vector<buffer_ref> out = host_refs(results);
+  const row_major_copies copies(prog.plan(), in);
   switch (d.type()) {
     case device::kind::cpu:
       check_host(in, out, who);
@@ -270,6 +303,15 @@ inline fence submit_direct(const device& d, const program& prog,
 
 }  // namespace detail
 
+KILN_RUNTIME_API std::vector<layout_use> argument_uses(const compiler::plan& p,
+                                                       std::span<const std::int32_t> parameters) {
+  std::vector<layout_use> uses;
+  for (auto a : parameters)
+    uses.push_back(compiler::reads_any_layout(p, a) ? layout_use::any_strides
+                                                    : layout_use::row_major);
+  return uses;
+}
+
 KILN_RUNTIME_API void execute(const device& d, const program& prog,
                               std::span<const buffer_ref> args, std::span<const buffer_ref> results,
                               const std::int64_t* sym, const std::string& who, host_regions on_host,
@@ -300,6 +342,13 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
       const owned_call& c = h->call;
       detail::execute_now(d, prog, c.args, c.results, c.sym.data(), c.who, c.on_host, c.ws);
       if (c.then) c.then();
+    } catch (const error& e) {
+      try {
+        if (h->call.reproduce) h->call.reproduce(e);
+        throw;
+      } catch (...) {
+        state->fail(std::current_exception());
+      }
     } catch (...) {
       state->fail(std::current_exception());
     }

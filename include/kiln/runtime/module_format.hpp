@@ -1,7 +1,7 @@
 // The compiled-module format, the meeting point of the compiler and the runtime (IREE's VMFB): a
-// compiled function's plan, names, tensor constants, variables' values and trace points as one
-// versioned, checksummed byte string. Decoding checks every field, so a damaged file is a
-// kiln::error naming the problem, never a crash.
+// compiled function's plan, names, tensor constants, variables' values, trace points and the
+// SPIR-V kernels emitted for it as one versioned, checksummed byte string. Decoding checks every
+// field, so a damaged file is a kiln::error naming the problem, never a crash.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/codegen/spirv/kernel.hpp"
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
@@ -36,14 +37,17 @@ struct function_parts {
   std::vector<std::string> traces;
 };
 
-// A module: the function's name prefix ("graph", "fn"), its plan and its parts.
+// A module: the function's name prefix ("graph", "fn"), its plan and its parts, and the SPIR-V
+// kernels emitted for it so far, by variant key (vulkan::kernel_cache: the target's fingerprint,
+// then the region and its operand layouts), which a device with that fingerprint runs as they are.
 struct module_contents {
   std::string prefix;
   compiler::plan plan;
   function_parts parts;
+  std::vector<std::pair<std::string, spirv::kernel>> kernels;
 };
 
-inline constexpr std::uint32_t module_format_version = 1;
+inline constexpr std::uint32_t module_format_version = 2;
 
 // The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
 // version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).
@@ -336,6 +340,18 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
     w.put(v.assigned);
     w.bytes(v.value);
   }
+  w.count(m.kernels.size());
+  for (const auto& [key, k] : m.kernels) {
+    w.text(key);
+    w.count(k.code.size());
+    for (auto word : k.code) w.put(word);
+    w.text(k.unsupported);
+    for (auto v : {k.bindings, k.metadata, k.workgroup, k.regions, k.vulkan_version}) w.put(v);
+    for (bool b : {k.metadata_in_buffer, k.per_workgroup, k.per_tile})
+      w.put(static_cast<std::uint8_t>(b));
+    w.count(k.constants.size());
+    for (auto word : k.constants) w.put(word);
+  }
   std::vector<std::uint8_t> file(detail::module_header_bytes);
   std::memcpy(file.data(), detail::module_magic, 8);
   std::uint32_t bom = detail::byte_order_mark, version = module_format_version;
@@ -437,6 +453,29 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
     v.arg = r.get<std::int32_t>("a variable");
     v.assigned = r.get<std::int32_t>("a variable");
     v.value = r.bytes("a variable");
+  }
+  m.kernels.resize(r.count("kernels", 38));
+  for (auto& [key, k] : m.kernels) {
+    key = r.text("a kernel's key");
+    k.code.resize(r.count("a kernel's words", 4));
+    for (auto& word : k.code) word = r.get<std::uint32_t>("a kernel");
+    if (!k.code.empty() && k.code[0] != 0x07230203u)
+      r.fail("corrupt: kernel '" + key + "' is not SPIR-V (its first word is not the magic)");
+    k.unsupported = r.text("a kernel");
+    for (auto* v : {&k.bindings, &k.metadata, &k.workgroup, &k.regions, &k.vulkan_version})
+      *v = r.get<std::uint32_t>("a kernel");
+    for (bool* b : {&k.metadata_in_buffer, &k.per_workgroup, &k.per_tile}) {
+      auto v = r.get<std::uint8_t>("a kernel");
+      if (v > 1) r.fail("corrupt: kernel '" + key + "' has a flag of " + std::to_string(v));
+      *b = v != 0;
+    }
+    k.constants.resize(r.count("a kernel's constants", 4));
+    for (auto& word : k.constants) word = r.get<std::uint32_t>("a kernel");
+    // What the executor sizes from them: a kernel's bindings are its region's slots, the
+    // constants end its metadata, and it runs at least one of the plan's regions.
+    if (k.bindings > 4096 || k.constants.size() > k.metadata || k.metadata > (1u << 20) ||
+        k.regions == 0 || k.regions > m.plan.regions.size())
+      r.fail("corrupt: kernel '" + key + "' has impossible bindings, metadata or regions");
   }
   if (!r.done()) r.fail("corrupt: bytes after the last field");
   detail::check_plan(m, r);

@@ -8,21 +8,35 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/view.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/ir/print.hpp"
 #include "kiln/runtime/buffer.hpp"
 
 namespace kiln::runtime {
 
-// A type-erased argument or result: host data or device memory, extents, and whether it came
-// from a flat range.
+// A type-erased argument or result: host data or device memory, extents, whether it came from a
+// flat range, and its strides in elements when it is not row-major (host data only).
 struct buffer_ref {
   const void* data = nullptr;
   shape dims;
   bool flat = false;
   const device_memory* memory = nullptr;  // a kiln::buffer's memory (then data is null)
   std::int64_t offset = 0;                // where the buffer starts in memory, in bytes
+  bool strided = false;
+  stride_list steps{};
 };
+
+// A view as a call's argument or result.
+template <class T>
+buffer_ref ref_of(const tensor_view<T>& v) {
+  return {v.data, v.dims, v.flat, nullptr, 0, v.strided, v.steps};
+}
+
+// Its strides: its own, or row-major.
+inline stride_list steps_of(const buffer_ref& b) {
+  return b.strided ? b.steps : row_major_strides(b.dims);
+}
 
 // The extents an argument is read with: its own, or the declared (static) ones for a flat range
 // of another rank, which check_arguments accepts when the element counts agree.
@@ -50,7 +64,7 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
                                       const std::string& who);
 
 // The caller's buffer for a result must have exactly the result's extents (a flat range: the same
-// element count).
+// element count), and a strided one an element for each index.
 KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& expected,
                                    std::size_t index, const std::string& who);
 
@@ -86,21 +100,28 @@ inline shape concrete(const shape& s, const std::int64_t* sym) {
   return r;
 }
 
-// Where a buffer's bytes start: its host address, or its offset in its device memory.
-inline std::uintptr_t start_of(const buffer_ref& b) {
-  return b.memory ? static_cast<std::uintptr_t>(b.offset)
-                  : reinterpret_cast<std::uintptr_t>(b.data);
+// The bytes a buffer of `element_bytes` elements spans, [low, high): host addresses, or offsets
+// in its device memory; empty when it holds no element.
+struct byte_span {
+  std::uintptr_t low = 0, high = 0;
+};
+inline byte_span span_of(const buffer_ref& b, int element_bytes) {
+  const std::uintptr_t start =
+      b.memory ? static_cast<std::uintptr_t>(b.offset) : reinterpret_cast<std::uintptr_t>(b.data);
+  if (b.dims.element_count() == 0) return {start, start};
+  if (!b.strided)
+    return {start, start + static_cast<std::uintptr_t>(b.dims.element_count() * element_bytes)};
+  const element_range r = reach_of(b.dims, b.steps);
+  return {start + static_cast<std::uintptr_t>(r.low * element_bytes),
+          start + static_cast<std::uintptr_t>((r.high + 1) * element_bytes)};
 }
 
-// Whether two buffers share any byte (device memory: the same memory and overlapping ranges of
-// it; empty buffers never).
-inline bool overlaps(const buffer_ref& a, std::int64_t a_bytes, const buffer_ref& b,
-                     std::int64_t b_bytes) {
-  if (a_bytes == 0 || b_bytes == 0) return false;
+// Whether two buffers' spans share any byte (device memory: the same memory and overlapping
+// ranges of it; empty buffers never).
+inline bool overlaps(const buffer_ref& a, int a_bytes, const buffer_ref& b, int b_bytes) {
   if (a.memory != b.memory) return false;
-  auto lo = start_of(a), blo = start_of(b);
-  return lo < blo + static_cast<std::uintptr_t>(b_bytes) &&
-         blo < lo + static_cast<std::uintptr_t>(a_bytes);
+  const byte_span x = span_of(a, a_bytes), y = span_of(b, b_bytes);
+  return x.low < x.high && y.low < y.high && x.low < y.high && y.low < x.high;
 }
 
 #if KILN_RUNTIME_BODY
@@ -188,6 +209,14 @@ KILN_RUNTIME_API void check_result(const buffer_ref& b, dtype t, const shape& ex
   if (b.data == nullptr && b.memory == nullptr && count != 0)
     throw error(errc::invalid_argument, who,
                 res() + " has null data for " + std::to_string(count) + " elements");
+  if (b.strided && shares_elements(b.dims, b.steps)) {
+    std::string st;
+    for (int i = 0; i < b.dims.rank; ++i) st += (i ? ", " : "") + std::to_string(b.steps[i]);
+    throw error(errc::invalid_argument, who,
+                res() + " is a strided view (extents " + to_string(b.dims) + ", strides [" + st +
+                    "]) in which two indices name the same element; a result needs an element "
+                    "of its own for each index");
+  }
 }
 
 KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
@@ -195,32 +224,30 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
                                     std::span<const std::int32_t> outputs,
                                     const compiler::plan& plan, std::span<const buffer_ref> args,
                                     std::span<const buffer_ref> results, const std::string& who) {
-  auto result_bytes = [&](std::size_t r) {
-    return results[r].dims.element_count() * size_in_bytes(nodes[outputs[r]].type);
-  };
+  auto result_bytes = [&](std::size_t r) { return size_in_bytes(nodes[outputs[r]].type); };
   for (std::size_t r = 0; r < results.size(); ++r)
     for (std::size_t q = 0; q < r; ++q)
       if (overlaps(results[q], result_bytes(q), results[r], result_bytes(r)))
-        throw error(errc::invalid_argument, who,
-                    "result " + std::to_string(r + 1) + " overlaps result " +
-                        std::to_string(q + 1) + "; every result needs memory of its own");
+        throw error(
+            errc::invalid_argument, who,
+            "result " + std::to_string(r + 1) + " overlaps result " + std::to_string(q + 1) +
+                "; every result needs memory of its own" +
+                (results[q].strided || results[r].strided ? " (strided results may not interleave)"
+                                                          : ""));
   for (std::size_t r = 0; r < results.size(); ++r) {
     dtype result_type = nodes[outputs[r]].type;
     for (std::size_t a = 0; a < args.size(); ++a) {
       dtype arg_type = inputs[a].type;
-      bool same_type = result_type == arg_type;
-      std::int64_t result_count = results[r].dims.element_count();
-      std::int64_t arg_count = args[a].dims.element_count();
-      if (results[r].memory != args[a].memory) continue;
-      const std::uintptr_t lo = start_of(results[r]),
-                           hi = lo + static_cast<std::uintptr_t>(result_count *
-                                                                 size_in_bytes(result_type));
-      const std::uintptr_t alo = start_of(args[a]),
-                           ahi = alo +
-                                 static_cast<std::uintptr_t>(arg_count * size_in_bytes(arg_type));
-      if (lo >= ahi || alo >= hi || lo == hi || alo == ahi) continue;
-      // Same start, same end and same type imply the same element count.
-      const bool identical = lo == alo && hi == ahi && same_type;
+      if (!overlaps(results[r], size_in_bytes(result_type), args[a], size_in_bytes(arg_type)))
+        continue;
+      const byte_span x = span_of(results[r], size_in_bytes(result_type)),
+                      y = span_of(args[a], size_in_bytes(arg_type));
+      // The same elements in the same places: the same span, type, extents and strides.
+      const buffer_ref &res = results[r], &arg = args[a];
+      const bool identical = x.low == y.low && x.high == y.high && result_type == arg_type &&
+                             res.dims.element_count() == arg.dims.element_count() &&
+                             res.strided == arg.strided &&
+                             (!res.strided || (res.dims == arg.dims && res.steps == arg.steps));
       if (identical && compiler::writes_in_place(plan, static_cast<std::int32_t>(a),
                                                  static_cast<std::int32_t>(r)))
         continue;
@@ -233,7 +260,7 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
                                    "region), so it cannot write it in place: give the result "
                                    "memory of its own"
                                  : "; writing in place needs identical buffers (same address, "
-                                   "type and extents)"));
+                                   "type, extents and strides)"));
     }
   }
 }

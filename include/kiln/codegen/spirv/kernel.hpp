@@ -58,6 +58,7 @@ struct kernel {
   // turns x * 0.0 into 0 and x / 0.0 into 0 when 0.0 is a shader constant), and kernels that
   // differ only in their constants are one kernel.
   std::vector<std::uint32_t> constants;
+  std::uint32_t vulkan_version = 0;  // the target's it was emitted for (what spirv-val checks)
 };
 
 }  // namespace kiln::spirv

@@ -3,6 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "kiln/core/hash.hpp"
 
 namespace kiln::spirv {
 
@@ -65,5 +69,32 @@ struct target {
     return w < max_workgroup_size_x ? w : max_workgroup_size_x;
   }
 };
+
+// The target as kernels depend on it, every field hashed: a kernel emitted for one serves every
+// device with the same fingerprint, in this process or loaded from a compiled module.
+inline std::string fingerprint(const target& t) {
+  const std::initializer_list<std::uint64_t> fields = {t.vulkan_version,
+                                                       t.subgroup_size,
+                                                       t.max_workgroup_size_x,
+                                                       t.max_workgroup_count_x,
+                                                       t.max_workgroup_count_y,
+                                                       t.max_workgroup_count_z,
+                                                       t.shared_memory_bytes,
+                                                       t.max_storage_buffers,
+                                                       t.push_constant_bytes,
+                                                       t.max_storage_buffer_range,
+                                                       t.float64,
+                                                       t.int64,
+                                                       t.int16,
+                                                       t.subgroup_arithmetic,
+                                                       t.preserve_inf_nan32,
+                                                       t.preserve_inf_nan64,
+                                                       t.cpu_device};
+  std::uint64_t h = kiln::detail::fnv1a(fields);
+  std::string text(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4)
+    text[static_cast<std::size_t>(i)] = "0123456789abcdef"[h & 15];
+  return text;
+}
 
 }  // namespace kiln::spirv

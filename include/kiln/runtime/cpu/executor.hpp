@@ -214,6 +214,9 @@ struct row_pointers {
       const unsigned char* at = o.data + offsets[k] * o.bytes;
       if (k >= args.size()) {
         out[results[k - args.size()]] = const_cast<unsigned char*>(at);
+        // A strided result (a view the caller gave) whose elements along the row are apart: the
+        // row is written to a buffer and scattered.
+        gathers_ = gathers_ || s.strides[k][inner] != 1;
         continue;
       }
       std::int64_t stride = s.strides[k][inner];
@@ -287,7 +290,8 @@ struct row_pointers {
   void call_gathered(row_ref row, std::int64_t n) {
     constexpr std::int64_t piece = 512;
     thread_local std::vector<std::uint64_t> buffer;
-    if (buffer.size() < inputs_.size() * piece) buffer.resize(inputs_.size() * piece);
+    const std::size_t pieces = inputs_.size() + outputs_.size();
+    if (buffer.size() < pieces * piece) buffer.resize(pieces * piece);
     for (std::int64_t c = 0; c < n; c += piece) {
       for (std::int64_t s = c, last = c + std::min(piece, n - c); s < last;) {
         std::int64_t t = last;
@@ -310,9 +314,17 @@ struct row_pointers {
           in[o.slot] = at;
           step[o.slot] = stride;
         }
-        for (const operand& o : outputs_)
-          out[o.slot] = static_cast<unsigned char*>(const_cast<void*>(o.at)) + s * o.bytes;
+        for (std::size_t k = 0; k < outputs_.size(); ++k) {
+          const operand& o = outputs_[k];
+          out[o.slot] = o.stride == 1
+                            ? static_cast<unsigned char*>(const_cast<void*>(o.at)) + s * o.bytes
+                            : static_cast<void*>(buffer.data() + (inputs_.size() + k) * piece);
+        }
         row(in.data(), step.data(), out.data(), t - s);
+        for (std::size_t k = 0; k < outputs_.size(); ++k)
+          if (const operand& o = outputs_[k]; o.stride != 1)
+            scatter(buffer.data() + (inputs_.size() + k) * piece, o.stride, o.bytes, t - s,
+                    static_cast<unsigned char*>(const_cast<void*>(o.at)) + s * o.stride * o.bytes);
         s = t;
       }
     }
@@ -367,12 +379,23 @@ struct row_pointers {
       std::memcpy(dst + (e - c) * o.bytes, from + at * o.bytes, static_cast<std::size_t>(o.bytes));
     }
   }
+  // m elements of `bytes` from `from`, `stride` elements apart, to consecutive ones at `to`; and
+  // back (scatter).
   static void gather(const unsigned char* from, std::int64_t stride, int bytes, std::int64_t m,
                      void* to) {
+    copy_apart(from, stride, 1, bytes, m, to);
+  }
+  static void scatter(const void* from, std::int64_t stride, int bytes, std::int64_t m,
+                      unsigned char* to) {
+    copy_apart(from, 1, stride, bytes, m, to);
+  }
+  static void copy_apart(const void* from, std::int64_t from_stride, std::int64_t to_stride,
+                         int bytes, std::int64_t m, void* to) {
     auto copy = [&]<class T>(T*) {
-      const T* src = reinterpret_cast<const T*>(from);
+      const T* src = static_cast<const T*>(from);
       T* dst = static_cast<T*>(to);
-      for (std::int64_t e = 0; e < m; ++e) std::memcpy(dst + e, src + e * stride, sizeof(T));
+      for (std::int64_t e = 0; e < m; ++e)
+        std::memcpy(dst + e * to_stride, src + e * from_stride, sizeof(T));
     };
     switch (bytes) {
       case 1:

@@ -3,6 +3,7 @@
 // transient arena, elementwise regions through run_region and reductions through run_reduction.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -56,33 +57,40 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     std::vector<operand_layout> ins, outs;
     std::vector<std::int32_t> in_slots, out_slots;
   };
+  // Where parameter a's elements are: row-major, or at the strides of a strided view.
+  auto argument_layout = [&](std::int32_t a) {
+    compiler::strided_layout l =
+        compiler::row_major(runtime::argument_dims(args[a], g.inputs[a].dims));
+    if (args[a].strided) std::copy_n(args[a].steps.begin(), l.dims.rank, l.strides.begin());
+    return l;
+  };
+  auto slot_data = [&](std::int32_t s) -> const void* {  // a gather's indices (row-major)
+    return s < n_inputs ? args[s].data : transient(s - n_inputs).first;
+  };
   // Input slot `slot`'s layout over `space`: a parameter's, a transient's, or a view's.
   auto layout_of = [&](std::int32_t slot, const shape& space) -> operand_layout {
-    if (slot < n_inputs) {
-      const ir::input_decl& d = g.inputs[slot];
-      shape dims = runtime::argument_dims(args[slot], d.dims);
-      return layout_over(args[slot].data, size_in_bytes(d.type), dims, space);
-    }
+    if (slot < n_inputs)
+      return layout_over(args[slot].data, size_in_bytes(g.inputs[slot].type), argument_layout(slot),
+                         space, slot_data);
     if (slot < compiler::view_slot(p, 0)) {
       auto [data, dims] = transient(slot - n_inputs);
       return layout_over(data, size_in_bytes(g.nodes[p.transients[slot - n_inputs]].type), dims,
                          space);
     }
     const std::int32_t v = slot - compiler::view_slot(p, 0);
-    std::int32_t base = p.view_bases[v];
+    const std::int32_t base = p.view_bases[v];
     const void* data;
-    shape dims;
+    compiler::strided_layout base_layout;
     if (base < n_inputs) {
       data = args[base].data;
-      dims = runtime::argument_dims(args[base], g.inputs[base].dims);
+      base_layout = argument_layout(base);
     } else {
+      shape dims;
       std::tie(data, dims) = transient(base - n_inputs);
+      base_layout = compiler::row_major(dims);
     }
-    auto slot_data = [&](std::int32_t s) -> const void* {  // a gather's indices
-      return s < n_inputs ? args[s].data : transient(s - n_inputs).first;
-    };
     return layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
-                       compiler::view_layout(p, v, dims, sym), space, slot_data);
+                       compiler::view_layout(p, v, base_layout, sym), space, slot_data);
   };
   auto prepare = [&](std::size_t i) {
     const compiler::region& reg = p.regions[i];
@@ -96,9 +104,19 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.
     shape written = r.root ? ir::kept_dims(r.space, r.root->attrs) : r.space;
-    for (auto res : reg.results)
-      r.outs[res] = layout_over(results[res].data, size_in_bytes(g.nodes[g.outputs[res]].type),
-                                written, r.space);
+    for (auto res : reg.results) {
+      // A strided result's axes of size other than 1 are written's in order (region formation
+      // writes a result over its own extents, a reduction's with its reduced axes kept as 1s):
+      // each takes its stride.
+      compiler::strided_layout l = compiler::row_major(written);
+      if (const runtime::buffer_ref& b = results[res]; b.strided)
+        for (int i = 0, k = 0; i < written.rank; ++i) {
+          while (written.dims[i] != 1 && k < b.dims.rank && b.dims.dims[k] == 1) ++k;
+          l.strides[i] = written.dims[i] == 1 ? 0 : b.steps[k++];
+        }
+      r.outs[res] = layout_over(results[res].data, size_in_bytes(g.nodes[g.outputs[res]].type), l,
+                                r.space, slot_data);
+    }
     for (auto t : reg.writes)
       r.outs[n_outputs + t] = layout_over(
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);

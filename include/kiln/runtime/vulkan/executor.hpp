@@ -196,6 +196,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
   const ir::graph& g = p.graph;
   c.on_cpu.assign(prog.plan().regions.size(), false);
   c.regions.resize(p.regions.size());
+  const std::string device_key = spirv::fingerprint(ctx.target()) + "/";
   std::vector<shape> spaces;
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     const compiler::region& reg = p.regions[i];
@@ -203,8 +204,8 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     call_plan::region& r = c.regions[i];
     r.call = layout_call(p, static_cast<int>(i), spaces.back(), args, sym);
     r.total = r.call.metadata[1];  // the elements it writes
-    // Kernels are per device: two devices may differ in features, limits and so in regions.
-    r.call.key = std::to_string(ctx.index()) + "/" + r.call.key;
+    // Kernels are per target: two devices may differ in features, limits and so in regions.
+    r.call.key = device_key + r.call.key;
     if (r.total > 0 && reg.root >= 0 && r.call.reduced == 0 &&
         ir::info(g.nodes[reg.root].kind).cls == ir::op_class::index_reduction)
       throw error(errc::shape_mismatch, std::string(ir::name(g.nodes[reg.root].kind)),
@@ -345,8 +346,14 @@ class call_bindings {
   }
   // Copies the staged results to the host (after the device finished).
   void copy_back() const {
-    for (const staged& s : staged_results_)
-      if (s.bytes) std::memcpy(const_cast<void*>(s.ref->data), s.range.host(), s.bytes);
+    for (const staged& s : staged_results_) {
+      const runtime::buffer_ref& b = *s.ref;
+      if (s.bytes && b.strided)  // into the caller's strided view, element by element
+        copy_strided(s.range.host(), row_major_strides(b.dims), const_cast<void*>(b.data), b.steps,
+                     b.dims, s.element_bytes);
+      else if (s.bytes)
+        std::memcpy(const_cast<void*>(b.data), s.range.host(), s.bytes);
+    }
   }
 
  private:
@@ -354,6 +361,7 @@ class call_bindings {
     const runtime::buffer_ref* ref;
     allocation range;
     std::size_t bytes;
+    int element_bytes;
   };
   VkDescriptorBufferInfo bind(VkDescriptorBufferInfo& info, const runtime::buffer_ref& b,
                               std::size_t bytes, bool is_result, int element_bytes) {
@@ -378,8 +386,12 @@ class call_bindings {
       info = {m->range().buffer(), m->range().offset + at, m->range().size - at};
     } else {
       allocation s = ctx_.ring().take(bytes);
+      // Host data is staged row-major: a strided view is packed on the way in (and unpacked on
+      // the way out), in the one copy every host buffer gets.
       if (is_result)
-        staged_results_.push_back({&b, s, bytes});
+        staged_results_.push_back({&b, s, bytes, element_bytes});
+      else if (bytes && b.strided)
+        copy_strided(b.data, b.steps, s.host(), row_major_strides(b.dims), b.dims, element_bytes);
       else if (bytes)
         std::memcpy(s.host(), b.data, bytes);  // empty data may have no address
       info = {s.buffer(), s.offset, s.size};

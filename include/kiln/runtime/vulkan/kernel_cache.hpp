@@ -45,6 +45,7 @@ struct kernel_cache {
   const device_plan& for_device(const compiler::plan& plan, std::uint32_t max_bindings);
 
   std::mutex mutex;
+  // By variant key: the target's fingerprint (spirv::fingerprint), '/', the region's key.
   std::map<std::string, spirv::kernel> kernels;
   std::map<std::uint32_t, device_plan> by_bindings;
   std::set<std::string> noticed;
@@ -94,9 +95,11 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   };
   // Where a slot's elements are: row-major, or a view's index map over its base.
   auto layout_of = [&](std::int32_t slot) {
-    return slot < first_view ? compiler::row_major(dims_of(slot))
-                             : compiler::view_layout(p, slot - first_view,
-                                                     dims_of(p.view_bases[slot - first_view]), sym);
+    return slot < first_view
+               ? compiler::row_major(dims_of(slot))
+               : compiler::view_layout(
+                     p, slot - first_view,
+                     compiler::row_major(dims_of(p.view_bases[slot - first_view])), sym);
   };
   for (auto slot : slots) {
     compiler::strided_layout l = layout_of(slot);
@@ -183,6 +186,7 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
 inline const spirv::kernel& keep_kernel(const runtime::program& prog, const std::string& key,
                                         spirv::kernel k, const std::string& what,
                                         const std::string& stem, const spirv::target& t) {
+  k.vulkan_version = t.vulkan_version;
   if (!k.code.empty()) {
     if (validate_enabled())
       if (auto msg = spirv::validate(k.code, t.vulkan_version); !msg.empty())
