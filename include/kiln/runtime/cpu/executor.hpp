@@ -434,6 +434,12 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const operand_layout> outs);
 
 #if KILN_RUNTIME_BODY
+}  // namespace kiln::cpu
+
+#include <cstdlib>
+
+namespace kiln::cpu {
+
 KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,
                                row_block rows, std::span<const std::int32_t> args,
                                std::span<const operand_layout> ins,
@@ -504,8 +510,22 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
   std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
   std::int64_t piece = inner;
   if (threads > 1 && inner > grain) piece = (grain + lanes - 1) / lanes * lanes;
+  // An input read across rows (a transposed matrix: its elements along a row a cache line or
+  // more apart, the next row's next to them) is read in tiles, block rows a piece at a time, so
+  // the lines one row's piece brings in serve the rows after it, as a blocked transpose does.
+  constexpr std::int64_t tile_rows = 16, tile_piece = 256;
+  std::int64_t block = 1;
+  for (std::size_t k = 0; rank >= 2 && k < args.size(); ++k) {
+    const std::int64_t along = std::abs(strides[k][rank - 1]),
+                       across = std::abs(strides[k][rank - 2]);
+    if (along >= 16 && across > 0 && across < 16 && inner > tile_piece && rows > 1) {
+      block = tile_rows;
+      piece = std::min(piece, tile_piece);
+    }
+  }
   std::int64_t pieces = (inner + piece - 1) / piece;
-  std::int64_t tasks = rows * pieces;
+  // Task t: piece p of row r, the rows in blocks of `block`, a block's rows piece by piece.
+  std::int64_t tasks = (rows + block - 1) / block * block * pieces;
   std::int64_t chunk = std::max<std::int64_t>(grain / piece, 1);
 
   // Runs tasks [first, last) on the calling thread.
@@ -513,7 +533,9 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
     row_pointers ptrs(ins.size(), outs.size());
     std::vector<std::int64_t> offsets(c.entries());
     for (std::int64_t t = first; t < last; ++t) {
-      std::int64_t r = t / pieces, p = t % pieces;
+      const std::int64_t in_block = t % (block * pieces);
+      std::int64_t r = t / (block * pieces) * block + in_block % block, p = in_block / block;
+      if (r >= rows) continue;
       std::int64_t begin = p * piece, count = std::min(piece, inner - begin);
       for (std::size_t k = 0; k < c.entries(); ++k) {
         // Offset of row r: its multi-index over the outer dimensions, times the strides.
