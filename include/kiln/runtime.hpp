@@ -84,9 +84,9 @@ struct tensor_ref {
     checked_element_count(ref.dims, size_in_bytes(type), "tensor_ref", "the tensor");
   }
   void set_strides(const stride_list& steps) {
-    check_strides(ref.dims, steps, size_in_bytes(type), "tensor_ref", "the tensor");
-    ref.strided = !is_row_major(ref.dims, steps);
-    if (ref.strided) ref.steps = steps;
+    ref.steps = steps;
+    ref.strided =
+        strided_layout_of(ref.dims, ref.steps, size_in_bytes(type), "tensor_ref", "the tensor");
   }
 };
 
@@ -627,11 +627,8 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
       std::vector<std::uint8_t> host(bytes);
       if (r.memory)
         r.memory->read(host.data(), bytes, static_cast<std::size_t>(r.offset));
-      else if (bytes && r.strided)
-        copy_strided(r.data, r.steps, host.data(), row_major_strides(dims), dims,
-                     size_in_bytes(given_args[a].type));
       else if (bytes)
-        std::memcpy(host.data(), r.data, bytes);
+        runtime::pack(r, host.data(), size_in_bytes(given_args[a].type));
       const std::string file = std::to_string(a + 1) + "-" + st().inputs[a] + ".npy";
       runtime::write_npy(folder + "/" + file, given_args[a].type, dims, host.data());
       command += " --input '" + st().inputs[a] + "=" + file + "'";

@@ -86,6 +86,18 @@ inline void check_strides(const shape& s, const stride_list& st, int element_byt
   }
 }
 
+// Checks `steps` for extents s (check_strides) and says whether they are strided: false, with
+// `steps` cleared, when they lay s out row-major anyway.
+inline bool strided_layout_of(const shape& s, stride_list& steps, int element_bytes,
+                              std::string_view who, std::string_view what) {
+  check_strides(s, steps, element_bytes, who, what);
+  if (is_row_major(s, steps)) {
+    steps = {};
+    return false;
+  }
+  return true;
+}
+
 // Not owning: the caller keeps the data alive for the call. `flat` marks a view made from a
 // one-dimensional range: it may stand for a tensor of any shape with the same element count.
 // A strided view (`strided`) has element strides `steps`; otherwise it is row-major.
@@ -119,9 +131,7 @@ tensor_view<T> view(T* data, std::initializer_list<std::int64_t> dims,
                 "the view has " + std::to_string(dims.size()) + " extents but " +
                     std::to_string(element_strides.size()) + " strides; give one per axis");
   std::copy(element_strides.begin(), element_strides.end(), v.steps.begin());
-  check_strides(v.dims, v.steps, sizeof(T), "view", "the view");
-  v.strided = !is_row_major(v.dims, v.steps);
-  if (!v.strided) v.steps = {};
+  v.strided = strided_layout_of(v.dims, v.steps, sizeof(T), "view", "the view");
   return v;
 }
 

@@ -188,7 +188,7 @@ class row_major_copies {
       if (!b.strided || compiler::reads_any_layout(p, static_cast<std::int32_t>(a))) continue;
       const int bytes = size_in_bytes(p.graph.inputs[a].type);
       auto& m = memory_.emplace_back(static_cast<std::size_t>(b.dims.element_count() * bytes));
-      copy_strided(b.data, b.steps, m.data(), row_major_strides(b.dims), b.dims, bytes);
+      pack(b, m.data(), bytes);
       b.data = m.data();
       b.strided = false;
     }

@@ -2,6 +2,7 @@
 // resolves every symbolic size, and gives each result its concrete extents.
 #pragma once
 
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -33,9 +34,20 @@ buffer_ref ref_of(const tensor_view<T>& v) {
   return {v.data, v.dims, v.flat, nullptr, 0, v.strided, v.steps};
 }
 
-// Its strides: its own, or row-major.
-inline stride_list steps_of(const buffer_ref& b) {
-  return b.strided ? b.steps : row_major_strides(b.dims);
+// Copies host buffer b's elements (`element_bytes` each) row-major to `to`: packs a strided one.
+inline void pack(const buffer_ref& b, void* to, int element_bytes) {
+  if (b.strided)
+    copy_strided(b.data, b.steps, to, row_major_strides(b.dims), b.dims, element_bytes);
+  else if (const std::int64_t n = b.dims.element_count(); n > 0)  // empty data may have no address
+    std::memcpy(to, b.data, static_cast<std::size_t>(n * element_bytes));
+}
+// The other way: row-major elements at `from` into host buffer b (unpacks into a strided one).
+inline void unpack(const void* from, const buffer_ref& b, int element_bytes) {
+  void* to = const_cast<void*>(b.data);
+  if (b.strided)
+    copy_strided(from, row_major_strides(b.dims), to, b.steps, b.dims, element_bytes);
+  else if (const std::int64_t n = b.dims.element_count(); n > 0)
+    std::memcpy(to, from, static_cast<std::size_t>(n * element_bytes));
 }
 
 // The extents an argument is read with: its own, or the declared (static) ones for a flat range
@@ -116,12 +128,14 @@ inline byte_span span_of(const buffer_ref& b, int element_bytes) {
           start + static_cast<std::uintptr_t>((r.high + 1) * element_bytes)};
 }
 
-// Whether two buffers' spans share any byte (device memory: the same memory and overlapping
-// ranges of it; empty buffers never).
-inline bool overlaps(const buffer_ref& a, int a_bytes, const buffer_ref& b, int b_bytes) {
-  if (a.memory != b.memory) return false;
-  const byte_span x = span_of(a, a_bytes), y = span_of(b, b_bytes);
+// Whether two spans share a byte (empty ones never).
+inline bool intersect(const byte_span& x, const byte_span& y) {
   return x.low < x.high && y.low < y.high && x.low < y.high && y.low < x.high;
+}
+// Whether two buffers' spans share any byte (device memory: the same memory and overlapping
+// ranges of it).
+inline bool overlaps(const buffer_ref& a, int a_bytes, const buffer_ref& b, int b_bytes) {
+  return a.memory == b.memory && intersect(span_of(a, a_bytes), span_of(b, b_bytes));
 }
 
 #if KILN_RUNTIME_BODY
@@ -238,10 +252,10 @@ KILN_RUNTIME_API void check_overlap(std::span<const ir::input_decl> inputs,
     dtype result_type = nodes[outputs[r]].type;
     for (std::size_t a = 0; a < args.size(); ++a) {
       dtype arg_type = inputs[a].type;
-      if (!overlaps(results[r], size_in_bytes(result_type), args[a], size_in_bytes(arg_type)))
-        continue;
+      if (results[r].memory != args[a].memory) continue;
       const byte_span x = span_of(results[r], size_in_bytes(result_type)),
                       y = span_of(args[a], size_in_bytes(arg_type));
+      if (!intersect(x, y)) continue;
       // The same elements in the same places: the same span, type, extents and strides.
       const buffer_ref &res = results[r], &arg = args[a];
       const bool identical = x.low == y.low && x.high == y.high && result_type == arg_type &&

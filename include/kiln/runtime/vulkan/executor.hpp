@@ -346,21 +346,14 @@ class call_bindings {
   }
   // Copies the staged results to the host (after the device finished).
   void copy_back() const {
-    for (const staged& s : staged_results_) {
-      const runtime::buffer_ref& b = *s.ref;
-      if (s.bytes && b.strided)  // into the caller's strided view, element by element
-        copy_strided(s.range.host(), row_major_strides(b.dims), const_cast<void*>(b.data), b.steps,
-                     b.dims, s.element_bytes);
-      else if (s.bytes)
-        std::memcpy(const_cast<void*>(b.data), s.range.host(), s.bytes);
-    }
+    for (const staged& s : staged_results_)
+      runtime::unpack(s.range.host(), *s.ref, s.element_bytes);
   }
 
  private:
   struct staged {
     const runtime::buffer_ref* ref;
     allocation range;
-    std::size_t bytes;
     int element_bytes;
   };
   VkDescriptorBufferInfo bind(VkDescriptorBufferInfo& info, const runtime::buffer_ref& b,
@@ -389,11 +382,9 @@ class call_bindings {
       // Host data is staged row-major: a strided view is packed on the way in (and unpacked on
       // the way out), in the one copy every host buffer gets.
       if (is_result)
-        staged_results_.push_back({&b, s, bytes, element_bytes});
-      else if (bytes && b.strided)
-        copy_strided(b.data, b.steps, s.host(), row_major_strides(b.dims), b.dims, element_bytes);
+        staged_results_.push_back({&b, s, element_bytes});
       else if (bytes)
-        std::memcpy(s.host(), b.data, bytes);  // empty data may have no address
+        runtime::pack(b, s.host(), element_bytes);
       info = {s.buffer(), s.offset, s.size};
     }
     return info;
