@@ -4,6 +4,7 @@
 // time on the CPU (every path: serial, blocks on threads, a few long rows) with the same bits as
 // the regions run one by one. Runs on the default device and, as e2e.cpu.test_normalizations, on
 // the CPU.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -382,7 +383,12 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
         // layer_norm normalizes every axis from `axis` on: trailing however many there are.
         bool trailing = layer_norm || axis == static_cast<int>(dims.size()) - 1;
         auto kernels = e.kernels();
-        const auto regions = static_cast<std::uint32_t>(e.plan().regions.size());
+        // The device plan computes softmax's row-local exp(x - max) where it is read: the region
+        // that writes it is not in the kernel.
+        auto regions = static_cast<std::uint32_t>(e.plan().regions.size());
+        for (std::size_t t = 0; t < e.plan().transients.size(); ++t)
+          regions -= e.plan().row_local(static_cast<std::int32_t>(t)) ? 1 : 0;
+        if (!layer_norm && trailing && regions > 1) EXPECT_EQ(regions, 3u);  // max, sum, divide
         if (regions == 1) {  // a size-1 axis folded the reductions away
           EXPECT_EQ(kernels.size(), 1u);
         } else if (trailing) {
@@ -407,7 +413,8 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
 
 // Row groups on the CPU give the bits of their regions run one by one (the interpreter runs a
 // plan's regions alone when told to run only some of them: here, every region of the group in
-// turn), whatever the path: small (serial), many rows (blocks on threads), few long rows.
+// turn, the row-local exp(x - max) kept in the arena between them), whatever the path: small
+// (serial), many rows (blocks on threads), few long rows.
 TEST(Normalizations, RowGroupsMatchRegionByRegion) {
   for (const dims_t& dims : std::vector<dims_t>{{3, 5}, {200, 1000}, {2, 70001}, {1000, 3, 40}}) {
     kiln::graph g;
@@ -430,7 +437,7 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
     std::vector<kiln::runtime::buffer_ref> results = {{y1.data(), ref::to_shape(dims)},
                                                       {z1.data(), ref::to_shape(z_dims)}};
     // One arena for the whole call: region r reads what the regions before it left there.
-    kiln::runtime::arena transients{p.arena(sym.data())};
+    kiln::runtime::arena transients{p.arena(sym.data(), true)};
     auto memory = kiln::runtime::arena_pool::host_block(transients.layout.bytes);
     transients.host = memory.host;
     for (std::size_t r = 0; r < p.regions.size(); ++r) {
@@ -442,6 +449,78 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
     EXPECT_EQ(z.to_vector(), z1.to_vector()) << ref::dims_text(dims);
     EXPECT_GT(z.to_vector()[0] + y.to_vector()[0], 0.0f);
   }
+}
+
+// Row-local values: softmax's exp(x - max), read by the sum and by the divide, is computed once,
+// by a region of the row group, and passed to the regions after it through a transient that takes
+// no place in the arena (the CPU keeps a block of rows of it; Vulkan computes it again where it is
+// read). Against the reference on every CPU path (serial, blocks on threads, a few long rows that
+// each region runs whole), with exp(x - max) a result too, and over leading axes (where it is
+// not row-local: recomputed).
+TEST(Normalizations, RowLocalValuesAreComputedOnce) {
+  unsigned seed = 60;
+  for (const dims_t& dims : std::vector<dims_t>{{3, 5}, {200, 1000}, {2, 70001}, {40, 3, 50}})
+    for (bool exp_too : {false, true}) {
+      const int axis = static_cast<int>(dims.size()) - 1;
+      SCOPED_TRACE(ref::dims_text(dims) + (exp_too ? " with exp(x - max) a result" : ""));
+      kiln::graph g;
+      auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+      auto shifted = g.exp(g.sub(x, g.reduce_max(x, {axis}, true)));
+      g.output("y", g.div(shifted, g.reduce_sum(shifted, {axis}, true)));
+      if (exp_too) g.output("e", shifted);
+      auto e = kiln::compile(g);
+      const auto& p = e.plan();
+      EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(p);
+      // One region computes the exp; the others load it from the row-local transient.
+      std::int32_t exp_node = -1;
+      for (std::size_t id = 0; id < p.graph.nodes.size(); ++id)
+        if (p.graph.nodes[id].kind == kiln::ir::op::exp) exp_node = static_cast<std::int32_t>(id);
+      ASSERT_GE(exp_node, 0);
+      int computing = 0, loading = 0, local = 0;
+      for (const auto& r : p.regions)
+        if (std::find(r.nodes.begin(), r.nodes.end(), exp_node) != r.nodes.end())
+          ++(kiln::compiler::load_slot(p, r, exp_node) < 0 ? computing : loading);
+      for (std::size_t t = 0; t < p.transients.size(); ++t)
+        if (p.row_local(static_cast<std::int32_t>(t))) {
+          ++local;
+          EXPECT_EQ(p.transients[t], exp_node);
+        }
+      EXPECT_EQ(computing, 1) << kiln::compiler::print(p);
+      EXPECT_EQ(loading, 2) << kiln::compiler::print(p);
+      EXPECT_EQ(local, 1);
+      // The arena holds the per-row max and sum only.
+      EXPECT_EQ(p.transient_bytes(), 2 * ((ref::count(dims) / dims.back() * 4 + 255) / 256 * 256));
+
+      auto in = ref::random_data<float>(ref::count(dims), -20, 20, seed++);
+      ref::buffer<float> xb(in), y(in.size()), ex(in.size());
+      std::vector<kiln::tensor_ref> results = {ref::view_of(y, dims)};
+      if (exp_too) results.push_back(ref::view_of(ex, dims));
+      std::vector<kiln::tensor_ref> args = {ref::view_of(xb, dims)};
+      e.run(args, results);
+      double tol = 16 * (std::log2(double(dims.back())) + 8) * 0x1p-23;
+      expect_close(y.to_vector(), softmax_ref(in, dims, axis, false), tol, 1e-30, "softmax");
+      if (!exp_too) continue;
+      std::vector<double> want(in.size());
+      for_each_row(dims, 1u << axis, [&](std::int64_t, const std::vector<std::int64_t>& row) {
+        float m = -INFINITY;
+        for (auto i : row) m = std::max(m, in[i]);
+        // The difference rounded to f32, as the graph computes it, then exp within its bound.
+        for (auto i : row) want[i] = std::exp(double(in[i] - m));
+      });
+      expect_close(ex.to_vector(), want, 4 * 0x1p-23, 1e-30, "exp(x - max)");
+    }
+  // Over a leading axis the value is not row-local (a block of rows is not a block of memory):
+  // each region that reads it computes it.
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {300, 7});
+  g.output("y", g.softmax(x, 0));
+  auto e = kiln::compile(g);
+  for (std::size_t t = 0; t < e.plan().transients.size(); ++t)
+    EXPECT_FALSE(e.plan().row_local(static_cast<std::int32_t>(t)))
+        << kiln::compiler::print(e.plan());
+  auto in = ref::random_data<float>(2100, -20, 20, seed++);
+  expect_close(run1(e, in, {300, 7}, {300, 7}), softmax_ref(in, {300, 7}, 0, false), 1e-5, 1e-30,
+               "softmax over axis 0");
 }
 
 // Run-time sizes: x * w with x [?, ?] and w [?] joins x's row group (one dispatch), and at a call

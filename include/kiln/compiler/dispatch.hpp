@@ -24,9 +24,10 @@ struct region_options {
 // one dispatch (softmax's max, sum and divide; layer_norm's mean, variance and scaling). A group
 // starts at a reduction's region; its rows are the kept indices of that root's space. A region
 // joins the run when each of its elements belongs to one row and every value it loads from the
-// group's own transients is that row's:
+// group's own transients is that row's (per-row values broadcast, or a row-local value's
+// elements at the same place):
 //  - a reduction over the same space and axes (a row's earlier reductions as per-row values);
-//  - an elementwise region over the same space (the rows' elements, per-row values broadcast);
+//  - an elementwise region over the same space (the rows' elements);
 //  - an epilogue: an elementwise region over the kept indices themselves (the reduced values,
 //    element for element: relu(reduce_sum(x))).
 // Every other region is a group of its own. Sets region::group.
@@ -61,6 +62,10 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
       }
       return true;
     };
+    // A row-local value (row_local_values): the row's own elements, read where they were written.
+    auto per_row_or_local = [&](std::int32_t t) {
+      return per_row(t) || g.nodes[transients[t]].dims == space;
+    };
     auto reads_all = [&](auto fits) {
       for (auto t : r.reads)
         if (from_group(t) && !fits(t)) return false;
@@ -73,9 +78,10 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
     if (r.contraction >= 0)
       joins = false;
     else if (open && r.root >= 0)
-      joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes && reads_all(per_row);
+      joins = r.space == space && g.nodes[r.root].attrs.axes == axes.axes &&
+              reads_all(per_row_or_local);
     else if (open && same_rows(g, r.space, space))
-      joins = reads_all(per_row);
+      joins = reads_all(per_row_or_local);
     else if (open)
       joins = squeezed(r.space) == squeezed(ir::kept_dims(space, axes)) &&
               reads_all([&](std::int32_t t) { return g.nodes[transients[t]].dims == r.space; });
@@ -90,6 +96,81 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
     }
     r.group = group;
   }
+}
+
+// Ops whose value costs far more to recompute than to keep in cache (a polynomial and a range
+// reduction per element, or more).
+constexpr bool costly(ir::op k) {
+  using ir::op;
+  switch (k) {
+    case op::pow: case op::exp: case op::log: case op::tanh: case op::sigmoid: case op::erf:
+    case op::sin: case op::cos: case op::tan: case op::asin: case op::acos: case op::atan:
+    case op::sinh: case op::cosh: case op::asinh: case op::acosh: case op::atanh: case op::exp2:
+    case op::expm1: case op::log2: case op::log1p: case op::softplus: case op::erfc:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Row-local values: the operand of a reduction over trailing axes that other elementwise nodes
+// over the same dims read too, that costs a transcendental function per element to recompute,
+// and that reads an earlier reduction over the same axes (so all of them land in that
+// reduction's row group): softmax's exp(x - max), read by the sum and by the divide. Each is
+// materialized, computed once by a region of the group, and passed to the regions after it
+// through a transient that lives a block of rows at a time (compiler::row_local): on the CPU in a
+// block-sized buffer, never in the arena. Without this, each of those regions evaluates it again.
+constexpr std::vector<std::int32_t> row_local_values(const ir::graph& g,
+                                                     const std::vector<bool>& materialized) {
+  const auto n_nodes = g.nodes.size();
+  auto is_reduction = [&](std::int32_t id) {
+    return ir::is_reduction(ir::info(g.nodes[id].kind).cls);
+  };
+  auto trailing = [&](std::int32_t root) {  // the reduced axes are the last ones
+    std::uint32_t axes = g.nodes[root].attrs.axes;
+    return axes && axes + (axes & -axes) == 1u << g.nodes[g.nodes[root].operands[0]].dims.rank;
+  };
+  std::vector<std::vector<std::int32_t>> readers(n_nodes);
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    for (int k = 0; k < g.nodes[i].arity(); ++k)
+      readers[g.nodes[i].operands[k]].push_back(static_cast<std::int32_t>(i));
+  std::vector<std::int32_t> found;
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    const ir::node& n = g.nodes[i];
+    auto cls = ir::info(n.kind).cls;
+    if (materialized[i] || ir::is_root(cls) || cls == ir::op_class::leaf ||
+        cls == ir::op_class::view || readers[i].size() < 2)
+      continue;
+    std::int32_t root = -1;
+    bool elementwise_readers = true;
+    for (auto r : readers[i]) {
+      const ir::node& reader = g.nodes[r];
+      if (is_reduction(r) && trailing(r))
+        root = r;
+      else if (ir::is_root(ir::info(reader.kind).cls) ||
+               ir::info(reader.kind).cls == ir::op_class::view || !(reader.dims == n.dims))
+        elementwise_readers = false;
+    }
+    if (root < 0 || !elementwise_readers) continue;
+    // Its producers up to loaded values: one costly op, and an earlier reduction of the rows.
+    bool costs = false, in_rows = false;
+    std::vector<bool> used(n_nodes, false);
+    used[i] = true;
+    for (std::size_t j = i + 1; j-- > 0;) {
+      if (!used[j]) continue;
+      const ir::node& m = g.nodes[j];
+      if (j != i && (materialized[j] || is_view(g, static_cast<std::int32_t>(j)))) {
+        in_rows = in_rows || (is_reduction(static_cast<std::int32_t>(j)) &&
+                              m.attrs.axes == g.nodes[root].attrs.axes &&
+                              g.nodes[m.operands[0]].dims == n.dims);
+        continue;
+      }
+      costs = costs || costly(m.kind);
+      for (int k = 0; k < m.arity(); ++k) used[m.operands[k]] = true;
+    }
+    if (costs && in_rows) found.push_back(static_cast<std::int32_t>(i));
+  }
+  return found;
 }
 
 // The regions of g in execution order, and `transients`: the values passed between regions
@@ -131,6 +212,7 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       std::int32_t o = g.nodes[i].operands[k];
       if (row_value[o] && !(g.nodes[o].dims == g.nodes[i].dims)) materialized[o] = true;
     }
+  for (auto id : row_local_values(g, materialized)) materialized[id] = true;
   // Indices are read whole, by position: a parameter's or a materialized value's.
   for (std::size_t i = 0; i < n_nodes; ++i)
     if (ir::is_gather(g.nodes[i].kind) && g.nodes[g.nodes[i].operands[1]].kind != ir::op::input)

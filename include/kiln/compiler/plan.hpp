@@ -3,6 +3,7 @@
 // plans, and the runtime reads them without including the passes.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "kiln/compiler/region.hpp"
@@ -14,6 +15,7 @@ namespace kiln::compiler {
 struct arena_layout {
   std::vector<std::int64_t> offsets;
   std::int64_t bytes = 0;
+  bool keeps_row_local = false;  // row-local transients have their place too (plan::arena)
 };
 
 // Offsets in the arena are multiples of this (Vulkan's minStorageBufferOffsetAlignment is at most
@@ -64,26 +66,69 @@ constexpr std::int64_t size_at(std::int64_t d, const std::int64_t* sym) {
 struct plan {
   ir::graph graph;                       // canonical: verified, folded, deduplicated, no dead nodes
   std::vector<region> regions;           // in execution order; one dispatch per row group
-  std::vector<std::int32_t> transients;  // root nodes whose values pass between regions
+  std::vector<std::int32_t> transients;  // values passed between regions (roots' results,
+                                         // row values, row-local values)
   std::vector<std::int32_t> views;       // view nodes regions load (region::views)
   std::vector<std::int32_t> view_bases;  // per view: the input slot of the value it maps
   constexpr int dispatch_count() const { return regions.empty() ? 0 : regions.back().group + 1; }
 
-  // The arena of one call (sym: its resolved symbols; null for a plan of static sizes).
-  constexpr arena_layout arena(const std::int64_t* sym = nullptr) const {
+  // Whether transient t is row-local (compiler::row_local_values): an elementwise value over its
+  // row group's space that only later regions of the group read, each at the elements it would
+  // compute. A back end runs the group a block of rows at a time (the CPU keeps the value in a
+  // block-sized buffer) or computes it again where it is read (Vulkan's device plan): it takes
+  // no place in the arena.
+  constexpr bool row_local(std::int32_t t) const {
+    const region* writer = nullptr;
+    for (const region& r : regions)
+      for (auto w : r.writes)
+        if (w == t) writer = &r;
+    if (!writer || writer->root >= 0 || writer->contraction >= 0 ||
+        !(writer->space == graph.nodes[transients[t]].dims))
+      return false;
+    bool grouped = false, read = false;
+    for (const region& r : regions) {
+      grouped = grouped || (r.group == writer->group && r.root >= 0);
+      for (auto v : r.view_reads)
+        if (v == t) return false;
+      for (auto u : r.reads)
+        if (u == t) {
+          if (r.group != writer->group || !(r.space == writer->space)) return false;
+          read = true;
+        }
+    }
+    return grouped && read;
+  }
+  constexpr bool written(std::int32_t t) const {
+    for (const region& r : regions)
+      for (auto w : r.writes)
+        if (w == t) return true;
+    return false;
+  }
+  // The arena of one call (sym: its resolved symbols; null for a plan of static sizes). With
+  // keep_row_local, row-local transients have their place in it too: for a caller that runs a
+  // row group's regions one call at a time (cpu::run_plan then keeps them there).
+  constexpr arena_layout arena(const std::int64_t* sym = nullptr,
+                               bool keep_row_local = false) const {
     std::vector<std::int64_t> bytes;
-    for (auto t : transients) {
-      const ir::node& n = graph.nodes[t];
+    for (std::size_t t = 0; t < transients.size(); ++t) {
+      const ir::node& n = graph.nodes[transients[t]];
       std::int64_t count = 1;
-      for (int i = 0; i < n.dims.rank; ++i) count *= size_at(n.dims.dims[i], sym);
+      if ((!keep_row_local && row_local(static_cast<std::int32_t>(t))) ||
+          !written(static_cast<std::int32_t>(t)))
+        count = 0;
+      else
+        for (int i = 0; i < n.dims.rank; ++i) count *= size_at(n.dims.dims[i], sym);
       bytes.push_back(count * size_in_bytes(n.type));
     }
-    return plan_arena(regions, bytes);
+    arena_layout a = plan_arena(regions, bytes);
+    a.keeps_row_local = keep_row_local;
+    return a;
   }
   // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
   constexpr std::int64_t transient_bytes() const {
-    for (auto t : transients)
-      if (!graph.nodes[t].dims.is_static()) return -1;
+    for (std::size_t t = 0; t < transients.size(); ++t)
+      if (!graph.nodes[transients[t]].dims.is_static() && !row_local(static_cast<std::int32_t>(t)))
+        return -1;
     return arena().bytes;
   }
 };
@@ -220,6 +265,53 @@ constexpr bool writes_in_place(const plan& p, std::int32_t a, std::int32_t r) {
   return true;
 }
 
+// p with each row-local transient (plan::row_local) computed again by the regions that read it:
+// its writer's nodes and loads joined to theirs, and the writer gone where it writes nothing else.
+// For a back end that would rather recompute such a value than keep it (Vulkan: a workgroup's
+// rows are no block of memory it owns). The transients keep their numbers; those no region
+// writes now take no place in the arena. origin[k]: the region of p that new region k is.
+constexpr plan inline_row_locals(const plan& p, std::vector<int>& origin) {
+  plan q = p;
+  auto join = [](std::vector<std::int32_t>& to, const std::vector<std::int32_t>& from) {
+    for (auto x : from)
+      if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
+  };
+  std::vector<bool> gone(p.regions.size(), false);
+  for (std::size_t t = 0; t < p.transients.size(); ++t) {
+    const auto local = static_cast<std::int32_t>(t);
+    if (!q.row_local(local)) continue;
+    std::size_t w = 0;
+    while (std::find(q.regions[w].writes.begin(), q.regions[w].writes.end(), local) ==
+           q.regions[w].writes.end())
+      ++w;
+    for (region& r : q.regions) {
+      auto at = std::find(r.reads.begin(), r.reads.end(), local);
+      if (at == r.reads.end()) continue;
+      r.reads.erase(at);
+      const region& from = q.regions[w];
+      join(r.nodes, from.nodes);
+      std::sort(r.nodes.begin(), r.nodes.end());  // node ids are in topological order
+      join(r.args, from.args);
+      join(r.reads, from.reads);
+      join(r.views, from.views);
+      join(r.view_reads, from.view_reads);
+      join(r.indices, from.indices);
+    }
+    region& writer = q.regions[w];
+    writer.writes.erase(std::find(writer.writes.begin(), writer.writes.end(), local));
+    gone[w] = writer.writes.empty() && writer.results.empty();
+  }
+  std::vector<region> kept;
+  origin.clear();
+  for (std::size_t k = 0; k < q.regions.size(); ++k)
+    if (!gone[k]) {
+      kept.push_back(std::move(q.regions[k]));
+      origin.push_back(static_cast<int>(k));
+    }
+  q.regions = std::move(kept);
+  return q;
+}
+
 // An input slot as the printed plan names it: argN or tN.
 inline std::string slot_text(const plan& p, std::int32_t slot) {
   const auto n_inputs = static_cast<std::int32_t>(p.graph.inputs.size());
@@ -257,7 +349,10 @@ inline std::string print_regions(const plan& p) {
   for (std::size_t t = 0; t < p.transients.size(); ++t) {
     const ir::node& n = p.graph.nodes[p.transients[t]];
     out += "  t" + std::to_string(t) + " = %" + std::to_string(p.transients[t]) + " : " +
-           ir::type_text(n.type, n.dims) + " at " + std::to_string(a.offsets[t]) + "\n";
+           ir::type_text(n.type, n.dims);
+    out += p.row_local(static_cast<std::int32_t>(t))
+               ? " row-local (a block of rows at a time, not in the arena)\n"
+               : " at " + std::to_string(a.offsets[t]) + "\n";
   }
   return out;
 }

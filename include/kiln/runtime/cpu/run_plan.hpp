@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -35,6 +37,20 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                const runtime::arena& transients);
 
 #if KILN_RUNTIME_BODY
+namespace detail {
+// At least `bytes` of this thread's memory (64-byte aligned), kept for its next use: a row
+// group's row-local values for a block of rows.
+inline unsigned char* thread_block_memory(std::int64_t bytes) {
+  struct alignas(64) line {
+    unsigned char bytes[64];
+  };
+  thread_local std::vector<line> memory;
+  auto lines = static_cast<std::size_t>((bytes + 63) / 64);
+  if (memory.size() < lines) memory.resize(lines);
+  return memory.data()->bytes;
+}
+}  // namespace detail
+
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
@@ -43,11 +59,26 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
-  // The call's transients, in one arena laid out by the plan (reused between regions).
+  // The call's transients, in one arena laid out by the plan (reused between regions). A
+  // row-local one has no place there (unless the caller's layout keeps one): a row group run a
+  // block at a time keeps it in a buffer of the block's thread (`blocking`: layouts made for
+  // that, its memory set per block); a region run over all its rows gets memory for all of it,
+  // for this call.
+  std::vector<bool> local(p.transients.size());
+  if (!transients.layout.keeps_row_local)
+    for (std::size_t t = 0; t < local.size(); ++t)
+      local[t] = p.row_local(static_cast<std::int32_t>(t));
+  std::vector<std::unique_ptr<unsigned char[]>> local_memory(p.transients.size());
+  bool blocking = false;
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
-    return std::pair{transients.host + transients.layout.offsets[t],
-                     runtime::concrete(n.dims, sym)};
+    shape dims = runtime::concrete(n.dims, sym);
+    if (!local[t]) return std::pair{transients.host + transients.layout.offsets[t], dims};
+    if (blocking) return std::pair{static_cast<unsigned char*>(nullptr), dims};
+    if (!local_memory[t])
+      local_memory[t].reset(new unsigned char[static_cast<std::size_t>(
+          std::max<std::int64_t>(dims.element_count(), 1) * size_in_bytes(n.type))]);
+    return std::pair{local_memory[t].get(), dims};
   };
   // A region ready to run: its operands' layouts over its space, by slot.
   struct prepared {
@@ -250,51 +281,81 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       continue;
     }
     // A row group: a block of rows at a time through every region, while the rows are in cache.
+    const ir::node& root = g.nodes[p.regions[i].root];
+    const shape space = runtime::concrete(p.regions[i].space, sym);
+    const std::uint32_t axes = root.attrs.axes;
+    const shape rows_dims = ir::kept_dims(space, root.attrs);
+    const std::int64_t rows_total = rows_dims.element_count();
+    const std::int64_t total = space.element_count();
+    const std::int64_t row_size = rows_total > 0 ? total / rows_total : 0;
+    // At this call every region must cover the group's rows (a run-time broadcast may make one
+    // larger): else the regions run one by one. So they do when the rows are too few to share
+    // among the threads: each region over all of them, on every thread.
+    bool fits = true;
+    for (std::size_t k = i + 1; k < end; ++k) {
+      shape s = runtime::concrete(p.regions[k].space, sym);
+      fits = fits && (s == space || (p.regions[k].root < 0 && s.element_count() == rows_total &&
+                                     squeezed(s) == squeezed(rows_dims)));
+    }
+    const int threads = total >= parallel_threshold ? thread_count() : 1;
+    const bool by_blocks = fits && (threads == 1 || rows_total >= 4 * std::int64_t{threads});
+    // Row-local values live a block at a time where a block's rows are consecutive elements.
+    const bool trailing_axes = axes + (axes & (0u - axes)) == 1u << space.rank;
+    std::vector<std::int32_t> block_locals;
+    for (std::size_t k = i; k < end; ++k)
+      for (auto t : p.regions[k].writes)
+        if (local[t] && by_blocks && trailing_axes) block_locals.push_back(t);
+    blocking = !block_locals.empty();
     std::vector<prepared> members;
     for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));
-    auto each_alone = [&] {  // every region over all its rows, one after another
+    blocking = false;
+    if (!by_blocks) {  // every region over all its rows, one after another
       for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
-    };
-    const shape& space = members[0].space;
-    const std::uint32_t axes = members[0].root->attrs.axes;
-    const shape rows_dims = ir::kept_dims(space, members[0].root->attrs);
-    const std::int64_t rows_total = rows_dims.element_count();
-    // At this call every region must cover the group's rows (a run-time broadcast may make one
-    // larger): else the regions run one by one.
-    bool fits = true;
-    for (const prepared& m : members)
-      fits = fits && (m.space == space || (!m.root && m.space.element_count() == rows_total &&
-                                           squeezed(m.space) == squeezed(rows_dims)));
-    if (!fits) {
-      each_alone();
       i = end;
       continue;
     }
-    const std::int64_t total = space.element_count();
-    const std::int64_t row_size = rows_total > 0 ? total / rows_total : 0;
     // Rows [first, last) through every region, a few at a time: a block's operands stay in
     // cache from one region to the next.
     const std::int64_t block_rows =
         std::max<std::int64_t>(group_block_elements / std::max<std::int64_t>(row_size, 1), 1);
     auto run_block = [&](std::int64_t first, std::int64_t last) {
-      for (std::int64_t b = first; b < last; b += block_rows)
-        for (std::size_t k = 0; k < members.size(); ++k) {
-          // An epilogue's space is the rows themselves: nothing of it is reduced.
-          bool over_rows = members[k].space == space;
-          run(i + k, members[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0);
+      // This thread's copies of the layouts that name a row-local value, pointed at its buffer
+      // for each block (rows b.. at its start).
+      std::vector<prepared> own;
+      if (!block_locals.empty()) own = members;
+      const std::int64_t each = (block_rows * row_size * 8 + 63) / 64 * 64;
+      unsigned char* memory = detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
+      for (std::int64_t b = first; b < last; b += block_rows) {
+        for (std::size_t l = 0; l < block_locals.size(); ++l) {
+          const std::int32_t t = block_locals[l];
+          const std::int64_t before = b * row_size * size_in_bytes(g.nodes[p.transients[t]].type);
+          // The address element 0 would have: an integer, as it lies outside the buffer.
+          auto* at = reinterpret_cast<const unsigned char*>(
+              reinterpret_cast<std::uintptr_t>(memory + l * each) -
+              static_cast<std::uintptr_t>(before));
+          for (prepared& m : own) {
+            for (auto u : m.reg->reads)
+              if (u == t) m.ins[n_inputs + t].data = at;
+            for (auto u : m.reg->writes)
+              if (u == t) m.outs[n_outputs + t].data = at;
+          }
         }
+        const std::vector<prepared>& these = block_locals.empty() ? members : own;
+        for (std::size_t k = 0; k < these.size(); ++k) {
+          // An epilogue's space is the rows themselves: nothing of it is reduced.
+          bool over_rows = these[k].space == space;
+          run(i + k, these[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0);
+        }
+      }
     };
-    const int threads = total >= parallel_threshold ? thread_count() : 1;
     if (threads == 1) {
       run_block(0, rows_total);
-    } else if (rows_total >= 4 * std::int64_t{threads}) {
+    } else {
       // Claims of about 1/32 of a thread's share, as run_region's.
       std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
       parallel_for(rows_total,
                    std::max<std::int64_t>(grain / std::max<std::int64_t>(row_size, 1), 1),
                    run_block);
-    } else {  // a few long rows: each region over all of them, on every thread
-      each_alone();
     }
     i = end;
   }

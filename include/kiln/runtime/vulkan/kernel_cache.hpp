@@ -35,8 +35,9 @@ inline const std::filesystem::path& dump_directory() {
 // What the Vulkan back end keeps of a runtime::program: its kernels per region and operand
 // layout, its plan as each binding limit runs it, and the fallbacks it has already noticed.
 struct kernel_cache {
-  // The plan as a device with `max_bindings` storage buffers per stage runs it: `plan` itself, or
-  // its regions formed again so that none binds more (one binding kept for spilled metadata).
+  // The plan as a device with `max_bindings` storage buffers per stage runs it: `plan` itself,
+  // its regions formed again so that none binds more (one binding kept for spilled metadata), or
+  // with its row-local values computed where they are read (compiler::inline_row_locals).
   // origin[k]: the region of `plan` that computes region k's results.
   struct device_plan {
     compiler::plan plan;
@@ -275,6 +276,13 @@ KILN_RUNTIME_API const kernel_cache::device_plan& kernel_cache::for_device(
   auto it = by_bindings.find(max_bindings);
   if (it != by_bindings.end()) return it->second;
   device_plan d{plan, {}};
+  // Row-local values are computed again where they are read: a workgroup's rows are no block of
+  // memory the kernel owns, and the plan's arena has no place for them.
+  for (std::size_t t = 0; t < plan.transients.size(); ++t)
+    if (plan.row_local(static_cast<std::int32_t>(t))) {
+      d.plan = compiler::inline_row_locals(plan, d.origin);
+      return by_bindings.emplace(max_bindings, std::move(d)).first->second;
+    }
   bool fits = true;
   for (const auto& r : plan.regions)
     fits = fits && static_cast<std::uint32_t>(r.binding_count()) + 1 <= max_bindings;
