@@ -75,9 +75,12 @@ class math_library : public narrow_codec {
   // exp in f32 with its own range reduction: drivers may be as loose as 3 + 2|x| ulp (lavapipe's
   // is 2.6e-6 relative near x = 70); this one stays within 2 ulp, as the CPU path does.
   // exp(x) = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 (two-part ln 2, so k * hi is exact).
+  // exp_split's reduction without its low part (adding a zero is no identity a driver may drop).
   id exp32(id x) {
     id xc = m_.ext(vec(lane_kind::f32), GLSLstd450FClamp, {x, fc(-104.0), fc(89.0)});
-    return fsel(is_nan(x), x, exp_split(xc, fc(0)));
+    id kf = m_.ext(vec(lane_kind::f32), GLSLstd450RoundEven, {fmul(xc, fc(1.4426950408889634))});
+    id r = fsub(fsub(xc, fmul(kf, fc(0.693145751953125))), fmul(kf, fc(1.4286068203094172e-06)));
+    return fsel(is_nan(x), x, exp_scaled(kf, r));
   }
   id exp_of(lane_kind k, id x) {
     return k == lane_kind::f32 ? exp32(x) : m_.ext(vec(k), GLSLstd450Exp, {x});
