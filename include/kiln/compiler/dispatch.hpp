@@ -102,15 +102,13 @@ constexpr void form_row_groups(const ir::graph& g, std::vector<region>& regions,
 // reduction per element, or more).
 constexpr bool costly(ir::op k) {
   using ir::op;
-  switch (k) {
-    case op::pow: case op::exp: case op::log: case op::tanh: case op::sigmoid: case op::erf:
-    case op::sin: case op::cos: case op::tan: case op::asin: case op::acos: case op::atan:
-    case op::sinh: case op::cosh: case op::asinh: case op::acosh: case op::atanh: case op::exp2:
-    case op::expm1: case op::log2: case op::log1p: case op::softplus: case op::erfc:
-      return true;
-    default:
-      return false;
-  }
+  constexpr op ops[] = {op::pow,   op::exp,  op::log,   op::tanh,     op::sigmoid, op::erf,
+                        op::sin,   op::cos,  op::tan,   op::asin,     op::acos,    op::atan,
+                        op::sinh,  op::cosh, op::asinh, op::acosh,    op::atanh,   op::exp2,
+                        op::expm1, op::log2, op::log1p, op::softplus, op::erfc};
+  for (op o : ops)
+    if (o == k) return true;
+  return false;
 }
 
 // Row-local values: the operand of a reduction over trailing axes that other elementwise nodes

@@ -15,7 +15,9 @@ namespace kiln::compiler {
 struct arena_layout {
   std::vector<std::int64_t> offsets;
   std::int64_t bytes = 0;
-  bool keeps_row_local = false;  // row-local transients have their place too (plan::arena)
+  // Per transient: row-local (plan::row_local), and so not placed here; all false in an arena
+  // that keeps them (plan::arena).
+  std::vector<bool> row_local;
 };
 
 // Offsets in the arena are multiples of this (Vulkan's minStorageBufferOffsetAlignment is at most
@@ -110,18 +112,19 @@ struct plan {
   constexpr arena_layout arena(const std::int64_t* sym = nullptr,
                                bool keep_row_local = false) const {
     std::vector<std::int64_t> bytes;
+    std::vector<bool> local(transients.size(), false);
     for (std::size_t t = 0; t < transients.size(); ++t) {
       const ir::node& n = graph.nodes[transients[t]];
+      local[t] = !keep_row_local && row_local(static_cast<std::int32_t>(t));
       std::int64_t count = 1;
-      if ((!keep_row_local && row_local(static_cast<std::int32_t>(t))) ||
-          !written(static_cast<std::int32_t>(t)))
+      if (local[t] || !written(static_cast<std::int32_t>(t)))
         count = 0;
       else
         for (int i = 0; i < n.dims.rank; ++i) count *= size_at(n.dims.dims[i], sym);
       bytes.push_back(count * size_in_bytes(n.type));
     }
     arena_layout a = plan_arena(regions, bytes);
-    a.keeps_row_local = keep_row_local;
+    a.row_local = std::move(local);
     return a;
   }
   // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.

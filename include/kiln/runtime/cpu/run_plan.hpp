@@ -64,16 +64,16 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   // block at a time keeps it in a buffer of the block's thread (`blocking`: layouts made for
   // that, its memory set per block); a region run over all its rows gets memory for all of it,
   // for this call.
-  std::vector<bool> local(p.transients.size());
-  if (!transients.layout.keeps_row_local)
-    for (std::size_t t = 0; t < local.size(); ++t)
-      local[t] = p.row_local(static_cast<std::int32_t>(t));
+  auto local = [&](std::int32_t t) {
+    return static_cast<std::size_t>(t) < transients.layout.row_local.size() &&
+           transients.layout.row_local[t];
+  };
   std::vector<std::unique_ptr<unsigned char[]>> local_memory(p.transients.size());
   bool blocking = false;
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
     shape dims = runtime::concrete(n.dims, sym);
-    if (!local[t]) return std::pair{transients.host + transients.layout.offsets[t], dims};
+    if (!local(t)) return std::pair{transients.host + transients.layout.offsets[t], dims};
     if (blocking) return std::pair{static_cast<unsigned char*>(nullptr), dims};
     if (!local_memory[t])
       local_memory[t].reset(new unsigned char[static_cast<std::size_t>(
@@ -304,7 +304,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     std::vector<std::int32_t> block_locals;
     for (std::size_t k = i; k < end; ++k)
       for (auto t : p.regions[k].writes)
-        if (local[t] && by_blocks && trailing_axes) block_locals.push_back(t);
+        if (local(t) && by_blocks && trailing_axes) block_locals.push_back(t);
     blocking = !block_locals.empty();
     std::vector<prepared> members;
     for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));
@@ -324,7 +324,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       std::vector<prepared> own;
       if (!block_locals.empty()) own = members;
       const std::int64_t each = (block_rows * row_size * 8 + 63) / 64 * 64;
-      unsigned char* memory = detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
+      unsigned char* memory =
+          detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
       for (std::int64_t b = first; b < last; b += block_rows) {
         for (std::size_t l = 0; l < block_locals.size(); ++l) {
           const std::int32_t t = block_locals[l];
