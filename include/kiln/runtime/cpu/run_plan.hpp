@@ -47,7 +47,7 @@ inline unsigned char* thread_block_memory(std::int64_t bytes) {
   thread_local std::vector<line> memory;
   auto lines = static_cast<std::size_t>((bytes + 63) / 64);
   if (memory.size() < lines) memory.resize(lines);
-  return memory.data()->bytes;
+  return reinterpret_cast<unsigned char*>(memory.data());
 }
 }  // namespace detail
 
@@ -322,10 +322,12 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       // This thread's copies of the layouts that name a row-local value, pointed at its buffer
       // for each block (rows b.. at its start).
       std::vector<prepared> own;
-      if (!block_locals.empty()) own = members;
       const std::int64_t each = (block_rows * row_size * 8 + 63) / 64 * 64;
-      unsigned char* memory =
-          detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
+      unsigned char* memory = nullptr;
+      if (!block_locals.empty()) {
+        own = members;
+        memory = detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
+      }
       for (std::int64_t b = first; b < last; b += block_rows) {
         for (std::size_t l = 0; l < block_locals.size(); ++l) {
           const std::int32_t t = block_locals[l];
