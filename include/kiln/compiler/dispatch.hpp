@@ -124,10 +124,6 @@ constexpr std::vector<std::int32_t> row_local_values(const ir::graph& g,
   auto is_reduction = [&](std::int32_t id) {
     return ir::is_reduction(ir::info(g.nodes[id].kind).cls);
   };
-  auto trailing = [&](std::int32_t root) {  // the reduced axes are the last ones
-    std::uint32_t axes = g.nodes[root].attrs.axes;
-    return axes && axes + (axes & -axes) == 1u << g.nodes[g.nodes[root].operands[0]].dims.rank;
-  };
   std::vector<std::vector<std::int32_t>> readers(n_nodes);
   for (std::size_t i = 0; i < n_nodes; ++i)
     for (int k = 0; k < g.nodes[i].arity(); ++k)
@@ -143,7 +139,7 @@ constexpr std::vector<std::int32_t> row_local_values(const ir::graph& g,
     bool elementwise_readers = true;
     for (auto r : readers[i]) {
       const ir::node& reader = g.nodes[r];
-      if (is_reduction(r) && trailing(r))
+      if (is_reduction(r) && ir::trailing_axes(reader.attrs.axes, n.dims.rank))
         root = r;
       else if (ir::is_root(ir::info(reader.kind).cls) ||
                ir::info(reader.kind).cls == ir::op_class::view || !(reader.dims == n.dims))

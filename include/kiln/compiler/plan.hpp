@@ -80,10 +80,7 @@ struct plan {
   // block-sized buffer) or computes it again where it is read (Vulkan's device plan): it takes
   // no place in the arena.
   constexpr bool row_local(std::int32_t t) const {
-    const region* writer = nullptr;
-    for (const region& r : regions)
-      for (auto w : r.writes)
-        if (w == t) writer = &r;
+    const region* writer = writer_of(t);
     if (!writer || writer->root >= 0 || writer->contraction >= 0 ||
         !(writer->space == graph.nodes[transients[t]].dims))
       return false;
@@ -100,11 +97,13 @@ struct plan {
     }
     return grouped && read;
   }
-  constexpr bool written(std::int32_t t) const {
+  // The region that writes transient t, or null (none does in a plan whose row-local values
+  // are computed where they are read: inline_row_locals).
+  constexpr const region* writer_of(std::int32_t t) const {
     for (const region& r : regions)
       for (auto w : r.writes)
-        if (w == t) return true;
-    return false;
+        if (w == t) return &r;
+    return nullptr;
   }
   // The arena of one call (sym: its resolved symbols; null for a plan of static sizes). With
   // keep_row_local, row-local transients have their place in it too: for a caller that runs a
@@ -117,7 +116,7 @@ struct plan {
       const ir::node& n = graph.nodes[transients[t]];
       local[t] = !keep_row_local && row_local(static_cast<std::int32_t>(t));
       std::int64_t count = 1;
-      if (local[t] || !written(static_cast<std::int32_t>(t)))
+      if (local[t] || !writer_of(static_cast<std::int32_t>(t)))
         count = 0;
       else
         for (int i = 0; i < n.dims.rank; ++i) count *= size_at(n.dims.dims[i], sym);
@@ -283,10 +282,7 @@ constexpr plan inline_row_locals(const plan& p, std::vector<int>& origin) {
   for (std::size_t t = 0; t < p.transients.size(); ++t) {
     const auto local = static_cast<std::int32_t>(t);
     if (!q.row_local(local)) continue;
-    std::size_t w = 0;
-    while (std::find(q.regions[w].writes.begin(), q.regions[w].writes.end(), local) ==
-           q.regions[w].writes.end())
-      ++w;
+    const auto w = static_cast<std::size_t>(q.writer_of(local) - q.regions.data());
     for (region& r : q.regions) {
       auto at = std::find(r.reads.begin(), r.reads.end(), local);
       if (at == r.reads.end()) continue;
@@ -353,9 +349,8 @@ inline std::string print_regions(const plan& p) {
     const ir::node& n = p.graph.nodes[p.transients[t]];
     out += "  t" + std::to_string(t) + " = %" + std::to_string(p.transients[t]) + " : " +
            ir::type_text(n.type, n.dims);
-    out += p.row_local(static_cast<std::int32_t>(t))
-               ? " row-local (a block of rows at a time, not in the arena)\n"
-               : " at " + std::to_string(a.offsets[t]) + "\n";
+    out += a.row_local[t] ? " row-local (a block of rows at a time, not in the arena)\n"
+                          : " at " + std::to_string(a.offsets[t]) + "\n";
   }
   return out;
 }

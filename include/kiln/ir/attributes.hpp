@@ -53,6 +53,10 @@ constexpr std::int64_t folded_position(std::int64_t p, std::int64_t n, position_
 }
 
 constexpr bool reduces(const attributes& a, int axis) { return (a.axes >> axis) & 1u; }
+// Whether `axes` are the last of `rank` axes, at least one (a row's elements then lie together).
+constexpr bool trailing_axes(std::uint32_t axes, int rank) {
+  return axes != 0 && axes + (axes & (0u - axes)) == 1u << rank;
+}
 
 // The result dims of reducing `dims` over a.axes.
 constexpr shape reduced_dims(const shape& dims, const attributes& a) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -434,12 +435,6 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const operand_layout> outs);
 
 #if KILN_RUNTIME_BODY
-}  // namespace kiln::cpu
-
-#include <cstdlib>
-
-namespace kiln::cpu {
-
 KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,
                                row_block rows, std::span<const std::int32_t> args,
                                std::span<const operand_layout> ins,

@@ -300,11 +300,11 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const int threads = total >= parallel_threshold ? thread_count() : 1;
     const bool by_blocks = fits && (threads == 1 || rows_total >= 4 * std::int64_t{threads});
     // Row-local values live a block at a time where a block's rows are consecutive elements.
-    const bool trailing_axes = axes + (axes & (0u - axes)) == 1u << space.rank;
     std::vector<std::int32_t> block_locals;
-    for (std::size_t k = i; k < end; ++k)
-      for (auto t : p.regions[k].writes)
-        if (local(t) && by_blocks && trailing_axes) block_locals.push_back(t);
+    if (by_blocks && ir::trailing_axes(axes, space.rank))
+      for (std::size_t k = i; k < end; ++k)
+        for (auto t : p.regions[k].writes)
+          if (local(t)) block_locals.push_back(t);
     blocking = !block_locals.empty();
     std::vector<prepared> members;
     for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));

@@ -170,7 +170,7 @@ inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_
   if (end - first < 2 || root.root < 0) return false;
   const std::uint32_t axes = p.graph.nodes[root.root].attrs.axes;
   const int rank = root.space.rank;
-  if (axes == 0 || (axes + (axes & -axes)) != (1u << rank)) return false;  // not the trailing axes
+  if (!ir::trailing_axes(axes, rank)) return false;
   shape space = runtime::concrete(root.space, sym);
   std::int64_t rows = regions[first].total;
   for (std::size_t k = first; k < end; ++k) {
