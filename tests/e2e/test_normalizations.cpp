@@ -451,6 +451,55 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
   }
 }
 
+// A row group whose operands walk the rows affinely runs each row with a few multiplies
+// (row_walks); one that reads an operand broadcast over some of the rows only ([a, 1, c] over
+// [a, b, c]) goes through the collapsed space. Both against the reference, and with the bits of
+// the regions run one by one.
+TEST(Normalizations, RowWalksAndTheirFallback) {
+  for (const dims_t& dims : std::vector<dims_t>{{40, 3, 50}, {2, 5, 4097}, {300, 2, 64}}) {
+    for (bool uneven : {false, true}) {
+      dims_t w_dims = {dims[0], uneven ? 1 : dims[1], dims[2]};
+      kiln::graph g;
+      auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+      auto w = g.input("w", dtype::f32, ref::to_shape(w_dims));
+      g.output("y", g.softmax(g.add(x, w), 2));
+      auto e = kiln::compile(g);
+      EXPECT_EQ(e.dispatch_count(), 1) << kiln::compiler::print(e.plan());
+      auto in = ref::random_data<float>(ref::count(dims), -5, 5, 51);
+      auto ws = ref::random_data<float>(ref::count(w_dims), -2, 2, 52);
+      std::vector<float> sum(in.size());
+      for (std::int64_t i = 0; i < ref::count(dims); ++i) {
+        std::int64_t c = i % dims[2], b = i / dims[2] % dims[1], a = i / (dims[1] * dims[2]);
+        sum[i] = in[i] + ws[(a * w_dims[1] + (uneven ? 0 : b)) * dims[2] + c];
+      }
+      ref::buffer<float> xb(in), wb(ws), y(in.size()), y1(in.size());
+      std::vector<kiln::tensor_ref> args = {ref::view_of(xb, dims), ref::view_of(wb, w_dims)};
+      std::vector<kiln::tensor_ref> results = {ref::view_of(y, dims)};
+      auto cpu = kiln::device::cpu();
+      e.run(args, results, cpu);
+      std::string what = "softmax(x + w) for x " + ref::dims_text(dims) + ", w " +
+                         ref::dims_text(w_dims);
+      expect_close(y.to_vector(), softmax_ref(sum, dims, 2, false), 1e-5, 1e-30, what);
+      // The same plan's regions one at a time, each over all its rows.
+      const auto& p = e.plan();
+      auto programs = kiln::cpu::tile_programs(p);
+      std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
+      std::vector<kiln::runtime::buffer_ref> bufs = {{xb.data(), ref::to_shape(dims)},
+                                                     {wb.data(), ref::to_shape(w_dims)}};
+      std::vector<kiln::runtime::buffer_ref> outs = {{y1.data(), ref::to_shape(dims)}};
+      kiln::runtime::arena transients{p.arena(sym.data(), true)};
+      auto memory = kiln::runtime::arena_pool::host_block(transients.layout.bytes);
+      transients.host = memory.host;
+      for (std::size_t r = 0; r < p.regions.size(); ++r) {
+        std::vector<bool> only(p.regions.size(), false);
+        only[r] = true;
+        kiln::cpu::run_interpreted(p, programs, bufs, outs, sym.data(), &only, transients);
+      }
+      EXPECT_EQ(y.to_vector(), y1.to_vector()) << what;
+    }
+  }
+}
+
 // Row-local values: softmax's exp(x - max), read by the sum and by the divide, is computed once,
 // by a region of the row group, and passed to the regions after it through a transient that takes
 // no place in the arena (the CPU keeps a block of rows of it; Vulkan computes it again where it is

@@ -113,18 +113,17 @@ struct region_kernel {
     return std::get<position_of(Plan.nodes[node_at(K)].operands[I])>(v);
   }
 
+  // mask[s]: -1 where input slot s steps along the row, 0 where it is broadcast (and then points
+  // at `lanes` copies of its element): one load either way, with no branch.
   template <int K, bool Contiguous>
-  static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* step,
+  static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* mask,
                             std::int64_t j) {
     constexpr ir::node n = Plan.nodes[node_at(K)];
     constexpr int slot = load_slot(node_at(K));
     using ir::op;
     if constexpr (slot >= 0) {
       auto* p = static_cast<const storage_t<n.type>*>(in[slot]);
-      if constexpr (Contiguous)
-        return load<n.type>(p + j);
-      else
-        return step[slot] ? load<n.type>(p + j) : splat<n.type>(p);
+      return load<n.type>(p + (Contiguous ? j : j & mask[slot]));
     } else if constexpr (node_at(K) == reg.root) {
       // Reduced by run_reduction, not here; a defined value keeps the compiler's
       // maybe-uninitialized analysis quiet.
@@ -165,13 +164,13 @@ struct region_kernel {
 
   // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.
   template <bool Contiguous>
-  static void step_at(const void* const* in, const std::int64_t* step, void* const* out,
+  static void step_at(const void* const* in, const std::int64_t* mask, void* const* out,
                       std::int64_t j) {
     values v;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
           [&] {
-            if constexpr (evaluated[K]) std::get<K>(v) = compute<K, Contiguous>(v, in, step, j);
+            if constexpr (evaluated[K]) std::get<K>(v) = compute<K, Contiguous>(v, in, mask, j);
           }(),
           ...);
     }
@@ -188,23 +187,46 @@ struct region_kernel {
     store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
 
+  // `lanes` copies of the element of `bytes` at p, to `to`.
+  static void copy_lanes(const void* p, int bytes, unsigned char* to) {
+    auto fill = [&]<class T>(T*) {
+      T v;
+      std::memcpy(&v, p, sizeof(T));
+      for (std::size_t l = 0; l < lanes; ++l) std::memcpy(to + l * sizeof(T), &v, sizeof(T));
+    };
+    if (bytes == 1) fill(static_cast<std::uint8_t*>(nullptr));
+    if (bytes == 2) fill(static_cast<std::uint16_t*>(nullptr));
+    if (bytes == 4) fill(static_cast<std::uint32_t*>(nullptr));
+    if (bytes == 8) fill(static_cast<std::uint64_t*>(nullptr));
+  }
+
   static void row(const void* const* in, const std::int64_t* step, void* const* out,
                   std::int64_t count) {
     bool contiguous = true;
     for (int s : in_slots) contiguous = contiguous && step[s] == 1;
     // Local copies of the pointer lists: the stores cannot alias them, so the loop keeps the
-    // pointers in registers instead of reloading them after every store.
+    // pointers in registers instead of reloading them after every store. A broadcast slot's
+    // element is copied to `lanes` places, so that it loads as the others do.
     const void* in_local[n_in > 0 ? n_in : 1] = {};
+    std::int64_t mask[n_in > 0 ? n_in : 1] = {};
+    alignas(64) unsigned char copies[n_in > 0 ? n_in : 1][lanes * 8];
     void* out_local[n_out];
-    for (int s : in_slots) in_local[s] = in[s];
+    for (int s : in_slots) {
+      in_local[s] = in[s];
+      mask[s] = step[s] ? -1 : 0;
+      if (!step[s]) {
+        copy_lanes(in[s], slot_bytes_of(s), copies[s]);
+        in_local[s] = copies[s];
+      }
+    }
     for (auto [s, id] : stores) out_local[s] = out[s];
     std::int64_t j = 0;
     if (contiguous)
       for (; j + std::int64_t(lanes) <= count; j += lanes)
-        step_at<true>(in_local, step, out_local, j);
+        step_at<true>(in_local, mask, out_local, j);
     else
       for (; j + std::int64_t(lanes) <= count; j += lanes)
-        step_at<false>(in_local, step, out_local, j);
+        step_at<false>(in_local, mask, out_local, j);
     if (j == count) return;
     // Tail: copy the last elements into padded buffers and run one more full step there.
     std::int64_t rest = count - j;
@@ -215,11 +237,14 @@ struct region_kernel {
     for (int s : in_slots) {
       auto bytes = slot_bytes_of(s);
       auto* src = static_cast<const unsigned char*>(in[s]);
-      tail_in[s] = step[s] ? in_tail[s] : in[s];
-      if (step[s]) std::memcpy(in_tail[s], src + j * bytes, rest * bytes);
+      tail_in[s] = in_local[s];
+      if (step[s]) {
+        std::memcpy(in_tail[s], src + j * bytes, rest * bytes);
+        tail_in[s] = in_tail[s];
+      }
     }
     for (int r = 0; r < n_out; ++r) tail_out[r] = out_tail[r];
-    step_at<false>(tail_in, step, tail_out, 0);
+    step_at<false>(tail_in, mask, tail_out, 0);
     for (auto [s, id] : stores) {
       auto bytes = size_in_bytes(Plan.nodes[id].type);
       std::memcpy(static_cast<unsigned char*>(out[s]) + j * bytes, out_tail[s], rest * bytes);

@@ -434,7 +434,85 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const std::int32_t> results,
                                std::span<const operand_layout> outs);
 
+// How one operand of a region walks a row group's rows when that is one affine walk: row r's
+// element c at its layout's data + (r * row_stride + c * step) elements, step 0 (broadcast along
+// the row) or 1.
+struct row_walk {
+  std::int32_t slot;
+  bool output;
+  std::int64_t row_stride, step;
+};
+
+// The walks of a region's operands over `space`, whose reduced axes (the trailing ones) make a
+// row; empty when an operand has index terms, another stride along the row (an elementwise
+// region's output: other than 1), or rows that are not one stride apart: the region then runs
+// through run_rows or run_reduction. Found once per call: a row then costs a few multiplies.
+KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32_t reduced_axes,
+                                                 bool reduces, std::span<const std::int32_t> args,
+                                                 std::span<const operand_layout> ins,
+                                                 std::span<const std::int32_t> results,
+                                                 std::span<const operand_layout> outs);
+
+// Points p's lists at row r of `walks` (inputs' data from ins, outputs' from outs), from element
+// `at` along the row.
+inline void point_row(row_pointers& p, std::span<const row_walk> walks,
+                      std::span<const operand_layout> ins, std::span<const operand_layout> outs,
+                      std::int64_t r, std::int64_t at = 0) {
+  for (const row_walk& w : walks) {
+    const operand_layout& l = w.output ? outs[w.slot] : ins[w.slot];
+    const unsigned char* data = l.data + (r * w.row_stride + at * w.step) * l.bytes;
+    if (w.output) {
+      p.out[w.slot] = const_cast<unsigned char*>(data);
+    } else {
+      p.in[w.slot] = data;
+      p.step[w.slot] = w.step;
+    }
+  }
+}
+
+// Runs `row` over rows [rows.first, rows.last) of `walks`, row_size elements each, on the calling
+// thread.
+KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks,
+                                std::span<const operand_layout> ins,
+                                std::span<const operand_layout> outs, std::int64_t row_size,
+                                row_block rows);
+
 #if KILN_RUNTIME_BODY
+KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32_t reduced_axes,
+                                                 bool reduces, std::span<const std::int32_t> args,
+                                                 std::span<const operand_layout> ins,
+                                                 std::span<const std::int32_t> results,
+                                                 std::span<const operand_layout> outs) {
+  std::vector<operand_layout> ops;
+  for (auto a : args) ops.push_back(ins[a]);
+  for (auto r : results) ops.push_back(outs[r]);
+  for (const operand_layout& o : ops)
+    if (!o.terms.empty()) return {};
+  const collapsed_space s = collapse(space, reduced_axes, ops);
+  const int inner = s.rank - 1;
+  if (!s.reduced[inner] || !s.reduced_dims.empty() || s.kept.size() > 1) return {};
+  std::vector<row_walk> walks;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const bool output = k >= args.size();
+    const std::int64_t step = s.strides[k][inner];
+    if (step != 1 && (step != 0 || (output && !reduces))) return {};
+    walks.push_back({output ? results[k - args.size()] : args[k], output,
+                     s.kept.empty() ? 0 : s.strides[k][s.kept[0]], step});
+  }
+  return walks;
+}
+
+KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks,
+                                std::span<const operand_layout> ins,
+                                std::span<const operand_layout> outs, std::int64_t row_size,
+                                row_block rows) {
+  row_pointers p(ins.size(), outs.size());
+  for (std::int64_t r = rows.first; r < rows.last; ++r) {
+    point_row(p, walks, ins, outs, r);
+    row(p.in.data(), p.step.data(), p.out.data(), row_size);
+  }
+}
+
 KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,
                                row_block rows, std::span<const std::int32_t> args,
                                std::span<const operand_layout> ins,

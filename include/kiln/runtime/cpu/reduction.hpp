@@ -31,6 +31,14 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows = {});
 
+// run_reduction over rows [rows.first, rows.last) of a row group whose operands each walk the rows
+// affinely (row_walks): row_size elements a row, folded in the same order, so to the same bits.
+KILN_RUNTIME_API void reduce_rows(row_ref row, ir::op kind, dtype type, const ir::attributes& attrs,
+                                  std::span<const row_walk> walks,
+                                  std::span<const operand_layout> ins,
+                                  std::span<const operand_layout> outs, int direct,
+                                  std::int64_t row_size, row_block rows);
+
 #if KILN_RUNTIME_BODY
 namespace detail {
 
@@ -301,6 +309,26 @@ class acc_array {
   std::vector<word> words_;
 };
 
+// The reducer of reduction `kind` on elements of `type`; an error where there is none.
+inline const reducer_ops& reducer_of(ir::op kind, dtype type, const ir::attributes& attrs) {
+  const reducer_ops* r = reducer_for(kind, type, attrs.select_last);
+  if (!r)
+    throw error(errc::unsupported, std::string(ir::name(kind)),
+                "no CPU reduction for element type " + std::string(name(type)));
+  return *r;
+}
+
+// Scratch for one piece of n values: the row function's (type) and their widened form.
+struct scratch {
+  std::vector<unsigned char> row, wide;
+  scratch(std::int64_t n, int bytes, bool widens)
+      : row(static_cast<std::size_t>((n + lanes * 2) * bytes)),
+        wide(widens ? static_cast<std::size_t>(n * 8) : 0) {}
+};
+
+// A row is folded in pieces of this many elements, the pieces' partials then joined pairwise.
+inline constexpr std::int64_t row_piece = 4096;
+
 inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_type,
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
                    std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
@@ -329,13 +357,6 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   for (std::size_t k = 0; k < n_in; ++k)
     if (in_slots[k] == direct && s.strides[k][inner] == 1 && ops[k].terms.empty())
       in_place = static_cast<int>(k);
-  // Scratch for one piece of n values: the row function's (type) and their widened form.
-  struct scratch {
-    std::vector<unsigned char> row, wide;
-    scratch(std::int64_t n, int bytes, bool widens)
-        : row(static_cast<std::size_t>((n + lanes * 2) * bytes)),
-          wide(widens ? static_cast<std::size_t>(n * 8) : 0) {}
-  };
   // The operand's n values at `offsets`, in the fold type: read in place, or evaluated (and
   // widened) into scratch.
   auto call_row = [&](const std::vector<std::int64_t>& offsets, scratch& mem, std::int64_t n,
@@ -365,7 +386,7 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
   if (row_case) {
     // Pieces of whole rows: partial p of output o covers piece p % pieces of reduced row
     // p / pieces. Partials are joined pairwise in that order, whoever computed them.
-    constexpr std::int64_t piece = 4096;
+    constexpr std::int64_t piece = row_piece;
     const std::int64_t n0 = s.dims[inner];
     const std::int64_t pieces = std::max<std::int64_t>((n0 + piece - 1) / piece, 1);
     const std::int64_t per_output = in_count * pieces;
@@ -475,13 +496,62 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows) {
-  const detail::reducer_ops* r = detail::reducer_for(kind, type, attrs.select_last);
-  if (!r)
-    throw error(errc::unsupported, std::string(ir::name(kind)),
-                "no CPU reduction for element type " + std::string(name(type)));
-  dtype result_type = ir::info(kind).cls == ir::op_class::index_reduction ? dtype::i64 : type;
-  detail::reduce(row, *r, type, result_type, space, attrs.axes, in_slots, ins, out_slots, outs,
-                 direct, rows);
+  const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
+  detail::reduce(row, r, type, ir::result_dtype(kind, type), space, attrs.axes, in_slots, ins,
+                 out_slots, outs, direct, rows);
+}
+
+KILN_RUNTIME_API void reduce_rows(row_ref row, ir::op kind, dtype type, const ir::attributes& attrs,
+                                  std::span<const row_walk> walks,
+                                  std::span<const operand_layout> ins,
+                                  std::span<const operand_layout> outs, int direct,
+                                  std::int64_t row_size, row_block rows) {
+  using namespace detail;
+  const reducer_ops& r = reducer_of(kind, type, attrs);
+  const dtype result_type = ir::result_dtype(kind, type);
+  const int bytes = size_in_bytes(type);
+  const bool widens = fold_dtype(type) != type;
+  // The operand read in place (as reduce's), and the slot the row function stores it to.
+  const row_walk* in_place = nullptr;
+  std::int32_t first_out = -1;
+  for (const row_walk& w : walks) {
+    if (!w.output && w.slot == direct && w.step == 1) in_place = &w;
+    if (w.output && first_out < 0) first_out = w.slot;
+  }
+  const std::int64_t pieces = std::max<std::int64_t>((row_size + row_piece - 1) / row_piece, 1);
+  scratch mem(std::min(row_piece, row_size), bytes, widens);
+  acc_array partials(r, pieces), result(r, 1);
+  row_pointers p(ins.size(), outs.size());
+  for (std::int64_t o = rows.first; o < rows.last; ++o) {
+    for (std::int64_t k = 0; k < pieces; ++k) {
+      const std::int64_t begin = k * row_piece, n = std::min(row_piece, row_size - begin);
+      void* acc = pieces == 1 ? result.at(0) : partials.at(k);
+      if (n <= 0) {
+        r.fill(acc, 1);
+        continue;
+      }
+      const void* values;
+      if (in_place) {
+        values = ins[in_place->slot].data + (o * in_place->row_stride + begin) * bytes;
+      } else {
+        point_row(p, walks, ins, outs, o, begin);
+        p.out[first_out] = mem.row.data();
+        row(p.in.data(), p.step.data(), p.out.data(), n);
+        values = mem.row.data();
+      }
+      if (widens) {
+        widen(type, values, n, mem.wide.data());
+        values = mem.wide.data();
+      }
+      r.fold(values, n, begin, acc);
+    }
+    if (pieces > 1) r.fold_partials(partials.at(0), pieces, result.at(0));
+    for (const row_walk& w : walks)
+      if (w.output)
+        r.store(
+            result.at(0), row_size, result_type,
+            const_cast<unsigned char*>(outs[w.slot].data) + o * w.row_stride * outs[w.slot].bytes);
+  }
 }
 #endif  // KILN_RUNTIME_BODY
 

@@ -254,11 +254,18 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                }
              });
   };
-  // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's).
-  auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes) {
+  // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's;
+  // walks: its operands' row walks, where they are affine, and the row's length).
+  auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes,
+                 std::span<const row_walk> walks = {}, std::int64_t row_size = 0) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
-    if (r.reg->contraction >= 0)
+    if (!walks.empty() && r.root)
+      reduce_rows(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.root->attrs, walks, r.ins,
+                  r.outs, compiler::load_slot(p, *r.reg, r.root->operands[0]), row_size, block);
+    else if (!walks.empty())
+      run_walks(row, walks, r.ins, r.outs, row_size, block);
+    else if (r.reg->contraction >= 0)
       contract(r, row);
     else if (r.root)
       run_reduction(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.space, r.root->attrs,
@@ -314,6 +321,14 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       i = end;
       continue;
     }
+    // The members over the group's space whose operands walk the rows affinely (all, for a
+    // softmax or a layer_norm over the last axes): their rows need no collapsed space.
+    std::vector<std::vector<row_walk>> walks(members.size());
+    if (ir::trailing_axes(axes, space.rank))
+      for (std::size_t k = 0; k < members.size(); ++k)
+        if (const prepared& m = members[k]; m.space == space && m.reg->contraction < 0)
+          walks[k] =
+              row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs);
     // Rows [first, last) through every region, a few at a time: a block's operands stay in
     // cache from one region to the next.
     const std::int64_t block_rows =
@@ -347,7 +362,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
         for (std::size_t k = 0; k < these.size(); ++k) {
           // An epilogue's space is the rows themselves: nothing of it is reduced.
           bool over_rows = these[k].space == space;
-          run(i + k, these[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0);
+          run(i + k, these[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0, walks[k],
+              row_size);
         }
       }
     };
