@@ -6,6 +6,7 @@
 // the CPU.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include <kiln/runtime/cpu/interpreted.hpp>
@@ -388,7 +389,9 @@ TEST(Normalizations, VulkanRowGroupOverTrailingAxesIsOneKernel) {
         auto regions = static_cast<std::uint32_t>(e.plan().regions.size());
         for (std::size_t t = 0; t < e.plan().transients.size(); ++t)
           regions -= e.plan().row_local(static_cast<std::int32_t>(t)) ? 1 : 0;
-        if (!layer_norm && trailing && regions > 1) EXPECT_EQ(regions, 3u);  // max, sum, divide
+        if (!layer_norm && trailing && regions > 1) {
+          EXPECT_EQ(regions, 3u);  // max, sum, divide
+        }
         if (regions == 1) {  // a size-1 axis folded the reductions away
           EXPECT_EQ(kernels.size(), 1u);
         } else if (trailing) {
@@ -477,8 +480,8 @@ TEST(Normalizations, RowWalksAndTheirFallback) {
       std::vector<kiln::tensor_ref> results = {ref::view_of(y, dims)};
       auto cpu = kiln::device::cpu();
       e.run(args, results, cpu);
-      std::string what = "softmax(x + w) for x " + ref::dims_text(dims) + ", w " +
-                         ref::dims_text(w_dims);
+      std::string what =
+          "softmax(x + w) for x " + ref::dims_text(dims) + ", w " + ref::dims_text(w_dims);
       expect_close(y.to_vector(), softmax_ref(sum, dims, 2, false), 1e-5, 1e-30, what);
       // The same plan's regions one at a time, each over all its rows.
       const auto& p = e.plan();
@@ -497,6 +500,63 @@ TEST(Normalizations, RowWalksAndTheirFallback) {
       }
       EXPECT_EQ(y.to_vector(), y1.to_vector()) << what;
     }
+  }
+}
+
+// A compiled row function folds its sum, mean, max or min of an f32 operand in registers
+// (region_kernel::fold) in the runtime reducer's order: the DSL's kernels give the interpreter's
+// bits (whose tile programs store the operand for the reducer to fold), for rows with a partial
+// block of 256, a partial batch, several pieces of 4096, and NaN.
+TEST(Normalizations, CompiledFoldsGiveTheReducersBits) {
+  using kiln::tensor;
+  constexpr auto f =
+      kiln::fn<tensor<float, kiln::dyn, kiln::dyn>, tensor<float, kiln::dyn>>([](auto x, auto w) {
+        auto v = x * w;
+        auto c = v - kiln::reduce_max<1>(v, kiln::keepdims);
+        auto m = kiln::reduce_mean<1>(c * c, kiln::keepdims);
+        auto n = kiln::reduce_min<1>(c + m, kiln::keepdims);
+        auto t = kiln::reduce_sum<1>(c - n, kiln::keepdims);
+        return c / (m + 1.0f) + n * t;
+      });
+  static_assert(f.plan.dispatch_count() == 1);
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {kiln::dyn, kiln::dyn});
+  auto w = g.input("w", dtype::f32, {kiln::dyn});
+  auto v = g.mul(x, w);
+  auto c = g.sub(v, g.reduce_max(v, {1}, true));
+  auto m = g.reduce_mean(g.mul(c, c), {1}, true);
+  auto n = g.reduce_min(g.add(c, m), {1}, true);
+  auto t = g.reduce_sum(g.sub(c, n), {1}, true);
+  g.output("y", g.add(g.div(c, g.add(m, g.constant(1.0))), g.mul(n, t)));
+  auto e = kiln::compile(g);
+  auto cpu = kiln::device::cpu();
+  for (const dims_t& dims : std::vector<dims_t>{{300, 1001}, {5, 7}, {3, 9000}, {64, 256}}) {
+    auto in = ref::random_data<float>(ref::count(dims), -3, 3, 61);
+    auto ws = ref::random_data<float>(dims[1], 0.5, 2, 62);
+    in[dims[1] + 3] = NAN;  // row 1
+    ref::buffer<float> xb(in), wb(ws), y(in.size()), y1(in.size());
+    f.on(cpu)(ref::view_of(xb, dims), ref::view_of(wb, {dims[1]}),
+              kiln::into(ref::view_of(y, dims)));
+    e.run({ref::view_of(xb, dims), ref::view_of(wb, {dims[1]})}, {ref::view_of(y1, dims)}, cpu);
+    auto a = y.to_vector(), b = y1.to_vector();
+    // The same bits, NaN for NaN (a NaN's payload is the hardware's).
+    std::size_t differ = 0;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      differ +=
+          !(std::isnan(a[k]) && std::isnan(b[k])) && std::memcmp(&a[k], &b[k], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << ref::dims_text(dims);
+    // Row 0 by hand, in double: the fold's tree bound on each reduction.
+    double vmax = -INFINITY, mean = 0, mn = INFINITY, sum = 0;
+    for (std::int64_t k = 0; k < dims[1]; ++k) vmax = std::max(vmax, double(in[k]) * ws[k]);
+    auto cv = [&](std::int64_t k) { return double(in[k]) * ws[k] - vmax; };
+    for (std::int64_t k = 0; k < dims[1]; ++k) mean += cv(k) * cv(k) / double(dims[1]);
+    for (std::int64_t k = 0; k < dims[1]; ++k) mn = std::min(mn, cv(k) + mean);
+    for (std::int64_t k = 0; k < dims[1]; ++k) sum += cv(k) - mn;
+    for (std::int64_t k = 0; k < dims[1]; ++k) {
+      double want = cv(k) / (mean + 1) + mn * sum;
+      EXPECT_NEAR(a[k], want, 1e-4 * (std::fabs(mn * sum) + 1)) << ref::dims_text(dims) << " " << k;
+    }
+    EXPECT_TRUE(std::isnan(a[dims[1]])) << "NaN propagates through the max of row 1";
   }
 }
 

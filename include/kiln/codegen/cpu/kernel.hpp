@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <utility>
 #include "kiln/codegen/cpu/isa.hpp"
@@ -19,6 +20,10 @@ namespace kiln::cpu::inline KILN_CPU_ISA {
 // region's first output slot: the reduction itself is run_reduction's.
 using row_fn = void (*)(const void* const* in, const std::int64_t* step, void* const* out,
                         std::int64_t count);
+// A reduction's region folding `count` elements of its root's operand into the accumulator at
+// acc (the runtime reducer's, a float), in the reducer's order.
+using fold_fn = void (*)(const void* const* in, const std::int64_t* step, std::int64_t count,
+                         void* acc);
 
 template <const auto& Plan, int R>
 struct region_kernel {
@@ -162,11 +167,9 @@ struct region_kernel {
     return size_in_bytes(Plan.nodes[Plan.views[s - first_view_slot]].type);
   }
 
-  // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.
+  // Evaluates every node of the region for lanes [j, j + lanes).
   template <bool Contiguous>
-  static void step_at(const void* const* in, const std::int64_t* mask, void* const* out,
-                      std::int64_t j) {
-    values v;
+  static void evaluate(values& v, const void* const* in, const std::int64_t* mask, std::int64_t j) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
           [&] {
@@ -175,6 +178,14 @@ struct region_kernel {
           ...);
     }
     (std::make_index_sequence<size>{});
+  }
+
+  // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.
+  template <bool Contiguous>
+  static void step_at(const void* const* in, const std::int64_t* mask, void* const* out,
+                      std::int64_t j) {
+    values v;
+    evaluate<Contiguous>(v, in, mask, j);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (store_value<stores[I].first, stores[I].second>(v, out, j), ...);
     }
@@ -186,6 +197,13 @@ struct region_kernel {
     constexpr dtype t = Plan.nodes[Id].type;
     store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
+
+  // slot_bytes_of for every input slot the row reads, for its run-time loops.
+  static constexpr auto slot_bytes = [] {
+    std::array<int, n_in> b{};
+    for (int s : in_slots) b[s] = slot_bytes_of(s);
+    return b;
+  }();
 
   // `lanes` copies of the element of `bytes` at p, to `to`.
   static void copy_lanes(const void* p, int bytes, unsigned char* to) {
@@ -200,54 +218,173 @@ struct region_kernel {
     if (bytes == 8) fill(static_cast<std::uint64_t*>(nullptr));
   }
 
+  // A row's input pointers as the loop reads them: local copies (the stores cannot alias them,
+  // so the loop keeps the pointers in registers instead of reloading them after every store),
+  // each broadcast slot's element copied to `lanes` places so that it loads as the others do,
+  // and the padded copies of the last count % lanes elements.
+  struct row_inputs {
+    const void* at[n_in > 0 ? n_in : 1] = {};
+    const void* tail[n_in > 0 ? n_in : 1] = {};
+    std::int64_t mask[n_in > 0 ? n_in : 1] = {};
+    bool contiguous = true;
+    alignas(64) unsigned char copies[n_in > 0 ? n_in : 1][lanes * 8];
+    alignas(64) unsigned char tail_copies[n_in > 0 ? n_in : 1][lanes * 8];
+
+    row_inputs(const void* const* in, const std::int64_t* step) {
+      for (int s : in_slots) {
+        contiguous = contiguous && step[s] == 1;
+        at[s] = in[s];
+        mask[s] = step[s] ? -1 : 0;
+        if (!step[s]) {
+          copy_lanes(in[s], slot_bytes[s], copies[s]);
+          at[s] = copies[s];
+        }
+      }
+    }
+    // Points `tail` at copies of elements [j, j + rest) (zeros after them).
+    void pad(const std::int64_t* step, std::int64_t j, std::int64_t rest) {
+      for (int s : in_slots) {
+        tail[s] = at[s];
+        if (!step[s]) continue;
+        auto bytes = slot_bytes[s];
+        std::memset(tail_copies[s], 0, sizeof tail_copies[s]);
+        std::memcpy(tail_copies[s], static_cast<const unsigned char*>(at[s]) + j * bytes,
+                    rest * bytes);
+        tail[s] = tail_copies[s];
+      }
+    }
+  };
+
   static void row(const void* const* in, const std::int64_t* step, void* const* out,
                   std::int64_t count) {
-    bool contiguous = true;
-    for (int s : in_slots) contiguous = contiguous && step[s] == 1;
-    // Local copies of the pointer lists: the stores cannot alias them, so the loop keeps the
-    // pointers in registers instead of reloading them after every store. A broadcast slot's
-    // element is copied to `lanes` places, so that it loads as the others do.
-    const void* in_local[n_in > 0 ? n_in : 1] = {};
-    std::int64_t mask[n_in > 0 ? n_in : 1] = {};
-    alignas(64) unsigned char copies[n_in > 0 ? n_in : 1][lanes * 8];
+    row_inputs r(in, step);
+    // The loop's own copies: r's address escapes, these stay in registers.
+    const void* at[n_in > 0 ? n_in : 1];
+    std::int64_t mask[n_in > 0 ? n_in : 1];
+    for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
     void* out_local[n_out];
-    for (int s : in_slots) {
-      in_local[s] = in[s];
-      mask[s] = step[s] ? -1 : 0;
-      if (!step[s]) {
-        copy_lanes(in[s], slot_bytes_of(s), copies[s]);
-        in_local[s] = copies[s];
-      }
-    }
     for (auto [s, id] : stores) out_local[s] = out[s];
     std::int64_t j = 0;
-    if (contiguous)
-      for (; j + std::int64_t(lanes) <= count; j += lanes)
-        step_at<true>(in_local, mask, out_local, j);
+    if (r.contiguous)
+      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<true>(at, mask, out_local, j);
     else
-      for (; j + std::int64_t(lanes) <= count; j += lanes)
-        step_at<false>(in_local, mask, out_local, j);
+      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<false>(at, mask, out_local, j);
     if (j == count) return;
-    // Tail: copy the last elements into padded buffers and run one more full step there.
+    // Tail: the last elements from padded copies, one more full step into a buffer.
     std::int64_t rest = count - j;
-    alignas(64) unsigned char in_tail[n_in > 0 ? n_in : 1][lanes * 8] = {};
+    r.pad(step, j, rest);
     alignas(64) unsigned char out_tail[n_out][lanes * 8];
-    const void* tail_in[n_in > 0 ? n_in : 1] = {};
     void* tail_out[n_out];
-    for (int s : in_slots) {
-      auto bytes = slot_bytes_of(s);
-      auto* src = static_cast<const unsigned char*>(in[s]);
-      tail_in[s] = in_local[s];
-      if (step[s]) {
-        std::memcpy(in_tail[s], src + j * bytes, rest * bytes);
-        tail_in[s] = in_tail[s];
-      }
-    }
-    for (int r = 0; r < n_out; ++r) tail_out[r] = out_tail[r];
-    step_at<false>(tail_in, mask, tail_out, 0);
+    for (int k = 0; k < n_out; ++k) tail_out[k] = out_tail[k];
+    step_at<false>(r.tail, r.mask, tail_out, 0);
     for (auto [s, id] : stores) {
       auto bytes = size_in_bytes(Plan.nodes[id].type);
       std::memcpy(static_cast<unsigned char*>(out[s]) + j * bytes, out_tail[s], rest * bytes);
+    }
+  }
+
+  // Whether the row folds its reduction in registers (fold below): sum, mean, max and min of an
+  // f32 operand. Other reductions store the operand, and run_reduction folds it.
+  static constexpr bool folds = [] {
+    if (reg.root < 0) return false;
+    using ir::op;
+    const ir::node& r = Plan.nodes[reg.root];
+    return Plan.nodes[r.operands[0]].type == dtype::f32 &&
+           (r.kind == op::reduce_sum || r.kind == op::reduce_mean || r.kind == op::reduce_max ||
+            r.kind == op::reduce_min);
+  }();
+  static constexpr ir::op root_kind = reg.root >= 0 ? Plan.nodes[reg.root].kind : ir::op::input;
+  // The reduction's identity and its join of two partials, as the runtime's reducer<Kind, float>
+  // has them (the partial first, the new value second: max and min keep the partial on ties and
+  // take a NaN).
+  static constexpr float fold_identity =
+      root_kind == ir::op::reduce_max   ? -std::numeric_limits<float>::infinity()
+      : root_kind == ir::op::reduce_min ? std::numeric_limits<float>::infinity()
+                                        : 0.0f;
+  template <class V>
+  static V join(V a, V b) {
+    if constexpr (root_kind == ir::op::reduce_max || root_kind == ir::op::reduce_min) {
+      auto beyond = root_kind == ir::op::reduce_max ? b > a : b < a;
+      if constexpr (std::is_same_v<V, float>)
+        return beyond || b != b ? b : a;
+      else
+        return xsimd::select(beyond || (b != b), b, a);
+    } else {
+      return a + b;
+    }
+  }
+
+  // Folds the root's operand over `count` elements into the float at acc, in the runtime
+  // reducer's order (detail::reducer::fold: 32 interleaved partials per block of 256, the blocks
+  // joined as a binary counter, then the 32 as a tree), so to the same bits, with no pass
+  // through memory.
+  static void fold(const void* const* in, const std::int64_t* step, std::int64_t count, void* acc) {
+    if constexpr (folds) {
+      using batch = xsimd::batch<float>;
+      constexpr int ways = 32, block = 256, batches = ways / int(lanes);
+      static_assert(batches * int(lanes) == ways);
+      constexpr int operand = position_of(stores[0].second);
+      row_inputs r(in, step);
+      // The loop's own copies, as row's.
+      const void* at[n_in > 0 ? n_in : 1];
+      std::int64_t mask[n_in > 0 ? n_in : 1];
+      for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
+      batch stack[48][batches], p[batches];
+      int level[48], top = 0;
+      auto push = [&](int l) {
+        while (top > 0 && level[top - 1] == l) {
+          --top;
+          for (int q = 0; q < batches; ++q) p[q] = join(stack[top][q], p[q]);
+          ++l;
+        }
+        for (int q = 0; q < batches; ++q) stack[top][q] = p[q];
+        level[top++] = l;
+      };
+      auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
+        values v;
+        evaluate<Contiguous>(v, from, mask, j);
+        return std::get<operand>(v).p[0];
+      };
+      std::int64_t j = 0;
+      auto blocks = [&]<bool Contiguous>() {
+        for (; j + block <= count; j += block) {
+          for (auto& b : p) b = batch(fold_identity);
+          for (int t = 0; t < block; t += ways)
+            for (int q = 0; q < batches; ++q)
+              p[q] = join(p[q], value.template operator()<Contiguous>(at, j + t + q * lanes));
+          push(0);
+        }
+        if (j == count) return;
+        for (auto& b : p) b = batch(fold_identity);
+        int q = 0;
+        for (; j + std::int64_t(lanes) <= count; j += lanes, q = (q + 1) % batches)
+          p[q] = join(p[q], value.template operator()<Contiguous>(at, j));
+        if (j < count) {  // the padded lanes keep their partials
+          r.pad(step, j, count - j);
+          batch v = value.template operator()<false>(r.tail, 0);
+          alignas(64) float index[lanes];
+          for (std::size_t l = 0; l < lanes; ++l) index[l] = float(l);
+          p[q] = xsimd::select(batch::load_aligned(index) < batch(float(count - j)), join(p[q], v),
+                               p[q]);
+        }
+        push(0);
+      };
+      if (r.contiguous)
+        blocks.template operator()<true>();
+      else
+        blocks.template operator()<false>();
+      float result = fold_identity;
+      if (top > 0) {
+        for (int q = 0; q < batches; ++q) p[q] = stack[top - 1][q];
+        for (int t = top - 2; t >= 0; --t)
+          for (int q = 0; q < batches; ++q) p[q] = join(stack[t][q], p[q]);
+        alignas(64) float partial[ways];
+        for (int q = 0; q < batches; ++q) p[q].store_aligned(partial + q * lanes);
+        for (int width = ways / 2; width > 0; width /= 2)
+          for (int k = 0; k < width; ++k) partial[k] = join(partial[k], partial[k + width]);
+        result = partial[0];
+      }
+      std::memcpy(acc, &result, sizeof result);
     }
   }
 };
@@ -256,6 +393,15 @@ struct region_kernel {
 template <const auto& Plan>
 inline constexpr auto region_rows = []<int... R>(std::integer_sequence<int, R...>) {
   return std::array<row_fn, sizeof...(R)>{&region_kernel<Plan, R>::row...};
+}
+(std::make_integer_sequence<int, Plan.sizes.regions>{});
+
+// The fold function of every region of a frozen plan whose row folds its reduction
+// (region_kernel::folds), else nullptr, indexed by region.
+template <const auto& Plan>
+inline constexpr auto region_folds = []<int... R>(std::integer_sequence<int, R...>) {
+  return std::array<fold_fn, sizeof...(R)>{
+      (region_kernel<Plan, R>::folds ? &region_kernel<Plan, R>::fold : nullptr)...};
 }
 (std::make_integer_sequence<int, Plan.sizes.regions>{});
 

@@ -31,10 +31,17 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows = {});
 
+// A region's row function folding its reduction's operand in registers: fold(in, step, count,
+// acc) as cpu::fold_fn, false where the region has none (its row then stores the operand to
+// scratch, folded there).
+using fold_ref = function_ref<bool(const void* const* in, const std::int64_t* step,
+                                   std::int64_t count, void* acc)>;
+
 // run_reduction over rows [rows.first, rows.last) of a row group whose operands each walk the rows
-// affinely (row_walks): row_size elements a row, folded in the same order, so to the same bits.
-KILN_RUNTIME_API void reduce_rows(row_ref row, ir::op kind, dtype type, const ir::attributes& attrs,
-                                  std::span<const row_walk> walks,
+// affinely (row_walks): row_size elements a row, folded in the same order, so to the same bits;
+// by `fold` where the region has one.
+KILN_RUNTIME_API void reduce_rows(row_ref row, fold_ref fold, ir::op kind, dtype type,
+                                  const ir::attributes& attrs, std::span<const row_walk> walks,
                                   std::span<const operand_layout> ins,
                                   std::span<const operand_layout> outs, int direct,
                                   std::int64_t row_size, row_block rows);
@@ -501,8 +508,8 @@ KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const 
                  out_slots, outs, direct, rows);
 }
 
-KILN_RUNTIME_API void reduce_rows(row_ref row, ir::op kind, dtype type, const ir::attributes& attrs,
-                                  std::span<const row_walk> walks,
+KILN_RUNTIME_API void reduce_rows(row_ref row, fold_ref fold, ir::op kind, dtype type,
+                                  const ir::attributes& attrs, std::span<const row_walk> walks,
                                   std::span<const operand_layout> ins,
                                   std::span<const operand_layout> outs, int direct,
                                   std::int64_t row_size, row_block rows) {
@@ -535,6 +542,7 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, ir::op kind, dtype type, const ir
         values = ins[in_place->slot].data + (o * in_place->row_stride + begin) * bytes;
       } else {
         point_row(p, walks, ins, outs, o, begin);
+        if (fold(p.in.data(), p.step.data(), n, acc)) continue;
         p.out[first_out] = mem.row.data();
         row(p.in.data(), p.step.data(), p.out.data(), n);
         values = mem.row.data();
