@@ -218,10 +218,10 @@ struct region_kernel {
     if (bytes == 8) fill(static_cast<std::uint64_t*>(nullptr));
   }
 
-  // A row's input pointers as the loop reads them: local copies (the stores cannot alias them,
-  // so the loop keeps the pointers in registers instead of reloading them after every store),
-  // each broadcast slot's element copied to `lanes` places so that it loads as the others do,
-  // and the padded copies of the last count % lanes elements.
+  // A row's input pointers: each broadcast slot's element copied to `lanes` places so that it
+  // loads as the others do, and (pad) padded copies of the last count % lanes elements. The loops
+  // read copies of `at` and `mask` in local arrays whose address never escapes, so the pointers
+  // stay in registers instead of being reloaded after every store.
   struct row_inputs {
     const void* at[n_in > 0 ? n_in : 1] = {};
     const void* tail[n_in > 0 ? n_in : 1] = {};
@@ -258,7 +258,7 @@ struct region_kernel {
   static void row(const void* const* in, const std::int64_t* step, void* const* out,
                   std::int64_t count) {
     row_inputs r(in, step);
-    // The loop's own copies: r's address escapes, these stay in registers.
+    // The loop's own copies (r's address escapes to pad).
     const void* at[n_in > 0 ? n_in : 1];
     std::int64_t mask[n_in > 0 ? n_in : 1];
     for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
