@@ -554,6 +554,65 @@ TEST(Normalizations, CompiledFoldsGiveTheReducersBits) {
   }
 }
 
+// A reduction that is its own region folds in its row function too, piece by piece of 4096 along
+// the contiguous dim, also where reduced axes lie outside it: the interpreter's bits, and the
+// double reference.
+TEST(Normalizations, CompiledFoldsOfLoneReductions) {
+  using kiln::tensor;
+  constexpr auto sum = kiln::fn<tensor<float, kiln::dyn, kiln::dyn>, tensor<float, kiln::dyn>>(
+      [](auto x, auto w) { return kiln::reduce_sum<1>(kiln::exp(x) * w); });
+  constexpr auto max = kiln::fn<tensor<float, kiln::dyn, kiln::dyn, kiln::dyn>>(
+      [](auto x) { return kiln::reduce_max<0, 2>(x * 2.0f - 1.0f); });
+  static_assert(sum.plan.dispatch_count() == 1 && max.plan.dispatch_count() == 1);
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {kiln::dyn, kiln::dyn});
+  auto w = g.input("w", dtype::f32, {kiln::dyn});
+  g.output("s", g.reduce_sum(g.mul(g.exp(x), w), {1}, false));
+  auto sum_graph = kiln::compile(g);
+  kiln::graph h;
+  auto x3 = h.input("x", dtype::f32, {kiln::dyn, kiln::dyn, kiln::dyn});
+  h.output("m", h.reduce_max(h.sub(h.mul(x3, h.constant(2.0)), h.constant(1.0)), {0, 2}, false));
+  auto max_graph = kiln::compile(h);
+  auto cpu = kiln::device::cpu();
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const dims_t& dims : std::vector<dims_t>{{300, 1001}, {5, 7}, {3, 9000}, {64, 256}}) {
+    auto in = ref::random_data<float>(ref::count(dims), -3, 3, 71);
+    auto ws = ref::random_data<float>(dims[1], 0.5, 2, 72);
+    ref::buffer<float> xb(in), wb(ws), y(dims[0]), y1(dims[0]);
+    sum.on(cpu)(ref::view_of(xb, dims), ref::view_of(wb, {dims[1]}),
+                kiln::into(ref::view_of(y, {dims[0]})));
+    sum_graph.run({ref::view_of(xb, dims), ref::view_of(wb, {dims[1]})},
+                  {ref::view_of(y1, {dims[0]})}, cpu);
+    EXPECT_TRUE(same_bits(y.to_vector(), y1.to_vector())) << ref::dims_text(dims);
+    for (std::int64_t r = 0; r < dims[0]; ++r) {
+      double want = 0;
+      for (std::int64_t k = 0; k < dims[1]; ++k)
+        want += std::exp(double(in[r * dims[1] + k])) * ws[k];
+      EXPECT_NEAR(y.to_vector()[r], want, 1e-5 * want) << ref::dims_text(dims) << " row " << r;
+    }
+  }
+  for (const dims_t& dims : std::vector<dims_t>{{3, 4, 1001}, {2, 5, 9000}, {1, 3, 7}}) {
+    auto in = ref::random_data<float>(ref::count(dims), -3, 3, 73);
+    in[5] = NAN;  // in the first kept index's set
+    ref::buffer<float> xb(in), y(dims[1]), y1(dims[1]);
+    max.on(cpu)(ref::view_of(xb, dims), kiln::into(ref::view_of(y, {dims[1]})));
+    max_graph.run({ref::view_of(xb, dims)}, {ref::view_of(y1, {dims[1]})}, cpu);
+    auto a = y.to_vector(), b = y1.to_vector();
+    EXPECT_TRUE(std::isnan(a[0]) && std::isnan(b[0])) << ref::dims_text(dims);
+    a[0] = b[0] = 0;
+    EXPECT_TRUE(same_bits(a, b)) << ref::dims_text(dims);
+    for (std::int64_t j = 1; j < dims[1]; ++j) {
+      double want = -INFINITY;
+      for (std::int64_t i = 0; i < dims[0]; ++i)
+        for (std::int64_t k = 0; k < dims[2]; ++k)
+          want = std::max(want, double(in[(i * dims[1] + j) * dims[2] + k]) * 2 - 1);
+      EXPECT_EQ(a[j], float(want)) << ref::dims_text(dims) << " at " << j;
+    }
+  }
+}
+
 // Row-local values: softmax's exp(x - max), read by the sum and by the divide, is computed once,
 // by a region of the row group, and passed to the regions after it through a transient that takes
 // no place in the arena (the CPU keeps a block of rows of it; Vulkan computes it again where it is

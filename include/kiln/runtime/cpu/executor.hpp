@@ -259,6 +259,8 @@ struct row_pointers {
     out[slot] = p;
     if (gathers_) outputs_.push_back({slot, bytes, 1, p, 0, 0});
   }
+  // Whether the last point() found operands to gather (call runs the row through buffers).
+  bool gathers() const { return gathers_; }
   void call(row_ref row, std::int64_t n) {
     if (gathers_)
       call_gathered(row, n);

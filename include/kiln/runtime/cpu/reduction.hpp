@@ -15,6 +15,12 @@
 
 namespace kiln::cpu {
 
+// A region's row function folding its reduction's operand in registers: fold(in, step, count,
+// acc) as cpu::fold_fn, false where the region has none (its row then stores the operand to
+// scratch, folded there).
+using fold_ref = function_ref<bool(const void* const* in, const std::int64_t* step,
+                                   std::int64_t count, void* acc)>;
+
 // Reduces the row function's values over the axes set in attrs.axes of `space` (the root's
 // operand dims) with reduction `kind` on elements of `type`, and stores the result (an i64 index
 // for argmax and argmin) to every output slot of the region. Output layouts are over `space`, with
@@ -22,20 +28,15 @@ namespace kiln::cpu {
 // the region computes nothing before it (a parameter or a transient reduced as it is), else -1: the
 // fold then reads that memory directly where it is contiguous, with no pass through scratch.
 // rows: the kept indices to reduce (a row group's block), or all of them. Either way each result
-// is folded in the same order, so it has the same bits.
-KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const shape& space,
-                                    const ir::attributes& attrs,
+// is folded in the same order, so it has the same bits. fold: the row function's own fold, used
+// for pieces along a reduced contiguous dim that it reads without gathering.
+KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dtype type,
+                                    const shape& space, const ir::attributes& attrs,
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows = {});
-
-// A region's row function folding its reduction's operand in registers: fold(in, step, count,
-// acc) as cpu::fold_fn, false where the region has none (its row then stores the operand to
-// scratch, folded there).
-using fold_ref = function_ref<bool(const void* const* in, const std::int64_t* step,
-                                   std::int64_t count, void* acc)>;
 
 // run_reduction over rows [rows.first, rows.last) of a row group whose operands each walk the rows
 // affinely (row_walks): row_size elements a row, folded in the same order, so to the same bits;
@@ -336,7 +337,7 @@ struct scratch {
 // A row is folded in pieces of this many elements, the pieces' partials then joined pairwise.
 inline constexpr std::int64_t row_piece = 4096;
 
-inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_type,
+inline void reduce(row_ref row, fold_ref fold, const reducer_ops& r, dtype type, dtype result_type,
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
                    std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
                    std::span<const operand_layout> outs, int direct, row_block rows) {
@@ -413,10 +414,16 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
           if (k < n_in || k >= ops.size()) offsets[k] += begin * s.strides[k][inner];
         // The elements' index within the result's reduced set (argmax, argmin).
         std::int64_t first_index = j * n0 + begin;
-        if (n > 0)
-          r.fold(call_row(offsets, mem, n, ptrs), n, first_index, partials.at(t));
-        else
+        if (n <= 0) {
           r.fill(partials.at(t), 1);
+          continue;
+        }
+        if (in_place < 0 && !widens) {  // the row function folds what it reads in place
+          ptrs.point(ops, s, in_slots, {}, offsets);
+          if (!ptrs.gathers() && fold(ptrs.in.data(), ptrs.step.data(), n, partials.at(t)))
+            continue;
+        }
+        r.fold(call_row(offsets, mem, n, ptrs), n, first_index, partials.at(t));
       }
     };
     std::int64_t tasks = (last_row - first_row) * per_output;
@@ -496,15 +503,15 @@ inline void reduce(row_ref row, const reducer_ops& r, dtype type, dtype result_t
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_reduction(row_ref row, ir::op kind, dtype type, const shape& space,
-                                    const ir::attributes& attrs,
+KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dtype type,
+                                    const shape& space, const ir::attributes& attrs,
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows) {
   const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
-  detail::reduce(row, r, type, ir::result_dtype(kind, type), space, attrs.axes, in_slots, ins,
+  detail::reduce(row, fold, r, type, ir::result_dtype(kind, type), space, attrs.axes, in_slots, ins,
                  out_slots, outs, direct, rows);
 }
 

@@ -277,8 +277,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     else if (r.reg->contraction >= 0)
       contract(r, row);
     else if (r.root)
-      run_reduction(row, r.root->kind, g.nodes[r.root->operands[0]].type, r.space, r.root->attrs,
-                    r.in_slots, r.ins, r.out_slots, r.outs,
+      run_reduction(row, fold, r.root->kind, g.nodes[r.root->operands[0]].type, r.space,
+                    r.root->attrs, r.in_slots, r.ins, r.out_slots, r.outs,
                     compiler::load_slot(p, *r.reg, r.root->operands[0]), block);
     else if (block.last >= 0)
       run_rows(row, r.space, axes, block, r.in_slots, r.ins, r.out_slots, r.outs);
