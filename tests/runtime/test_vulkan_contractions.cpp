@@ -1,9 +1,10 @@
-// Contractions on the Vulkan device (lavapipe): the tiled GEMM kernel (matmul, and convolution as
-// implicit GEMM) and its fused epilogue run there, not on the CPU (no fallback notice, a kernel per
-// contraction region, and a submission without a host wait, which refuses host work, computes it),
-// across tile edges, batches, transposed operands and rows that are not whole groups of four,
-// against a double reference; what the device leaves to the CPU says why. (e2e_test_contractions
-// and e2e_test_convolutions run their full suites on the default device, this one.)
+// Contractions on the Vulkan device (lavapipe): the tiled GEMM kernel (matmul, and convolution,
+// plain or transposed, as implicit GEMM) and its fused epilogue run there, not on the CPU (no
+// fallback notice, a kernel per contraction region, and a submission without a host wait, which
+// refuses host work, computes it), across tile edges, batches, transposed operands and rows that
+// are not whole groups of four, against a double reference; what the device leaves to the CPU
+// says why. (e2e_test_contractions and e2e_test_convolutions run their full suites on the default
+// device, this one.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -277,6 +278,105 @@ TEST(VulkanConv, ImplicitGemmWithItsEpilogueRunsOnTheDevice) {
   }
 }
 
+// conv_transpose as implicit GEMM on the device: an output cell reads the input cells that land
+// on it (none where stride does not divide its offset), with its epilogue, one tiled kernel.
+TEST(VulkanConv, TransposedConvolutionRunsOnTheDevice) {
+  const device d = device::vulkan();
+  {  // x [1, 2, 3, 3], w [2, 1, 2, 2], stride 2 -> y [1, 1, 6, 6]: by hand, each output cell has
+     // exactly one input cell per channel.
+    graph g;
+    auto x = g.input("x", dtype::f32, {1, 2, 3, 3});
+    auto w = g.input("w", dtype::f32, {2, 1, 2, 2});
+    g.output("y", g.conv_transpose(x, w, ir::conv_window{.strides = {2, 2}}));
+    auto e = compile(g);
+    auto xv = ref::floats(ref::random_tensor({1, 2, 3, 3}, 81));
+    auto wv = ref::floats(ref::random_tensor({2, 1, 2, 2}, 82));
+    std::vector<float> y(36);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(xv, {1, 2, 3, 3}), ref::view_of(wv, {2, 1, 2, 2})},
+            {ref::view_of(y, {1, 1, 6, 6})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) {
+        double want = 0;
+        for (int c = 0; c < 2; ++c)
+          want += double(xv[c * 9 + (i / 2) * 3 + j / 2]) * wv[c * 4 + (i % 2) * 2 + j % 2];
+        EXPECT_NEAR(y[i * 6 + j], want, 1e-6) << i << ", " << j;
+      }
+  }
+  // relu(conv_transpose(x, w) + b): strides per axis, pads, dilation, output_padding, groups
+  // (depthwise included), a kernel smaller than the stride (cells no input reaches) and a tile
+  // edge (70 output channels), against the scatter definition summed in double.
+  struct case_t {
+    std::int64_t n, c, h, w, mg, kh, kw, groups, sh, sw, ph, pw, dh, dw, eh, ew;
+  };
+  const case_t cases[] = {{1, 3, 4, 5, 2, 3, 3, 1, 1, 1, 0, 0, 1, 1, 0, 0},
+                          {2, 4, 5, 6, 3, 3, 2, 2, 2, 3, 1, 0, 1, 2, 1, 2},
+                          {1, 6, 7, 7, 1, 3, 3, 6, 2, 2, 1, 1, 1, 1, 0, 0},  // depthwise
+                          {1, 2, 4, 4, 3, 1, 1, 1, 3, 3, 0, 0, 1, 1, 0, 0},  // 1 x 1, stride 3
+                          {2, 5, 6, 5, 70, 2, 2, 1, 2, 2, 0, 1, 1, 1, 0, 0}};
+  unsigned seed = 110;
+  for (const case_t& s : cases) {
+    const std::int64_t m = s.mg * s.groups, cg = s.c / s.groups;
+    const std::int64_t oh = s.sh * (s.h - 1) + s.eh + (s.kh - 1) * s.dh + 1 - 2 * s.ph;
+    const std::int64_t ow = s.sw * (s.w - 1) + s.ew + (s.kw - 1) * s.dw + 1 - 2 * s.pw;
+    SCOPED_TRACE("c " + std::to_string(s.c) + " m " + std::to_string(m) + " groups " +
+                 std::to_string(s.groups) + " strides " + std::to_string(s.sh) + "x" +
+                 std::to_string(s.sw));
+    graph g;
+    auto x = g.input("x", dtype::f32, {s.n, s.c, s.h, s.w});
+    auto w = g.input("w", dtype::f32, {s.c, s.mg, s.kh, s.kw});
+    auto b = g.input("b", dtype::f32, {m, 1, 1});
+    g.output("y", g.relu(g.add(g.conv_transpose(x, w,
+                                                ir::conv_window{.strides = {s.sh, s.sw},
+                                                                .pads = {s.ph, s.pw, s.ph, s.pw},
+                                                                .dilations = {s.dh, s.dw},
+                                                                .groups = s.groups,
+                                                                .output_padding = {s.eh, s.ew}}),
+                               b)));
+    auto e = compile(g);
+    EXPECT_EQ(e.dispatch_count(), 1);
+    auto xv = ref::floats(ref::random_tensor({s.n, s.c, s.h, s.w}, seed += 3));
+    auto wv = ref::floats(ref::random_tensor({s.c, s.mg, s.kh, s.kw}, seed + 1));
+    auto bv = ref::floats(ref::random_tensor({m}, seed + 2));
+    std::vector<float> y(s.n * m * oh * ow);
+    std::string said = said_while([&] {
+      e.run({ref::view_of(xv, {s.n, s.c, s.h, s.w}), ref::view_of(wv, {s.c, s.mg, s.kh, s.kw}),
+             ref::view_of(bv, {m, 1, 1})},
+            {ref::view_of(y, {s.n, m, oh, ow})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    EXPECT_EQ(tiled_kernels(e), 1);
+    // Each input cell scatters its kernel, weighted, into the outputs it lands on.
+    std::vector<double> acc(y.size()), magnitude(y.size());
+    for (std::int64_t n = 0; n < s.n; ++n)
+      for (std::int64_t c = 0; c < s.c; ++c)
+        for (std::int64_t i = 0; i < s.h; ++i)
+          for (std::int64_t j = 0; j < s.w; ++j)
+            for (std::int64_t q = 0; q < s.mg; ++q)
+              for (std::int64_t p = 0; p < s.kh; ++p)
+                for (std::int64_t r = 0; r < s.kw; ++r) {
+                  const std::int64_t yi = i * s.sh - s.ph + p * s.dh,
+                                     xj = j * s.sw - s.pw + r * s.dw;
+                  if (yi < 0 || yi >= oh || xj < 0 || xj >= ow) continue;
+                  const double t = double(xv[((n * s.c + c) * s.h + i) * s.w + j]) *
+                                   wv[((c * s.mg + q) * s.kh + p) * s.kw + r];
+                  const std::int64_t at = ((n * m + c / cg * s.mg + q) * oh + yi) * ow + xj;
+                  acc[at] += t;
+                  magnitude[at] += std::fabs(t);
+                }
+    std::vector<double> want(y.size());
+    for (std::size_t at = 0; at < y.size(); ++at) {
+      const double bias = bv[at / (oh * ow) % m];
+      want[at] = std::max(acc[at] + bias, 0.0);
+      magnitude[at] += std::fabs(bias);
+    }
+    ref::expect_within_bound(y, want, magnitude, cg * s.kh * s.kw + 1, "relu(conv_transpose + b)");
+  }
+}
+
 // A submission without a host wait refuses any region that needs the host: a matmul with its
 // epilogue submitted on device buffers is computed by the device alone.
 TEST(VulkanMatmul, SubmittedWithoutAHostWaitOnDeviceBuffers) {
@@ -309,8 +409,7 @@ TEST(VulkanMatmul, SubmittedWithoutAHostWaitOnDeviceBuffers) {
 }
 
 // What the kernel does not cover runs on the CPU, right, with a notice naming the op and why: a
-// narrow result whose rows are not whole words of four (their last word is the next row's too),
-// and transposed convolutions.
+// narrow result whose rows are not whole words of four (their last word is the next row's too).
 TEST(VulkanMatmul, WhatTheDeviceLeavesToTheCpuSaysWhy) {
   const device d = device::vulkan();
   {
@@ -335,29 +434,5 @@ TEST(VulkanMatmul, WhatTheDeviceLeavesToTheCpuSaysWhy) {
       for (std::int64_t k = 0; k < K; ++k) exact += double(av[i / N * K + k]) * wv[k * N + i % N];
       EXPECT_NEAR(static_cast<float>(y[i]), exact, std::fabs(exact) * 1e-3 + 1e-6) << i;
     }
-  }
-  {  // a transposed convolution: x [1, 2, 3, 3], w [2, 1, 2, 2], stride 2 -> y [1, 1, 6, 6]
-    graph g;
-    auto x = g.input("x", dtype::f32, {1, 2, 3, 3});
-    auto w = g.input("w", dtype::f32, {2, 1, 2, 2});
-    g.output("y", g.conv_transpose(x, w, ir::conv_window{.strides = {2, 2}}));
-    auto e = compile(g);
-    auto xv = ref::floats(ref::random_tensor({1, 2, 3, 3}, 81));
-    auto wv = ref::floats(ref::random_tensor({2, 1, 2, 2}, 82));
-    std::vector<float> y(36);
-    std::string said = said_while([&] {
-      e.run({ref::view_of(xv, {1, 2, 3, 3}), ref::view_of(wv, {2, 1, 2, 2})},
-            {ref::view_of(y, {1, 1, 6, 6})}, d);
-    });
-    EXPECT_NE(said.find("runs on the CPU: conv_transpose: no Vulkan kernel yet"), std::string::npos)
-        << said;
-    // Stride 2 with a 2 x 2 kernel: each output cell has exactly one input cell per channel.
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) {
-        double want = 0;
-        for (int c = 0; c < 2; ++c)
-          want += double(xv[c * 9 + (i / 2) * 3 + j / 2]) * wv[c * 4 + (i % 2) * 2 + j % 2];
-        EXPECT_NEAR(y[i * 6 + j], want, 1e-6) << i << ", " << j;
-      }
   }
 }

@@ -4,9 +4,9 @@
 // bf16, fp8, bool) are packed and unpacked in 32-bit words and need no 8/16-bit storage feature.
 // A row group (softmax's max, sum and divide) is one kernel too: a workgroup per four rows runs
 // each member region over those rows in turn, with a barrier between them. A contraction's region
-// (a matmul, or a convolution as implicit GEMM) is a tiled GEMM (a workgroup per tile, shared
-// memory, a block of each tile in each invocation's registers) whose epilogue runs on each block's
-// rows before they are stored.
+// (a matmul, or a convolution, plain or transposed, as implicit GEMM) is a tiled GEMM (a workgroup
+// per tile, shared memory, a block of each tile in each invocation's registers) whose epilogue runs
+// on each block's rows before they are stored.
 #pragma once
 
 #include <algorithm>
@@ -110,7 +110,7 @@ class region_emitter final : public op_lowering {
       m.words = metadata_words(m.rank, strided, terms, m.r->root >= 0);
       m.gemm_at = m.words;
       if (m.r->contraction >= 0)
-        m.words += contraction_words(m.rank, g_.nodes[m.r->contraction].kind == ir::op::conv);
+        m.words += contraction_words(m.rank, ir::is_convolution(g_.nodes[m.r->contraction].kind));
       at += m.words;
     }
     constants_at_ = at;
@@ -150,7 +150,7 @@ class region_emitter final : public op_lowering {
     if (mb_->r->contraction >= 0) {
       const ir::node& c = g_.nodes[mb_->r->contraction];
       const std::string what(ir::name(c.kind));
-      if (c.kind != ir::op::matmul && c.kind != ir::op::conv)
+      if (c.kind != ir::op::matmul && !ir::is_convolution(c.kind))
         return what + ": no Vulkan kernel yet";
       if (t_.gemm().shared_bytes(c.type == dtype::f64 ? 8 : 4) > t_.shared_memory_bytes)
         return what + ": its tiles need more shared memory than the device has";
@@ -858,14 +858,15 @@ class region_emitter final : public op_lowering {
   // ---- contractions ---------------------------------------------------------------------------
   // A GEMM, C[b] = A[b] x B[b] (a matmul; a convolution as implicit GEMM, b = image x groups +
   // group: A the group's weights [out channels, in channels x kernel cells], B the input under each
-  // output cell's window, gathered as the block is staged, zero in the padding; C's columns the
-  // output cells): workgroup (x, y, z) computes the tile of batch z at rows y rows(), columns x
-  // cols() (target::gemm); invocation i keeps rows b (i / threads_x) + 0..b-1 (b =
-  // block_rows) x columns 4 (i % threads_x) + 0..3 in b vector accumulators. Each step along K, the
-  // workgroup stages a rows x depth block of A and a depth x cols block of B in shared memory (zero
-  // past the edges, so every load is in bounds), then each invocation adds its products. The
-  // epilogue then runs on each of its rows before they are stored. The steps are K / depth
-  // loop iterations (the executor keeps them under the drivers' 65535).
+  // output cell's window, gathered as the block is staged, zero in the padding and, transposed,
+  // where no input cell lands on the output cell; C's columns the output cells): workgroup (x, y,
+  // z) computes the tile of batch z at rows y rows(), columns x cols() (target::gemm); invocation i
+  // keeps rows b (i / threads_x) + 0..b-1 (b = block_rows) x columns 4 (i % threads_x) + 0..3 in b
+  // vector accumulators. Each step along K, the workgroup stages a rows x depth block of A and a
+  // depth x cols block of B in shared memory (zero past the edges, so every load is in bounds),
+  // then each invocation adds its products. The epilogue then runs on each of its rows before they
+  // are stored. The steps are K / depth loop iterations (the executor keeps them under the drivers'
+  // 65535).
   void contraction_body() {
     const target::gemm_tile tile = t_.gemm();
     const ir::node& c = g_.nodes[mb_->r->contraction];
@@ -873,7 +874,7 @@ class region_emitter final : public op_lowering {
     const lane_kind lk = lane_of(c.type);
     const id v4 = vec(lk);
     const int rank = mb_->rank, spatial = rank - 2;
-    const bool conv = c.kind == ir::op::conv;
+    const bool conv = ir::is_convolution(c.kind), transposed = c.kind == ir::op::conv_transpose;
     const std::uint32_t invocations = tile.invocations();
     id uvec3 = m_.type_vector(u32(), 3);
     local_ = lane(m_.emit(Op::OpLoad, uvec3, {local_id_}), u32(), 0);
@@ -897,10 +898,13 @@ class region_emitter final : public op_lowering {
     auto mul = [&](id a, id b) { return m_.emit(Op::OpIMul, u32(), {a, b}); };
     id batch = lane(wg, u32(), 2);
     id offset[2] = {stride(0, rank), stride(1, rank)};
+    // A convolution's weights along A's rows (output channels) and its input channels: w [M, C /
+    // groups, kernel...], or transposed w [C, M / groups, kernel...].
+    const int row_axis = transposed ? 1 : 0, channel_axis = transposed ? 0 : 1;
     if (conv) {  // batch = image x groups + group: the group's weights, the image's channels
       id image = m_.emit(Op::OpUDiv, u32(), {batch, groups});
       id group = m_.emit(Op::OpUMod, u32(), {batch, groups});
-      offset[0] = add(offset[0], mul(mul(group, M), stride(0, 0)));
+      offset[0] = add(offset[0], mul(mul(group, transposed ? in_group : M), stride(0, 0)));
       offset[1] =
           add(offset[1], add(mul(image, stride(1, 0)), mul(mul(group, in_group), stride(1, 1))));
     } else {
@@ -958,15 +962,16 @@ class region_emitter final : public op_lowering {
       id off;
       if (conv) {
         std::vector<id> cell;
-        off = add(offset[0], mul(kernel_cell(k, cell), stride(0, 1)));
+        off = add(offset[0], mul(kernel_cell(k, cell), stride(0, channel_axis)));
         for (int a = 0; a < spatial; ++a) off = add(off, mul(cell[a], stride(0, 2 + a)));
       } else {
         off = add(offset[0], mul(k, stride(0, rank - 1)));
       }
-      return m_.emit(Op::OpIAdd, uvec4(), {uv(off), at(rows, stride(0, conv ? 0 : rank - 2))});
+      return m_.emit(Op::OpIAdd, uvec4(),
+                     {uv(off), at(rows, stride(0, conv ? row_axis : rank - 2))});
     };
     // The element indices of B at row k, columns `cols` (lanes); `ok` loses the lanes whose window
-    // cell is padding.
+    // cell is padding (transposed: where no input cell lands on the output cell).
     auto b_index = [&](id k, id cols, id& ok) {
       if (!conv)
         return m_.emit(
@@ -979,7 +984,17 @@ class region_emitter final : public op_lowering {
         id out = m_.emit(Op::OpUMod, uvec4(), {rest, uv(mb_->dims[2 + a])});
         rest = m_.emit(Op::OpUDiv, uvec4(), {rest, uv(mb_->dims[2 + a])});
         id shift = add(axis(a, 1), mul(cell[a], axis(a, 2)));  // start + cell x dilation
-        id in = m_.emit(Op::OpIAdd, uvec4(), {at(out, axis(a, 0)), uv(shift)});
+        id in;
+        if (!transposed) {  // in = out x stride + shift
+          in = m_.emit(Op::OpIAdd, uvec4(), {at(out, axis(a, 0)), uv(shift)});
+        } else {  // in x stride + shift = out: where out - shift is a non-negative multiple
+          id num = m_.emit(Op::OpISub, uvec4(), {out, uv(shift)});
+          id step = uv(axis(a, 0));
+          ok = both(ok, m_.emit(Op::OpSGreaterThanEqual, bvec4(), {num, usplat(0)}));
+          ok = both(ok, m_.emit(Op::OpIEqual, bvec4(),
+                                {m_.emit(Op::OpUMod, uvec4(), {num, step}), usplat(0)}));
+          in = m_.emit(Op::OpUDiv, uvec4(), {num, step});
+        }
         ok = both(ok, below(in, uv(axis(a, 4))));  // (a negative position wraps past it)
         idx = m_.emit(Op::OpIAdd, uvec4(), {idx, at(in, stride(1, 2 + a))});
       }

@@ -34,9 +34,9 @@ inline std::uint32_t metadata_words(int rank, int strided_args, int index_terms,
 }
 // A contraction region's words follow its epilogue's (metadata_words): its GEMM's K, M and N,
 // then A's rank strides and offset, then B's (a matmul's over [batch..., M, K] and
-// [batch..., K, N]; a convolution's A is its weights, B its input, each over its own dims); then
-// a convolution's groups, input channels per group and kernel cells, and per spatial axis its
-// stride, start (-pad, wrapped), dilation, kernel extent and input extent.
+// [batch..., K, N]; a convolution's (conv or conv_transpose) A is its weights, B its input, each
+// over its own dims); then a convolution's groups, input channels per group and kernel cells, and
+// per spatial axis its stride, start (-pad, wrapped), dilation, kernel extent and input extent.
 inline std::uint32_t contraction_words(int rank, bool convolution) {
   const auto r = static_cast<std::uint32_t>(rank);
   return 5 + 2 * r + (convolution ? 3 + 5 * (r - 2) : 0);

@@ -139,7 +139,7 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   }
   if (reg.contraction >= 0) {  // spirv::contraction_words
     const ir::node& m = p.graph.nodes[reg.contraction];
-    const bool conv = m.kind == ir::op::conv;
+    const bool conv = ir::is_convolution(m.kind);
     const int rank = space.rank;
     compiler::strided_layout l[2];  // A and B: a convolution's weights, then its input
     for (int o = 0; o < 2; ++o) {
