@@ -1,6 +1,7 @@
 // Contraction benchmarks: kiln's matmul with its fused epilogue (one dispatch) on the CPU beside
 // oneDNN's matmul with the same post-ops, Eigen and OpenBLAS (sgemm, then the epilogue in an
-// OpenMP loop), all in this process on all cores; and a transformer MLP block beside Eigen.
+// OpenMP loop), all in this process on all cores; a transformer MLP block and a dense layer with
+// int8 weights dequantized beside Eigen.
 // Ratios are anchor time / kiln time (above 1: kiln is faster).
 #include <cblas.h>
 
@@ -36,6 +37,14 @@ constexpr auto mlp = fn<tensor<f32, tokens, width>, tensor<f32, width, hidden>, 
       return matmul(h, w2) + b2;
     });
 static_assert(mlp.plan.dispatch_count() == 2 && mlp.plan.transient_bytes() == tokens * hidden * 4);
+
+// A dense layer with int8 weights, dequantized per output column (ONNX DequantizeLinear: (q -
+// zero point) x scale): on the CPU the weight is computed as the GEMM packs it.
+constexpr auto dequantized_dense =
+    fn<tensor<f32, tokens, width>, tensor<i8, width, hidden>, tensor<i8, hidden>,
+       tensor<f32, hidden>, tensor<f32, hidden>>([](auto x, auto q, auto zp, auto scale, auto b) {
+      return matmul(x, (cast<f32>(q) - cast<f32>(zp)) * scale) + b;
+    });
 
 using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -136,10 +145,43 @@ void BM_mlp_block(benchmark::State& state) {
       calls, kiln_call);
 }
 
+// The dequantized dense layer beside Eigen written as its users would: the weight dequantized into
+// a float matrix, then the product and the bias.
+void BM_dequantized_dense(benchmark::State& state) {
+  auto x = data(tokens * width), scale = data(hidden, 0.003f), b = data(hidden, 0.05f);
+  std::vector<std::int8_t> q(width * hidden), zp(hidden);
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<std::int8_t>(i * 7 % 255 - 127);
+  for (std::size_t j = 0; j < zp.size(); ++j) zp[j] = static_cast<std::int8_t>(j % 9 - 4);
+  for (float& s : scale) s = 0.01f + 0.005f * s;
+  std::vector<float> y(tokens * hidden);
+  auto cpu = device::cpu();
+  auto kiln_call = [&] { dequantized_dense.on(cpu)(x, q, zp, scale, b, into(y)); };
+  const int calls = 20;
+  double seconds = measure_kiln(state, kiln_call, 0, calls);
+  state.counters["GFLOPS"] = 2.0 * tokens * width * hidden / seconds * 1e-9;
+  Eigen::Map<const row_major> xm(x.data(), tokens, width);
+  Eigen::Map<const Eigen::Matrix<std::int8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> qm(
+      q.data(), width, hidden);
+  Eigen::Map<const Eigen::Matrix<std::int8_t, 1, Eigen::Dynamic>> zm(zp.data(), hidden);
+  Eigen::Map<const Eigen::RowVectorXf> sm(scale.data(), hidden), bm(b.data(), hidden);
+  Eigen::Map<row_major> ym(y.data(), tokens, hidden);
+  row_major w(width, hidden);
+  ratio(
+      state, "x_vs_eigen",
+      [&] {
+        w = ((qm.cast<float>().rowwise() - zm.cast<float>()).array().rowwise() * sm.array())
+                .matrix();
+        ym.noalias() = xm * w;
+        ym.rowwise() += bm;
+      },
+      calls, kiln_call);
+}
+
 }  // namespace
 
 BENCHMARK(BM_sgemm_bias_relu<256>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_sgemm_bias_relu<1024>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_sgemm_bias_relu<2048>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_mlp_block)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_dequantized_dense)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

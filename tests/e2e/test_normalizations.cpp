@@ -9,9 +9,8 @@
 #include <cstring>
 #include <map>
 
-#include <kiln/runtime/cpu/interpreted.hpp>
-
 #include "../support/e2e.hpp"
+#include "../support/regions.hpp"
 
 namespace {
 
@@ -74,24 +73,6 @@ std::vector<float> run1(const kiln::executable& e, const std::vector<float>& x, 
   else
     e.run({ref::view_of(in, dims)}, {ref::view_of(out, out_dims)});
   return out.to_vector();
-}
-
-// Runs p's regions one at a time through the interpreter (run_plan with `only` set per region),
-// each over all its rows: the reference for a row group's bits. Static sizes only.
-void run_region_by_region(const kiln::compiler::plan& p,
-                          std::vector<kiln::runtime::buffer_ref> args,
-                          std::vector<kiln::runtime::buffer_ref> results) {
-  auto programs = kiln::cpu::tile_programs(p);
-  std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
-  // One arena for the whole call: region r reads what the regions before it left there.
-  kiln::runtime::arena transients{p.arena(sym.data(), true)};
-  auto memory = kiln::runtime::arena_pool::host_block(transients.layout.bytes);
-  transients.host = memory.host;
-  for (std::size_t r = 0; r < p.regions.size(); ++r) {
-    std::vector<bool> only(p.regions.size(), false);
-    only[r] = true;
-    kiln::cpu::run_interpreted(p, programs, args, results, sym.data(), &only, transients);
-  }
 }
 
 const std::vector<dims_t> row_shapes = {{1},        {7},        {4097},     {3, 5},
@@ -451,8 +432,9 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
     e.run({ref::view_of(xb, dims)}, {ref::view_of(y, dims), ref::view_of(z, z_dims)}, cpu);
     // The same plan's regions one at a time: run_plan with `only` set per region.
     ref::buffer<float> y1(in.size()), z1(ref::count(z_dims));
-    run_region_by_region(e.plan(), {{xb.data(), ref::to_shape(dims)}},
-                         {{y1.data(), ref::to_shape(dims)}, {z1.data(), ref::to_shape(z_dims)}});
+    ref::run_region_by_region(
+        e.plan(), {{xb.data(), ref::to_shape(dims)}},
+        {{y1.data(), ref::to_shape(dims)}, {z1.data(), ref::to_shape(z_dims)}});
     EXPECT_EQ(y.to_vector(), y1.to_vector()) << ref::dims_text(dims);
     EXPECT_EQ(z.to_vector(), z1.to_vector()) << ref::dims_text(dims);
     EXPECT_GT(z.to_vector()[0] + y.to_vector()[0], 0.0f);
@@ -489,9 +471,9 @@ TEST(Normalizations, RowWalksAndTheirFallback) {
           "softmax(x + w) for x " + ref::dims_text(dims) + ", w " + ref::dims_text(w_dims);
       expect_close(y.to_vector(), softmax_ref(sum, dims, 2, false), 1e-5, 1e-30, what);
       // The same plan's regions one at a time, each over all its rows.
-      run_region_by_region(e.plan(),
-                           {{xb.data(), ref::to_shape(dims)}, {wb.data(), ref::to_shape(w_dims)}},
-                           {{y1.data(), ref::to_shape(dims)}});
+      ref::run_region_by_region(
+          e.plan(), {{xb.data(), ref::to_shape(dims)}, {wb.data(), ref::to_shape(w_dims)}},
+          {{y1.data(), ref::to_shape(dims)}});
       EXPECT_EQ(y.to_vector(), y1.to_vector()) << what;
     }
   }

@@ -236,6 +236,50 @@ constexpr std::vector<std::int32_t> row_input_slots(const plan& p, const region&
   return s;
 }
 
+// A region whose values a contraction's packing computes: operand `operand` (0: A, 1: B) of the
+// matmul in region `region`; region -1 where none does.
+struct packing {
+  std::int32_t region = -1;
+  int operand = -1;
+};
+// Whether region i is the prologue of a matmul's operand (a weight's dequantization: cast, zero
+// point, scale): elementwise over that operand's dims, alone in its dispatch, reading parameters
+// only (so nothing the arena reuses can change before the matmul runs), writing one transient
+// that only the matmul's region reads, as nothing but that operand. The CPU then evaluates it as
+// the packing asks for blocks of the operand, instead of storing it whole and reading it back;
+// the transient keeps its place in the arena (a Vulkan kernel stores it).
+constexpr packing packed_into(const plan& p, std::size_t i) {
+  const region& r = p.regions[i];
+  if (r.root >= 0 || r.contraction >= 0 || !r.results.empty() || r.writes.size() != 1 ||
+      !r.reads.empty() || !r.view_reads.empty())
+    return {};
+  if ((i > 0 && p.regions[i - 1].group == r.group) ||
+      (i + 1 < p.regions.size() && p.regions[i + 1].group == r.group))
+    return {};
+  const std::int32_t t = r.writes[0];
+  if (!(p.graph.nodes[p.transients[t]].dims == r.space)) return {};
+  std::int32_t reader = -1;
+  for (std::size_t k = 0; k < p.regions.size(); ++k) {
+    for (auto v : p.regions[k].view_reads)
+      if (v == t) return {};
+    for (auto v : p.regions[k].reads)
+      if (v == t) {
+        if (reader >= 0) return {};
+        reader = static_cast<std::int32_t>(k);
+      }
+  }
+  if (reader < 0) return {};
+  const region& c = p.regions[reader];
+  if (c.contraction < 0 || p.graph.nodes[c.contraction].kind != ir::op::matmul) return {};
+  const int slot = static_cast<int>(p.graph.inputs.size()) + t;
+  for (auto s : row_input_slots(p, c))
+    if (s == slot) return {};  // the epilogue reads it too
+  const ir::node& m = p.graph.nodes[c.contraction];
+  const bool a = load_slot(p, c, m.operands[0]) == slot, b = load_slot(p, c, m.operands[1]) == slot;
+  if (a == b) return {};  // x x x, or read through a view
+  return {reader, a ? 0 : 1};
+}
+
 // Whether result r may be written into the memory of parameter a while the call reads a, given
 // that the two hold the same number of elements (the caller checks: identical buffers, or a
 // variable and its assigned value): a and r have the same type, and no region reads a except the

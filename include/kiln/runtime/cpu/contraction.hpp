@@ -54,13 +54,33 @@ inline operand_layout tile_layout(const operand_layout& l,
   return t;
 }
 
-// C[b] = A[b] x B[b] for every batch index b: A [batch..., M, K] and B [batch..., K, N] read
-// through their strides (a.stride / b.stride over [batch..., M, K] / [batch..., K, N], in
+// An operand computed as the packing asks for it (a weight's dequantization): fill(batch, r0,
+// rows, c0, cols, to) writes its rows [r0, r0 + rows) x columns [c0, c0 + cols) of batch `batch`
+// (a flat index over the product's batch dims) to `to`, row-major, `cols` elements of the
+// contraction's dtype per row. Called by the packing threads, several at once.
+using operand_fill_ref = function_ref<void(std::int64_t batch, std::int64_t r0, std::int64_t rows,
+                                           std::int64_t c0, std::int64_t cols, void* to)>;
+
+// A matmul operand [batch..., rows, cols]: read through its layout's strides (over its dims, in
 // elements; index terms are not read: the region formation gives a contraction affine operands),
-// elements of dtype `type` (f32, f64; the narrow floats accumulate in f32). `epilogue` receives
-// every tile of C once.
-KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
-                                 const shape& b_dims, const operand_layout& b, tile_ref epilogue);
+// or, where `fill` is set, computed block by block.
+struct matmul_operand {
+  shape dims;
+  operand_layout layout;
+  const operand_fill_ref* fill = nullptr;
+};
+
+// C[b] = A[b] x B[b] for every batch index b: A [batch..., M, K] and B [batch..., K, N], elements
+// of dtype `type` (f32, f64; the narrow floats accumulate in f32). `epilogue` receives every tile
+// of C once.
+KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matmul_operand& b,
+                                 tile_ref epilogue);
+
+// Whether computing operand `operand` (0: A, 1: B) of a matmul of dtype `type` with N columns as
+// it is packed evaluates each element about once, as storing it would: B's blocks are packed
+// once (shared by the threads, or by a row block's tiles), A's once per column block, so A only
+// where the N columns are one block.
+KILN_RUNTIME_API bool packing_computes_once(dtype type, int operand, std::int64_t n);
 
 // A convolution's windows along each spatial axis a (0: the axis after the channels), from its
 // node's attributes: kernel cell k joins output o and input i where o * strides[a] + starts[a] +
@@ -108,14 +128,14 @@ S as_fold(const T& v) {
     return static_cast<S>(static_cast<float>(v));
 }
 
-// Packs rows [i0, i0 + m) x columns [p0, p0 + kc) of A (row stride sm; column p at element
-// offset at(p) in a row) as MR-row micro-panels: panel r holds, for each p, MR consecutive rows'
-// values (0 past the m rows).
+// Packs m rows x columns [p0, p0 + kc) of A, from its row at `first_row` (row stride sm; column
+// p at element offset at(p) in a row), as MR-row micro-panels: panel r holds, for each p, MR
+// consecutive rows' values (0 past the m rows).
 template <class S, class T, class Offset>
-void pack_a(const unsigned char* a, std::int64_t sm, Offset at, std::int64_t i0, std::int64_t m,
+void pack_a(const unsigned char* first_row, std::int64_t sm, Offset at, std::int64_t m,
             std::int64_t p0, std::int64_t kc, S* to) {
   constexpr int MR = gemm_shape<S>::MR;
-  const T* base = reinterpret_cast<const T*>(a) + i0 * sm;
+  const T* base = reinterpret_cast<const T*>(first_row);
   for (std::int64_t r = 0; r < m; r += MR) {
     const int rows = static_cast<int>(std::min<std::int64_t>(MR, m - r));
     S* panel = to + r * kc;
@@ -135,28 +155,27 @@ void pack_a(const unsigned char* a, std::int64_t sm, Offset at, std::int64_t i0,
   }
 }
 
-// Packs rows [p0, p0 + kc) x columns [j0, j0 + n) of B (strides sk, sn) as NR-column
-// micro-panels (0 past the n columns): of those rows, p0 + first to p0 + last.
+// Packs rows [first, last) of a KC block of B (kc rows) x n columns as NR-column micro-panels (0
+// past the n columns), from its element at row `first`, column 0, `from` (strides sk, sn).
 template <class S, class T>
-void pack_b(const unsigned char* b, std::int64_t sk, std::int64_t sn, std::int64_t p0,
-            std::int64_t kc, std::int64_t first, std::int64_t last, std::int64_t j0, std::int64_t n,
-            S* to) {
+void pack_b(const unsigned char* from, std::int64_t sk, std::int64_t sn, std::int64_t kc,
+            std::int64_t first, std::int64_t last, std::int64_t n, S* to) {
   using G = gemm_shape<S>;
   constexpr int NR = G::NR;
-  const T* base = reinterpret_cast<const T*>(b) + p0 * sk + j0 * sn;
+  const T* base = reinterpret_cast<const T*>(from);
   for (std::int64_t c = 0; c < n; c += NR) {
     const int cols = static_cast<int>(std::min<std::int64_t>(NR, n - c));
     S* panel = to + c * kc;
     if (std::is_same_v<S, T> && sn == 1 && cols == NR) {  // two vectors per row
       for (std::int64_t p = first; p < last; ++p) {
-        const S* row = reinterpret_cast<const S*>(base + p * sk + c);
+        const S* row = reinterpret_cast<const S*>(base + (p - first) * sk + c);
         G::batch::load_unaligned(row).store_aligned(panel + p * NR);
         G::batch::load_unaligned(row + G::L).store_aligned(panel + p * NR + G::L);
       }
       continue;
     }
     for (std::int64_t p = first; p < last; ++p) {
-      const T* row = base + p * sk + c * sn;
+      const T* row = base + (p - first) * sk + c * sn;
       for (int j = 0; j < cols; ++j) panel[p * NR + j] = as_fold<S>(row[j * sn]);
       for (int j = cols; j < NR; ++j) panel[p * NR + j] = S(0);
     }
@@ -337,35 +356,57 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
 
 // Fold type S, storage type T.
 template <class S, class T>
-void matmul_as(const shape& a_dims, const operand_layout& a, const shape& b_dims,
-               const operand_layout& b, tile_ref epilogue) {
-  const int rank = a_dims.rank;
-  const std::int64_t M = a_dims.dims[rank - 2], K = a_dims.dims[rank - 1];
-  const std::int64_t N = b_dims.dims[rank - 1];
+void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilogue) {
+  const int rank = a.dims.rank;
+  const std::int64_t M = a.dims.dims[rank - 2], K = a.dims.dims[rank - 1];
+  const std::int64_t N = b.dims.dims[rank - 1];
   std::int64_t batches = 1;
-  for (int i = 0; i + 2 < rank; ++i) batches *= a_dims.dims[i];
+  for (int i = 0; i + 2 < rank; ++i) batches *= a.dims.dims[i];
   // The element offsets of batch b's first element in A and B.
   auto batch_offset = [&](const operand_layout& l, std::int64_t bi) {
     std::int64_t off = 0;
     for (int d = rank - 3; d >= 0; --d) {
-      off += (bi % a_dims.dims[d]) * l.stride[d];
-      bi /= a_dims.dims[d];
+      off += (bi % a.dims.dims[d]) * l.stride[d];
+      bi /= a.dims.dims[d];
     }
     return off;
   };
-  const std::int64_t sk = a.stride[rank - 1];
+  // Rows [r0, r0 + rows) x columns [c0, c0 + cols) of a computed operand, in this thread's
+  // memory (row-major), until its next call.
+  auto computed = [](const matmul_operand& o, std::int64_t bi, std::int64_t r0, std::int64_t rows,
+                     std::int64_t c0, std::int64_t cols) {
+    thread_local std::vector<T> block;
+    if (block.size() < static_cast<std::size_t>(rows * cols))
+      block.resize(static_cast<std::size_t>(rows * cols));
+    (*o.fill)(bi, r0, rows, c0, cols, block.data());
+    return reinterpret_cast<const unsigned char*>(block.data());
+  };
   gemm<S, T>(
       batches, M, N, K,
       [&](std::int64_t bi, std::int64_t i0, std::int64_t m, std::int64_t p0, std::int64_t kc,
           S* to) {
+        if (a.fill) {
+          pack_a<S, T>(
+              computed(a, bi, i0, m, p0, kc), kc, [p0](std::int64_t p) { return p - p0; }, m, p0,
+              kc, to);
+          return;
+        }
+        const std::int64_t sm = a.layout.stride[rank - 2], sk = a.layout.stride[rank - 1];
         pack_a<S, T>(
-            a.data + batch_offset(a, bi) * sizeof(T), a.stride[rank - 2],
-            [sk](std::int64_t p) { return p * sk; }, i0, m, p0, kc, to);
+            a.layout.data + (batch_offset(a.layout, bi) + i0 * sm) * sizeof(T), sm,
+            [sk](std::int64_t p) { return p * sk; }, m, p0, kc, to);
       },
       [&](std::int64_t bi, std::int64_t p0, std::int64_t kc, std::int64_t first, std::int64_t last,
           std::int64_t j0, std::int64_t n, S* to) {
-        pack_b<S, T>(b.data + batch_offset(b, bi) * sizeof(T), b.stride[rank - 2],
-                     b.stride[rank - 1], p0, kc, first, last, j0, n, to);
+        if (b.fill) {
+          pack_b<S, T>(computed(b, bi, p0 + first, last - first, j0, n), n, 1, kc, first, last, n,
+                       to);
+          return;
+        }
+        const std::int64_t sk = b.layout.stride[rank - 2], sn = b.layout.stride[rank - 1];
+        pack_b<S, T>(
+            b.layout.data + (batch_offset(b.layout, bi) + (p0 + first) * sk + j0 * sn) * sizeof(T),
+            sk, sn, kc, first, last, n, to);
       },
       epilogue);
 }
@@ -507,9 +548,10 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
         // conv: row m of group g is w[g x out_group + m]; transposed: w[g x in_group + ci, m].
         const std::int64_t base =
             c.transposed ? g * in_group * w.stride[0] : g * out_group * w.stride[0];
+        const std::int64_t sm = w.stride[c.transposed ? 1 : 0];
         pack_a<S, T>(
-            w.data + base * sizeof(T), w.stride[c.transposed ? 1 : 0],
-            [&](std::int64_t p) { return w_offset[p]; }, i0, m, p0, kc, to);
+            w.data + (base + i0 * sm) * sizeof(T), sm, [&](std::int64_t p) { return w_offset[p]; },
+            m, p0, kc, to);
       },
       [&](std::int64_t bi, std::int64_t p0, std::int64_t kc, std::int64_t first, std::int64_t end,
           std::int64_t j0, std::int64_t n, S* to) {
@@ -517,8 +559,9 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
         const T* xb =
             reinterpret_cast<const T*>(x.data) + image * x.stride[0] + g * in_group * x.stride[1];
         if (pointwise) {  // B is x's [channels, cells] matrix: packed as matmul's
-          pack_b<S, T>(reinterpret_cast<const unsigned char*>(xb), x.stride[1], xs_last, p0, kc,
-                       first, end, j0, n, to);
+          pack_b<S, T>(reinterpret_cast<const unsigned char*>(xb + (p0 + first) * x.stride[1] +
+                                                              j0 * xs_last),
+                       x.stride[1], xs_last, kc, first, end, n, to);
           return;
         }
         std::array<std::int64_t, max_rank> o{};
@@ -610,11 +653,17 @@ void with_types(dtype type, bool integers, const char* op, const char* what, F f
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_matmul(dtype type, const shape& a_dims, const operand_layout& a,
-                                 const shape& b_dims, const operand_layout& b, tile_ref epilogue) {
-  detail::with_types(type, true, "matmul", "contraction", [&]<class S, class T> {
-    detail::matmul_as<S, T>(a_dims, a, b_dims, b, epilogue);
-  });
+KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matmul_operand& b,
+                                 tile_ref epilogue) {
+  detail::with_types(type, true, "matmul", "contraction",
+                     [&]<class S, class T> { detail::matmul_as<S, T>(a, b, epilogue); });
+}
+
+KILN_RUNTIME_API bool packing_computes_once(dtype type, int operand, std::int64_t n) {
+  bool once = operand == 1;
+  detail::with_types(type, true, "matmul", "contraction",
+                     [&]<class S, class T> { once = once || n <= detail::gemm_shape<S>::NC; });
+  return once;
 }
 
 KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,

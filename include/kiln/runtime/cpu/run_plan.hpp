@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -158,6 +159,22 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
     return r;
   };
+  // The regions whose values a matmul's packing computes (compiler::packed_into) where both run
+  // in this call and the packing computes each element once (packing_computes_once): by the
+  // matmul's region, the region computing each operand (-1: it is read).
+  std::vector<std::array<std::int32_t, 2>> packed_by;
+  std::vector<bool> packed(p.regions.size(), false);
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    if (p.regions[i].contraction >= 0 || p.regions[i].root >= 0) continue;
+    const compiler::packing into = compiler::packed_into(p, i);
+    if (into.region < 0 || (only && !((*only)[i] && (*only)[into.region]))) continue;
+    const ir::node& m = g.nodes[p.regions[into.region].contraction];
+    const shape b_dims = runtime::concrete(g.nodes[m.operands[1]].dims, sym);
+    if (!packing_computes_once(m.type, into.operand, b_dims.dims[b_dims.rank - 1])) continue;
+    if (packed_by.empty()) packed_by.assign(p.regions.size(), {-1, -1});
+    packed_by[into.region][into.operand] = static_cast<std::int32_t>(i);
+    packed[i] = true;
+  }
   // Region r's contraction, its epilogue (the row function) run on each finished tile.
   auto contract = [&](const prepared& r, row_ref row) {
     const ir::node& m = g.nodes[r.reg->contraction];
@@ -199,18 +216,57 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       }
     };
     if (!conv) {
-      run_matmul(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1],
-                 [&](const finished_tile& t) {
-                   std::array<std::int64_t, max_rank> origin{};
-                   for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
-                     origin[d] = b % r.space.dims[d];
-                     b /= r.space.dims[d];
-                   }
-                   origin[rank - 2] = t.row;
-                   origin[rank - 1] = t.col;
-                   epilogue_part(origin, t.rows, t.cols, static_cast<const unsigned char*>(t.tile),
-                                 t.ld);
-                 });
+      // An operand that region q computes: rows x cols of it from (r0, c0) through q's row
+      // function, into the packing's memory.
+      const std::int32_t index = static_cast<std::int32_t>(r.reg - p.regions.data());
+      std::optional<prepared> computing[2];
+      auto fill_from = [&](int k) {
+        return [&, k](std::int64_t batch, std::int64_t r0, std::int64_t n_rows, std::int64_t c0,
+                      std::int64_t cols, void* to) {
+          const prepared& q = *computing[k];
+          const int q_rank = q.space.rank;
+          std::array<std::int64_t, max_rank> origin{};
+          for (int d = rank - 3; d >= 0; --d) {  // the product's batch index, broadcast to q's
+            if (const int qd = d - (rank - q_rank); qd >= 0)
+              origin[qd] = batch % r.space.dims[d] % q.space.dims[qd];
+            batch /= r.space.dims[d];
+          }
+          origin[q_rank - 2] = r0;
+          origin[q_rank - 1] = c0;
+          std::vector<operand_layout> ins(q.ins.size()), outs(q.outs.size());
+          for (auto s : q.in_slots)
+            ins[s] = tile_layout(q.ins[s], origin, q_rank, q_rank - 2, q_rank - 1);
+          outs[q.out_slots[0]] = {static_cast<const unsigned char*>(to), bytes, {cols, 1}, {}};
+          shape block;
+          block.rank = 2;
+          block.dims[0] = n_rows;
+          block.dims[1] = cols;
+          const int qi = static_cast<int>(q.reg - p.regions.data());
+          run_rows([&](const void* const* in, const std::int64_t* step, void* const* out,
+                       std::int64_t n) { rows(qi, in, step, out, n); },
+                   block, 0, {0, n_rows * cols}, q.in_slots, ins, q.out_slots, outs);
+        };
+      };
+      auto fill_a = fill_from(0), fill_b = fill_from(1);
+      const operand_fill_ref fills[2] = {fill_a, fill_b};
+      matmul_operand ab[2];
+      for (int k = 0; k < 2; ++k) {
+        ab[k] = {operand_dims[k], operands[k], nullptr};
+        if (!packed_by.empty() && packed_by[index][k] >= 0) {
+          computing[k] = prepare(static_cast<std::size_t>(packed_by[index][k]));
+          ab[k].fill = &fills[k];
+        }
+      }
+      run_matmul(m.type, ab[0], ab[1], [&](const finished_tile& t) {
+        std::array<std::int64_t, max_rank> origin{};
+        for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
+          origin[d] = b % r.space.dims[d];
+          b /= r.space.dims[d];
+        }
+        origin[rank - 2] = t.row;
+        origin[rank - 1] = t.col;
+        epilogue_part(origin, t.rows, t.cols, static_cast<const unsigned char*>(t.tile), t.ld);
+      });
       return;
     }
     conv_geometry c{m.kind == ir::op::conv_transpose, m.attrs.groups, {}, {}, {}};
@@ -292,7 +348,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (std::size_t k = i; k < end; ++k) whole = whole && (!only || (*only)[k]);
     if (!whole) {  // a single region, or some of a group's: each alone, all its rows
       for (std::size_t k = i; k < end; ++k)
-        if (!only || (*only)[k]) run(k, prepare(k), {}, 0);
+        if ((!only || (*only)[k]) && !packed[k]) run(k, prepare(k), {}, 0);
       i = end;
       continue;
     }
