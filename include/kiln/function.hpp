@@ -424,12 +424,7 @@ class function {
         detail::program_of<F, P...>().plan(),
         [](int region, const void* const* in, const std::int64_t* step, void* const* out,
            std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
-        [](int region, const void* const* in, const std::int64_t* step, std::int64_t n, void* acc) {
-          cpu::fold_fn fold = cpu::region_folds<plan>[region];
-          if (fold) fold(in, step, n, acc);
-          return fold != nullptr;
-        },
-        host_args, host_results, sym, only, transients);
+        cpu::region_folds<plan>, host_args, host_results, sym, only, transients);
   }
 };
 

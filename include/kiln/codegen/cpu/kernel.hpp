@@ -8,22 +8,12 @@
 #include <utility>
 #include "kiln/codegen/cpu/isa.hpp"
 
+#include "kiln/codegen/cpu/fold_order.hpp"
 #include "kiln/codegen/cpu/primitives.hpp"
+#include "kiln/codegen/cpu/row_function.hpp"
 #include "kiln/compiler/freeze.hpp"
 
 namespace kiln::cpu::inline KILN_CPU_ISA {
-
-// One row of a region: `count` elements. in[s] points at input slot s's first element for this
-// row and advances by step[s] (1, or 0 where broadcast); out[s] at output slot s's. Input slots:
-// the parameters, then the transients; output slots: the results, then the transients
-// (compiler::input_slot / output_slot). A reduction's region stores its root's operand, to the
-// region's first output slot: the reduction itself is run_reduction's.
-using row_fn = void (*)(const void* const* in, const std::int64_t* step, void* const* out,
-                        std::int64_t count);
-// A reduction's region folding `count` elements of its root's operand into the accumulator at
-// acc (the runtime reducer's, a float), in the reducer's order.
-using fold_fn = void (*)(const void* const* in, const std::int64_t* step, std::int64_t count,
-                         void* acc);
 
 template <const auto& Plan, int R>
 struct region_kernel {
@@ -314,14 +304,13 @@ struct region_kernel {
     }
   }
 
-  // Folds the root's operand over `count` elements into the float at acc, in the runtime
-  // reducer's order (detail::reducer::fold: 32 interleaved partials per block of 256, the blocks
-  // joined as a binary counter, then the 32 as a tree), so to the same bits, with no pass
-  // through memory.
+  // Folds the root's operand over `count` elements into the float at acc, in the reducers' order
+  // (fold_order.hpp), so to the same bits, with no pass through memory.
   static void fold(const void* const* in, const std::int64_t* step, std::int64_t count, void* acc) {
     if constexpr (folds) {
       using batch = xsimd::batch<float>;
-      constexpr int ways = 32, block = 256, batches = ways / int(lanes);
+      using order = block_partials<batch, 32 / int(lanes)>;
+      constexpr int ways = order::ways, block = order::block, batches = ways / int(lanes);
       static_assert(batches * int(lanes) == ways);
       constexpr int operand = position_of(stores[0].second);
       row_inputs r(in, step);
@@ -329,17 +318,9 @@ struct region_kernel {
       const void* at[n_in > 0 ? n_in : 1];
       std::int64_t mask[n_in > 0 ? n_in : 1];
       for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
-      batch stack[48][batches], p[batches];
-      int level[48], top = 0;
-      auto push = [&](int l) {
-        while (top > 0 && level[top - 1] == l) {
-          --top;
-          for (int q = 0; q < batches; ++q) p[q] = join(stack[top][q], p[q]);
-          ++l;
-        }
-        for (int q = 0; q < batches; ++q) stack[top][q] = p[q];
-        level[top++] = l;
-      };
+      order partials;
+      batch p[batches];
+      auto push = [&] { partials.push(p, [](batch a, batch b) { return join(a, b); }); };
       auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
         values v;
         evaluate<Contiguous>(v, from, mask, j);
@@ -352,7 +333,7 @@ struct region_kernel {
           for (int t = 0; t < block; t += ways)
             for (int q = 0; q < batches; ++q)
               p[q] = join(p[q], value.template operator()<Contiguous>(at, j + t + q * lanes));
-          push(0);
+          push();
         }
         if (j == count) return;
         for (auto& b : p) b = batch(fold_identity);
@@ -367,22 +348,17 @@ struct region_kernel {
           p[q] = xsimd::select(batch::load_aligned(index) < batch(float(count - j)), join(p[q], v),
                                p[q]);
         }
-        push(0);
+        push();
       };
       if (r.contiguous)
         blocks.template operator()<true>();
       else
         blocks.template operator()<false>();
       float result = fold_identity;
-      if (top > 0) {
-        for (int q = 0; q < batches; ++q) p[q] = stack[top - 1][q];
-        for (int t = top - 2; t >= 0; --t)
-          for (int q = 0; q < batches; ++q) p[q] = join(stack[t][q], p[q]);
+      if (partials.finish(p, [](batch a, batch b) { return join(a, b); })) {
         alignas(64) float partial[ways];
         for (int q = 0; q < batches; ++q) p[q].store_aligned(partial + q * lanes);
-        for (int width = ways / 2; width > 0; width /= 2)
-          for (int k = 0; k < width; ++k) partial[k] = join(partial[k], partial[k + width]);
-        result = partial[0];
+        result = join_partials(partial, [](float a, float b) { return join(a, b); });
       }
       std::memcpy(acc, &result, sizeof result);
     }

@@ -25,9 +25,8 @@ inline void run_interpreted(const compiler::plan& p, std::span<const tile_progra
       p,
       [&](int region, const void* const* in, const std::int64_t* step, void* const* out,
           std::int64_t n) { programs[region].row(in, step, out, n); },
-      // the tile programs store a reduction's operand: run_reduction folds it
-      [](int, const void* const*, const std::int64_t*, std::int64_t, void*) { return false; }, args,
-      results, sym, only, transients);
+      {},  // the tile programs store a reduction's operand: run_reduction folds it
+      args, results, sym, only, transients);
 }
 
 }  // namespace kiln::cpu::inline KILN_CPU_ISA

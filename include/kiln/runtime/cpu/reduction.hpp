@@ -8,18 +8,14 @@
 #include <span>
 #include <vector>
 
+#include "kiln/codegen/cpu/fold_order.hpp"
+#include "kiln/codegen/cpu/row_function.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/ir/attributes.hpp"
 #include "kiln/ir/op.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 
 namespace kiln::cpu {
-
-// A region's row function folding its reduction's operand in registers: fold(in, step, count,
-// acc) as cpu::fold_fn, false where the region has none (its row then stores the operand to
-// scratch, folded there).
-using fold_ref = function_ref<bool(const void* const* in, const std::int64_t* step,
-                                   std::int64_t count, void* acc)>;
 
 // Reduces the row function's values over the axes set in attrs.axes of `space` (the root's
 // operand dims) with reduction `kind` on elements of `type`, and stores the result (an i64 index
@@ -28,9 +24,10 @@ using fold_ref = function_ref<bool(const void* const* in, const std::int64_t* st
 // the region computes nothing before it (a parameter or a transient reduced as it is), else -1: the
 // fold then reads that memory directly where it is contiguous, with no pass through scratch.
 // rows: the kept indices to reduce (a row group's block), or all of them. Either way each result
-// is folded in the same order, so it has the same bits. fold: the row function's own fold, used
-// for pieces along a reduced contiguous dim that it reads without gathering.
-KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dtype type,
+// is folded in the same order, so it has the same bits. fold: the row function's own fold (null
+// where it has none), used for pieces along a reduced contiguous dim that it reads without
+// gathering.
+KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                     const shape& space, const ir::attributes& attrs,
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
@@ -40,8 +37,8 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dty
 
 // run_reduction over rows [rows.first, rows.last) of a row group whose operands each walk the rows
 // affinely (row_walks): row_size elements a row, folded in the same order, so to the same bits;
-// by `fold` where the region has one.
-KILN_RUNTIME_API void reduce_rows(row_ref row, fold_ref fold, ir::op kind, dtype type,
+// by `fold` where the region has one (not null).
+KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                   const ir::attributes& attrs, std::span<const row_walk> walks,
                                   std::span<const operand_layout> ins,
                                   std::span<const operand_layout> outs, int direct,
@@ -125,43 +122,30 @@ struct reducer {
     });
   }
 
-  // The pairwise fold of n elements: blocks of 256 folded into 32 interleaved partials (four
-  // SIMD registers' worth, so the loop vectorizes), the blocks' partial vectors joined pairwise
-  // as a binary counter does (a block joins the one before it when both cover as many blocks),
-  // then the 32 lanes joined as a tree. The error grows with 8 + log n, not with n.
+  // The pairwise fold of n elements in kiln's order (fold_order.hpp): blocks of 256 folded into
+  // 32 interleaved partials (four SIMD registers' worth, so the loop vectorizes), the blocks'
+  // partials joined as a binary counter does, then the 32 joined as a tree. The error grows with
+  // 8 + log n, not with n.
   static acc_t fold(const S* x, std::int64_t n, std::int64_t = 0) {
-    constexpr int ways = 32, block = 256;
-    acc_t stack[48][ways];
-    int level[48], top = 0;
-    auto push = [&](acc_t* p, int l) {
-      while (top > 0 && level[top - 1] == l) {
-        --top;
-        for (int k = 0; k < ways; ++k) p[k] = combine(stack[top][k], p[k]);
-        ++l;
-      }
-      for (int k = 0; k < ways; ++k) stack[top][k] = p[k];
-      level[top++] = l;
-    };
+    using order = block_partials<acc_t, 32>;
+    constexpr int ways = order::ways, block = order::block;
+    auto join = [](acc_t a, acc_t b) { return combine(a, b); };
+    order partials;
     std::int64_t i = 0;
     acc_t p[ways];
     for (; i + block <= n; i += block) {
       for (auto& v : p) v = identity();
       for (int j = 0; j < block; j += ways)
         for (int k = 0; k < ways; ++k) p[k] = combine(p[k], value(x[i + j + k]));
-      push(p, 0);
+      partials.push(p, join);
     }
     if (i < n) {
       for (auto& v : p) v = identity();
       for (int k = 0; i < n; ++i, k = (k + 1) % ways) p[k] = combine(p[k], value(x[i]));
-      push(p, 0);
+      partials.push(p, join);
     }
-    if (top == 0) return identity();
-    for (int k = 0; k < ways; ++k) p[k] = stack[top - 1][k];
-    for (int t = top - 2; t >= 0; --t)
-      for (int k = 0; k < ways; ++k) p[k] = combine(stack[t][k], p[k]);
-    for (int width = ways / 2; width > 0; width /= 2)
-      for (int k = 0; k < width; ++k) p[k] = combine(p[k], p[k + width]);
-    return p[0];
+    if (!partials.finish(p, join)) return identity();
+    return join_partials(p, join);
   }
   static acc_t fold_partials(const acc_t* p, std::int64_t n) {
     if (n == 0) return identity();
@@ -337,7 +321,7 @@ struct scratch {
 // A row is folded in pieces of this many elements, the pieces' partials then joined pairwise.
 inline constexpr std::int64_t row_piece = 4096;
 
-inline void reduce(row_ref row, fold_ref fold, const reducer_ops& r, dtype type, dtype result_type,
+inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, dtype result_type,
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
                    std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
                    std::span<const operand_layout> outs, int direct, row_block rows) {
@@ -418,10 +402,12 @@ inline void reduce(row_ref row, fold_ref fold, const reducer_ops& r, dtype type,
           r.fill(partials.at(t), 1);
           continue;
         }
-        if (in_place < 0 && !widens) {  // the row function folds what it reads in place
+        if (fold && in_place < 0 && !widens) {  // the row function folds what it reads in place
           ptrs.point(ops, s, in_slots, {}, offsets);
-          if (!ptrs.gathers() && fold(ptrs.in.data(), ptrs.step.data(), n, partials.at(t)))
+          if (!ptrs.gathers()) {
+            fold(ptrs.in.data(), ptrs.step.data(), n, partials.at(t));
             continue;
+          }
         }
         r.fold(call_row(offsets, mem, n, ptrs), n, first_index, partials.at(t));
       }
@@ -503,7 +489,7 @@ inline void reduce(row_ref row, fold_ref fold, const reducer_ops& r, dtype type,
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dtype type,
+KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                     const shape& space, const ir::attributes& attrs,
                                     std::span<const std::int32_t> in_slots,
                                     std::span<const operand_layout> ins,
@@ -515,7 +501,7 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_ref fold, ir::op kind, dty
                  out_slots, outs, direct, rows);
 }
 
-KILN_RUNTIME_API void reduce_rows(row_ref row, fold_ref fold, ir::op kind, dtype type,
+KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                   const ir::attributes& attrs, std::span<const row_walk> walks,
                                   std::span<const operand_layout> ins,
                                   std::span<const operand_layout> outs, int direct,
@@ -549,7 +535,10 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_ref fold, ir::op kind, dtype
         values = ins[in_place->slot].data + (o * in_place->row_stride + begin) * bytes;
       } else {
         point_row(p, walks, ins, outs, o, begin);
-        if (fold(p.in.data(), p.step.data(), n, acc)) continue;
+        if (fold) {
+          fold(p.in.data(), p.step.data(), n, acc);
+          continue;
+        }
         p.out[first_out] = mem.row.data();
         row(p.in.data(), p.step.data(), p.out.data(), n);
         values = mem.row.data();

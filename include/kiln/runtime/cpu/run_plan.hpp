@@ -29,15 +29,13 @@ using region_rows_ref =
     function_ref<void(int region, const void* const* in, const std::int64_t* step, void* const* out,
                       std::int64_t count)>;
 
-// Region i's fold, where its row function folds its reduction in registers:
-// fold_of(i, in, step, count, acc) as cpu::fold_fn, false where region i has none.
-using region_folds_ref = function_ref<bool(
-    int region, const void* const* in, const std::int64_t* step, std::int64_t count, void* acc)>;
-
-// Runs the regions of p marked in `only` (or all) on host data. sym: the resolved symbols;
-// transients: the call's arena (p's layout in host memory).
+// Runs the regions of p marked in `only` (or all) on host data. folds: by region, its row
+// function's register fold (null where it has none; empty where no region has one, as in the
+// interpreter). sym: the resolved symbols; transients: the call's arena (p's layout in host
+// memory).
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
-                               region_folds_ref folds, std::span<const runtime::buffer_ref> args,
+                               std::span<const fold_fn> folds,
+                               std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
                                const runtime::arena& transients);
@@ -58,7 +56,8 @@ inline unsigned char* thread_block_memory(std::int64_t bytes) {
 }  // namespace detail
 
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
-                               region_folds_ref folds, std::span<const runtime::buffer_ref> args,
+                               std::span<const fold_fn> folds,
+                               std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
                                const runtime::arena& transients) {
@@ -321,9 +320,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                  std::span<const row_walk> walks = {}, std::int64_t row_size = 0) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
-    auto fold = [&](const void* const* in, const std::int64_t* step, std::int64_t n, void* acc) {
-      return folds(static_cast<int>(i), in, step, n, acc);
-    };
+    const fold_fn fold = folds.empty() ? nullptr : folds[i];
     if (!walks.empty() && r.root)
       reduce_rows(row, fold, r.root->kind, g.nodes[r.root->operands[0]].type, r.root->attrs, walks,
                   r.ins, r.outs, compiler::load_slot(p, *r.reg, r.root->operands[0]), row_size,
