@@ -309,8 +309,9 @@ struct region_kernel {
   static void fold(const void* const* in, const std::int64_t* step, std::int64_t count, void* acc) {
     if constexpr (folds) {
       using batch = xsimd::batch<float>;
-      using order = block_partials<batch, 32 / int(lanes)>;
-      constexpr int ways = order::ways, block = order::block, batches = ways / int(lanes);
+      constexpr int batches = 32 / int(lanes);  // the order's 32 partials, a batch of lanes each
+      using order = block_partials<batch, batches>;
+      constexpr int ways = order::ways, block = order::block;
       static_assert(batches * int(lanes) == ways);
       constexpr int operand = position_of(stores[0].second);
       row_inputs r(in, step);
@@ -320,7 +321,8 @@ struct region_kernel {
       for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
       order partials;
       batch p[batches];
-      auto push = [&] { partials.push(p, [](batch a, batch b) { return join(a, b); }); };
+      const auto join_batches = [](batch a, batch b) { return join(a, b); };
+      auto push = [&] { partials.push(p, join_batches); };
       auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
         values v;
         evaluate<Contiguous>(v, from, mask, j);
@@ -355,7 +357,7 @@ struct region_kernel {
       else
         blocks.template operator()<false>();
       float result = fold_identity;
-      if (partials.finish(p, [](batch a, batch b) { return join(a, b); })) {
+      if (partials.finish(p, join_batches)) {
         alignas(64) float partial[ways];
         for (int q = 0; q < batches; ++q) p[q].store_aligned(partial + q * lanes);
         result = join_partials(partial, [](float a, float b) { return join(a, b); });
