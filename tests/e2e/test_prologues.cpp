@@ -291,8 +291,9 @@ TEST(Prologues, WhatCannotBePackedIsStillMaterialized) {
           magnitude[i * N + j] += std::fabs(t);
         }
     ref::expect_within_bound(y, want, magnitude, K, "y");
-    if (which == 0)
+    if (which == 0) {
       for (std::int64_t k = 0; k < K * N; ++k) EXPECT_EQ(second[k], weight(k / N, k % N)) << k;
+    }
     if (which == 1) {
       for (double& v : want) v *= 2;
       for (double& v : magnitude) v *= 2;

@@ -1,6 +1,6 @@
 // kiln::device: where a function runs. The CPU always exists; Vulkan devices are opened on first
 // use. The default device is read from KILN_DEVICE once (cpu | vulkan | vulkan:N; unset: the best
-// Vulkan device if there is one, else the CPU, with a one-line notice saying why).
+// Vulkan GPU if there is one, else the CPU, with a one-line notice saying why).
 #pragma once
 
 #include <memory>
@@ -30,8 +30,9 @@ class device {
   // virtual > CPU) when index < 0. Throws kiln::error when there is none.
   KILN_RUNTIME_API static device vulkan(int index = -1);
 
-  // The default device (KILN_DEVICE: cpu | vulkan | vulkan:N; unset: the best Vulkan device, or
-  // the CPU with a one-line notice saying why), chosen at the first call.
+  // The default device (KILN_DEVICE: cpu | vulkan | vulkan:N; unset: the best Vulkan device that
+  // is not a CPU implementation of Vulkan such as lavapipe, or else kiln's own CPU path, with a
+  // one-line notice saying why), chosen at the first call.
   KILN_RUNTIME_API static device default_device();
 
   kind type() const { return kind_; }
@@ -145,10 +146,12 @@ KILN_RUNTIME_API device device::default_device() {
     if (!v.empty())
       throw error(errc::invalid_argument, "KILN_DEVICE",
                   "'" + std::string(v) + "' is not a device (expected cpu, vulkan or vulkan:N)");
-    try {
-      return vulkan();
+    try {  // a GPU: a CPU implementation of Vulkan only where KILN_DEVICE asks for it
+      return device(kind::vulkan, vulkan::context::get(-1, vulkan::device_types::not_cpu));
     } catch (const error& e) {
-      std::fprintf(stderr, "kiln: no usable Vulkan device (%s); running on the CPU\n", e.what());
+      std::string why = e.what();
+      if (why.starts_with("kiln: ")) why.erase(0, 6);
+      std::fprintf(stderr, "kiln: running on the CPU; %s\n", why.c_str());
       return cpu();
     }
   }();

@@ -35,8 +35,10 @@ TEST(NoDriver, DefaultDeviceIsTheCpuAndSaysSo) {
   device d = device::default_device();
   std::string said = testing::internal::GetCapturedStderr();
   EXPECT_EQ(d.type(), device::kind::cpu);
-  EXPECT_NE(said.find("no usable Vulkan device"), std::string::npos) << said;
-  EXPECT_NE(said.find("running on the CPU"), std::string::npos) << said;
+  EXPECT_NE(said.find("kiln: running on the CPU; vulkan: no Vulkan driver found by the loader"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("running on the CPU"), said.rfind("running on the CPU")) << said;
   expect_relu_fma(d);
   std::vector<float> x{1, -1}, out(2);
   relu_fma(x, x, x, into(out));  // the default call works too
@@ -48,6 +50,41 @@ TEST(NoDriver, DefaultDeviceIsTheCpuAndSaysSo) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::unsupported);
   }
+}
+
+// Run with lavapipe the only driver and KILN_DEVICE unset: a CPU implementation of Vulkan is no
+// default device (kiln's CPU path runs the plan natively), and the notice says how to ask for it.
+// Asked for, it is there.
+TEST(OnlyACpuDriver, DefaultDeviceIsKilnsCpuPathAndSaysSo) {
+  ASSERT_EQ(std::getenv("KILN_DEVICE"), nullptr);
+  testing::internal::CaptureStderr();
+  device d = device::default_device();
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(d.type(), device::kind::cpu);
+  EXPECT_NE(said.find("kiln: running on the CPU; vulkan: no usable Vulkan device: llvmpipe"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("is a CPU implementation of Vulkan (KILN_DEVICE=vulkan runs on it)"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("running on the CPU"), said.rfind("running on the CPU")) << said;
+  expect_relu_fma(d);
+  device lavapipe = device::vulkan();
+  EXPECT_NE(lavapipe.name().find("llvmpipe"), std::string::npos) << lavapipe.name();
+  EXPECT_TRUE(lavapipe.context()->target().cpu_device);
+  expect_relu_fma(lavapipe);
+}
+
+// Run with lavapipe the only driver and KILN_DEVICE=vulkan: the default device is lavapipe, and
+// no CPU is mentioned.
+TEST(OnlyACpuDriver, AskedForItIsTheDefault) {
+  testing::internal::CaptureStderr();
+  device d = device::default_device();
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(d.type(), device::kind::vulkan);
+  EXPECT_NE(d.name().find("llvmpipe"), std::string::npos) << d.name();
+  EXPECT_EQ(said.find("CPU"), std::string::npos) << said;
+  expect_relu_fma(d);
 }
 
 // Run first with an empty KILN_CACHE_DIR: creates the pipeline and writes the cache file.

@@ -27,9 +27,9 @@ namespace kiln::vulkan {
 
 class context {
  public:
-  // The context of device `index` in enumeration order, or of the best device for index < 0.
-  // Throws kiln::error (unsupported) when there is no usable device.
-  static std::shared_ptr<context> get(int index = -1);
+  // The context of device `index` in enumeration order, or of the best device of the given types
+  // for index < 0. Throws kiln::error (unsupported) when there is no usable device.
+  static std::shared_ptr<context> get(int index = -1, device_types types = device_types::any);
   // Destroys every context's Vulkan objects and the instance. Registered with std::atexit after
   // the instance exists, so it runs before the static destructors of the layers and drivers the
   // loader brought in (destroying a device after those are gone leaks it, and can crash). Buffers
@@ -283,7 +283,7 @@ KILN_RUNTIME_API void context::shutdown_all() {
   if (r.instance) r.instance->release();
 }
 
-KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
+KILN_RUNTIME_API std::shared_ptr<context> context::get(int index, device_types types) {
   auto& reg = detail::registry();
   std::lock_guard lock(reg.mutex);
   auto& contexts = reg.contexts;
@@ -293,7 +293,7 @@ KILN_RUNTIME_API std::shared_ptr<context> context::get(int index) {
     std::atexit(&context::shutdown_all);  // after vkCreateInstance loaded the layers: runs first
   }
   auto devices = inst->physical_devices();
-  int chosen = choose_physical_device(devices, index);
+  int chosen = choose_physical_device(devices, index, types);
   auto& slot = contexts[chosen];
   if (!slot) slot = std::shared_ptr<context>(new context(inst, devices[chosen], chosen));
   return slot;
