@@ -209,6 +209,111 @@ TEST(VulkanMatmul, AnMlpBlockRunsBothProductsOnTheDevice) {
     }
 }
 
+// A matmul operand that elementwise ops compute from parameters (a weight's dequantization, (q -
+// zp) x scale per column; activations scaled per column), which the CPU computes as it packs
+// (compiler::packed_into), is evaluated on the device as the GEMM stages its blocks: one kernel
+// runs the product and the prologues, no kernel of a prologue's own is emitted, the transient is
+// never written (a workspace filled with a sentinel keeps it there), and the result has the bits
+// of the same product with the operands passed in whole (the kernel sums in the same order).
+TEST(VulkanMatmul, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
+  const device d = device::vulkan();
+  struct prologue_case {
+    std::int64_t batch, M, K, N;
+    bool computed_a;
+  };
+  const prologue_case cases[] = {{1, 7, 40, 9, false},
+                                 {1, 130, 300, 70, false},
+                                 {3, 20, 33, 45, false},
+                                 {1, 65, 70, 66, true}};
+  unsigned seed = 70;
+  for (const prologue_case& c : cases) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " M " + std::to_string(c.M) + " K " +
+                 std::to_string(c.K) + " N " + std::to_string(c.N) +
+                 (c.computed_a ? ", A computed" : ""));
+    const bool batched = c.batch > 1;
+    const dims_t xd = batched ? dims_t{c.batch, c.M, c.K} : dims_t{c.M, c.K};
+    const dims_t qd = batched ? dims_t{c.batch, c.K, c.N} : dims_t{c.K, c.N};
+    const dims_t yd = batched ? dims_t{c.batch, c.M, c.N} : dims_t{c.M, c.N};
+    graph g;
+    auto x = g.input("x", dtype::f32, ref::to_shape(xd));
+    auto x_scale = g.input("x_scale", dtype::f32, {c.K});
+    auto q = g.input("q", dtype::i8, ref::to_shape(qd));
+    auto zp = g.input("zp", dtype::i8, {c.N});
+    auto scale = g.input("scale", dtype::f32, {c.N});
+    auto w = g.mul(g.sub(g.cast(q, dtype::f32), g.cast(zp, dtype::f32)), scale);
+    g.output("y", g.matmul(c.computed_a ? g.mul(x, x_scale) : x, w));
+    const executable e = compile(g);
+    ASSERT_EQ(e.dispatch_count(), c.computed_a ? 3 : 2) << compiler::print(e.plan());
+
+    // The operands as f32 computes them, and the product with them passed in whole.
+    auto xv = ref::floats(ref::random_tensor(xd, seed += 7));
+    auto xs = ref::random_data<float>(c.K, 0.5f, 2.0f, seed + 1);
+    auto qf = ref::random_data<float>(ref::count(qd), -128, 128, seed + 2);
+    auto zf = ref::random_data<float>(c.N, -128, 128, seed + 3);
+    auto sv = ref::random_data<float>(c.N, 0.001f, 0.02f, seed + 4);
+    std::vector<std::int8_t> qv(qf.size()), zv(zf.size());
+    for (std::size_t i = 0; i < qf.size(); ++i) qv[i] = static_cast<std::int8_t>(std::floor(qf[i]));
+    for (std::size_t i = 0; i < zf.size(); ++i) zv[i] = static_cast<std::int8_t>(std::floor(zf[i]));
+    std::vector<float> a_whole(xv), w_whole(qv.size());
+    if (c.computed_a)
+      for (std::size_t i = 0; i < xv.size(); ++i) a_whole[i] = xv[i] * xs[i % c.K];
+    for (std::size_t i = 0; i < qv.size(); ++i)
+      w_whole[i] = (float(qv[i]) - float(zv[i % c.N])) * sv[i % c.N];
+    graph whole;
+    auto a_in = whole.input("a", dtype::f32, ref::to_shape(xd));
+    auto w_in = whole.input("w", dtype::f32, ref::to_shape(qd));
+    whole.output("y", whole.matmul(a_in, w_in));
+    std::vector<float> want_bits(ref::count(yd));
+    compile(whole).run({tensor_ref(a_whole.data(), dtype::f32, ref::to_shape(xd)),
+                        tensor_ref(w_whole.data(), dtype::f32, ref::to_shape(qd))},
+                       {ref::view_of(want_bits, yd)}, d);
+
+    // Through a workspace of sentinels: the computed operands' places keep them.
+    const auto layout = e.plan().arena();
+    std::vector<float> sentinel(static_cast<std::size_t>(layout.bytes / 4 + 16), 77.0f);
+    buffer<float> block = d.upload(sentinel);
+    std::vector<float> y(ref::count(yd), -7.0f);
+    std::string said = said_while([&] {
+      e.run({tensor_ref(xv.data(), dtype::f32, ref::to_shape(xd)),
+             tensor_ref(xs.data(), dtype::f32, {c.K}),
+             tensor_ref(qv.data(), dtype::i8, ref::to_shape(qd)),
+             tensor_ref(zv.data(), dtype::i8, {c.N}), tensor_ref(sv.data(), dtype::f32, {c.N})},
+            {ref::view_of(y, yd)}, d, workspace(block));
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    ASSERT_EQ(e.kernels().size(), 1u);
+    EXPECT_TRUE(e.kernels()[0].per_tile);
+    EXPECT_EQ(e.kernels()[0].regions, c.computed_a ? 3u : 2u);
+    EXPECT_EQ(y, want_bits);
+    std::vector<float> back(sentinel.size());
+    block.download(back);
+    for (std::size_t r = 0; r < e.plan().regions.size(); ++r) {
+      if (compiler::packed_into(e.plan(), r).region < 0) continue;
+      const std::int32_t t = e.plan().regions[r].writes[0];
+      const auto first = static_cast<std::size_t>(layout.offsets[t] / 4);
+      const auto n = static_cast<std::ptrdiff_t>(
+          e.plan().graph.nodes[e.plan().transients[t]].dims.element_count());
+      EXPECT_EQ(std::count(back.begin() + first, back.begin() + first + n, 77.0f), n) << "t" << t;
+    }
+    // And against the definition, in double.
+    std::vector<double> want(y.size()), magnitude(y.size());
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < c.M; ++i)
+        for (std::int64_t j = 0; j < c.N; ++j) {
+          double s = 0, m = 0;
+          for (std::int64_t k = 0; k < c.K; ++k) {
+            const double term =
+                double(a_whole[(b * c.M + i) * c.K + k]) * double(w_whole[(b * c.K + k) * c.N + j]);
+            s += term;
+            m += std::fabs(term);
+          }
+          want[(b * c.M + i) * c.N + j] = s;
+          magnitude[(b * c.M + i) * c.N + j] = m;
+        }
+    ref::expect_within_bound(y, want, magnitude, c.K, "matmul of the computed operands");
+  }
+}
+
 // relu(conv(x, w) + b) as implicit GEMM on the device: strides, padding, dilation and groups
 // (depthwise included), each one tiled kernel, against the definition summed in double.
 TEST(VulkanConv, ImplicitGemmWithItsEpilogueRunsOnTheDevice) {

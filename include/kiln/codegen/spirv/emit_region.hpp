@@ -6,7 +6,9 @@
 // each member region over those rows in turn, with a barrier between them. A contraction's region
 // (a matmul, or a convolution, plain or transposed, as implicit GEMM) is a tiled GEMM (a workgroup
 // per tile, shared memory, a block of each tile in each invocation's registers) whose epilogue runs
-// on each block's rows before they are stored.
+// on each block's rows before they are stored; an operand that elementwise ops compute from
+// parameters (a weight's dequantization: compiler::packed_into) is computed as its blocks are
+// staged, by the prologue's region as a member of the same kernel.
 #pragma once
 
 #include <algorithm>
@@ -77,8 +79,9 @@ namespace detail {
 
 class region_emitter final : public op_lowering {
  public:
-  // The kernel of regions `members` of p (one region, or a row group's regions in order), with
-  // one operand_kind per argument of each.
+  // The kernel of regions `members` of p (one region; a row group's regions in order; or a
+  // contraction's region and the prologues it computes), with one operand_kind per argument of
+  // each.
   // whole_quads: a contraction's rows are whole groups of four elements (N % 4 == 0), so its
   // epilogue reads and writes them as the elementwise kernels do.
   region_emitter(const compiler::plan& p, std::span<const int> members,
@@ -683,7 +686,11 @@ class region_emitter final : public op_lowering {
     id entry = m_.label();
     id uvec3 = m_.type_vector(u32(), 3);
     if (mb_->r->contraction >= 0) {
-      read_layout();
+      for (member& m : members_) {  // the product's, then its prologues'
+        mb_ = &m;
+        read_layout();
+      }
+      mb_ = &members_[0];
       load_opaque();
       current_label_ = entry;
       contraction_body();
@@ -938,13 +945,25 @@ class region_emitter final : public op_lowering {
           static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), slot) - inputs.begin()));
     };
     const id vars[2] = {var_of(0), var_of(1)};
+    // The operands that a prologue member computes (the members after the first): the transient
+    // it would write is the operand's row-major storage, so an element's index there is its index
+    // in the prologue's space.
+    std::size_t computed[2] = {0, 0};  // a member's index, 0 for none
+    for (std::size_t m = 1; m < members_.size(); ++m) {
+      const auto slot = static_cast<std::int32_t>(g_.inputs.size()) + members_[m].r->writes[0];
+      for (int o = 0; o < 2; ++o)
+        if (compiler::load_slot(p_, *mb_->r, c.operands[conv ? 1 - o : o]) == slot)
+          computed[o] = m;
+    }
     // Operand o's elements at indices idx where ok holds, else 0.
     auto gather = [&](int o, id idx, id ok) {
       id safe = m_.emit(Op::OpSelect, uvec4(), {ok, idx, usplat(0)});
       id l[4];
       const int bytes = size_in_bytes(in_t);
       id v;
-      if (bytes == 8) {
+      if (computed[o]) {
+        v = evaluate_prologue(computed[o], safe);
+      } else if (bytes == 8) {
         for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(vars[o], lane(safe, u32(), i), lk);
         v = compose(v4, l[0], l[1], l[2], l[3]);
       } else {
@@ -1093,6 +1112,24 @@ class region_emitter final : public op_lowering {
       });
     }
     lanes_ = lane_ok_ = 0;
+  }
+
+  // Prologue member `which`'s value at elements `at` (uvec4) of its space, as its transient
+  // would hold it (a narrow type's rounding is the store's).
+  id evaluate_prologue(std::size_t which, id at) {
+    member* product = mb_;
+    const member& m = members_[which];
+    mb_ = &members_[which];
+    lanes_ = at;
+    coords_.clear();
+    const std::int32_t node = m.stores[0].node;
+    const dtype t = g_.nodes[node].type;
+    id v = evaluate()[node];
+    if (size_in_bytes(t) < 4) v = from_bits(t, to_bits(t, v));
+    lanes_ = 0;
+    coords_.clear();
+    mb_ = product;
+    return v;
   }
 
   // ---- reductions -----------------------------------------------------------------------------
@@ -1540,11 +1577,14 @@ inline kernel emit_region(const compiler::plan& p, const compiler::region& r,
       .run();
 }
 
-// Emits the regions `members` of a row group of p (in order; the reduced axes of the first, a
-// reduction, are the trailing axes of its space) as one kernel, with the operand kinds of each.
-inline kernel emit_row_group(const compiler::plan& p, std::span<const int> members,
-                             std::span<const std::vector<operand_kind>> kinds, const target& t) {
-  return detail::region_emitter(p, members, kinds, t).run();
+// Emits regions `members` of p as one kernel, with the operand kinds of each: a row group's
+// regions in order (the reduced axes of the first, a reduction, are the trailing axes of its
+// space), or a contraction's region and then the prologues its staging computes
+// (compiler::packed_into), whole_quads as for emit_region.
+inline kernel emit_kernel(const compiler::plan& p, std::span<const int> members,
+                          std::span<const std::vector<operand_kind>> kinds, const target& t,
+                          bool whole_quads = true) {
+  return detail::region_emitter(p, members, kinds, t, whole_quads).run();
 }
 
 }  // namespace kiln::spirv

@@ -183,9 +183,22 @@ inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_
   return true;
 }
 
+// The matmul region whose kernel may compute region i of p as it stages its blocks (i a prologue of
+// its operand: compiler::packed_into; the matmul alone in its dispatch group; both with elements
+// at this call), or -1.
+inline int product_computing(const compiler::plan& p, std::size_t i,
+                             std::span<const call_plan::region> regions) {
+  const compiler::packing into = compiler::packed_into(p, i);
+  if (into.region < 0) return -1;
+  const auto j = static_cast<std::size_t>(into.region);
+  const bool alone = p.regions[j - 1].group != p.regions[j].group &&
+                     (j + 1 == p.regions.size() || p.regions[j + 1].group != p.regions[j].group);
+  return alone && regions[i].total > 0 && regions[j].total > 0 ? into.region : -1;
+}
+
 // Every region's kernel (emitted at first use), a row group's regions in one kernel where they
-// can be; a region the device cannot run sends the region of prog.plan() it came from to the
-// CPU whole, so no result is written by both.
+// can be, a matmul's with the prologues it computes; a region the device cannot run sends the
+// region of prog.plan() it came from to the CPU whole, so no result is written by both.
 inline call_plan plan_call(const runtime::program& prog, context& ctx,
                            std::span<const runtime::buffer_ref> args,
                            std::span<const runtime::buffer_ref> results, const std::int64_t* sym) {
@@ -223,13 +236,82 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     }
     return largest;
   };
+  // Region i on its own: its kernel, or the CPU, noticed once with the reason.
+  auto plan_alone = [&](std::size_t i) {
+    call_plan::region& r = c.regions[i];
+    if (r.total == 0) return;
+    r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
+    r.members = {static_cast<int>(i)};
+    r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
+                           r.kernel->constants.end());
+    std::string why = cannot_run(*r.kernel, ctx, std::max(spaces[i].element_count(), r.total),
+                                 largest_bytes(i, i + 1));
+    if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
+    if (why.empty() && r.kernel->per_tile)
+      why = contraction_grid(ctx.target(), r.call.gemm, r.grid);
+    if (!why.empty()) {
+      int origin = c.device->origin[i];
+      c.on_cpu[origin] = true;
+      std::lock_guard lock(cache.mutex);
+      if (cache.noticed.insert(r.call.key + why).second)
+        std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name().c_str(),
+                     origin, why.c_str());
+    }
+  };
+  // Matmul region j's kernel with the prologues it computes, regions {j, prologues...}: true
+  // where the device can run it (the prologues then have no kernel of their own: their
+  // transients keep their places in the arena, unwritten).
+  auto plan_with_prologues = [&](std::size_t j, const std::vector<int>& prologues) {
+    std::vector<int> members{static_cast<int>(j)};
+    members.insert(members.end(), prologues.begin(), prologues.end());
+    std::vector<region_call> calls;
+    std::int64_t elements = c.regions[j].total, bytes = 0;
+    for (int m : members) {
+      calls.push_back(c.regions[m].call);
+      elements = std::max(elements, spaces[m].element_count());
+      bytes = std::max(bytes, largest_bytes(m, m + 1));
+    }
+    const spirv::kernel& k = kernel_of_regions(prog, p, members, calls, ctx.target());
+    call_plan::region& r = c.regions[j];
+    std::array<std::uint32_t, 3> grid{};
+    std::string why = cannot_run(k, ctx, elements, bytes);
+    if (why.empty()) why = contraction_grid(ctx.target(), r.call.gemm, grid);
+    if (!why.empty()) return false;  // each on its own then, the product saying why
+    r.kernel = &k;
+    r.grid = grid;
+    r.members = members;
+    for (std::size_t m = 1; m < calls.size(); ++m)
+      r.call.metadata.insert(r.call.metadata.end(), calls[m].metadata.begin(),
+                             calls[m].metadata.end());
+    r.call.metadata.insert(r.call.metadata.end(), k.constants.begin(), k.constants.end());
+    return true;
+  };
   for (std::size_t i = 0; i < p.regions.size();) {
     std::size_t end = i + 1;
     while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
+    if (product_computing(p, i, c.regions) >= 0) {  // planned with its product, below
+      ++i;
+      continue;
+    }
+    if (p.regions[i].contraction >= 0) {
+      std::vector<int> prologues;
+      for (std::size_t k = 0; k < i; ++k)
+        if (product_computing(p, k, c.regions) == static_cast<int>(i))
+          prologues.push_back(static_cast<int>(k));
+      if (!prologues.empty() && plan_with_prologues(i, prologues)) {
+        ++i;
+        continue;
+      }
+      for (int k : prologues) plan_alone(k);
+    }
     if (fusable_group(p, i, end, c.regions, sym)) {  // one kernel, a workgroup per four rows
       std::vector<region_call> calls;
-      for (std::size_t k = i; k < end; ++k) calls.push_back(c.regions[k].call);
-      const spirv::kernel& k = group_kernel_for(prog, p, static_cast<int>(i), calls, ctx.target());
+      std::vector<int> members;
+      for (std::size_t k = i; k < end; ++k) {
+        calls.push_back(c.regions[k].call);
+        members.push_back(static_cast<int>(k));
+      }
+      const spirv::kernel& k = kernel_of_regions(prog, p, members, calls, ctx.target());
       std::int64_t elements = 0;
       for (std::size_t m = i; m < end; ++m)
         elements = std::max(elements, spaces[m].element_count());
@@ -239,7 +321,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
       if (why.empty()) {
         call_plan::region& r = c.regions[i];
         r.kernel = &k;
-        for (std::size_t m = i; m < end; ++m) r.members.push_back(static_cast<int>(m));
+        r.members = members;
         r.call.metadata.clear();
         for (const region_call& call : calls)
           r.call.metadata.insert(r.call.metadata.end(), call.metadata.begin(), call.metadata.end());
@@ -250,27 +332,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
       // Else each member on its own, as below (a reason that holds for one of them is noticed
       // there).
     }
-    for (; i < end; ++i) {
-      call_plan::region& r = c.regions[i];
-      if (r.total == 0) continue;
-      r.kernel = &kernel_for(prog, p, r.call, static_cast<int>(i), ctx.target());
-      r.members = {static_cast<int>(i)};
-      r.call.metadata.insert(r.call.metadata.end(), r.kernel->constants.begin(),
-                             r.kernel->constants.end());
-      std::string why = cannot_run(*r.kernel, ctx, std::max(spaces[i].element_count(), r.total),
-                                   largest_bytes(i, i + 1));
-      if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
-      if (why.empty() && r.kernel->per_tile)
-        why = contraction_grid(ctx.target(), r.call.gemm, r.grid);
-      if (!why.empty()) {
-        int origin = c.device->origin[i];
-        c.on_cpu[origin] = true;
-        std::lock_guard lock(cache.mutex);
-        if (cache.noticed.insert(r.call.key + why).second)
-          std::fprintf(stderr, "kiln: %s region %d runs on the CPU: %s\n", prog.name().c_str(),
-                       origin, why.c_str());
-      }
-    }
+    for (; i < end; ++i) plan_alone(i);
   }
   // Transients live in one memory per call: the device's, or the CPU's when any region goes
   // there (then every region does).

@@ -214,26 +214,27 @@ inline const spirv::kernel& kernel_for(const runtime::program& prog, const compi
       "region" + std::to_string(index) + "-" + call.key.substr(call.key.find(':') + 1), t);
 }
 
-// The kernel of a row group: regions first, first + 1 ... (one call each, in order).
-inline const spirv::kernel& group_kernel_for(const runtime::program& prog, const compiler::plan& p,
-                                             int first, std::span<const region_call> calls,
-                                             const spirv::target& t) {
-  std::string key = "group";
-  for (const region_call& c : calls) key += " " + c.key;
+// The kernel of several regions, region members[m] called as calls[m]: a row group's, or a
+// contraction's with the prologues it computes (spirv::emit_kernel).
+inline const spirv::kernel& kernel_of_regions(const runtime::program& prog, const compiler::plan& p,
+                                              std::span<const int> members,
+                                              std::span<const region_call> calls,
+                                              const spirv::target& t) {
+  std::string key = "group", what = "kernel of regions", stem = "group";
+  std::vector<std::vector<spirv::operand_kind>> kinds;
+  for (std::size_t m = 0; m < calls.size(); ++m) {
+    key += " " + calls[m].key;
+    what += (m ? ", " : " ") + std::to_string(members[m]);
+    stem += (m ? "+" : "") + std::to_string(members[m]);
+    kinds.push_back(calls[m].kinds);
+  }
+  for (const region_call& c : calls) stem += "-" + c.key.substr(c.key.find(':') + 1);
   kernel_cache& cache = prog.vulkan_kernels();
   std::lock_guard lock(cache.mutex);
   auto it = cache.kernels.find(key);
   if (it != cache.kernels.end()) return it->second;
-  std::vector<int> members;
-  std::vector<std::vector<spirv::operand_kind>> kinds;
-  std::string stem = "group" + std::to_string(first);
-  for (std::size_t m = 0; m < calls.size(); ++m) {
-    members.push_back(first + static_cast<int>(m));
-    kinds.push_back(calls[m].kinds);
-    stem += "-" + calls[m].key.substr(calls[m].key.find(':') + 1);
-  }
-  return keep_kernel(prog, key, spirv::emit_row_group(p, members, kinds, t),
-                     "row group at region " + std::to_string(first), stem, t);
+  return keep_kernel(prog, key, spirv::emit_kernel(p, members, kinds, t, calls[0].whole_quads),
+                     what, stem, t);
 }
 
 }  // namespace detail
