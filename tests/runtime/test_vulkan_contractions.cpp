@@ -482,6 +482,90 @@ TEST(VulkanConv, TransposedConvolutionRunsOnTheDevice) {
   }
 }
 
+// A convolution's operands computed from parameters: weights dequantized per output channel ((q -
+// zp) x scale of i8) and the input normalized per channel (relu(x s + t), an inference batch norm
+// before the convolution), plain and transposed. On the device the convolution's kernel computes
+// both as it stages its blocks (one kernel of three regions, the bits of the same convolution with
+// the operands passed in whole, padding zero after the prologue); the CPU stores them first and
+// gives its own bits of the same.
+TEST(VulkanConv, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
+  const device vk = device::vulkan();
+  for (const bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "conv_transpose" : "conv");
+    const std::int64_t N = 2, C = 6, H = 9, W = 8, M = 10, groups = 2;
+    const ir::conv_window window{
+        .strides = {2, 1}, .pads = {1, 0, 1, 1}, .dilations = {1, 2}, .groups = groups};
+    // w: [M, C / groups, 3, 2], or transposed [C, M / groups, 3, 2]; the per-channel parameters
+    // broadcast along its axis of output channels.
+    const dims_t wd = transposed ? dims_t{C, M / groups, 3, 2} : dims_t{M, C / groups, 3, 2};
+    const dims_t pd = transposed ? dims_t{M / groups, 1, 1} : dims_t{M, 1, 1, 1};
+    const std::int64_t channels_of_w = transposed ? M / groups : M;
+    graph g;
+    auto x = g.input("x", dtype::f32, {N, C, H, W});
+    auto s = g.input("s", dtype::f32, {C, 1, 1});
+    auto t = g.input("t", dtype::f32, {C, 1, 1});
+    auto q = g.input("q", dtype::i8, ref::to_shape(wd));
+    auto zp = g.input("zp", dtype::i8, ref::to_shape(pd));
+    auto scale = g.input("scale", dtype::f32, ref::to_shape(pd));
+    auto xn = g.relu(g.add(g.mul(x, s), t));
+    auto w = g.mul(g.sub(g.cast(q, dtype::f32), g.cast(zp, dtype::f32)), scale);
+    g.output("y", transposed ? g.conv_transpose(xn, w, window) : g.conv(xn, w, window));
+    const executable e = compile(g);
+    ASSERT_EQ(e.dispatch_count(), 3) << compiler::print(e.plan());
+
+    auto xv = ref::floats(ref::random_tensor({N, C, H, W}, 121));
+    auto sv = ref::random_data<float>(C, 0.5f, 1.5f, 122);
+    auto tv = ref::random_data<float>(C, -0.5f, 0.5f, 123);
+    auto qf = ref::random_data<float>(ref::count(wd), -128, 128, 124);
+    auto zf = ref::random_data<float>(channels_of_w, -128, 128, 125);
+    auto scv = ref::random_data<float>(channels_of_w, 0.001f, 0.02f, 126);
+    std::vector<std::int8_t> qv(qf.size()), zv(zf.size());
+    for (std::size_t i = 0; i < qf.size(); ++i) qv[i] = static_cast<std::int8_t>(std::floor(qf[i]));
+    for (std::size_t i = 0; i < zf.size(); ++i) zv[i] = static_cast<std::int8_t>(std::floor(zf[i]));
+    // The operands as f32 computes them (no contraction into fma: kiln keeps each rounding).
+    std::vector<float> x_whole(xv.size()), w_whole(qv.size());
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      const std::size_t c = i / (H * W) % C;
+      const float scaled = xv[i] * sv[c];
+      x_whole[i] = std::max(scaled + tv[c], 0.0f);
+    }
+    const std::size_t cells = 3 * 2, per_w_channel = transposed ? cells : (C / groups) * cells;
+    for (std::size_t i = 0; i < qv.size(); ++i) {
+      const std::size_t m = i / per_w_channel % channels_of_w;
+      w_whole[i] = (float(qv[i]) - float(zv[m])) * scv[m];
+    }
+    graph whole;
+    auto x_in = whole.input("x", dtype::f32, {N, C, H, W});
+    auto w_in = whole.input("w", dtype::f32, ref::to_shape(wd));
+    whole.output("y", transposed ? whole.conv_transpose(x_in, w_in, window)
+                                 : whole.conv(x_in, w_in, window));
+    const executable plain = compile(whole);
+    const kiln::shape y_dims = e.plan().graph.nodes[e.plan().graph.outputs[0]].dims;
+    const dims_t yd(y_dims.dims.begin(), y_dims.dims.begin() + y_dims.rank);
+    for (const device& d : {vk, device::cpu()}) {
+      SCOPED_TRACE(d.name());
+      std::vector<float> y(ref::count(yd), -7.0f), want_bits(y.size());
+      plain.run({tensor_ref(x_whole.data(), dtype::f32, {N, C, H, W}),
+                 tensor_ref(w_whole.data(), dtype::f32, ref::to_shape(wd))},
+                {ref::view_of(want_bits, yd)}, d);
+      std::string said = said_while([&] {
+        e.run({tensor_ref(xv.data(), dtype::f32, {N, C, H, W}),
+               tensor_ref(sv.data(), dtype::f32, {C, 1, 1}),
+               tensor_ref(tv.data(), dtype::f32, {C, 1, 1}),
+               tensor_ref(qv.data(), dtype::i8, ref::to_shape(wd)),
+               tensor_ref(zv.data(), dtype::i8, ref::to_shape(pd)),
+               tensor_ref(scv.data(), dtype::f32, ref::to_shape(pd))},
+              {ref::view_of(y, yd)}, d);
+      });
+      EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+      EXPECT_EQ(y, want_bits);
+    }
+    ASSERT_EQ(e.kernels().size(), 1u);
+    EXPECT_TRUE(e.kernels()[0].per_tile);
+    EXPECT_EQ(e.kernels()[0].regions, 3u);
+  }
+}
+
 // A submission without a host wait refuses any region that needs the host: a matmul with its
 // epilogue submitted on device buffers is computed by the device alone.
 TEST(VulkanMatmul, SubmittedWithoutAHostWaitOnDeviceBuffers) {

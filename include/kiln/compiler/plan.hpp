@@ -236,18 +236,20 @@ constexpr std::vector<std::int32_t> row_input_slots(const plan& p, const region&
   return s;
 }
 
-// A region whose values a contraction's packing computes: operand `operand` (0: A, 1: B) of the
-// matmul in region `region`; region -1 where none does.
+// A region whose values a contraction's packing computes: operand `operand` (of the contraction's
+// node: a matmul's 0 is A, 1 is B; a convolution's 0 is x, 1 is w) of the contraction in region
+// `region`; region -1 where none does.
 struct packing {
   std::int32_t region = -1;
   int operand = -1;
 };
-// Whether region i is the prologue of a matmul's operand (a weight's dequantization: cast, zero
-// point, scale): elementwise over that operand's dims, alone in its dispatch, reading parameters
-// only (so nothing the arena reuses can change before the matmul runs), writing one transient
-// that only the matmul's region reads, as nothing but that operand. The CPU then evaluates it as
-// the packing asks for blocks of the operand, instead of storing it whole and reading it back;
-// the transient keeps its place in the arena (a Vulkan kernel stores it).
+// Whether region i is the prologue of a contraction's operand (a weight's dequantization: cast,
+// zero point, scale; activations scaled and shifted per channel): elementwise over that operand's
+// dims, alone in its dispatch, reading parameters only (so nothing the arena reuses can change
+// before the contraction runs), writing one transient that only the contraction's region reads,
+// as nothing but that operand. The back ends then evaluate it as the contraction asks for blocks
+// of the operand (the CPU a matmul's, as it packs them; Vulkan any, as it stages them), instead
+// of storing it whole and reading it back; the transient keeps its place in the arena.
 constexpr packing packed_into(const plan& p, std::size_t i) {
   const region& r = p.regions[i];
   if (r.root >= 0 || r.contraction >= 0 || !r.results.empty() || r.writes.size() != 1 ||
@@ -270,7 +272,7 @@ constexpr packing packed_into(const plan& p, std::size_t i) {
   }
   if (reader < 0) return {};
   const region& c = p.regions[reader];
-  if (c.contraction < 0 || p.graph.nodes[c.contraction].kind != ir::op::matmul) return {};
+  if (c.contraction < 0) return {};
   const int slot = static_cast<int>(p.graph.inputs.size()) + t;
   for (auto s : row_input_slots(p, c))
     if (s == slot) return {};  // the epilogue reads it too

@@ -160,7 +160,9 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   };
   // The regions whose values a matmul's packing computes (compiler::packed_into) where both run
   // in this call and the packing computes each element once (packing_computes_once): by the
-  // matmul's region, the region computing each operand (-1: it is read).
+  // matmul's region, the region computing each operand (-1: it is read). (A convolution's stay
+  // stored: its packing reads the weights as [M, C / groups x cells] and the input through its
+  // windows.)
   std::vector<std::array<std::int32_t, 2>> packed_by;
   std::vector<bool> packed(p.regions.size(), false);
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
@@ -168,6 +170,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const compiler::packing into = compiler::packed_into(p, i);
     if (into.region < 0 || (only && !((*only)[i] && (*only)[into.region]))) continue;
     const ir::node& m = g.nodes[p.regions[into.region].contraction];
+    if (m.kind != ir::op::matmul) continue;
     const shape b_dims = runtime::concrete(g.nodes[m.operands[1]].dims, sym);
     if (!packing_computes_once(m.type, into.operand, b_dims.dims[b_dims.rank - 1])) continue;
     if (packed_by.empty()) packed_by.assign(p.regions.size(), {-1, -1});

@@ -183,9 +183,9 @@ inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_
   return true;
 }
 
-// The matmul region whose kernel may compute region i of p as it stages its blocks (i a prologue of
-// its operand: compiler::packed_into; the matmul alone in its dispatch group; both with elements
-// at this call), or -1.
+// The contraction region whose kernel may compute region i of p as it stages its blocks (i a
+// prologue of its operand: compiler::packed_into; the contraction alone in its dispatch group;
+// both with elements at this call), or -1.
 inline int product_computing(const compiler::plan& p, std::size_t i,
                              std::span<const call_plan::region> regions) {
   const compiler::packing into = compiler::packed_into(p, i);
@@ -197,7 +197,7 @@ inline int product_computing(const compiler::plan& p, std::size_t i,
 }
 
 // Every region's kernel (emitted at first use), a row group's regions in one kernel where they
-// can be, a matmul's with the prologues it computes; a region the device cannot run sends the
+// can be, a contraction's with the prologues it computes; a region the device cannot run sends the
 // region of prog.plan() it came from to the CPU whole, so no result is written by both.
 inline call_plan plan_call(const runtime::program& prog, context& ctx,
                            std::span<const runtime::buffer_ref> args,
@@ -258,7 +258,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
                      origin, why.c_str());
     }
   };
-  // Matmul region j's kernel with the prologues it computes, regions {j, prologues...}: true
+  // Contraction region j's kernel with the prologues it computes, regions {j, prologues...}: true
   // where the device can run it (the prologues then have no kernel of their own: their
   // transients keep their places in the arena, unwritten).
   auto plan_with_prologues = [&](std::size_t j, const std::vector<int>& prologues) {
