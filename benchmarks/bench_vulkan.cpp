@@ -1,5 +1,6 @@
 // kiln on Vulkan beside its anchors, in one process on one driver: the emitted relu(x * y + z),
-// softmax along rows and matmul + bias + relu against the same kernels hand-written in GLSL
+// softmax along rows and matmul + bias + relu (with f32 weights, and with int8 weights
+// dequantized as the tiles are staged) against the same kernels hand-written in GLSL
 // (compiled by glslangValidator at build time) run through the same Vulkan calls; a tiny call's
 // round trip against raw Vulkan; SPIR-V emission time for a 1-op and a 30-op region; first-call
 // latency (emission + pipeline creation).
@@ -179,6 +180,64 @@ void matmul_vs_glsl(benchmark::State& state) {
   state.SetLabel(dev.name());
 }
 BENCHMARK(matmul_vs_glsl)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// relu(x dequantize(q) + bias) with int8 weights dequantized per column ((q - zp) x scale), x
+// [rows, n] with rows one tile row (64: a weight element is computed once) or eight: kiln's tiled
+// kernel computing the weight as it stages its blocks where that computes each element once, else
+// a kernel storing it first, against the hand-written tiled GLSL kernel on the weight already
+// dequantized to f32 (which does less: no dequantization, the weight made beforehand).
+constexpr auto dequantized_relu =
+    fn<tensor<f32, dyn, dense_size>, tensor<i8, dense_size, dense_size>, tensor<i8, dense_size>,
+       tensor<f32, dense_size>, tensor<f32, dense_size>>(
+        [](auto x, auto q, auto zp, auto scale, auto bias) {
+          return relu(matmul(x, (cast<f32>(q) - cast<f32>(zp)) * scale) + bias);
+        });
+
+void dequantized_matmul_vs_glsl(benchmark::State& state) {
+  auto dev = device::vulkan();
+  const std::int64_t n = dense_size, rows = state.range(0);
+  const auto nn = static_cast<std::size_t>(n * n), un = static_cast<std::size_t>(n),
+             rn = static_cast<std::size_t>(rows * n);
+  std::vector<std::int8_t> q(nn), zp(un);
+  for (std::size_t i = 0; i < nn; ++i) q[i] = static_cast<std::int8_t>(i * 37 % 255 - 127);
+  for (std::size_t j = 0; j < un; ++j) zp[j] = static_cast<std::int8_t>(j % 7 - 3);
+  const std::vector<float> scale = data(un, 0.01f), bias = data(un, 0.25f);
+  std::vector<float> w(nn);
+  for (std::size_t i = 0; i < nn; ++i) w[i] = (float(q[i]) - float(zp[i % un])) * scale[i % un];
+  buffer<float> bufs[4] = {dev.upload(data(rn, 1)).reshaped({rows, n}),
+                           dev.upload(w).reshaped({n, n}), dev.upload(bias).reshaped({n}),
+                           dev.alloc<float>(rows * n).reshaped({rows, n})};
+  buffer<std::int8_t> qb = dev.upload(q).reshaped({n, n}), zb = dev.upload(zp).reshaped({n});
+  buffer<float> sb = dev.upload(scale).reshaped({n});
+  auto run_kiln = [&] { dequantized_relu.on(dev)(bufs[0], qb, zb, sb, bufs[2], into(bufs[3])); };
+  glsl_anchor glsl(*dev.context(), KILN_GLSL_GEMM_SPV, 4, 3, 256);
+  const auto tiles = static_cast<std::uint32_t>((n + 63) / 64),
+             row_tiles = static_cast<std::uint32_t>((rows + 63) / 64),
+             size = static_cast<std::uint32_t>(n);
+  auto run_glsl = [&] {
+    glsl.run(bufs, {static_cast<std::uint32_t>(rows), size, size}, tiles, row_tiles);
+  };
+  run_kiln();
+  std::vector<float> kiln_out(rn), glsl_out(rn);
+  bufs[3].download(kiln_out);
+  run_glsl();
+  bufs[3].download(glsl_out);
+  double worst = 0;
+  for (std::size_t i = 0; i < rn; ++i)
+    worst = std::max(worst, double(std::fabs(kiln_out[i] - glsl_out[i])));
+  for (auto _ : state) run_kiln();
+  state.SetItemsProcessed(state.iterations() * 2 * rows * n * n);
+  state.counters["kiln_ms"] = seconds_per_call(run_kiln, 3) * 1e3;
+  state.counters["glsl_f32_ms"] = seconds_per_call(run_glsl, 3) * 1e3;
+  state.counters["x_vs_glsl"] = state.counters["glsl_f32_ms"] / state.counters["kiln_ms"];
+  state.counters["max_diff"] = worst;
+  state.SetLabel(dev.name());
+}
+BENCHMARK(dequantized_matmul_vs_glsl)
+    ->Arg(64)
+    ->Arg(dense_size)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // A plan of n chained ops (tanh(v * 1.5 + 0.25) repeated, plus adds) built at run time.
 compiler::plan chain(int ops, float salt) {

@@ -211,20 +211,24 @@ TEST(VulkanMatmul, AnMlpBlockRunsBothProductsOnTheDevice) {
 
 // A matmul operand that elementwise ops compute from parameters (a weight's dequantization, (q -
 // zp) x scale per column; activations scaled per column), which the CPU computes as it packs
-// (compiler::packed_into), is evaluated on the device as the GEMM stages its blocks: one kernel
-// runs the product and the prologues, no kernel of a prologue's own is emitted, the transient is
-// never written (a workspace filled with a sentinel keeps it there), and the result has the bits
-// of the same product with the operands passed in whole (the kernel sums in the same order).
+// (compiler::packed_into), is evaluated on the device as the GEMM stages its blocks where that
+// computes each element once (a weight under one tile row of 64, per batch; an A under one tile
+// column): one kernel runs the product and the prologues, no kernel of a prologue's own is
+// emitted, the transient is never written (a workspace filled with a sentinel keeps it there).
+// Elsewhere (130 rows: 3 tile rows; 70: 2, in each of 3 batches) the prologue is a kernel that
+// stores it. Either way the result has the bits of the same product with the operands passed in
+// whole (the kernel sums in the same order).
 TEST(VulkanMatmul, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
   const device d = device::vulkan();
   struct prologue_case {
     std::int64_t batch, M, K, N;
     bool computed_a;
+    bool fused;  // the product's kernel computes the prologues (else each stores its operand)
   };
-  const prologue_case cases[] = {{1, 7, 40, 9, false},
-                                 {1, 130, 300, 70, false},
-                                 {3, 20, 33, 45, false},
-                                 {1, 65, 70, 66, true}};
+  const prologue_case cases[] = {{1, 7, 40, 9, false, true},    {1, 64, 300, 70, false, true},
+                                 {3, 20, 33, 45, false, true},  {1, 60, 70, 60, true, true},
+                                 {1, 130, 40, 9, false, false}, {3, 70, 33, 45, false, false},
+                                 {1, 65, 70, 66, true, false}};
   unsigned seed = 70;
   for (const prologue_case& c : cases) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " M " + std::to_string(c.M) + " K " +
@@ -281,20 +285,29 @@ TEST(VulkanMatmul, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
             {ref::view_of(y, yd)}, d, workspace(block));
     });
     EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
-    ASSERT_EQ(e.kernels().size(), 1u);
-    EXPECT_TRUE(e.kernels()[0].per_tile);
-    EXPECT_EQ(e.kernels()[0].regions, c.computed_a ? 3u : 2u);
+    const std::size_t prologues = c.computed_a ? 2 : 1;
+    ASSERT_EQ(e.kernels().size(), c.fused ? 1u : 1 + prologues);
+    for (const spirv::kernel& k : e.kernels())
+      EXPECT_EQ(k.regions, k.per_tile && c.fused ? 1 + prologues : 1u);
+    EXPECT_EQ(tiled_kernels(e), 1);
     EXPECT_EQ(y, want_bits);
     std::vector<float> back(sentinel.size());
     block.download(back);
+    std::size_t checked = 0;
     for (std::size_t r = 0; r < e.plan().regions.size(); ++r) {
       if (compiler::packed_into(e.plan(), r).region < 0) continue;
       const std::int32_t t = e.plan().regions[r].writes[0];
       const auto first = static_cast<std::size_t>(layout.offsets[t] / 4);
       const auto n = static_cast<std::ptrdiff_t>(
           e.plan().graph.nodes[e.plan().transients[t]].dims.element_count());
-      EXPECT_EQ(std::count(back.begin() + first, back.begin() + first + n, 77.0f), n) << "t" << t;
+      const auto kept = std::count(back.begin() + first, back.begin() + first + n, 77.0f);
+      if (c.fused)
+        EXPECT_EQ(kept, n) << "t" << t << " was written";
+      else
+        EXPECT_LT(kept, n) << "t" << t << " was not stored";
+      ++checked;
     }
+    EXPECT_EQ(checked, prologues);
     // And against the definition, in double.
     std::vector<double> want(y.size()), magnitude(y.size());
     for (std::int64_t b = 0; b < c.batch; ++b)
@@ -485,21 +498,47 @@ TEST(VulkanConv, TransposedConvolutionRunsOnTheDevice) {
 // A convolution's operands computed from parameters: weights dequantized per output channel ((q -
 // zp) x scale of i8) and the input normalized per channel (relu(x s + t), an inference batch norm
 // before the convolution), plain and transposed. On the device the convolution's kernel computes
-// both as it stages its blocks (one kernel of three regions, the bits of the same convolution with
-// the operands passed in whole, padding zero after the prologue); the CPU stores them first and
-// gives its own bits of the same.
+// each as it stages its blocks where that computes each element once (one image under one tile
+// column for the weights; windows that do not overlap for the input: a 3 x 3 kernel at stride 3,
+// its padding zero after the prologue, or a 1 x 1 one), else a kernel stores it first. Either way,
+// and on the CPU (which stores them), the bits of the same convolution with the operands passed
+// whole.
 TEST(VulkanConv, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
   const device vk = device::vulkan();
-  for (const bool transposed : {false, true}) {
-    SCOPED_TRACE(transposed ? "conv_transpose" : "conv");
-    const std::int64_t N = 2, C = 6, H = 9, W = 8, M = 10, groups = 2;
-    const ir::conv_window window{
-        .strides = {2, 1}, .pads = {1, 0, 1, 1}, .dilations = {1, 2}, .groups = groups};
-    // w: [M, C / groups, 3, 2], or transposed [C, M / groups, 3, 2]; the per-channel parameters
-    // broadcast along its axis of output channels.
-    const dims_t wd = transposed ? dims_t{C, M / groups, 3, 2} : dims_t{M, C / groups, 3, 2};
-    const dims_t pd = transposed ? dims_t{M / groups, 1, 1} : dims_t{M, 1, 1, 1};
-    const std::int64_t channels_of_w = transposed ? M / groups : M;
+  struct prologue_case {
+    bool transposed;
+    std::int64_t N, C, H, W, M, kh, kw, groups;
+    ir::conv_window window;
+    std::uint32_t fused;  // of the two prologues
+  };
+  const prologue_case cases[] = {
+      {false, 1, 6, 9, 9, 10, 3, 3, 2, {.strides = {3, 3}, .pads = {1, 1, 1, 1}, .groups = 2}, 2},
+      {true, 1, 6, 3, 3, 10, 1, 1, 2, {.groups = 2}, 2},
+      {true, 1, 6, 3, 3, 10, 2, 2, 2, {.strides = {2, 2}, .groups = 2}, 1},  // the weights
+      {false,
+       2,
+       6,
+       9,
+       8,
+       10,
+       3,
+       2,
+       2,
+       {.strides = {2, 1}, .pads = {1, 0, 1, 1}, .dilations = {1, 2}, .groups = 2},
+       0}};
+  unsigned seed = 120;
+  for (const prologue_case& c : cases) {
+    SCOPED_TRACE(std::string(c.transposed ? "conv_transpose" : "conv") + " of " +
+                 std::to_string(c.N) + " images, " + std::to_string(c.H) + " x " +
+                 std::to_string(c.W) + ", kernel " + std::to_string(c.kh) + " x " +
+                 std::to_string(c.kw));
+    const std::int64_t N = c.N, C = c.C, H = c.H, W = c.W, M = c.M, groups = c.groups;
+    // w: [M, C / groups, kh, kw], or transposed [C, M / groups, kh, kw]; the per-channel
+    // parameters broadcast along its axis of output channels.
+    const dims_t wd =
+        c.transposed ? dims_t{C, M / groups, c.kh, c.kw} : dims_t{M, C / groups, c.kh, c.kw};
+    const dims_t pd = c.transposed ? dims_t{M / groups, 1, 1} : dims_t{M, 1, 1, 1};
+    const std::int64_t channels_of_w = c.transposed ? M / groups : M;
     graph g;
     auto x = g.input("x", dtype::f32, {N, C, H, W});
     auto s = g.input("s", dtype::f32, {C, 1, 1});
@@ -509,36 +548,38 @@ TEST(VulkanConv, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
     auto scale = g.input("scale", dtype::f32, ref::to_shape(pd));
     auto xn = g.relu(g.add(g.mul(x, s), t));
     auto w = g.mul(g.sub(g.cast(q, dtype::f32), g.cast(zp, dtype::f32)), scale);
-    g.output("y", transposed ? g.conv_transpose(xn, w, window) : g.conv(xn, w, window));
+    g.output("y", c.transposed ? g.conv_transpose(xn, w, c.window) : g.conv(xn, w, c.window));
     const executable e = compile(g);
     ASSERT_EQ(e.dispatch_count(), 3) << compiler::print(e.plan());
 
-    auto xv = ref::floats(ref::random_tensor({N, C, H, W}, 121));
-    auto sv = ref::random_data<float>(C, 0.5f, 1.5f, 122);
-    auto tv = ref::random_data<float>(C, -0.5f, 0.5f, 123);
-    auto qf = ref::random_data<float>(ref::count(wd), -128, 128, 124);
-    auto zf = ref::random_data<float>(channels_of_w, -128, 128, 125);
-    auto scv = ref::random_data<float>(channels_of_w, 0.001f, 0.02f, 126);
+    auto xv = ref::floats(ref::random_tensor({N, C, H, W}, seed += 7));
+    auto sv = ref::random_data<float>(C, 0.5f, 1.5f, seed + 1);
+    auto tv = ref::random_data<float>(C, -0.5f, 0.5f, seed + 2);
+    auto qf = ref::random_data<float>(ref::count(wd), -128, 128, seed + 3);
+    auto zf = ref::random_data<float>(channels_of_w, -128, 128, seed + 4);
+    auto scv = ref::random_data<float>(channels_of_w, 0.001f, 0.02f, seed + 5);
     std::vector<std::int8_t> qv(qf.size()), zv(zf.size());
     for (std::size_t i = 0; i < qf.size(); ++i) qv[i] = static_cast<std::int8_t>(std::floor(qf[i]));
     for (std::size_t i = 0; i < zf.size(); ++i) zv[i] = static_cast<std::int8_t>(std::floor(zf[i]));
     // The operands as f32 computes them (no contraction into fma: kiln keeps each rounding).
     std::vector<float> x_whole(xv.size()), w_whole(qv.size());
     for (std::size_t i = 0; i < xv.size(); ++i) {
-      const std::size_t c = i / (H * W) % C;
-      const float scaled = xv[i] * sv[c];
-      x_whole[i] = std::max(scaled + tv[c], 0.0f);
+      const auto ch = static_cast<std::size_t>(static_cast<std::int64_t>(i) / (H * W) % C);
+      const float scaled = xv[i] * sv[ch];
+      x_whole[i] = std::max(scaled + tv[ch], 0.0f);
     }
-    const std::size_t cells = 3 * 2, per_w_channel = transposed ? cells : (C / groups) * cells;
+    const auto cells = static_cast<std::size_t>(c.kh * c.kw);
+    const std::size_t per_w_channel =
+        c.transposed ? cells : static_cast<std::size_t>(C / groups) * cells;
     for (std::size_t i = 0; i < qv.size(); ++i) {
-      const std::size_t m = i / per_w_channel % channels_of_w;
+      const std::size_t m = i / per_w_channel % static_cast<std::size_t>(channels_of_w);
       w_whole[i] = (float(qv[i]) - float(zv[m])) * scv[m];
     }
     graph whole;
     auto x_in = whole.input("x", dtype::f32, {N, C, H, W});
     auto w_in = whole.input("w", dtype::f32, ref::to_shape(wd));
-    whole.output("y", transposed ? whole.conv_transpose(x_in, w_in, window)
-                                 : whole.conv(x_in, w_in, window));
+    whole.output("y", c.transposed ? whole.conv_transpose(x_in, w_in, c.window)
+                                   : whole.conv(x_in, w_in, c.window));
     const executable plain = compile(whole);
     const kiln::shape y_dims = e.plan().graph.nodes[e.plan().graph.outputs[0]].dims;
     const dims_t yd(y_dims.dims.begin(), y_dims.dims.begin() + y_dims.rank);
@@ -560,9 +601,9 @@ TEST(VulkanConv, ProloguesAreEvaluatedAsTheBlocksAreStaged) {
       EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
       EXPECT_EQ(y, want_bits);
     }
-    ASSERT_EQ(e.kernels().size(), 1u);
-    EXPECT_TRUE(e.kernels()[0].per_tile);
-    EXPECT_EQ(e.kernels()[0].regions, 3u);
+    ASSERT_EQ(e.kernels().size(), 3u - c.fused);
+    for (const spirv::kernel& k : e.kernels()) EXPECT_EQ(k.regions, k.per_tile ? 1 + c.fused : 1u);
+    EXPECT_EQ(tiled_kernels(e), 1);
   }
 }
 

@@ -183,17 +183,30 @@ inline bool fusable_group(const compiler::plan& p, std::size_t first, std::size_
   return true;
 }
 
-// The contraction region whose kernel may compute region i of p as it stages its blocks (i a
-// prologue of its operand: compiler::packed_into; the contraction alone in its dispatch group;
-// both with elements at this call), or -1.
+// The contraction region whose kernel computes region i of p as it stages its blocks, or -1: i is
+// a prologue of its operand (compiler::packed_into), the contraction is alone in its dispatch
+// group, both have elements at this call, and the staging computes each of i's elements about
+// once. It computes the operand's whole matrix per batch and per tile along the product's other
+// dimension (and a convolution's input once per window over it): where that is more than i's
+// elements, storing them costs less than computing them again (lavapipe, a weight under 8 tile
+// rows: 240 ms against 200 ms; under one: 28-31 ms against 31 ms; docs/PERFORMANCE.md).
 inline int product_computing(const compiler::plan& p, std::size_t i,
-                             std::span<const call_plan::region> regions) {
+                             std::span<const call_plan::region> regions, const spirv::target& t) {
   const compiler::packing into = compiler::packed_into(p, i);
   if (into.region < 0) return -1;
   const auto j = static_cast<std::size_t>(into.region);
   const bool alone = p.regions[j - 1].group != p.regions[j].group &&
                      (j + 1 == p.regions.size() || p.regions[j + 1].group != p.regions[j].group);
-  return alone && regions[i].total > 0 && regions[j].total > 0 ? into.region : -1;
+  if (!alone || regions[i].total == 0 || regions[j].total == 0) return -1;
+  const auto [batches, M, N, K] = regions[j].call.gemm;
+  const bool a = ir::is_convolution(p.graph.nodes[p.regions[j].contraction].kind)
+                     ? into.operand == 1
+                     : into.operand == 0;  // the GEMM's A: a matmul's first, a convolution's w
+  const spirv::target::gemm_tile tile = t.gemm();
+  const std::int64_t across = a ? (N + tile.cols() - 1) / tile.cols()   // column tiles
+                                : (M + tile.rows() - 1) / tile.rows();  // row tiles
+  const double staged = double(batches) * double(across) * double(a ? M : N) * double(K);
+  return staged <= double(regions[i].total) ? into.region : -1;
 }
 
 // Every region's kernel (emitted at first use), a row group's regions in one kernel where they
@@ -289,14 +302,14 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
   for (std::size_t i = 0; i < p.regions.size();) {
     std::size_t end = i + 1;
     while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
-    if (product_computing(p, i, c.regions) >= 0) {  // planned with its product, below
+    if (product_computing(p, i, c.regions, ctx.target()) >= 0) {  // planned with its product, below
       ++i;
       continue;
     }
     if (p.regions[i].contraction >= 0) {
       std::vector<int> prologues;
       for (std::size_t k = 0; k < i; ++k)
-        if (product_computing(p, k, c.regions) == static_cast<int>(i))
+        if (product_computing(p, k, c.regions, ctx.target()) == static_cast<int>(i))
           prologues.push_back(static_cast<int>(k));
       if (!prologues.empty() && plan_with_prologues(i, prologues)) {
         ++i;
