@@ -939,22 +939,23 @@ class region_emitter final : public op_lowering {
     auto lanes_from = [&](id x) { return m_.emit(Op::OpIAdd, uvec4(), {uv(x), steps}); };
     id zero = is_float_lane(lk) ? fsplat(lk, 0) : isplat(lk, 0);
     auto inputs = compiler::input_slots(p_, *mb_->r);
-    auto var_of = [&](int o) {  // a convolution's A is its second operand, the weights
-      int slot = compiler::load_slot(p_, *mb_->r, c.operands[conv ? 1 - o : o]);
-      return binding(
-          static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), slot) - inputs.begin()));
+    // GEMM operand o's input slot (0: A, 1: B): a convolution's A is its second operand, the
+    // weights.
+    const int slots[2] = {compiler::load_slot(p_, *mb_->r, c.operands[conv ? 1 : 0]),
+                          compiler::load_slot(p_, *mb_->r, c.operands[conv ? 0 : 1])};
+    auto var_of = [&](int o) {
+      return binding(static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), slots[o]) -
+                                              inputs.begin()));
     };
     const id vars[2] = {var_of(0), var_of(1)};
     // The operands that a prologue member computes (the members after the first): the transient
     // it would write is the operand's row-major storage, so an element's index there is its index
     // in the prologue's space.
     std::size_t computed[2] = {0, 0};  // a member's index, 0 for none
-    for (std::size_t m = 1; m < members_.size(); ++m) {
-      const auto slot = static_cast<std::int32_t>(g_.inputs.size()) + members_[m].r->writes[0];
+    for (std::size_t m = 1; m < members_.size(); ++m)
       for (int o = 0; o < 2; ++o)
-        if (compiler::load_slot(p_, *mb_->r, c.operands[conv ? 1 - o : o]) == slot)
+        if (slots[o] == static_cast<int>(g_.inputs.size()) + members_[m].r->writes[0])
           computed[o] = m;
-    }
     // Operand o's elements at indices idx where ok holds, else 0.
     auto gather = [&](int o, id idx, id ok) {
       id safe = m_.emit(Op::OpSelect, uvec4(), {ok, idx, usplat(0)});

@@ -299,18 +299,21 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     r.call.metadata.insert(r.call.metadata.end(), k.constants.begin(), k.constants.end());
     return true;
   };
+  // Per region, the contraction whose kernel computes it (product_computing), or -1.
+  std::vector<int> computed_by(p.regions.size());
+  for (std::size_t i = 0; i < p.regions.size(); ++i)
+    computed_by[i] = product_computing(p, i, c.regions, ctx.target());
   for (std::size_t i = 0; i < p.regions.size();) {
     std::size_t end = i + 1;
     while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
-    if (product_computing(p, i, c.regions, ctx.target()) >= 0) {  // planned with its product, below
+    if (computed_by[i] >= 0) {  // planned with its product, below
       ++i;
       continue;
     }
     if (p.regions[i].contraction >= 0) {
       std::vector<int> prologues;
       for (std::size_t k = 0; k < i; ++k)
-        if (product_computing(p, k, c.regions, ctx.target()) == static_cast<int>(i))
-          prologues.push_back(static_cast<int>(k));
+        if (computed_by[k] == static_cast<int>(i)) prologues.push_back(static_cast<int>(k));
       if (!prologues.empty() && plan_with_prologues(i, prologues)) {
         ++i;
         continue;
