@@ -164,23 +164,28 @@ TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
         auto p = compiler::compile(b.get());
         ASSERT_EQ(p.regions.size(), 1u);
         const auto& reg = p.regions[0];
-        for (auto k : {operand_kind::full, operand_kind::uniform, operand_kind::strided}) {
-          // A reduction's operands are always strided (kernel_cache's layout_call).
-          if (reg.root >= 0 && k != operand_kind::strided) continue;
-          std::vector<operand_kind> kinds(compiler::input_slots(p, reg).size(), k);
-          auto kernel = spirv::emit_region(p, reg, kinds, full_target());
-          std::string what = std::string(ir::name(kind)) + " " + std::string(name(t)) + "->" +
-                             std::string(name(to)) + " layout " + std::to_string(int(k));
-          if (!kernel.unsupported.empty()) {
-            // Only 64-bit floats may be refused (GLSL.std.450 has no 64-bit transcendentals).
-            EXPECT_EQ(t, dtype::f64) << what << ": " << kernel.unsupported;
-            ++refused;
-            continue;
+        for (auto k : {operand_kind::full, operand_kind::uniform, operand_kind::strided,
+                       operand_kind::consecutive, operand_kind::repeated})
+          for (bool whole_quads : {true, false}) {
+            // A reduction's operands are always strided (kernel_cache's layout_call); whole_quads
+            // changes only a reduction's kernel (it folds along its rows).
+            if (reg.root >= 0 && !spirv::is_strided(k)) continue;
+            if (reg.root < 0 && !whole_quads) continue;
+            std::vector<operand_kind> kinds(compiler::input_slots(p, reg).size(), k);
+            auto kernel = spirv::emit_region(p, reg, kinds, full_target(), whole_quads);
+            std::string what = std::string(ir::name(kind)) + " " + std::string(name(t)) + "->" +
+                               std::string(name(to)) + " layout " + std::to_string(int(k)) +
+                               (whole_quads ? " whole quads" : "");
+            if (!kernel.unsupported.empty()) {
+              // Only 64-bit floats may be refused (GLSL.std.450 has no 64-bit transcendentals).
+              EXPECT_EQ(t, dtype::f64) << what << ": " << kernel.unsupported;
+              ++refused;
+              continue;
+            }
+            expect_layout(kernel.code);
+            EXPECT_EQ(validate(kernel.code), "") << what;
+            ++modules;
           }
-          expect_layout(kernel.code);
-          EXPECT_EQ(validate(kernel.code), "") << what;
-          ++modules;
-        }
       }
     }
   }

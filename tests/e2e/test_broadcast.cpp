@@ -1,5 +1,9 @@
 // Broadcasting (static, dynamic, mixed, rank 0..4), scalar parameters, several outputs, shared
 // subexpressions and functions that need several regions.
+#include <algorithm>
+#include <limits>
+#include <string>
+
 #include "../support/e2e.hpp"
 
 using namespace kiln;
@@ -131,4 +135,78 @@ TEST(Broadcast, InPlaceUpdate) {
   for (int i = 0; i < 1027; ++i) x[i] = float(i);
   f(x, into(x));
   for (int i = 0; i < 1027; ++i) ASSERT_EQ(x[i], float(i) * 3.f + 1.f);
+}
+
+// Rows of whole groups of four (the last extent a multiple of 4), in every storage width: on
+// Vulkan a group of four lanes reads a broadcast row as one vector (consecutive), a column's
+// value once (repeated), and a slice that starts off a multiple of four lane by lane (strided);
+// a reduction along such rows folds four consecutive elements at a time, with the same reads.
+// Small integers in every type, so every result is exact.
+template <class T>
+void check_whole_rows(unsigned seed) {
+  using kiln::ir::op;
+  constexpr kiln::dtype t = kiln::dtype_of<T>;
+  constexpr std::int64_t R = 5, C = 12;
+  const bool is_unsigned = std::is_unsigned_v<T>;
+  auto values = [&](std::int64_t n, unsigned s) {
+    ref::buffer<T> b(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      b[i] = ref::from_double<T>(double((i * 7 + s) % 16) - (is_unsigned ? 0 : 8));
+    return b;
+  };
+  auto x = values(R * C, seed), row = values(C, seed + 1), col = values(R, seed + 2),
+       wide = values(R * (C + 4), seed + 3);
+  kiln::graph g;
+  auto gx = g.input("x", t, {R, C});
+  auto grow = g.input("row", t, {C});
+  auto gcol = g.input("col", t, {R, 1});
+  auto shifted = g.slice(g.input("wide", t, {R, C + 4}), {1}, {C + 1}, {1});  // from column 1
+  g.output("a", g.apply(op::add, {gx, grow}));
+  g.output("b", g.apply(op::mul, {gx, gcol}));
+  g.output("c", g.apply(op::sub, {shifted, gx}));
+  g.output("s", g.reduce(op::reduce_sum, g.apply(op::add, {gx, grow}), {1}, false));
+  g.output("m", g.reduce(op::reduce_max, g.apply(op::add, {shifted, gcol}), {1}, false));
+  auto e = kiln::compile(g);
+  ref::buffer<T> a(R * C), b(R * C), c(R * C), s(R), m(R);
+  auto at = [](const ref::buffer<T>& v, const ref::dims_t& d) {
+    return kiln::tensor_ref(ref::view_of(v, d));
+  };
+  e.run({at(x, {R, C}), at(row, {C}), at(col, {R, 1}), at(wide, {R, C + 4})},
+        {at(a, {R, C}), at(b, {R, C}), at(c, {R, C}), at(s, {R}), at(m, {R})});
+  // The reference in 64-bit integers, wrapped to the type as kiln's integers wrap.
+  auto in = [](const ref::buffer<T>& v, std::int64_t i) {
+    return static_cast<std::int64_t>(ref::to_double(v[i]));
+  };
+  auto as_t = [](std::int64_t v) {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<double>(static_cast<T>(v));
+    else
+      return ref::to_double(ref::from_double<T>(static_cast<double>(v)));
+  };
+  const std::string what = std::string(kiln::name(t));
+  for (std::int64_t r = 0; r < R; ++r) {
+    std::int64_t sum = 0, max = std::numeric_limits<std::int64_t>::min();
+    for (std::int64_t j = 0; j < C; ++j) {
+      const std::int64_t i = r * C + j, sh = in(wide, r * (C + 4) + j + 1);
+      ASSERT_EQ(ref::to_double(a[i]), as_t(in(x, i) + in(row, j))) << what << " a " << i;
+      ASSERT_EQ(ref::to_double(b[i]), as_t(in(x, i) * in(col, r))) << what << " b " << i;
+      ASSERT_EQ(ref::to_double(c[i]), as_t(sh - in(x, i))) << what << " c " << i;
+      sum += static_cast<std::int64_t>(as_t(in(x, i) + in(row, j)));
+      max = std::max<std::int64_t>(max, static_cast<std::int64_t>(as_t(sh + in(col, r))));
+    }
+    ASSERT_EQ(ref::to_double(s[r]), as_t(sum)) << what << " s " << r;
+    ASSERT_EQ(ref::to_double(m[r]), as_t(max)) << what << " m " << r;
+  }
+}
+
+TEST(Broadcast, RowsOfWholeGroupsOfFourInEveryWidth) {
+  check_whole_rows<float>(1);
+  check_whole_rows<double>(2);
+  check_whole_rows<kiln::float16>(3);
+  check_whole_rows<kiln::bfloat16>(4);
+  check_whole_rows<std::int8_t>(5);
+  check_whole_rows<std::uint8_t>(6);
+  check_whole_rows<std::int16_t>(7);
+  check_whole_rows<std::int32_t>(8);
+  check_whole_rows<std::int64_t>(9);
 }

@@ -261,7 +261,8 @@ TEST(Reductions, IntegersAreExactAndWrap) {
   unsigned seed = 100;
   for (op kind : all_kinds) {
     if (kind == op::reduce_mean || kind == op::reduce_l2) continue;  // floating only
-    for (const dims_t& dims : {dims_t{7}, dims_t{4097}, dims_t{3, 0, 2}, dims_t{5, 6, 7}})
+    for (const dims_t& dims :
+         {dims_t{7}, dims_t{4097}, dims_t{3, 0, 2}, dims_t{5, 6, 7}, dims_t{3, 5, 8}})
       for (auto axes : axes_sets(static_cast<int>(dims.size()))) {
         bool prod = kind == op::reduce_prod;
         check_graph<std::int32_t>(kind, dims, axes, false, prod ? -3 : -100000, prod ? 4 : 100000,
@@ -282,12 +283,19 @@ TEST(Reductions, NarrowFloatsAccumulateInF32) {
       check_graph<kiln::float16>(kind, dims, 0b1, false, lo, hi, seed++);
       check_graph<kiln::bfloat16>(kind, dims, 0, true, lo, hi, seed++);
     }
+  // Rows of whole groups of four (folded four consecutive elements at a time on Vulkan).
+  for (op kind : all_kinds) {
+    bool prod = kind == op::reduce_prod;
+    double lo = prod ? 0.99 : -2, hi = prod ? 1.01 : 2;
+    check_graph<kiln::float16>(kind, {33, 64}, 0b10, false, lo, hi, seed++);
+    check_graph<kiln::bfloat16>(kind, {4, 3, 8}, 0b110, true, lo, hi, seed++);
+  }
 }
 
 TEST(Reductions, F64) {
   unsigned seed = 300;
   for (op kind : all_kinds)
-    for (const dims_t& dims : {dims_t{4097}, dims_t{33, 65}}) {
+    for (const dims_t& dims : {dims_t{4097}, dims_t{33, 65}, dims_t{4096}}) {
       bool prod = kind == op::reduce_prod;
       check_graph<double>(kind, dims, 0b1, false, prod ? 0.9 : -2, prod ? 1.1 : 2, seed++);
     }

@@ -82,8 +82,9 @@ class region_emitter final : public op_lowering {
   // The kernel of regions `members` of p (one region; a row group's regions in order; or a
   // contraction's region and the prologues it computes), with one operand_kind per argument of
   // each.
-  // whole_quads: a contraction's rows are whole groups of four elements (N % 4 == 0), so its
-  // epilogue reads and writes them as the elementwise kernels do.
+  // whole_quads: the rows along the last axis of the first member's space are whole groups of
+  // four elements: a contraction's (N % 4 == 0), so its epilogue reads and writes them as the
+  // elementwise kernels do; a reduction's last reduced axis, so it folds along its rows.
   region_emitter(const compiler::plan& p, std::span<const int> members,
                  std::span<const std::vector<operand_kind>> kinds, const target& t,
                  bool whole_quads = true)
@@ -104,7 +105,7 @@ class region_emitter final : public op_lowering {
     for (member& m : members_) {
       int strided = 0, terms = 0;
       for (std::size_t a = 0; a < m.kinds.size(); ++a)
-        if (m.kinds[a] == operand_kind::strided) {
+        if (is_strided(m.kinds[a])) {
           ++strided;
           terms += static_cast<int>(m.input_terms[a].size());
         }
@@ -381,7 +382,57 @@ class region_emitter final : public op_lowering {
                   {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
   }
 
+  // Whether the four lanes are consecutive elements of one row of the current member's space,
+  // where the host's consecutive and repeated operands are (operand_kind): an elementwise
+  // member's group of four, an epilogue's of a row of whole groups, or a reduction folding along
+  // its rows. Elsewhere those operands are read as strided.
+  bool lanes_in_a_row() const { return lanes_ == 0 && (elements_ == 0 || along_); }
+
+  // Lane 0's coordinates in the member's space (kernel order), as scalars.
+  // Folding along a row, the kept axes' are the row's (row_coords_, once per row) and the
+  // reduced axes' come from the reduced index along_r_.
+  const std::vector<id>& first_lane_coords() {
+    if (!coords0_.empty()) return coords0_;
+    const int from = along_ ? static_cast<int>(row_coords_.size()) : 0;
+    coords0_ = along_ ? row_coords_ : std::vector<id>{};
+    coords0_.resize(mb_->rank, 0);
+    id e = along_      ? along_r_
+           : elements_ ? lane(elements_, u32(), 0)
+                       : m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
+    split_index(e, from, mb_->rank, coords0_);
+    return coords0_;
+  }
+  // coords[from, to) of index e over the space's axes [from, to) (e below their product).
+  void split_index(id e, int from, int to, std::vector<id>& coords) {
+    for (int i = to - 1; i > from; --i) {
+      coords[i] = m_.emit(Op::OpUMod, u32(), {e, mb_->dims[i]});
+      e = m_.emit(Op::OpUDiv, u32(), {e, mb_->dims[i]});
+    }
+    if (from < to) coords[from] = e;
+  }
+  // Lane 0's element index of a strided argument (no index terms).
+  id first_lane_index(int strided_slot) {
+    const std::vector<id>& c = first_lane_coords();
+    const std::vector<id>& words = mb_->strides[strided_slot];
+    id idx = words[mb_->rank];
+    for (int i = 0; i < mb_->rank; ++i)
+      idx = m_.emit(Op::OpIAdd, u32(), {idx, m_.emit(Op::OpIMul, u32(), {c[i], words[i]})});
+    return idx;
+  }
+  void forget_coordinates() {
+    coords_.clear();
+    coords0_.clear();
+  }
+
   id strided_index(int strided_slot) {
+    if (coords_.empty() && along_) {  // lane l: lane 0's coordinates, + l along the row
+      const std::vector<id>& c = first_lane_coords();
+      for (int i = 0; i < mb_->rank; ++i)
+        coords_.push_back(compose(uvec4(), c[i], c[i], c[i], c[i]));
+      coords_.back() =
+          m_.emit(Op::OpIAdd, uvec4(),
+                  {coords_.back(), m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+    }
     if (coords_.empty()) {
       // A reduction's lanes index its operand's space (elements_), else the result's.
       id e = elements_ ? elements_ : lane_elements();
@@ -488,6 +539,16 @@ class region_emitter final : public op_lowering {
     lane_kind lk = lane_of(t);
     operand_kind kind = mb_->kinds[k];
     if (lanes_ && kind == operand_kind::full) kind = operand_kind::strided;  // a row, lane by lane
+    if (is_strided(kind) && !lanes_in_a_row()) kind = operand_kind::strided;
+    // Lane 0's index, and each lane's: lane 0's + l (consecutive) or lane 0's (repeated).
+    id first = 0, each = 0;
+    if (kind == operand_kind::consecutive || kind == operand_kind::repeated) {
+      first = first_lane_index(mb_->strided_slot[k]);
+      each = compose(uvec4(), first, first, first, first);
+      if (kind == operand_kind::consecutive)
+        each = m_.emit(Op::OpIAdd, uvec4(),
+                       {each, m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+    }
     if (bytes == 8) {
       id l[4];
       if (kind == operand_kind::full) {
@@ -499,20 +560,22 @@ class region_emitter final : public op_lowering {
           id pair = m_.emit(Op::OpVectorShuffle, m_.type_vector(u32(), 2), {v, v, c, c + 1});
           l[i] = m_.emit(Op::OpBitcast, scalar_type(lk), {pair});
         }
-      } else if (kind == operand_kind::uniform) {
-        l[0] = l[1] = l[2] = l[3] = element64(var, cu(0), lk);
+      } else if (kind == operand_kind::uniform || kind == operand_kind::repeated) {
+        l[0] = l[1] = l[2] = l[3] = element64(var, first ? first : cu(0), lk);
       } else {
-        id idx = element_indices(k);
+        id idx = each ? each : element_indices(k);
         for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(var, lane(idx, u32(), i), lk);
       }
       return compose(vec(lk), l[0], l[1], l[2], l[3]);
     }
     id bits;
-    if (kind == operand_kind::uniform) {
-      id b = element_bits(var, cu(0), bytes);
+    if (kind == operand_kind::uniform || kind == operand_kind::repeated) {
+      id b = element_bits(var, first ? first : cu(0), bytes);
       bits = compose(uvec4(), b, b, b, b);
-    } else if (kind == operand_kind::strided) {
-      id idx = element_indices(k);
+    } else if (kind == operand_kind::consecutive && bytes == 4) {
+      bits = quad(var, m_.emit(Op::OpShiftRightLogical, u32(), {first, cu(2)}));
+    } else if (kind != operand_kind::full) {
+      id idx = each ? each : element_indices(k);
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i) l[i] = element_bits(var, lane(idx, u32(), i), bytes);
       bits = compose(uvec4(), l[0], l[1], l[2], l[3]);
@@ -538,7 +601,7 @@ class region_emitter final : public op_lowering {
   // The element indices of argument k's four lanes, read one by one: a strided argument's, or a
   // full one's in a contraction's row (lanes_).
   id element_indices(std::size_t k) {
-    return mb_->kinds[k] == operand_kind::strided ? strided_index(mb_->strided_slot[k]) : lanes_;
+    return is_strided(mb_->kinds[k]) ? strided_index(mb_->strided_slot[k]) : lanes_;
   }
 
   // Zero-extended storage bits (uvec4) to the compute type.
@@ -739,7 +802,7 @@ class region_emitter final : public op_lowering {
     std::uint32_t next = 2 + m.rank;
     for (std::size_t a = 0; a < m.kinds.size(); ++a) {
       m.strided_slot.push_back(static_cast<int>(m.strides.size()));
-      if (m.kinds[a] != operand_kind::strided) continue;
+      if (!is_strided(m.kinds[a])) continue;
       m.strides.emplace_back();
       for (int i = 0; i <= m.rank; ++i) m.strides.back().push_back(metadata(next++));  // + offset
       auto& terms = m.terms.emplace_back();
@@ -768,7 +831,7 @@ class region_emitter final : public op_lowering {
     const compiler::region& root = *members_[0].r;
     for (std::size_t i = 0; i < members_.size(); ++i) {
       mb_ = &members_[i];
-      coords_.clear();
+      forget_coordinates();
       if (i > 0) group_barrier();
       g_index_ = g;
       if (mb_->r->root >= 0) {
@@ -784,7 +847,7 @@ class region_emitter final : public op_lowering {
         id first = m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {g, count}), local_});
         counted_loop(first, end, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
           g_index_ = q;
-          coords_.clear();
+          forget_coordinates();
           store_all(evaluate());
           return {};
         });
@@ -1100,7 +1163,7 @@ class region_emitter final : public op_lowering {
                  Op::OpIMul, u32(),
                  {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {batch, M}), row}), N}),
              col});
-        coords_.clear();
+        forget_coordinates();
         product_ = narrow ? from_bits(c.type, to_bits(c.type, acc[i])) : acc[i];
         if (whole_quads_) {
           g_index_ = m_.emit(Op::OpShiftRightLogical, u32(), {e, cu(2)});
@@ -1122,13 +1185,13 @@ class region_emitter final : public op_lowering {
     const member& m = members_[which];
     mb_ = &members_[which];
     lanes_ = at;
-    coords_.clear();
+    forget_coordinates();
     const std::int32_t node = m.stores[0].node;
     const dtype t = g_.nodes[node].type;
     id v = evaluate()[node];
     if (size_in_bytes(t) < 4) v = from_bits(t, to_bits(t, v));
     lanes_ = 0;
-    coords_.clear();
+    forget_coordinates();
     mb_ = product;
     return v;
   }
@@ -1137,9 +1200,11 @@ class region_emitter final : public op_lowering {
   // A workgroup computes four results at a time (lane l: result 4g + l). Invocation i folds the
   // operand elements r = i, i + W, i + 2W ... of each (element e = result * count + r of the
   // operand's space with the kept axes first), then the W partials are joined in shared memory as
-  // a tree, and invocation 0 stores. The order is fixed, so the bits are the same from run to run
-  // on a device; and no invocation loops more than count / W times (llvmpipe stops an
-  // invocation's loops after 65535 iterations in all).
+  // a tree, and invocation 0 stores. Where the last reduced axis is whole groups of four
+  // (whole_quads), invocation i folds each result's groups of four i, i + W ... instead, its
+  // lanes along the row, and joins the lanes before the tree. The order is fixed, so the bits are
+  // the same from run to run on a device; and no invocation loops more than count / W times
+  // (llvmpipe stops an invocation's loops after 65535 iterations in all).
 
   // The values a fold carries around its loops.
   using carried = std::vector<id>;
@@ -1299,12 +1364,23 @@ class region_emitter final : public op_lowering {
 
   // The operand's values at reduced index r of the four results.
   id operand_at(id first, id r) {
-    elements_ = m_.emit(Op::OpIAdd, uvec4(),
-                        {first, m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r})});
-    coords_.clear();
+    return operand_of(m_.emit(Op::OpIAdd, uvec4(), {first, compose(uvec4(), r, r, r, r)}), false);
+  }
+  // The operand's values at elements e .. e + 3 of one result's row.
+  id operand_along(id e) {
+    return operand_of(m_.emit(Op::OpIAdd, uvec4(),
+                              {compose(uvec4(), e, e, e, e),
+                               m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})}),
+                      true);
+  }
+  id operand_of(id elements, bool along) {
+    elements_ = elements;
+    along_ = along;
+    forget_coordinates();
     id x = evaluate()[g_.nodes[mb_->r->root].operands[0]];
     elements_ = 0;
-    coords_.clear();
+    along_ = false;
+    forget_coordinates();
     return x;
   }
 
@@ -1368,8 +1444,7 @@ class region_emitter final : public op_lowering {
       start.push_back(splat(k, 0, 0));
       types.push_back(vk);
     }
-    carried folded = strided_loop(count, start, types, [&](id r, const carried& now) -> carried {
-      id x = operand_at(first, r);
+    auto fold = [&](const carried& now, id x) -> carried {
       if (kind == op::reduce_l1) x = unary(node_of(op::abs), x);
       if (kind == op::reduce_l2 || kind == op::reduce_sum_square)
         x = binary(node_of(op::mul), x, x);
@@ -1378,8 +1453,38 @@ class region_emitter final : public op_lowering {
       id t = exact(m_.emit(Op::OpFAdd, vk, {now[0], y}));
       id c = exact(m_.emit(Op::OpFSub, vk, {exact(m_.emit(Op::OpFSub, vk, {t, now[0]})), y}));
       return {t, select(k, m_.emit(Op::OpIsInf, bvec4(), {t}), splat(k, 0, 0), c)};
-    });
-    id partial = compensated ? exact(m_.emit(Op::OpFSub, vk, {folded[0], folded[1]})) : folded[0];
+    };
+    auto total_of = [&](const carried& folded) {
+      return compensated ? exact(m_.emit(Op::OpFSub, vk, {folded[0], folded[1]})) : folded[0];
+    };
+    id partial = 0;
+    if (!whole_quads_) {
+      partial = total_of(strided_loop(count, start, types, [&](id r, const carried& now) {
+        return fold(now, operand_at(first, r));
+      }));
+    } else {
+      // The rows are whole groups of four: each of the four results' rows is folded a group of
+      // four consecutive elements at a time (invocation i: groups i, i + W ...; a GPU's vector
+      // load, a CPU driver's contiguous one, where a lane per result gathers), the group's lanes
+      // joined as (0 1) (2 3) at the end. The four totals are then `partial`'s lanes, as above.
+      id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
+      id scalar = scalar_type(k);
+      const int kept = mb_->rank - std::popcount(root.attrs.axes & ((1u << mb_->rank) - 1));
+      id results = lane_elements();
+      partial = counted_loop(cu(0), cu(4), cu(1), {init}, {vk}, [&](id j, const carried& now) {
+        id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
+        id row = m_.emit(Op::OpIMul, u32(), {result, count});
+        row_coords_.assign(kept, 0);
+        split_index(result, 0, kept, row_coords_);
+        id lanes = total_of(strided_loop(quads, start, types, [&](id q, const carried& acc) {
+          along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
+          return fold(acc, operand_along(m_.emit(Op::OpIAdd, u32(), {row, along_r_})));
+        }));
+        id pairs = combine(lanes, m_.emit(Op::OpVectorShuffle, vk, {lanes, lanes, 1, 0, 3, 2}));
+        id all = combine(pairs, m_.emit(Op::OpVectorShuffle, vk, {pairs, pairs, 2, 3, 0, 1}));
+        return carried{m_.emit(Op::OpVectorInsertDynamic, vk, {now[0], lane(all, scalar, 0), j})};
+      })[0];
+    }
     // The device's subgroup operation for the join, where it has one with kiln's semantics: sums
     // and products, and integer min/max (float min/max propagate NaN in kiln, where the subgroup
     // operations skip it), on 32-bit lanes (64-bit ones need the extended-types feature).
@@ -1557,6 +1662,11 @@ class region_emitter final : public op_lowering {
   std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
+  std::vector<id> coords0_;  // lane 0's (first_lane_coords)
+  bool along_ = false;
+  std::vector<id> row_coords_;  // folding along a row: the row's coordinates (the kept axes')
+  id along_r_ = 0;  // and lane 0's reduced index              // a reduction's lanes are four
+                    // consecutive elements of its row
   bool whole_quads_ = true;         // (see the constructor)
   id lanes_ = 0, lane_ok_ = 0;      // a contraction's row when not whole quads: each lane's
                                     // element (clamped) and whether it holds one
@@ -1569,7 +1679,8 @@ class region_emitter final : public op_lowering {
 }  // namespace detail
 
 // Emits region r of plan p for target t, with one operand_kind per region argument.
-// whole_quads: for a contraction, whether its rows are whole groups of four (N % 4 == 0).
+// whole_quads: whether the rows along the region's last axis are whole groups of four (a
+// contraction's N; a reduction's last reduced axis).
 inline kernel emit_region(const compiler::plan& p, const compiler::region& r,
                           const std::vector<operand_kind>& kinds, const target& t,
                           bool whole_quads = true) {

@@ -11,11 +11,24 @@
 namespace kiln::spirv {
 
 // How a region argument is laid out over the iteration space (chosen per call from the extents).
+// The last two are strided ones that the host found more of: where the kernel's four lanes are
+// consecutive elements along the space's last axis (its rows are whole groups of four), their
+// index is lane 0's plus the lane, so the kernel reads them without a gather; elsewhere they are
+// read as strided.
 enum class operand_kind : std::uint8_t {
-  full,     // the argument has the space's extents: element e is at index e
-  uniform,  // a single element, read once
-  strided,  // broadcast: index from the coordinates and per-dimension strides
+  full,         // the argument has the space's extents: element e is at index e
+  uniform,      // a single element, read once
+  strided,      // broadcast: index from the coordinates and per-dimension strides
+  consecutive,  // strided, with stride 1 along the last axis and every group of four starting
+                // at an index divisible by four: one aligned vector
+  repeated,     // strided, with stride 0 along the last axis: one element for the four lanes
 };
+
+// Whether the argument has strides (and an offset) in the metadata.
+constexpr bool is_strided(operand_kind k) {
+  return k == operand_kind::strided || k == operand_kind::consecutive ||
+         k == operand_kind::repeated;
+}
 
 // Metadata words (push constants, or a small buffer past the device's push-constant size):
 // [0] 4-element groups, [1] elements, [2, 2+rank) the space's extents, then for each strided

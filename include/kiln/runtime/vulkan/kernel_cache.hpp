@@ -60,7 +60,8 @@ struct region_call {
   std::vector<std::uint32_t> metadata;
   std::string key;
   std::int64_t reduced = 0;  // a reduction: the elements folded into each result
-  bool whole_quads = true;   // a contraction: its rows are whole groups of four (N % 4 == 0)
+  bool whole_quads = true;   // the space's last axis is whole groups of four (a reduction's
+                             // last reduced axis; a contraction's N)
   std::array<std::int64_t, 4> gemm{};  // a contraction's GEMM: batches, M, N, K
 };
 
@@ -102,28 +103,52 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
                      p, slot - first_view,
                      compiler::row_major(dims_of(p.view_bases[slot - first_view])), sym);
   };
+  // Whether the kernel's last axis (a reduction's last reduced one) holds whole groups of four,
+  // so that a group of four lanes is four consecutive elements of one row: the kernel reads
+  // strided operands by their first lane then (consecutive, repeated) and folds a reduction
+  // along its rows. A contraction's is its N (below). An index reduction keeps a lane per result.
+  const bool index_reduction =
+      reg.root >= 0 && ir::info(p.graph.nodes[reg.root].kind).cls == ir::op_class::index_reduction;
+  const bool reduces = (axes & ((1u << space.rank) - 1)) != 0;
+  c.whole_quads = space.rank > 0 && space.dims[order[space.rank - 1]] % 4 == 0 &&
+                  (reg.root < 0 || (reduces && !index_reduction));
   for (auto slot : slots) {
     compiler::strided_layout l = layout_of(slot);
     std::int64_t size = l.dims.element_count();
     bool plain =
         l.offset == 0 && l.strides == compiler::row_major(l.dims).strides && l.terms.empty();
+    // Strides over the space in the kernel's axis order, right-aligned numpy broadcasting:
+    // size-1 dimensions repeat (stride 0). Negative strides wrap, as the kernel's index
+    // arithmetic does.
+    auto in_order = [&](const std::array<std::int64_t, max_rank>& strides) {
+      std::vector<std::int64_t> stride(space.rank, 0), out(space.rank);
+      for (int i = 0; i < l.dims.rank; ++i) {
+        int si = space.rank - l.dims.rank + i;
+        if (si >= 0) stride[si] = l.dims.dims[i] == 1 ? 0 : strides[i];
+      }
+      for (int i = 0; i < space.rank; ++i) out[i] = stride[order[i]];
+      return out;
+    };
     spirv::operand_kind k = reg.root >= 0 || !plain ? spirv::operand_kind::strided
                             : size == 1             ? spirv::operand_kind::uniform
                             : size == total         ? spirv::operand_kind::full
                                                     : spirv::operand_kind::strided;
+    std::vector<std::int64_t> strides = in_order(l.strides);
+    if (k == spirv::operand_kind::strided && c.whole_quads && l.terms.empty()) {
+      const std::int64_t last = strides.back();
+      bool aligned = l.offset % 4 == 0;
+      for (std::size_t i = 0; i + 1 < strides.size(); ++i) aligned = aligned && strides[i] % 4 == 0;
+      if (last == 0)
+        k = spirv::operand_kind::repeated;
+      else if (last == 1 && aligned)
+        k = spirv::operand_kind::consecutive;
+    }
     c.kinds.push_back(k);
-    c.key += "fus"[static_cast<int>(k)];
-    if (k != spirv::operand_kind::strided) continue;
-    // Strides over the space in the kernel's axis order, right-aligned numpy broadcasting:
-    // size-1 dimensions repeat (stride 0). Negative strides wrap, as the kernel's index
-    // arithmetic does. The data's, then each index term's positions' the same way.
-    auto push_strides = [&](const std::array<std::int64_t, max_rank>& strides) {
-      std::vector<std::uint32_t> stride(space.rank, 0);
-      for (int i = 0; i < l.dims.rank; ++i) {
-        int si = space.rank - l.dims.rank + i;
-        if (si >= 0) stride[si] = l.dims.dims[i] == 1 ? 0 : static_cast<std::uint32_t>(strides[i]);
-      }
-      for (int i = 0; i < space.rank; ++i) c.metadata.push_back(stride[order[i]]);
+    c.key += "fuscr"[static_cast<int>(k)];
+    if (!spirv::is_strided(k)) continue;
+    // The data's strides, then each index term's positions' the same way.
+    auto push_strides = [&](const std::array<std::int64_t, max_rank>& s) {
+      for (std::int64_t w : in_order(s)) c.metadata.push_back(static_cast<std::uint32_t>(w));
     };
     push_strides(l.strides);
     c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
@@ -136,6 +161,7 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   if (reg.root >= 0) {
     c.metadata.push_back(static_cast<std::uint32_t>(count));
     c.reduced = count;
+    c.key += c.whole_quads ? "q" : "e";
   }
   if (reg.contraction >= 0) {  // spirv::contraction_words
     const ir::node& m = p.graph.nodes[reg.contraction];
