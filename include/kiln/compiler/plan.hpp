@@ -236,6 +236,12 @@ constexpr std::vector<std::int32_t> row_input_slots(const plan& p, const region&
   return s;
 }
 
+// Whether region i is a dispatch group of its own (no row group's member).
+constexpr bool alone_in_group(const plan& p, std::size_t i) {
+  return (i == 0 || p.regions[i - 1].group != p.regions[i].group) &&
+         (i + 1 == p.regions.size() || p.regions[i + 1].group != p.regions[i].group);
+}
+
 // A region whose values a contraction's packing computes: operand `operand` (of the contraction's
 // node: a matmul's 0 is A, 1 is B; a convolution's 0 is x, 1 is w) of the contraction in region
 // `region`; region -1 where none does.
@@ -255,9 +261,7 @@ constexpr packing packed_into(const plan& p, std::size_t i) {
   if (r.root >= 0 || r.contraction >= 0 || !r.results.empty() || r.writes.size() != 1 ||
       !r.reads.empty() || !r.view_reads.empty())
     return {};
-  if ((i > 0 && p.regions[i - 1].group == r.group) ||
-      (i + 1 < p.regions.size() && p.regions[i + 1].group == r.group))
-    return {};
+  if (!alone_in_group(p, i)) return {};
   const std::int32_t t = r.writes[0];
   if (!(p.graph.nodes[p.transients[t]].dims == r.space)) return {};
   std::int32_t reader = -1;

@@ -195,9 +195,7 @@ inline int product_computing(const compiler::plan& p, std::size_t i,
   const compiler::packing into = compiler::packed_into(p, i);
   if (into.region < 0) return -1;
   const auto j = static_cast<std::size_t>(into.region);
-  const bool alone = p.regions[j - 1].group != p.regions[j].group &&
-                     (j + 1 == p.regions.size() || p.regions[j + 1].group != p.regions[j].group);
-  if (!alone || regions[i].total == 0 || regions[j].total == 0) return -1;
+  if (!compiler::alone_in_group(p, j) || regions[i].total == 0 || regions[j].total == 0) return -1;
   const auto [batches, M, N, K] = regions[j].call.gemm;
   const bool a = ir::is_convolution(p.graph.nodes[p.regions[j].contraction].kind)
                      ? into.operand == 1

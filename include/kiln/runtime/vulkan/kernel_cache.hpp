@@ -246,19 +246,21 @@ inline const spirv::kernel& kernel_of_regions(const runtime::program& prog, cons
                                               std::span<const int> members,
                                               std::span<const region_call> calls,
                                               const spirv::target& t) {
-  std::string key = "group", what = "kernel of regions", stem = "group";
+  std::string key = "group";
+  for (const region_call& c : calls) key += " " + c.key;
+  kernel_cache& cache = prog.vulkan_kernels();
+  std::lock_guard lock(cache.mutex);
+  auto it = cache.kernels.find(key);
+  if (it != cache.kernels.end()) return it->second;
+  // A new kernel: its members' operand kinds, and the names its messages and dump take.
+  std::string what = "kernel of regions", stem = "group";
   std::vector<std::vector<spirv::operand_kind>> kinds;
   for (std::size_t m = 0; m < calls.size(); ++m) {
-    key += " " + calls[m].key;
     what += (m ? ", " : " ") + std::to_string(members[m]);
     stem += (m ? "+" : "") + std::to_string(members[m]);
     kinds.push_back(calls[m].kinds);
   }
   for (const region_call& c : calls) stem += "-" + c.key.substr(c.key.find(':') + 1);
-  kernel_cache& cache = prog.vulkan_kernels();
-  std::lock_guard lock(cache.mutex);
-  auto it = cache.kernels.find(key);
-  if (it != cache.kernels.end()) return it->second;
   return keep_kernel(prog, key, spirv::emit_kernel(p, members, kinds, t, calls[0].whole_quads),
                      what, stem, t);
 }
