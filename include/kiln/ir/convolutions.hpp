@@ -32,11 +32,11 @@ namespace kiln::ir {
 // attributes. Empty strides and dilations mean 1, empty pads 0. conv_transpose only:
 // output_padding (extra outputs at each axis's end) and output_shape (the spatial sizes wanted,
 // the pads then worked out).
-struct conv_window {
-  std::vector<std::int64_t> strides, pads, dilations;
+struct conv_window {  // (every member initialized: designated initializers may leave any out)
+  std::vector<std::int64_t> strides{}, pads{}, dilations{};
   std::int64_t groups = 1;
   kiln::auto_pad auto_pad = kiln::auto_pad::notset;
-  std::vector<std::int64_t> output_padding, output_shape;
+  std::vector<std::int64_t> output_padding{}, output_shape{};
 };
 
 constexpr conv_window window_of(const conv_params& p) {

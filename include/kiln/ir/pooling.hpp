@@ -35,8 +35,8 @@ namespace kiln::ir {
 
 // A pooling window over any number of spatial axes (those after N and C): ONNX's attributes.
 // Empty strides and dilations mean 1, empty pads 0.
-struct pool_window {
-  std::vector<std::int64_t> kernel, strides, pads, dilations;
+struct pool_window {  // (every member initialized: designated initializers may leave any out)
+  std::vector<std::int64_t> kernel{}, strides{}, pads{}, dilations{};
   bool ceil_mode = false;
   bool count_include_pad = false;
   kiln::auto_pad auto_pad = kiln::auto_pad::notset;
