@@ -650,7 +650,7 @@ TEST(Reductions, ArgmaxArgminFirstOrLastOfTies) {
   unsigned seed = 400;
   for (op kind : {op::argmax, op::argmin})
     for (const dims_t& dims : {dims_t{1}, dims_t{7}, dims_t{4097}, dims_t{3, 1, 5}, dims_t{65, 63},
-                               dims_t{2, 3, 4, 5}, dims_t{300, 301}})
+                               dims_t{2, 3, 4, 5}, dims_t{300, 301}, dims_t{6, 8}, dims_t{3, 4096}})
       for (int axis = 0; axis < static_cast<int>(dims.size()); ++axis)
         for (bool last : {false, true}) {
           // Few distinct values, so ties are everywhere.

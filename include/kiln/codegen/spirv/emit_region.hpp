@@ -1362,6 +1362,27 @@ class region_emitter final : public op_lowering {
     });
   }
 
+  // Folds each of the four results' rows (j = 0 .. 3) along the row: fold_row(the row's first
+  // element, its groups of four, ...) gives its totals, one scalar per carried value, which
+  // become lane j of the carried vectors. row_coords_ holds the row's coordinates meanwhile.
+  carried along_rows(id count, const carried& init, const std::vector<id>& types,
+                     function_ref<carried(id row, id quads, const carried& now)> fold_row) {
+    const ir::node& root = g_.nodes[mb_->r->root];
+    const int kept = mb_->rank - std::popcount(root.attrs.axes & ((1u << mb_->rank) - 1));
+    id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
+    id results = lane_elements();
+    return counted_loop(cu(0), cu(4), cu(1), init, types, [&](id j, const carried& now) {
+      id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
+      row_coords_.assign(kept, 0);
+      split_index(result, 0, kept, row_coords_);
+      carried totals = fold_row(m_.emit(Op::OpIMul, u32(), {result, count}), quads, now);
+      carried next;
+      for (std::size_t v = 0; v < now.size(); ++v)
+        next.push_back(m_.emit(Op::OpVectorInsertDynamic, types[v], {now[v], totals[v], j}));
+      return next;
+    });
+  }
+
   // The operand's values at reduced index r of the four results.
   id operand_at(id first, id r) {
     return operand_of(m_.emit(Op::OpIAdd, uvec4(), {first, compose(uvec4(), r, r, r, r)}), false);
@@ -1467,22 +1488,15 @@ class region_emitter final : public op_lowering {
       // four consecutive elements at a time (invocation i: groups i, i + W ...; a GPU's vector
       // load, a CPU driver's contiguous one, where a lane per result gathers), the group's lanes
       // joined as (0 1) (2 3) at the end. The four totals are then `partial`'s lanes, as above.
-      id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
       id scalar = scalar_type(k);
-      const int kept = mb_->rank - std::popcount(root.attrs.axes & ((1u << mb_->rank) - 1));
-      id results = lane_elements();
-      partial = counted_loop(cu(0), cu(4), cu(1), {init}, {vk}, [&](id j, const carried& now) {
-        id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
-        id row = m_.emit(Op::OpIMul, u32(), {result, count});
-        row_coords_.assign(kept, 0);
-        split_index(result, 0, kept, row_coords_);
+      partial = along_rows(count, {init}, {vk}, [&](id row, id quads, const carried&) {
         id lanes = total_of(strided_loop(quads, start, types, [&](id q, const carried& acc) {
           along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
           return fold(acc, operand_along(m_.emit(Op::OpIAdd, u32(), {row, along_r_})));
         }));
         id pairs = combine(lanes, m_.emit(Op::OpVectorShuffle, vk, {lanes, lanes, 1, 0, 3, 2}));
         id all = combine(pairs, m_.emit(Op::OpVectorShuffle, vk, {pairs, pairs, 2, 3, 0, 1}));
-        return carried{m_.emit(Op::OpVectorInsertDynamic, vk, {now[0], lane(all, scalar, 0), j})};
+        return carried{lane(all, scalar, 0)};
       })[0];
     }
     // The device's subgroup operation for the join, where it has one with kiln's semantics: sums
@@ -1560,12 +1574,37 @@ class region_emitter final : public op_lowering {
     auto pick = [&](id take, const carried& a, id bv, id bi) -> carried {
       return {select(k, take, bv, a[0]), select(lane_kind::u32, take, bi, a[1])};
     };
-    carried folded = strided_loop(
-        count, {splat(k, 0, 0), none}, {vk, uvec4()}, [&](id r, const carried& now) -> carried {
-          id x = operand_at(first, r);
-          id ri = m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r});
-          return pick(wins(now[0], now[1], x, ri), now, x, ri);
+    const carried start = {splat(k, 0, 0), none};
+    const std::vector<id> types = {vk, uvec4()};
+    carried folded;
+    if (!whole_quads_) {
+      folded = strided_loop(count, start, types, [&](id r, const carried& now) -> carried {
+        id x = operand_at(first, r);
+        id ri = m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r});
+        return pick(wins(now[0], now[1], x, ri), now, x, ri);
+      });
+    } else {
+      // Along the rows, as reduction_loop folds them: each lane carries its own (value, index),
+      // and the lanes' pairs are picked between as (0 1)(2 3), the indices deciding ties.
+      auto pick_lanes = [&](const carried& a, std::uint32_t l0, std::uint32_t l1, std::uint32_t l2,
+                            std::uint32_t l3) {
+        id bv = m_.emit(Op::OpVectorShuffle, vk, {a[0], a[0], l0, l1, l2, l3});
+        id bi = m_.emit(Op::OpVectorShuffle, uvec4(), {a[1], a[1], l0, l1, l2, l3});
+        return pick(wins(a[0], a[1], bv, bi), a, bv, bi);
+      };
+      folded = along_rows(count, start, types, [&](id row, id quads, const carried&) {
+        carried lanes = strided_loop(quads, start, types, [&](id q, const carried& acc) {
+          along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
+          id x = operand_along(m_.emit(Op::OpIAdd, u32(), {row, along_r_}));
+          id ri = m_.emit(Op::OpIAdd, uvec4(),
+                          {compose(uvec4(), along_r_, along_r_, along_r_, along_r_),
+                           m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+          return pick(wins(acc[0], acc[1], x, ri), acc, x, ri);
         });
+        carried all = pick_lanes(pick_lanes(lanes, 1, 0, 3, 2), 2, 3, 0, 1);
+        return carried{lane(all[0], scalar_type(k), 0), lane(all[1], u32(), 0)};
+      });
+    }
     workgroup_join(
         folded, {vk, uvec4()},
         [&](const carried& a, const carried& b) -> carried {

@@ -106,12 +106,10 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
   // Whether the kernel's last axis (a reduction's last reduced one) holds whole groups of four,
   // so that a group of four lanes is four consecutive elements of one row: the kernel reads
   // strided operands by their first lane then (consecutive, repeated) and folds a reduction
-  // along its rows. A contraction's is its N (below). An index reduction keeps a lane per result.
-  const bool index_reduction =
-      reg.root >= 0 && ir::info(p.graph.nodes[reg.root].kind).cls == ir::op_class::index_reduction;
+  // along its rows. A contraction's is its N (below).
   const bool reduces = (axes & ((1u << space.rank) - 1)) != 0;
-  c.whole_quads = space.rank > 0 && space.dims[order[space.rank - 1]] % 4 == 0 &&
-                  (reg.root < 0 || (reduces && !index_reduction));
+  c.whole_quads =
+      space.rank > 0 && space.dims[order[space.rank - 1]] % 4 == 0 && (reg.root < 0 || reduces);
   for (auto slot : slots) {
     compiler::strided_layout l = layout_of(slot);
     std::int64_t size = l.dims.element_count();
