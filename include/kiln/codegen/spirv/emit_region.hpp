@@ -368,15 +368,18 @@ class region_emitter final : public op_lowering {
     return m_.emit(Op::OpBitcast, scalar_type(k), {pair});
   }
 
-  // The element index of each of the four lanes of a broadcast argument.
+  // x + lane in each lane: four consecutive indices from x.
+  id consecutive_from(id x) {
+    return m_.emit(Op::OpIAdd, uvec4(),
+                   {compose(uvec4(), x, x, x, x),
+                    m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+  }
+
   // The element index of each lane: e = 4g + lane, clamped to the last element (the last group
   // may be partial).
   id lane_elements() {
     if (lanes_) return lanes_;  // a contraction's row, lane by lane
-    id base = m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)});
-    id e = m_.emit(Op::OpIAdd, uvec4(),
-                   {m_.emit(Op::OpCompositeConstruct, uvec4(), {base, base, base, base}),
-                    m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+    id e = consecutive_from(m_.emit(Op::OpIMul, u32(), {g_index_, cu(4)}));
     id last = m_.emit(Op::OpISub, u32(), {mb_->total, cu(1)});
     return m_.ext(uvec4(), GLSLstd450UMin,
                   {e, m_.emit(Op::OpCompositeConstruct, uvec4(), {last, last, last, last})});
@@ -427,11 +430,9 @@ class region_emitter final : public op_lowering {
   id strided_index(int strided_slot) {
     if (coords_.empty() && along_) {  // lane l: lane 0's coordinates, + l along the row
       const std::vector<id>& c = first_lane_coords();
-      for (int i = 0; i < mb_->rank; ++i)
+      for (int i = 0; i + 1 < mb_->rank; ++i)
         coords_.push_back(compose(uvec4(), c[i], c[i], c[i], c[i]));
-      coords_.back() =
-          m_.emit(Op::OpIAdd, uvec4(),
-                  {coords_.back(), m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+      coords_.push_back(consecutive_from(c.back()));
     }
     if (coords_.empty()) {
       // A reduction's lanes index its operand's space (elements_), else the result's.
@@ -540,15 +541,11 @@ class region_emitter final : public op_lowering {
     operand_kind kind = mb_->kinds[k];
     if (lanes_ && kind == operand_kind::full) kind = operand_kind::strided;  // a row, lane by lane
     if (is_strided(kind) && !lanes_in_a_row()) kind = operand_kind::strided;
-    // Lane 0's index, and each lane's: lane 0's + l (consecutive) or lane 0's (repeated).
-    id first = 0, each = 0;
-    if (kind == operand_kind::consecutive || kind == operand_kind::repeated) {
-      first = first_lane_index(mb_->strided_slot[k]);
-      each = compose(uvec4(), first, first, first, first);
-      if (kind == operand_kind::consecutive)
-        each = m_.emit(Op::OpIAdd, uvec4(),
-                       {each, m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
-    }
+    // Lane 0's index (the four lanes': it, consecutive; it alone, repeated).
+    const id first = kind == operand_kind::consecutive || kind == operand_kind::repeated
+                         ? first_lane_index(mb_->strided_slot[k])
+                         : 0;
+    auto each_lane = [&] { return first ? consecutive_from(first) : element_indices(k); };
     if (bytes == 8) {
       id l[4];
       if (kind == operand_kind::full) {
@@ -563,7 +560,7 @@ class region_emitter final : public op_lowering {
       } else if (kind == operand_kind::uniform || kind == operand_kind::repeated) {
         l[0] = l[1] = l[2] = l[3] = element64(var, first ? first : cu(0), lk);
       } else {
-        id idx = each ? each : element_indices(k);
+        id idx = each_lane();
         for (std::uint32_t i = 0; i < 4; ++i) l[i] = element64(var, lane(idx, u32(), i), lk);
       }
       return compose(vec(lk), l[0], l[1], l[2], l[3]);
@@ -575,7 +572,7 @@ class region_emitter final : public op_lowering {
     } else if (kind == operand_kind::consecutive && bytes == 4) {
       bits = quad(var, m_.emit(Op::OpShiftRightLogical, u32(), {first, cu(2)}));
     } else if (kind != operand_kind::full) {
-      id idx = each ? each : element_indices(k);
+      id idx = each_lane();
       id l[4];
       for (std::uint32_t i = 0; i < 4; ++i) l[i] = element_bits(var, lane(idx, u32(), i), bytes);
       bits = compose(uvec4(), l[0], l[1], l[2], l[3]);
@@ -997,9 +994,7 @@ class region_emitter final : public op_lowering {
     };
     id row0 = m_.emit(Op::OpIMul, u32(), {lane(wg, u32(), 1), cu(tile.rows())});
     id col0 = m_.emit(Op::OpIMul, u32(), {lane(wg, u32(), 0), cu(tile.cols())});
-    id steps = m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)});
     auto uv = [&](id x) { return compose(uvec4(), x, x, x, x); };
-    auto lanes_from = [&](id x) { return m_.emit(Op::OpIAdd, uvec4(), {uv(x), steps}); };
     id zero = is_float_lane(lk) ? fsplat(lk, 0) : isplat(lk, 0);
     auto inputs = compiler::input_slots(p_, *mb_->r);
     // GEMM operand o's input slot (0: A, 1: B): a convolution's A is its second operand, the
@@ -1099,7 +1094,7 @@ class region_emitter final : public op_lowering {
             id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
             id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
             id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
-            id rows = lanes_from(
+            id rows = consecutive_from(
                 m_.emit(Op::OpIAdd, u32(), {row0, m_.emit(Op::OpIMul, u32(), {r4, cu(4)})}));
             id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
             id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
@@ -1113,7 +1108,7 @@ class region_emitter final : public op_lowering {
             id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
             id kk = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.threads_x)});
             id c4 = m_.emit(Op::OpUMod, u32(), {q, cu(tile.threads_x)});
-            id cols = lanes_from(
+            id cols = consecutive_from(
                 m_.emit(Op::OpIAdd, u32(), {col0, m_.emit(Op::OpIMul, u32(), {c4, cu(4)})}));
             id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
             id ok = both(below(cols, uv(N)), below(uv(k), uv(K)));
@@ -1169,8 +1164,8 @@ class region_emitter final : public op_lowering {
           g_index_ = m_.emit(Op::OpShiftRightLogical, u32(), {e, cu(2)});
         } else {
           id last = m_.emit(Op::OpISub, u32(), {mb_->total, cu(1)});
-          lanes_ = m_.ext(uvec4(), GLSLstd450UMin, {lanes_from(e), uv(last)});
-          lane_ok_ = below(lanes_from(col), uv(N));
+          lanes_ = m_.ext(uvec4(), GLSLstd450UMin, {consecutive_from(e), uv(last)});
+          lane_ok_ = below(consecutive_from(col), uv(N));
         }
         store_all(evaluate());
       });
@@ -1383,16 +1378,20 @@ class region_emitter final : public op_lowering {
     });
   }
 
-  // The operand's values at reduced index r of the four results.
-  id operand_at(id first, id r) {
-    return operand_of(m_.emit(Op::OpIAdd, uvec4(), {first, compose(uvec4(), r, r, r, r)}), false);
+  // Each of the four results' first operand element (a lane per result).
+  id result_firsts(id count) {
+    return m_.emit(Op::OpIMul, uvec4(),
+                   {lane_elements(), compose(uvec4(), count, count, count, count)});
   }
-  // The operand's values at elements e .. e + 3 of one result's row.
-  id operand_along(id e) {
-    return operand_of(m_.emit(Op::OpIAdd, uvec4(),
-                              {compose(uvec4(), e, e, e, e),
-                               m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})}),
-                      true);
+  // The operand's values at reduced index r of the four results (firsts: result_firsts).
+  id operand_at(id firsts, id r) {
+    return operand_of(m_.emit(Op::OpIAdd, uvec4(), {firsts, compose(uvec4(), r, r, r, r)}), false);
+  }
+  // The operand's values at group of four q of the row whose first element is `row`
+  // (reduced indices 4q .. 4q + 3: along_r_ is the first).
+  id operand_along(id row, id q) {
+    along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
+    return operand_of(consecutive_from(m_.emit(Op::OpIAdd, u32(), {row, along_r_})), true);
   }
   id operand_of(id elements, bool along) {
     elements_ = elements;
@@ -1421,12 +1420,9 @@ class region_emitter final : public op_lowering {
       return n;
     };
     id count = metadata(mb_->words - 1);
-    id first = m_.emit(Op::OpIMul, uvec4(),
-                       {lane_elements(),
-                        m_.emit(Op::OpCompositeConstruct, uvec4(), {count, count, count, count})});
     std::size_t outputs = compiler::output_slots(p_, *mb_->r).size();
     if (ir::info(kind).cls == ir::op_class::index_reduction) {
-      index_reduction_loop(kind, root.attrs.select_last, k, count, first, outputs);
+      index_reduction_loop(kind, root.attrs.select_last, k, count, outputs);
       return;
     }
     auto combine = [&](id a, id b) {
@@ -1480,8 +1476,9 @@ class region_emitter final : public op_lowering {
     };
     id partial = 0;
     if (!whole_quads_) {
+      id firsts = result_firsts(count);
       partial = total_of(strided_loop(count, start, types, [&](id r, const carried& now) {
-        return fold(now, operand_at(first, r));
+        return fold(now, operand_at(firsts, r));
       }));
     } else {
       // The rows are whole groups of four: each of the four results' rows is folded a group of
@@ -1491,8 +1488,7 @@ class region_emitter final : public op_lowering {
       id scalar = scalar_type(k);
       partial = along_rows(count, {init}, {vk}, [&](id row, id quads, const carried&) {
         id lanes = total_of(strided_loop(quads, start, types, [&](id q, const carried& acc) {
-          along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
-          return fold(acc, operand_along(m_.emit(Op::OpIAdd, u32(), {row, along_r_})));
+          return fold(acc, operand_along(row, q));
         }));
         id pairs = combine(lanes, m_.emit(Op::OpVectorShuffle, vk, {lanes, lanes, 1, 0, 3, 2}));
         id all = combine(pairs, m_.emit(Op::OpVectorShuffle, vk, {pairs, pairs, 2, 3, 0, 1}));
@@ -1548,7 +1544,7 @@ class region_emitter final : public op_lowering {
 
   // argmax / argmin: (value, index) pairs, index 2^32 - 1 for "nothing yet". NaN counts as the
   // extreme; equal extremes keep the lower index, or the higher with select_last.
-  void index_reduction_loop(ir::op kind, bool select_last, lane_kind k, id count, id first,
+  void index_reduction_loop(ir::op kind, bool select_last, lane_kind k, id count,
                             std::size_t outputs) {
     id vk = vec(k);
     bool fl = is_float_lane(k);
@@ -1578,8 +1574,9 @@ class region_emitter final : public op_lowering {
     const std::vector<id> types = {vk, uvec4()};
     carried folded;
     if (!whole_quads_) {
+      id firsts = result_firsts(count);
       folded = strided_loop(count, start, types, [&](id r, const carried& now) -> carried {
-        id x = operand_at(first, r);
+        id x = operand_at(firsts, r);
         id ri = m_.emit(Op::OpCompositeConstruct, uvec4(), {r, r, r, r});
         return pick(wins(now[0], now[1], x, ri), now, x, ri);
       });
@@ -1594,11 +1591,8 @@ class region_emitter final : public op_lowering {
       };
       folded = along_rows(count, start, types, [&](id row, id quads, const carried&) {
         carried lanes = strided_loop(quads, start, types, [&](id q, const carried& acc) {
-          along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
-          id x = operand_along(m_.emit(Op::OpIAdd, u32(), {row, along_r_}));
-          id ri = m_.emit(Op::OpIAdd, uvec4(),
-                          {compose(uvec4(), along_r_, along_r_, along_r_, along_r_),
-                           m_.constant_composite(uvec4(), {cu(0), cu(1), cu(2), cu(3)})});
+          id x = operand_along(row, q);
+          id ri = consecutive_from(along_r_);
           return pick(wins(acc[0], acc[1], x, ri), acc, x, ri);
         });
         carried all = pick_lanes(pick_lanes(lanes, 1, 0, 3, 2), 2, 3, 0, 1);
@@ -1701,11 +1695,10 @@ class region_emitter final : public op_lowering {
   std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
-  std::vector<id> coords0_;  // lane 0's (first_lane_coords)
-  bool along_ = false;
-  std::vector<id> row_coords_;  // folding along a row: the row's coordinates (the kept axes')
-  id along_r_ = 0;  // and lane 0's reduced index              // a reduction's lanes are four
-                    // consecutive elements of its row
+  std::vector<id> coords0_;         // lane 0's (first_lane_coords)
+  bool along_ = false;              // a reduction's lanes are four consecutive elements of a row:
+  std::vector<id> row_coords_;      // the row's coordinates (the kept axes')
+  id along_r_ = 0;                  // and lane 0's reduced index
   bool whole_quads_ = true;         // (see the constructor)
   id lanes_ = 0, lane_ok_ = 0;      // a contraction's row when not whole quads: each lane's
                                     // element (clamped) and whether it holds one

@@ -145,13 +145,13 @@ inline region_call layout_call(const compiler::plan& p, int index, const shape& 
     c.key += "fuscr"[static_cast<int>(k)];
     if (!spirv::is_strided(k)) continue;
     // The data's strides, then each index term's positions' the same way.
-    auto push_strides = [&](const std::array<std::int64_t, max_rank>& s) {
-      for (std::int64_t w : in_order(s)) c.metadata.push_back(static_cast<std::uint32_t>(w));
+    auto push_strides = [&](const std::vector<std::int64_t>& s) {
+      for (std::int64_t w : s) c.metadata.push_back(static_cast<std::uint32_t>(w));
     };
-    push_strides(l.strides);
+    push_strides(strides);
     c.metadata.push_back(static_cast<std::uint32_t>(l.offset));
     for (const compiler::index_term& t : l.terms) {
-      push_strides(t.strides);
+      push_strides(in_order(t.strides));
       for (std::int64_t w : {t.offset, t.data_stride, t.extent})
         c.metadata.push_back(static_cast<std::uint32_t>(w));
     }
