@@ -235,14 +235,27 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
 // The GEMM: C[b] = A[b] x B[b] for b < batches, A [M, K], B [K, N], in fold type S from storage
 // type T. pack_a_block(b, i0, m, p0, kc, to) packs A's rows [i0, i0 + m) x columns [p0, p0 + kc)
 // as pack_a does; pack_b_block(b, p0, kc, first, last, j0, n, to) packs B's rows [p0, p0 + kc) x
-// columns [j0, j0 + n) as pack_b does (rows p0 + first to p0 + last of them). Every tile of C
-// goes to the epilogue once.
+// columns [j0, j0 + n) as pack_b does (rows p0 + first to p0 + last of them); a_computed: A's
+// packing computes it (keep the packings of each row few). Every tile of C goes to the epilogue
+// once.
 template <class S, class T, class PackA, class PackB>
 void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, PackA pack_a_block,
-          PackB pack_b_block, tile_ref epilogue) {
+          PackB pack_b_block, tile_ref epilogue, bool a_computed = false) {
   using G = gemm_shape<S>;
   if (batches == 0 || M == 0 || N == 0) return;
-  const std::int64_t row_blocks = (M + G::MC - 1) / G::MC, col_blocks = (N + G::NC - 1) / G::NC;
+  // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
+  const bool parallel = double(M) * double(N) * double(K) * double(batches) > 1e6;
+  const int threads = parallel ? thread_count() : 1;
+  const std::int64_t row_blocks = (M + G::MC - 1) / G::MC;
+  // Columns per block: NC, or where the rows are one block, fewer, so that the column blocks
+  // share out evenly over the threads, each packing its own B in L2 (an MLP's second product,
+  // 128 x 768, took 1.4x as long split by rows over a shared B). Not where A is computed as it is
+  // packed: each column block would compute it again.
+  std::int64_t col_blocks = (N + G::NC - 1) / G::NC;
+  if (row_blocks == 1 && batches == 1 && threads > 1 && !a_computed)
+    col_blocks = (col_blocks + threads - 1) / threads * threads;
+  const std::int64_t nc = ((N + col_blocks - 1) / col_blocks + G::NR - 1) / G::NR * G::NR;
+  col_blocks = (N + nc - 1) / nc;
   const std::int64_t tasks = batches * row_blocks * col_blocks;
   constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
   constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
@@ -255,7 +268,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // all.
   auto pack_b_blocks = [&](std::int64_t bi, std::int64_t cb, std::int64_t kb, S* to,
                            std::int64_t first = 0, std::int64_t last = G::KC) {
-    const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
+    const std::int64_t j0 = cb * nc, n = std::min<std::int64_t>(nc, N - j0);
     const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
     pack_b_block(bi, p0, kc, first, std::min(last, kc), j0, n, to);
   };
@@ -264,7 +277,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   auto run_tile = [&](std::int64_t bi, std::int64_t rb, std::int64_t mc, std::int64_t cb,
                       S* packed_a, S* tile, auto packed_b) {
     const std::int64_t i0 = rb * mc, m = std::min<std::int64_t>(mc, M - i0);
-    const std::int64_t j0 = cb * G::NC, n = std::min<std::int64_t>(G::NC, N - j0);
+    const std::int64_t j0 = cb * nc, n = std::min<std::int64_t>(nc, N - j0);
     const std::int64_t ldc = G::NC;
     if (K == 0) std::fill(tile, tile + m * ldc, S(0));
     for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -294,14 +307,12 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
     if (buffer.size() < want) buffer.resize(want);
     return aligned(buffer.data());
   };
-  // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
-  const bool parallel = tasks > 1 && double(M) * double(N) * double(K) * double(batches) > 1e6;
-  const int threads = parallel ? thread_count() : 1;
   // Where every B block belongs to one row block and there are tiles enough to share out, each
   // tile packs its own B (once, as the shared path would) with no barrier between: a batched
   // convolution's images, each a few column blocks.
-  const bool tiles_suffice = row_blocks == 1 && tasks >= 2 * std::int64_t{threads};
-  if (parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
+  const bool tiles_suffice =
+      row_blocks == 1 && (tasks % threads == 0 || tasks >= 2 * std::int64_t{threads});
+  if (parallel && tasks > 1 && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
     // Rows for every thread: each column block of B is packed once, by all threads, and shared
     // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
     // 128 tokens, packing B costs as much as the product). The rows split into blocks of at most
@@ -348,7 +359,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
       });
     }
   };
-  if (parallel)
+  if (parallel && tasks > 1)
     parallel_for(tasks, 1, run_tasks);
   else
     run_tasks(0, tasks);
@@ -408,7 +419,7 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
             b.layout.data + (batch_offset(b.layout, bi) + (p0 + first) * sk + j0 * sn) * sizeof(T),
             sk, sn, kc, first, last, n, to);
       },
-      epilogue);
+      epilogue, a.fill != nullptr);
 }
 
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
