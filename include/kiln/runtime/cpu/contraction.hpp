@@ -244,19 +244,20 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   using G = gemm_shape<S>;
   if (batches == 0 || M == 0 || N == 0) return;
   // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
-  const bool parallel = double(M) * double(N) * double(K) * double(batches) > 1e6;
-  const int threads = parallel ? thread_count() : 1;
+  const bool worth_threads = double(M) * double(N) * double(K) * double(batches) > 1e6;
+  const int threads = worth_threads ? thread_count() : 1;
   const std::int64_t row_blocks = (M + G::MC - 1) / G::MC;
-  // Columns per block: NC, or where the rows are one block, fewer, so that the column blocks
-  // share out evenly over the threads, each packing its own B in L2 (an MLP's second product,
-  // 128 x 768, took 1.4x as long split by rows over a shared B). Not where A is computed as it is
-  // packed: each column block would compute it again.
+  // Column blocks of equal width (whole NR panels, at most NC). Where the rows are one block, as
+  // many as share out evenly over the threads, each packing its own B in L2 (an MLP's second
+  // product, 128 x 768, took 1.4x as long split by rows over a shared B); not where A is computed
+  // as it is packed: each column block would compute it again.
   std::int64_t col_blocks = (N + G::NC - 1) / G::NC;
   if (row_blocks == 1 && batches == 1 && threads > 1 && !a_computed)
     col_blocks = (col_blocks + threads - 1) / threads * threads;
   const std::int64_t nc = ((N + col_blocks - 1) / col_blocks + G::NR - 1) / G::NR * G::NR;
   col_blocks = (N + nc - 1) / nc;
   const std::int64_t tasks = batches * row_blocks * col_blocks;
+  const bool parallel = worth_threads && tasks > 1;
   constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
   constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
   const std::int64_t k_blocks = (K + G::KC - 1) / G::KC;
@@ -312,7 +313,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // convolution's images, each a few column blocks.
   const bool tiles_suffice =
       row_blocks == 1 && (tasks % threads == 0 || tasks >= 2 * std::int64_t{threads});
-  if (parallel && tasks > 1 && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
+  if (parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
     // Rows for every thread: each column block of B is packed once, by all threads, and shared
     // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
     // 128 tokens, packing B costs as much as the product). The rows split into blocks of at most
@@ -359,7 +360,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
       });
     }
   };
-  if (parallel && tasks > 1)
+  if (parallel)
     parallel_for(tasks, 1, run_tasks);
   else
     run_tasks(0, tasks);

@@ -131,11 +131,9 @@ class thread_pool {
 
   void work() {
     std::uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
     for (;;) {
-      lock.unlock();
       spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
-      lock.lock();
+      std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
       if (stop_) return;
       seen = generation_;
