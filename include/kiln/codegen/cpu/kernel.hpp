@@ -97,6 +97,27 @@ struct region_kernel {
     return s;
   }();
 
+  // The dims of the value input slot s holds.
+  static constexpr shape slot_dims(int s) {
+    if (s < Plan.sizes.inputs) return Plan.inputs[s].dims;
+    if (s < first_view_slot) return Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].dims;
+    return Plan.nodes[Plan.views[s - first_view_slot]].dims;
+  }
+  // Whether input slot s is expected to be the same along a row: a value of the region's rank
+  // whose last extent is 1 where the space's is not (a row group's reduced values, read by the
+  // regions after it). Where every slot steps as expected (row_inputs::contiguous), the loops
+  // read it without stepping and without the masks' `and` per load.
+  static constexpr auto row_constant = [] {
+    std::array<bool, n_in> c{};
+    const int rank = reg.space.rank;
+    for (int s : in_slots) {
+      if (s == accumulator_slot) continue;
+      const shape d = slot_dims(s);
+      c[s] = rank > 0 && d.rank == rank && d.dims[rank - 1] == 1 && reg.space.dims[rank - 1] != 1;
+    }
+    return c;
+  }();
+
   template <int K>
   using value_t = compute_t<Plan.nodes[node_at(K)].type>;
   template <std::size_t... K>
@@ -109,7 +130,8 @@ struct region_kernel {
   }
 
   // mask[s]: -1 where input slot s steps along the row, 0 where it is broadcast (and then points
-  // at `lanes` copies of its element): one load either way, with no branch.
+  // at `lanes` copies of its element): one load either way, with no branch. Contiguous: every
+  // slot steps as expected (0 where row_constant, else 1), so no mask is needed.
   template <int K, bool Contiguous>
   static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* mask,
                             std::int64_t j) {
@@ -118,7 +140,10 @@ struct region_kernel {
     using ir::op;
     if constexpr (slot >= 0) {
       auto* p = static_cast<const storage_t<n.type>*>(in[slot]);
-      return load<n.type>(p + (Contiguous ? j : j & mask[slot]));
+      if constexpr (Contiguous && row_constant[slot])
+        return load<n.type>(p);
+      else
+        return load<n.type>(p + (Contiguous ? j : j & mask[slot]));
     } else if constexpr (node_at(K) == reg.root) {
       // Reduced by run_reduction, not here; a defined value keeps the compiler's
       // maybe-uninitialized analysis quiet.
@@ -222,7 +247,7 @@ struct region_kernel {
 
     row_inputs(const void* const* in, const std::int64_t* step) {
       for (int s : in_slots) {
-        contiguous = contiguous && step[s] == 1;
+        contiguous = contiguous && step[s] == (row_constant[s] ? 0 : 1);
         at[s] = in[s];
         mask[s] = step[s] ? -1 : 0;
         if (!step[s]) {

@@ -29,6 +29,8 @@ class row_list {
       data_ = heap_.data();
     }
   }
+  row_list(const row_list&) = delete;  // data_ may point into local_
+  row_list& operator=(const row_list&) = delete;
   T& operator[](std::size_t i) { return data_[i]; }
   T* data() { return data_; }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -310,12 +311,14 @@ inline const reducer_ops& reducer_of(ir::op kind, dtype type, const ir::attribut
   return *r;
 }
 
-// Scratch for one piece of n values: the row function's (type) and their widened form.
+// Scratch for one piece of n values: the row function's (type; none where `stored` is false: the
+// values are read in place or folded in registers) and their widened form. Uninitialized: a
+// piece is written before it is read.
 struct scratch {
-  std::vector<unsigned char> row, wide;
-  scratch(std::int64_t n, int bytes, bool widens)
-      : row(static_cast<std::size_t>((n + lanes * 2) * bytes)),
-        wide(widens ? static_cast<std::size_t>(n * 8) : 0) {}
+  std::unique_ptr<unsigned char[]> row, wide;
+  scratch(std::int64_t n, int bytes, bool widens, bool stored = true)
+      : row(stored ? new unsigned char[static_cast<std::size_t>((n + lanes * 2) * bytes)] : nullptr),
+        wide(widens ? new unsigned char[static_cast<std::size_t>(n * 8)] : nullptr) {}
 };
 
 // A row is folded in pieces of this many elements, the pieces' partials then joined pairwise.
@@ -358,13 +361,13 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
       values = ops[in_place].data + offsets[in_place] * bytes;
     } else {
       ptrs.point(ops, s, in_slots, {}, offsets);
-      ptrs.set_out(out_slots[0], mem.row.data(), bytes);
+      ptrs.set_out(out_slots[0], mem.row.get(), bytes);
       ptrs.call(row, n);
-      values = mem.row.data();
+      values = mem.row.get();
     }
     if (!widens) return values;
-    widen(type, values, n, mem.wide.data());
-    return mem.wide.data();
+    widen(type, values, n, mem.wide.get());
+    return mem.wide.get();
   };
   auto store_all = [&](const std::vector<std::int64_t>& offsets, const void* acc) {
     for (std::size_t k = n_in; k < ops.size(); ++k)
@@ -519,7 +522,7 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
     if (w.output && first_out < 0) first_out = w.slot;
   }
   const std::int64_t pieces = std::max<std::int64_t>((row_size + row_piece - 1) / row_piece, 1);
-  scratch mem(std::min(row_piece, row_size), bytes, widens);
+  scratch mem(std::min(row_piece, row_size), bytes, widens, !in_place && !fold);
   acc_array partials(r, pieces), result(r, 1);
   row_pointers p(ins.size(), outs.size());
   for (std::int64_t o = rows.first; o < rows.last; ++o) {
@@ -539,13 +542,13 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
           fold(p.in.data(), p.step.data(), n, acc);
           continue;
         }
-        p.out[first_out] = mem.row.data();
+        p.out[first_out] = mem.row.get();
         row(p.in.data(), p.step.data(), p.out.data(), n);
-        values = mem.row.data();
+        values = mem.row.get();
       }
       if (widens) {
-        widen(type, values, n, mem.wide.data());
-        values = mem.wide.data();
+        widen(type, values, n, mem.wide.get());
+        values = mem.wide.get();
       }
       r.fold(values, n, begin, acc);
     }
