@@ -317,7 +317,8 @@ inline const reducer_ops& reducer_of(ir::op kind, dtype type, const ir::attribut
 struct scratch {
   std::unique_ptr<unsigned char[]> row, wide;
   scratch(std::int64_t n, int bytes, bool widens, bool stored = true)
-      : row(stored ? new unsigned char[static_cast<std::size_t>((n + lanes * 2) * bytes)] : nullptr),
+      : row(stored ? new unsigned char[static_cast<std::size_t>((n + lanes * 2) * bytes)]
+                   : nullptr),
         wide(widens ? new unsigned char[static_cast<std::size_t>(n * 8)] : nullptr) {}
 };
 
