@@ -97,11 +97,14 @@ struct region_kernel {
     return s;
   }();
 
-  // The dims of the value input slot s holds.
-  static constexpr shape slot_dims(int s) {
-    if (s < Plan.sizes.inputs) return Plan.inputs[s].dims;
-    if (s < first_view_slot) return Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].dims;
-    return Plan.nodes[Plan.views[s - first_view_slot]].dims;
+  // The element type and dims of the value input slot s holds: a parameter's, a transient's, a
+  // view's, or the contraction's tile.
+  static constexpr ir::input_decl slot_value(int s) {
+    auto of = [](const ir::node& n) { return ir::input_decl{n.type, n.dims}; };
+    if (s == accumulator_slot) return of(Plan.nodes[reg.contraction]);
+    if (s < Plan.sizes.inputs) return Plan.inputs[s];
+    if (s < first_view_slot) return of(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]]);
+    return of(Plan.nodes[Plan.views[s - first_view_slot]]);
   }
   // Whether input slot s is expected to be the same along a row: a value of the region's rank
   // whose last extent is 1 where the space's is not (a row group's reduced values, read by the
@@ -111,8 +114,7 @@ struct region_kernel {
     std::array<bool, n_in> c{};
     const int rank = reg.space.rank;
     for (int s : in_slots) {
-      if (s == accumulator_slot) continue;
-      const shape d = slot_dims(s);
+      const shape d = slot_value(s).dims;
       c[s] = rank > 0 && d.rank == rank && d.dims[rank - 1] == 1 && reg.space.dims[rank - 1] != 1;
     }
     return c;
@@ -173,15 +175,6 @@ struct region_kernel {
     }
   }
 
-  // Bytes of one element of input slot s.
-  static constexpr int slot_bytes_of(int s) {
-    if (s == accumulator_slot) return size_in_bytes(Plan.nodes[reg.contraction].type);
-    if (s < Plan.sizes.inputs) return size_in_bytes(Plan.inputs[s].type);
-    if (s < first_view_slot)
-      return size_in_bytes(Plan.nodes[Plan.transients[s - Plan.sizes.inputs]].type);
-    return size_in_bytes(Plan.nodes[Plan.views[s - first_view_slot]].type);
-  }
-
   // Evaluates every node of the region for lanes [j, j + lanes).
   template <bool Contiguous>
   static void evaluate(values& v, const void* const* in, const std::int64_t* mask, std::int64_t j) {
@@ -213,10 +206,10 @@ struct region_kernel {
     store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
 
-  // slot_bytes_of for every input slot the row reads, for its run-time loops.
+  // Bytes of an element of every input slot the row reads, for its run-time loops.
   static constexpr auto slot_bytes = [] {
     std::array<int, n_in> b{};
-    for (int s : in_slots) b[s] = slot_bytes_of(s);
+    for (int s : in_slots) b[s] = size_in_bytes(slot_value(s).type);
     return b;
   }();
 
