@@ -132,13 +132,18 @@ void list_devices() {
         "%s\n  Vulkan %u.%u, subgroup %u, workgroup <= %u invocations, shared memory %u bytes,\n"
         "  %u storage buffers per stage, buffers up to %llu bytes, offset alignment %llu,\n"
         "  float64 %s, int64 %s, subgroup arithmetic %s, memory shared with the host %s,\n"
+        "  subnormals kept in f32 %s, inf/NaN/-0 kept in f32 %s, f32 quotients %s,\n"
         "  matmul tile %ux%u\n",
         d.name().c_str(), t.vulkan_version >> 22, (t.vulkan_version >> 12) & 0x3ff, t.subgroup_size,
         t.max_workgroup_size_x, t.shared_memory_bytes, t.max_storage_buffers,
         static_cast<unsigned long long>(t.max_storage_buffer_range),
         static_cast<unsigned long long>(d.context()->storage_offset_alignment()), yes(t.float64),
-        yes(t.int64), yes(t.subgroup_arithmetic), yes(d.context()->unified()), t.gemm().rows(),
-        t.gemm().cols());
+        yes(t.int64), yes(t.subgroup_arithmetic), yes(d.context()->unified()),
+        yes(t.keeps_subnormals32()), yes(t.preserve_inf_nan32),
+        t.cpu_device ? "the driver's (a CPU's: exact)"
+        : t.divides_in_f64() ? "rounded once from f64"
+                             : "the driver's OpFDiv (2.5 ulp)",
+        t.gemm().rows(), t.gemm().cols());
   }
 }
 

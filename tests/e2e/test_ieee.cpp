@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "../support/e2e.hpp"
+#include "../support/subnormals.hpp"
 
 using namespace kiln;
 
@@ -149,12 +150,14 @@ TEST(Ieee, ExpAtTheEndsOfItsRange) {
   x.insert(x.end(), {-inf, inf, qnan, 0.f, -0.f, 88.72283f, 88.72284f, -104.f, -200.f});
   std::vector<float> out(x.size());
   f(x, into(out));
+  const bool flush = ref::device_flushes_subnormals();  // subnormal results may be ±0 there
   for (std::size_t i = 0; i < x.size(); ++i) {
     long double want = std::exp(static_cast<long double>(x[i]));
     auto wf = static_cast<float>(want);
     if (std::isnan(wf) || std::isinf(wf) || wf == 0) {
       EXPECT_TRUE(same(out[i], wf)) << "exp(" << x[i] << ") = " << out[i];
     } else if (std::fabs(wf) < FLT_MIN) {
+      if (flush && ref::flushed_result(out[i], want)) continue;
       EXPECT_LE(std::fabs(out[i] - want), std::ldexp(1.0L, -149)) << "exp(" << x[i] << ")";
     } else {
       float ulp = std::nextafter(wf, inf) - wf;

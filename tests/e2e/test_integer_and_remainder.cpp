@@ -8,6 +8,7 @@
 #include <kiln/executable.hpp>
 
 #include "../support/e2e.hpp"
+#include "../support/subnormals.hpp"
 
 using namespace kiln;
 
@@ -60,12 +61,19 @@ TEST(Remainder, FloatExactlyAsC) {
   std::vector<float> r(x.size()), m(x.size());
   f(x, y, into(r, m));
   int failures = 0;
+  // On a device that flushes subnormals, operands may be read as ±0 and subnormal results be ±0.
+  const bool flush = ref::device_flushes_subnormals();
+  auto as_flushed = [&](float got, float want, float (*g)(float, float), std::size_t i) {
+    return flush && (ref::flushed_result(got, want) ||
+                     same_float(got, g(ref::flushed(x[i]), ref::flushed(y[i]))));
+  };
   for (std::size_t i = 0; i < x.size() && failures < 5; ++i) {
     float want = std::fmod(x[i], y[i]);
-    if (!same_float(r[i], want) && ++failures)
+    auto c_fmod = [](float a, float b) { return std::fmod(a, b); };
+    if (!same_float(r[i], want) && !as_flushed(r[i], want, c_fmod, i) && ++failures)
       ADD_FAILURE() << "fmod(" << x[i] << ", " << y[i] << ") = " << r[i] << ", expected " << want;
     float want_mod = python_mod(x[i], y[i]);
-    if (!same_float(m[i], want_mod) && ++failures)
+    if (!same_float(m[i], want_mod) && !as_flushed(m[i], want_mod, python_mod, i) && ++failures)
       ADD_FAILURE() << "mod(" << x[i] << ", " << y[i] << ") = " << m[i] << ", expected "
                     << want_mod;
   }

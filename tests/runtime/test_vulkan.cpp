@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include <kiln/executable.hpp>
@@ -31,10 +32,14 @@ float relu_fma_ref(float x, float y, float z) {
 }
 }  // namespace
 
-TEST(VulkanDevice, ChoosesLavapipeAndDescribesIt) {
+// The tests' Vulkan driver is lavapipe (tests/CMakeLists.txt); run by hand with another driver
+// (scripts/gpu_check.sh), the only device the loader sees is the one chosen.
+TEST(VulkanDevice, ChoosesTheOnlyDeviceAndDescribesIt) {
   auto d = device::vulkan();
   EXPECT_EQ(d.type(), device::kind::vulkan);
-  EXPECT_NE(d.name().find("llvmpipe"), std::string::npos) << d.name();
+  const char* driver = std::getenv("VK_DRIVER_FILES");
+  if (driver && std::string(driver).find("lvp_icd") != std::string::npos)
+    EXPECT_NE(d.name().find("llvmpipe"), std::string::npos) << d.name();
   EXPECT_EQ(device::default_device(), d);  // the best (only) Vulkan device is the default
   const auto& t = d.context()->target();
   EXPECT_GE(t.push_constant_bytes, 128u);
@@ -150,6 +155,9 @@ TEST(VulkanCall, SizesBeyondOneDispatchGridStride) {
   auto d = device::vulkan();
   const auto& t = d.context()->target();
   std::size_t n = std::size_t(t.max_workgroup_count_x) * t.workgroup_size() * 4 + 4099;
+  // lavapipe's 65535 workgroups make 64 MiB per operand; a GPU's 2^31 - 1 would make 2 TiB.
+  if (n > (std::size_t{1} << 28))
+    GTEST_SKIP() << "one dispatch covers " << n << " elements, more than this test allocates";
   auto x = iota_data(n, 0.5f, -100), y = iota_data(n, 0.001f, 0.5f), z = iota_data(n, -1, 3);
   std::vector<float> out(n);
   relu_fma.on(d)(x, y, z, into(out));

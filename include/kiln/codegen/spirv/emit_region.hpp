@@ -89,6 +89,7 @@ class region_emitter final : public op_lowering {
                  std::span<const std::vector<operand_kind>> kinds, const target& t,
                  bool whole_quads = true)
       : p_(p), g_(p.graph), t_(t), all_(kernel_bindings(p, members)), whole_quads_(whole_quads) {
+    divide_in_f64_ = t.divides_in_f64();
     for (std::size_t i = 0; i < members.size(); ++i)
       members_.push_back(make_member(p.regions[members[i]], kinds[i]));
     mb_ = &members_[0];
@@ -200,6 +201,7 @@ class region_emitter final : public op_lowering {
             g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
           f64 = f64 || lane_of(g_.nodes[id].type) == lane_kind::f32;
       }
+    f64 = f64 || divide_in_f64_;  // f32 quotients (values.hpp's divide)
     if (f64) m_.capability(spv::Capability::Float64);
     if (i64) m_.capability(spv::Capability::Int64);
 
@@ -311,15 +313,30 @@ class region_emitter final : public op_lowering {
     main_ = m_.fresh();
     m_.entry_point(spv::ExecutionModel::GLCompute, main_, "main", interface);
     m_.name(main_, "main");
-    // inf, NaN and -0 survive where the device can promise it (SPV_KHR_float_controls); f32
-    // lanes exist in every kernel (narrow floats and casts compute in them).
-    bool preserve32 = t_.preserve_inf_nan32, preserve64 = f64 && t_.preserve_inf_nan64;
-    if (preserve32 || preserve64) {
-      m_.extension("SPV_KHR_float_controls");
-      m_.capability(spv::Capability::SignedZeroInfNanPreserve);
-      if (preserve32) m_.execution_mode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {32});
-      if (preserve64) m_.execution_mode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {64});
-    }
+    float_controls(f64);
+  }
+
+  // inf, NaN and -0 survive, and subnormals are not flushed, where the device can promise it
+  // (SPV_KHR_float_controls); f32 lanes exist in every kernel (narrow floats and casts compute in
+  // them). No 16-bit float type is declared, so where the widths' denormal modes are tied
+  // (denorm_widths < 2) only a 32-bit mode independent of the others is declared.
+  void float_controls(bool f64) {
+    bool nan32 = t_.preserve_inf_nan32, nan64 = f64 && t_.preserve_inf_nan64;
+    bool denorm32 = t_.denorm_preserve32 && t_.denorm_widths >= 1;
+    bool denorm64 = f64 && t_.denorm_preserve64 && t_.denorm_widths == 2;
+    if (!(nan32 || nan64 || denorm32 || denorm64)) return;
+    m_.extension("SPV_KHR_float_controls");
+    auto mode = [&](bool on, spv::Capability c, spv::ExecutionMode e, std::uint32_t width) {
+      if (!on) return;
+      m_.capability(c);
+      m_.execution_mode(main_, e, {width});
+    };
+    using C = spv::Capability;
+    using E = spv::ExecutionMode;
+    mode(nan32, C::SignedZeroInfNanPreserve, E::SignedZeroInfNanPreserve, 32);
+    mode(nan64, C::SignedZeroInfNanPreserve, E::SignedZeroInfNanPreserve, 64);
+    mode(denorm32, C::DenormPreserve, E::DenormPreserve, 32);
+    mode(denorm64, C::DenormPreserve, E::DenormPreserve, 64);
   }
 
   // ---- memory access --------------------------------------------------------------------------
@@ -1533,7 +1550,7 @@ class region_emitter final : public op_lowering {
           id total = sum[0];
           if (kind == op::reduce_mean) {
             id n = m_.emit(Op::OpConvertUToF, scalar_type(k), {count});
-            total = exact(m_.emit(Op::OpFDiv, vk, {total, compose(vk, n, n, n, n)}));
+            total = divide(k, total, compose(vk, n, n, n, n));
           }
           if (kind == op::reduce_l2) total = m_.ext(vk, GLSLstd450Sqrt, {total});
           if (!fl) total = wrap(root.type, total);

@@ -74,13 +74,12 @@ class op_lowering : public function_library {
       case op::sqrt:
         return sqrt_of(k, x);
       case op::rsqrt:
-        return m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), sqrt_of(k, x)});
+        return divide(k, fsplat(k, 1.0), sqrt_of(k, x));
       case op::tanh:
         return tanh32(x);
       case op::sigmoid: {
         id e = exp_of(k, m_.emit(Op::OpFNegate, t, {x}));
-        return m_.emit(Op::OpFDiv, t,
-                       {fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+        return divide(k, fsplat(k, 1.0), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e}));
       }
       case op::erf:
         return erf32(x);
@@ -94,7 +93,7 @@ class op_lowering : public function_library {
       case op::round:
         return m_.ext(t, GLSLstd450RoundEven, {x});
       case op::reciprocal:
-        return exact(m_.emit(Op::OpFDiv, t, {fsplat(k, 1.0), x}));
+        return divide(k, fsplat(k, 1.0), x);
       case op::sign: {  // by comparisons: NaN and the sign of zero stay (FSign leaves them open)
         id zero = splat(k, 0, 0);
         id r = select(k, less(k, x, zero), splat(k, -1, -1), fl ? x : zero);
@@ -102,7 +101,7 @@ class op_lowering : public function_library {
       }
       case op::softsign: {
         id den = exact(m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), m_.ext(t, GLSLstd450FAbs, {x})}));
-        return exact(m_.emit(Op::OpFDiv, t, {x, den}));
+        return divide(k, x, den);
       }
       case op::tan:
         return tan32(x);
@@ -157,7 +156,7 @@ class op_lowering : public function_library {
       case op::mul:
         return arith(Op::OpFMul, Op::OpIMul);
       case op::div: {
-        if (fl) return exact(m_.emit(Op::OpFDiv, t, {x, y}));
+        if (fl) return divide(k, x, y);
         // x / 0 == 0; MIN / -1 wraps (SPIR-V leaves both undefined).
         id zero = isplat(k, 0), one = isplat(k, 1);
         id by_zero = m_.emit(Op::OpIEqual, bvec4(), {y, zero});
@@ -217,8 +216,11 @@ class op_lowering : public function_library {
     return m_.emit(Op::OpIsInf, bvec4(), {x});
   }
 
-  // Integer remainders: x % 0 == 0 and MIN % -1 == 0 (SPIR-V leaves both undefined); mod adds y
-  // where the truncated remainder's sign differs from y's (Python's rule).
+  // Integer remainders: x % 0 == 0 (SPIR-V leaves it undefined); mod adds y where the truncated
+  // remainder's sign differs from y's (Python's rule). Signed remainders are taken on the
+  // magnitudes in unsigned arithmetic, the sign of x put back: Vulkan leaves OpSRem and OpSMod
+  // undefined for negative operands, and NVIDIA's compiler takes them as non-negative (its
+  // mod(67, -45) came out 22). MIN's magnitude is exact as unsigned, so MIN % -1 is 0.
   id integer_remainder(const ir::node& n, id x, id y) {
     lane_kind k = lane_of(n.type);
     id t = vec(k), zero = isplat(k, 0), one = isplat(k, 1);
@@ -227,10 +229,16 @@ class op_lowering : public function_library {
       id r = m_.emit(Op::OpUMod, t, {x, select(k, by_zero, one, y)});
       return select(k, by_zero, zero, r);
     }
-    id by_m1 = m_.emit(Op::OpIEqual, bvec4(), {y, isplat(k, -1)});
-    id trivial = m_.emit(Op::OpLogicalOr, bvec4(), {by_zero, by_m1});
-    id r = m_.emit(Op::OpSRem, t, {x, select(k, trivial, one, y)});
-    r = select(k, trivial, zero, r);
+    id ut = k == lane_kind::s64 ? m_.type_vector(m_.type_int(64, false), 4) : uvec4();
+    id x_negative = less(k, x, zero);
+    auto magnitude = [&](id v, id negative) {
+      return m_.emit(Op::OpBitcast, ut, {select(k, negative, m_.emit(Op::OpSNegate, t, {v}), v)});
+    };
+    id safe_y = select(k, by_zero, one, y);
+    id um = m_.emit(Op::OpUMod, ut, {magnitude(x, x_negative), magnitude(safe_y, less(k, y, zero))});
+    id r = m_.emit(Op::OpBitcast, t, {um});
+    r = select(k, x_negative, m_.emit(Op::OpSNegate, t, {r}), r);
+    r = select(k, by_zero, zero, r);
     if (n.kind == ir::op::fmod) return r;
     id differ = m_.emit(Op::OpLogicalNotEqual, bvec4(), {less(k, r, zero), less(k, y, zero)});
     id fix =

@@ -19,7 +19,7 @@ class math_library : public narrow_codec {
   id fadd(id a, id b) { return fop(Op::OpFAdd, a, b); }
   id fsub(id a, id b) { return fop(Op::OpFSub, a, b); }
   id fmul(id a, id b) { return fop(Op::OpFMul, a, b); }
-  id fdiv(id a, id b) { return fop(Op::OpFDiv, a, b); }
+  id fdiv(id a, id b) { return divide(lane_kind::f32, a, b); }
   id fabs32(id x) { return m_.ext(vec(lane_kind::f32), GLSLstd450FAbs, {x}); }
   id fsel(id c, id a, id b) { return select(lane_kind::f32, c, a, b); }
   id fcmp(Op o, id a, id b) { return m_.emit(o, bvec4(), {a, b}); }
@@ -100,9 +100,8 @@ class math_library : public narrow_codec {
     id small = m_.emit(Op::OpFMul, t, {x, p});
     id e = exp32(m_.emit(Op::OpFMul, t, {ax, fsplat(k, -2.0)}));
     // 1 - 2t / (1 + t): one rounding at the end, so values near 1 come out correctly rounded.
-    id u = m_.emit(
-        Op::OpFDiv, t,
-        {m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}), m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e})});
+    id u = divide(k, m_.emit(Op::OpFMul, t, {fsplat(k, 2.0), e}),
+                  m_.emit(Op::OpFAdd, t, {fsplat(k, 1.0), e}));
     id big = m_.emit(Op::OpFSub, t, {fsplat(k, 1.0), u});
     big = m_.emit(Op::OpFMul, t, {m_.ext(t, GLSLstd450FSign, {x}), big});
     return select(k, less(k, ax, fsplat(k, 0.3)), small, big);
@@ -181,12 +180,13 @@ class math_library : public narrow_codec {
     id log_m = fadd(fmul(sv, fc(2.0)), fmul(fmul(sv, z), p));
     return {m_.emit(Op::OpConvertSToF, t, {e}), log_m};
   }
-  // C's edges of a logarithm: f(±0) = -inf, f(x < 0) = NaN, f(inf) = inf, NaN stays.
+  // C's edges of a logarithm: f(±0) = -inf, f(x < 0) = NaN, f(inf) = inf, NaN stays. Zero and
+  // the sign are read from the bits: a device that flushes subnormals compares -1e-40 equal to 0.
   id log_edges(id x, id r) {
-    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(),
-                           {m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x7FFFFFFF)});
+    id bits = m_.emit(Op::OpBitcast, uvec4(), {x});
+    id magnitude = m_.emit(Op::OpBitwiseAnd, uvec4(), {bits, usplat(0x7FFFFFFF)});
+    r = fsel(m_.emit(Op::OpUGreaterThan, bvec4(), {bits, usplat(0x80000000)}), fc(NAN), r);
     r = fsel(m_.emit(Op::OpIEqual, bvec4(), {magnitude, usplat(0)}), fc(-HUGE_VAL), r);
-    r = fsel(fcmp(Op::OpFOrdLessThan, x, fc(0)), fc(NAN), r);
     r = fsel(fcmp(Op::OpFOrdEqual, x, fc(HUGE_VAL)), x, r);
     return fsel(is_nan(x), x, r);
   }
@@ -321,12 +321,19 @@ class math_library : public narrow_codec {
     return nan_beyond_finite(x, r);
   }
 
-  // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN.
+  // sqrt with C's edges (GLSL leaves x < 0 undefined): sqrt(-0) = -0, sqrt(x < 0) = NaN. Where
+  // x compares equal to 0, f32 gives the zero of x's sign, not x: a device that flushes
+  // subnormals compares them equal to 0 too, and sqrt(1e-41) is not 1e-41.
   id sqrt_of(lane_kind k, id x) {
     id t = vec(k);
     id r = m_.ext(t, GLSLstd450Sqrt, {x});
     r = select(k, m_.emit(Op::OpFOrdLessThan, bvec4(), {x, fsplat(k, 0)}), fsplat(k, NAN), r);
-    return select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, 0)}), x, r);
+    id zero = x;
+    if (k == lane_kind::f32)
+      zero = m_.emit(Op::OpBitcast, t,
+                     {m_.emit(Op::OpBitwiseAnd, uvec4(),
+                              {m_.emit(Op::OpBitcast, uvec4(), {x}), usplat(0x80000000)})});
+    return select(k, m_.emit(Op::OpFOrdEqual, bvec4(), {x, fsplat(k, 0)}), zero, r);
   }
 
   // pow with C's (and ONNX's) semantics at every edge (GLSL's pow is undefined for x < 0 and for

@@ -31,7 +31,28 @@ struct target {
   // that inf, NaN and -0 must survive, which stops drivers from assuming finite math.
   bool preserve_inf_nan32 = false;
   bool preserve_inf_nan64 = false;
+  // shaderDenormPreserveFloat32/64: kernels then keep subnormal operands and results, which GPUs
+  // otherwise flush to zero (NVIDIA's do: exp(-100) came out 0, 1 / 3e-39 inf). Under
+  // denormBehaviorIndependence the widths' modes are tied: denorm_widths says which may differ
+  // (2: all, 1: 32-bit alone, 0: none, so kiln declares no mode).
+  bool denorm_preserve32 = false;
+  bool denorm_preserve64 = false;
+  std::uint32_t denorm_widths = 0;
   bool cpu_device = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
+
+  // Whether f32 subnormals survive in kernels: a CPU implementation computes with its host's
+  // IEEE arithmetic; a GPU keeps them where kernels may declare DenormPreserve. Elsewhere
+  // (NVIDIA's driver, for one, offers no such mode) an operand may be read as ±0 and a subnormal
+  // result given as ±0.
+  bool keeps_subnormals32() const {
+    return cpu_device || (denorm_preserve32 && denorm_widths >= 1);
+  }
+
+  // Whether f32 quotients are taken in f64 and rounded back once. A CPU implementation of Vulkan
+  // divides as its host does, correctly rounded; a GPU's OpFDiv may be 2.5 ulp off and is
+  // undefined for divisors beyond 2^126 (NVIDIA's x / x is 0 there), so there, where the device
+  // has f64, each quotient is rounded once from f64 (README, "What holds on which device").
+  bool divides_in_f64() const { return !cpu_device && float64; }
 
   // The tiled GEMM of a contraction region on this device: a workgroup of threads_x x threads_y
   // invocations, each keeping a block_rows x 4 block of the result in registers, so a tile of
@@ -89,6 +110,9 @@ inline std::string fingerprint(const target& t) {
                                                        t.subgroup_arithmetic,
                                                        t.preserve_inf_nan32,
                                                        t.preserve_inf_nan64,
+                                                       t.denorm_preserve32,
+                                                       t.denorm_preserve64,
+                                                       t.denorm_widths,
                                                        t.cpu_device};
   std::uint64_t h = kiln::detail::fnv1a(fields);
   std::string text(16, '0');

@@ -93,6 +93,19 @@ class value_builder {
     return v;
   }
 
+  // a / b of lane kind k, rounded once as IEEE says. Where the target's OpFDiv may not be exact
+  // (target::divides_in_f64: a GPU's, allowed 2.5 ulp and undefined beyond 2^126), an f32
+  // quotient is taken in f64 and rounded back: no quotient of two f32 values lies on a midpoint
+  // of f32 (subnormal ones included), they all lie at least 2^-48 of it away, relatively, and an
+  // f64 quotient within 2.5 of its own ulps (2^-51) stays on the same side of every midpoint.
+  id divide(lane_kind k, id a, id b) {
+    if (k != lane_kind::f32 || !divide_in_f64_) return exact(m_.emit(Op::OpFDiv, vec(k), {a, b}));
+    id d = vec(lane_kind::f64);
+    id q = exact(m_.emit(Op::OpFDiv, d,
+                         {m_.emit(Op::OpFConvert, d, {a}), m_.emit(Op::OpFConvert, d, {b})}));
+    return m_.emit(Op::OpFConvert, vec(k), {q});
+  }
+
   // Narrow integers live in 32-bit lanes and are wrapped into their range after each op.
   id wrap(dtype t, id v) {
     if (t == dtype::i8 || t == dtype::i16) {
@@ -113,6 +126,7 @@ class value_builder {
   id select(lane_kind k, id c, id a, id b) { return m_.emit(Op::OpSelect, vec(k), {c, a, b}); }
 
   module m_;
+  bool divide_in_f64_ = false;  // set by the emitter from its target
 
  private:
   id scalar_types_[6] = {}, vector_types_[6] = {};

@@ -1,0 +1,71 @@
+#!/bin/bash
+# Runs kiln's Vulkan tests and benchmarks on a lent GPU machine (the workplace's `device` tool):
+# `pack` here, after a Release build with benchmarks in build/test, puts the test and benchmark
+# binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
+# `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation
+# layer on, then the Vulkan benchmarks and the CPU normalization/reduction benchmarks, writing
+# the logs to $OUT. .gl holds the Vulkan loader's Debian packages (docs/TESTING.md says how).
+set -u
+mode=${1:-}
+root=$(pwd)
+
+if [ "$mode" = pack ]; then
+  set -e
+  mkdir -p .dev/lib .dev/layers
+  cd build/test
+  bins=$(ctest --show-only=json-v1 | python3 -c '
+import json, sys
+seen = []
+for t in json.load(sys.stdin)["tests"]:
+    c = t.get("command", [])
+    if c and "/tests/" in c[0] and "runtime_process" not in c[0] and c[0] not in seen:
+        seen.append(c[0])
+print(" ".join(p.split("/build/test/", 1)[1] for p in seen))')
+  tar -cf - $bins kiln-run benchmarks/bench_vulkan benchmarks/bench_normalizations \
+    benchmarks/bench_reductions benchmarks/*.spv tests/onnx-node-tests.txt |
+    xz -T0 -6 >"$root/.dev/bin.tar.xz"
+  cd "$root"
+  cp /lib/x86_64-linux-gnu/libbenchmark.so.1debian /lib/x86_64-linux-gnu/libgomp.so.1 .dev/lib/
+  xz -T0 -6 -c /usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so \
+    >.dev/lib/libVkLayer_khronos_validation.so.xz
+  sed 's#"library_path": "libVkLayer#"library_path": "../lib/libVkLayer#' \
+    /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json \
+    >.dev/layers/VkLayer_khronos_validation.json
+  du -sh .dev
+  exit 0
+fi
+
+[ "$mode" = run ] || { echo "usage: $0 pack|run"; exit 2; }
+: "${OUT:?run on the device machine}"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+# The benchmarks read the GLSL anchors' SPIR-V by their absolute build path.
+[ "$root" = /work/main ] || { mkdir -p /work && ln -sfn "$root" /work/main; }
+mkdir -p build/test && xz -dc .dev/bin.tar.xz | tar -xf - -C build/test
+xz -dkf .dev/lib/libVkLayer_khronos_validation.so.xz
+export LD_LIBRARY_PATH=$root/.dev/lib VK_LAYER_PATH=$root/.dev/layers
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f "$icd" ] && export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
+nvidia-smi -L
+lscpu | grep -m1 'Model name'
+nproc
+
+cd build/test
+export KILN_DEVICE=vulkan KILN_VALIDATE=1 KILN_CACHE_DIR=/tmp/kiln-cache
+./kiln-run --list-devices
+export KILN_ONNX_CASES=$root/build/test/tests/onnx-node-tests.txt
+mkdir -p /tmp/logs
+start=$(date +%s)
+ls tests/ | grep -v '\.' | grep -v onnx-node | xargs -P 8 -I{} sh -c \
+  'timeout 200 ./tests/{} --gtest_brief=1 >/tmp/logs/{}.log 2>&1; echo "{} rc=$?" >>/tmp/logs/rc'
+echo "tests took $(($(date +%s) - start)) s"
+for f in /tmp/logs/*.log; do echo "=== $f"; cat "$f"; done >"$OUT/tests.log"
+sort /tmp/logs/rc | tee "$OUT/rc.txt"
+grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
+
+timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.3 2>&1 | tee "$OUT/bench_vulkan.txt"
+unset KILN_DEVICE
+for b in bench_normalizations bench_reductions; do
+  timeout 120 ./benchmarks/$b --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true 2>&1 | tee "$OUT/$b.txt"
+done
