@@ -140,7 +140,7 @@ void list_devices() {
         static_cast<unsigned long long>(d.context()->storage_offset_alignment()), yes(t.float64),
         yes(t.int64), yes(t.subgroup_arithmetic), yes(d.context()->unified()),
         yes(t.keeps_subnormals32()), yes(t.preserve_inf_nan32),
-        t.cpu_device ? "the driver's (a CPU's: exact)"
+        t.cpu_device         ? "the driver's (a CPU's: exact)"
         : t.divides_in_f64() ? "rounded once from f64"
                              : "the driver's OpFDiv (2.5 ulp)",
         t.gemm().rows(), t.gemm().cols());

@@ -235,7 +235,8 @@ class op_lowering : public function_library {
       return m_.emit(Op::OpBitcast, ut, {select(k, negative, m_.emit(Op::OpSNegate, t, {v}), v)});
     };
     id safe_y = select(k, by_zero, one, y);
-    id um = m_.emit(Op::OpUMod, ut, {magnitude(x, x_negative), magnitude(safe_y, less(k, y, zero))});
+    id um =
+        m_.emit(Op::OpUMod, ut, {magnitude(x, x_negative), magnitude(safe_y, less(k, y, zero))});
     id r = m_.emit(Op::OpBitcast, t, {um});
     r = select(k, x_negative, m_.emit(Op::OpSNegate, t, {r}), r);
     r = select(k, by_zero, zero, r);

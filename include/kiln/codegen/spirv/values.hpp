@@ -101,8 +101,8 @@ class value_builder {
   id divide(lane_kind k, id a, id b) {
     if (k != lane_kind::f32 || !divide_in_f64_) return exact(m_.emit(Op::OpFDiv, vec(k), {a, b}));
     id d = vec(lane_kind::f64);
-    id q = exact(m_.emit(Op::OpFDiv, d,
-                         {m_.emit(Op::OpFConvert, d, {a}), m_.emit(Op::OpFConvert, d, {b})}));
+    id q = exact(
+        m_.emit(Op::OpFDiv, d, {m_.emit(Op::OpFConvert, d, {a}), m_.emit(Op::OpFConvert, d, {b})}));
     return m_.emit(Op::OpFConvert, vec(k), {q});
   }
 

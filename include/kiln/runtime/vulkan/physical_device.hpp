@@ -158,11 +158,10 @@ inline physical_description describe(VkPhysicalDevice pd) {
   t.preserve_inf_nan64 = p12.shaderSignedZeroInfNanPreserveFloat64;
   t.denorm_preserve32 = p12.shaderDenormPreserveFloat32;
   t.denorm_preserve64 = p12.shaderDenormPreserveFloat64;
-  t.denorm_widths = p12.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL ? 2
-                    : p12.denormBehaviorIndependence ==
-                            VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY
-                        ? 1
-                        : 0;
+  t.denorm_widths =
+      p12.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL           ? 2
+      : p12.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY ? 1
+                                                                                            : 0;
   t.cpu_device = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return d;
 }
