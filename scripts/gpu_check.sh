@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs kiln's Vulkan tests and benchmarks on a lent GPU machine (the workplace's `device` tool):
-# `pack` here, after a Release build with benchmarks in build/test, puts the test and benchmark
+# `pack` here builds build/test (Release, configured with benchmarks) and puts the test and benchmark
 # binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
 # `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation
 # layer on, then the Vulkan benchmarks and the CPU normalization/reduction benchmarks, writing
@@ -11,6 +11,10 @@ root=$(pwd)
 
 if [ "$mode" = pack ]; then
   set -e
+  # Stale binaries would measure old code: build what is bundled (benchmarks must be configured).
+  grep -q 'KILN_BUILD_BENCHMARKS:BOOL=ON' build/test/CMakeCache.txt ||
+    { echo "configure build/test with -DKILN_BUILD_BENCHMARKS=ON first"; exit 1; }
+  ninja -C build/test all
   mkdir -p .dev/lib .dev/layers
   cd build/test
   bins=$(ctest --show-only=json-v1 | python3 -c '
@@ -63,6 +67,7 @@ for f in /tmp/logs/*.log; do echo "=== $f"; cat "$f"; done >"$OUT/tests.log"
 sort /tmp/logs/rc | tee "$OUT/rc.txt"
 grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
 
+unset KILN_VALIDATE  # the layer checks every call: timings without it
 timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.3 2>&1 | tee "$OUT/bench_vulkan.txt"
 unset KILN_DEVICE
 for b in bench_normalizations bench_reductions; do
