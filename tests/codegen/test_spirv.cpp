@@ -14,10 +14,31 @@ using spirv::operand_kind;
 
 namespace {
 
+// A GPU with every feature kernels may use: f64 (so its f32 quotients are taken in f64) and the
+// float controls (lavapipe, which the e2e suites validate on, has no DenormPreserve).
 spirv::target full_target() {
   spirv::target t;
   t.float64 = t.int64 = true;
+  t.preserve_inf_nan32 = t.preserve_inf_nan64 = true;
+  t.denorm_preserve32 = t.denorm_preserve64 = true;
+  t.denorm_widths = 2;
   return t;
+}
+
+// The operands of every OpExecutionMode of `mode`, and how many instructions have opcode `o`.
+std::vector<std::uint32_t> execution_modes(const spirv::words& w, spv::ExecutionMode mode) {
+  std::vector<std::uint32_t> widths;
+  for (std::size_t i = 5; i < w.size(); i += w[i] >> 16)
+    if (static_cast<spv::Op>(w[i] & 0xFFFF) == spv::Op::OpExecutionMode &&
+        w[i + 2] == static_cast<std::uint32_t>(mode))
+      widths.push_back(w[i + 3]);
+  return widths;
+}
+int count_ops(const spirv::words& w, spv::Op o) {
+  int n = 0;
+  for (std::size_t i = 5; i < w.size(); i += w[i] >> 16)
+    n += static_cast<spv::Op>(w[i] & 0xFFFF) == o;
+  return n;
 }
 
 // Section of an opcode in the logical layout (spec 2.4), or -1 for function-body instructions.
@@ -211,6 +232,44 @@ TEST(SpirvEmitter, RefusesWhatTheTargetLacksNamingOpAndDtype) {
   auto q = compiler::compile(e.get());
   auto k2 = spirv::emit_region(q, q.regions[0], {operand_kind::full}, full_target());
   EXPECT_NE(k2.unsupported.find("exp on f64"), std::string::npos) << k2.unsupported;
+}
+
+// The float controls and the f32 quotient follow the target: DenormPreserve for the widths whose
+// modes may be set alone (denorm_widths), quotients through f64 on a GPU with f64 only.
+TEST(SpirvEmitter, FloatControlsAndQuotientsFollowTheTarget) {
+  auto kernel = [](const spirv::target& target) {  // x / y in f32
+    ir::builder b;
+    auto x = b.input(dtype::f32, {dyn});
+    b.output(b.binary(op::div, x, b.input(dtype::f32, {dyn})));
+    auto p = compiler::compile(b.get());
+    auto k = spirv::emit_region(p, p.regions[0], {operand_kind::full, operand_kind::full}, target);
+    EXPECT_EQ(validate(k.code), "");
+    return k.code;
+  };
+  using E = spv::ExecutionMode;
+  spirv::target gpu = full_target();
+  auto f32 = kernel(gpu);
+  EXPECT_EQ(execution_modes(f32, E::DenormPreserve), (std::vector<std::uint32_t>{32, 64}));
+  EXPECT_EQ(execution_modes(f32, E::SignedZeroInfNanPreserve),
+            (std::vector<std::uint32_t>{32, 64}));
+  EXPECT_EQ(count_ops(f32, spv::Op::OpFConvert), 3);  // a / b as f64(a) / f64(b), rounded back
+
+  gpu.denorm_widths = 1;  // 32-bit alone: no 64-bit mode, since 16 and 64 must agree
+  EXPECT_EQ(execution_modes(kernel(gpu), E::DenormPreserve), (std::vector<std::uint32_t>{32}));
+  gpu.denorm_widths = 0;  // tied widths: none declared
+  EXPECT_TRUE(execution_modes(kernel(gpu), E::DenormPreserve).empty());
+
+  spirv::target lavapipe = full_target();
+  lavapipe.cpu_device = true;  // divides exactly already
+  lavapipe.denorm_preserve32 = lavapipe.denorm_preserve64 = false;
+  auto cpu = kernel(lavapipe);
+  EXPECT_EQ(count_ops(cpu, spv::Op::OpFConvert), 0);
+  EXPECT_EQ(execution_modes(cpu, E::SignedZeroInfNanPreserve), (std::vector<std::uint32_t>{32}));
+  EXPECT_TRUE(execution_modes(cpu, E::DenormPreserve).empty());
+
+  spirv::target no_f64 = full_target();
+  no_f64.float64 = false;  // the driver's OpFDiv
+  EXPECT_EQ(count_ops(kernel(no_f64), spv::Op::OpFConvert), 0);
 }
 
 TEST(SpirvEmitter, MetadataBeyondThePushConstantsGoesToABuffer) {
