@@ -150,13 +150,17 @@ constexpr int output_slot_count(const plan& p) {
 // The input slots region r reads, and the output slots it writes. (The index tensors its views
 // read, region::indices, are input slots too, bound after these.)
 constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
-  std::vector<std::int32_t> s(r.args.begin(), r.args.end());
+  std::vector<std::int32_t> s;
+  s.reserve(r.args.size() + r.reads.size() + r.views.size());  // a call prepares each region
+  s.assign(r.args.begin(), r.args.end());
   for (auto t : r.reads) s.push_back(static_cast<std::int32_t>(p.graph.inputs.size()) + t);
   for (auto v : r.views) s.push_back(view_slot(p, v));
   return s;
 }
 constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r) {
-  std::vector<std::int32_t> s(r.results.begin(), r.results.end());
+  std::vector<std::int32_t> s;
+  s.reserve(r.results.size() + r.writes.size());
+  s.assign(r.results.begin(), r.results.end());
   for (auto t : r.writes) s.push_back(static_cast<std::int32_t>(p.graph.outputs.size()) + t);
   return s;
 }

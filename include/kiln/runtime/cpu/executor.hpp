@@ -158,6 +158,7 @@ inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
                                 std::span<const operand_layout> ops) {
   collapsed_space s;
   std::vector<const std::array<std::int64_t, max_rank>*> walks;  // every entry's strides
+  walks.reserve(ops.size());
   for (const auto& o : ops) walks.push_back(&o.stride);
   for (const auto& o : ops)
     for (const auto& t : o.terms) walks.push_back(&t.stride);
@@ -180,6 +181,18 @@ inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
   }
   for (int d = 0; d < s.rank - 1; ++d) (s.reduced[d] ? s.reduced_dims : s.kept).push_back(d);
   return s;
+}
+
+// A region's operands in its row function's order: its inputs (by slot), then its outputs.
+inline std::vector<operand_layout> region_operands(std::span<const std::int32_t> args,
+                                                   std::span<const operand_layout> ins,
+                                                   std::span<const std::int32_t> results,
+                                                   std::span<const operand_layout> outs) {
+  std::vector<operand_layout> ops;
+  ops.reserve(args.size() + results.size());  // one allocation per call, not one per growth
+  for (auto a : args) ops.push_back(ins[a]);
+  for (auto r : results) ops.push_back(outs[r]);
+  return ops;
 }
 
 // Some rows of a row group (kept indices [first, last)) run on the calling thread; by default
@@ -487,9 +500,7 @@ KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32
                                                  std::span<const operand_layout> ins,
                                                  std::span<const std::int32_t> results,
                                                  std::span<const operand_layout> outs) {
-  std::vector<operand_layout> ops;
-  for (auto a : args) ops.push_back(ins[a]);
-  for (auto r : results) ops.push_back(outs[r]);
+  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
   for (const operand_layout& o : ops)
     if (!o.terms.empty()) return {};
   const collapsed_space s = collapse(space, reduced_axes, ops);
@@ -523,9 +534,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const std::int32_t> results,
                                std::span<const operand_layout> outs) {
   if (space.element_count() == 0 || rows.first >= rows.last) return;
-  std::vector<operand_layout> ops;
-  for (auto a : args) ops.push_back(ins[a]);
-  for (auto r : results) ops.push_back(outs[r]);
+  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
   const collapsed_space s = collapse(space, reduced_axes, ops);
   const int inner = s.rank - 1;
   const std::int64_t c = s.dims[inner], reduced = s.outer_reduced_count();
@@ -570,9 +579,7 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
                                  std::span<const operand_layout> outs) {
   std::int64_t total = space.element_count();
   if (total == 0) return;
-  std::vector<operand_layout> ops;
-  for (auto a : args) ops.push_back(ins[a]);
-  for (auto r : results) ops.push_back(outs[r]);
+  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
   const collapsed_space c = collapse(space, 0, ops);
   const int rank = c.rank;
   const auto& dims = c.dims;

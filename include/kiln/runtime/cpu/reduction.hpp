@@ -329,9 +329,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
                    std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
                    std::span<const operand_layout> outs, int direct, row_block rows) {
-  std::vector<operand_layout> ops;
-  for (auto s : in_slots) ops.push_back(ins[s]);
-  for (auto s : out_slots) ops.push_back(outs[s]);
+  const std::vector<operand_layout> ops = region_operands(in_slots, ins, out_slots, outs);
   const std::size_t n_in = in_slots.size();
   collapsed_space s = collapse(space, axes, ops);
   const auto& kept = s.kept;

@@ -136,7 +136,11 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                std::vector<operand_layout>(compiler::input_slot_count(p) + 1),
                std::vector<operand_layout>(compiler::output_slot_count(p)),
                compiler::row_input_slots(p, reg), compiler::output_slots(p, reg)};
-    for (auto s : compiler::input_slots(p, reg)) r.ins[s] = layout_of(s, r.space);
+    // Every input slot the region reads: its row function's, unless it is a contraction's.
+    const std::vector<std::int32_t> contraction_slots =
+        reg.contraction < 0 ? std::vector<std::int32_t>{} : compiler::input_slots(p, reg);
+    for (auto s : reg.contraction < 0 ? r.in_slots : contraction_slots)
+      r.ins[s] = layout_of(s, r.space);
     // What the region writes, over its space: a reduction's result keeps the reduced axes with
     // size 1 there, so they get stride 0.
     shape written = r.root ? ir::kept_dims(r.space, r.root->attrs) : r.space;
