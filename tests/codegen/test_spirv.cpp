@@ -25,19 +25,24 @@ spirv::target full_target() {
   return t;
 }
 
+// The word offsets of a module's instructions (stopping at a zero word count).
+std::vector<std::size_t> instructions(const spirv::words& w) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 5; i < w.size() && (w[i] >> 16) > 0; i += w[i] >> 16) at.push_back(i);
+  return at;
+}
+spv::Op opcode(const spirv::words& w, std::size_t i) { return static_cast<spv::Op>(w[i] & 0xFFFF); }
 // The operands of every OpExecutionMode of `mode`, and how many instructions have opcode `o`.
 std::vector<std::uint32_t> execution_modes(const spirv::words& w, spv::ExecutionMode mode) {
   std::vector<std::uint32_t> widths;
-  for (std::size_t i = 5; i < w.size(); i += w[i] >> 16)
-    if (static_cast<spv::Op>(w[i] & 0xFFFF) == spv::Op::OpExecutionMode &&
-        w[i + 2] == static_cast<std::uint32_t>(mode))
+  for (std::size_t i : instructions(w))
+    if (opcode(w, i) == spv::Op::OpExecutionMode && w[i + 2] == static_cast<std::uint32_t>(mode))
       widths.push_back(w[i + 3]);
   return widths;
 }
 int count_ops(const spirv::words& w, spv::Op o) {
   int n = 0;
-  for (std::size_t i = 5; i < w.size(); i += w[i] >> 16)
-    n += static_cast<spv::Op>(w[i] & 0xFFFF) == o;
+  for (std::size_t i : instructions(w)) n += opcode(w, i) == o;
   return n;
 }
 

@@ -43,20 +43,17 @@ std::pair<std::vector<float>, std::vector<float>> float_pairs(std::size_t n) {
   return {x, y};
 }
 
-// numpy's float mod: fmod, plus y where the signs differ; a zero takes y's sign.
-float python_mod(float x, float y) {
-  float r = std::fmod(x, y);
+// numpy's float mod from the remainder r = fmod(x, y): plus y where the signs differ; a zero
+// takes y's sign.
+float mod_from_remainder(float r, float y) {
   if (r != 0 && (r < 0) != (y < 0)) r += y;
   if (r == 0) r = std::copysign(0.f, y);
   return r;
 }
-
+float python_mod(float x, float y) { return mod_from_remainder(std::fmod(x, y), y); }
 // python_mod on a device that flushes subnormals: there a subnormal fmod is ±0 before y is added.
 float python_mod_flushed(float x, float y) {
-  float r = ref::flushed(std::fmod(x, y));
-  if (r != 0 && (r < 0) != (y < 0)) r += y;
-  if (r == 0) r = std::copysign(0.f, y);
-  return r;
+  return mod_from_remainder(ref::flushed(std::fmod(x, y)), y);
 }
 
 }  // namespace
