@@ -4,6 +4,7 @@
 // field, so a damaged file is a kiln::error naming the problem, never a crash.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -352,7 +353,8 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
     w.count(k.constants.size());
     for (auto word : k.constants) w.put(word);
   }
-  std::vector<std::uint8_t> file(detail::module_header_bytes);
+  // Sized once: growing it by insert made GCC 12 warn (-Wstringop-overread) in users' -O3 builds.
+  std::vector<std::uint8_t> file(detail::module_header_bytes + w.out.size());
   std::memcpy(file.data(), detail::module_magic, 8);
   std::uint32_t bom = detail::byte_order_mark, version = module_format_version;
   std::uint64_t size = w.out.size(), sum = kiln::detail::fnv1a(w.out);
@@ -360,7 +362,7 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
   std::memcpy(file.data() + 12, &version, 4);
   std::memcpy(file.data() + 16, &size, 8);
   std::memcpy(file.data() + 24, &sum, 8);
-  file.insert(file.end(), w.out.begin(), w.out.end());
+  std::copy(w.out.begin(), w.out.end(), file.begin() + detail::module_header_bytes);
   return file;
 }
 
