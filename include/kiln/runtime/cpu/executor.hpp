@@ -119,6 +119,21 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
 // contiguously and both are kept or both reduced (`reduced`: a reduction's axes, or none).
 // strides: per operand, along the collapsed dims, then per index term of the operands (in
 // operand order; their positions' strides). At least one dim: a single element is [1].
+// Some of a collapsed space's dims, in order (at most max_rank: no allocation).
+class dim_list {
+ public:
+  void push_back(int d) { dims_[size_++] = d; }
+  std::size_t size() const { return static_cast<std::size_t>(size_); }
+  bool empty() const { return size_ == 0; }
+  int operator[](std::size_t i) const { return dims_[i]; }
+  const int* begin() const { return dims_.data(); }
+  const int* end() const { return dims_.data() + size_; }
+
+ private:
+  std::array<int, max_rank> dims_{};
+  int size_ = 0;
+};
+
 struct collapsed_space {
   int rank = 0;
   std::array<std::int64_t, max_rank> dims{};
@@ -128,7 +143,7 @@ struct collapsed_space {
   std::size_t entries() const { return strides.size(); }
   // The dims before the contiguous one, kept and reduced: a kept index (row) is a multi-index over
   // kept, then the contiguous dim where it is kept.
-  std::vector<int> kept, reduced_dims;
+  dim_list kept, reduced_dims;
 
   // Rows: the kept indices, the contiguous dim's included where it is kept.
   std::int64_t kept_count() const {
@@ -143,7 +158,7 @@ struct collapsed_space {
     return n;
   }
   // Adds the offsets (in elements, per operand) of multi-index `index` over dims `which`.
-  void add_offsets(const std::vector<int>& which, std::int64_t index,
+  void add_offsets(const dim_list& which, std::int64_t index,
                    std::vector<std::int64_t>& offsets) const {
     for (int w = static_cast<int>(which.size()) - 1; w >= 0; --w) {
       int d = which[w];
@@ -157,28 +172,31 @@ struct collapsed_space {
 inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
                                 std::span<const operand_layout> ops) {
   collapsed_space s;
-  std::vector<const std::array<std::int64_t, max_rank>*> walks;  // every entry's strides
-  walks.reserve(ops.size());
-  for (const auto& o : ops) walks.push_back(&o.stride);
+  // Every entry's strides, collapsed in place: dim i's are read before anything is written at
+  // i or beyond (the collapsed dims are at most as many as those seen).
+  std::size_t entries = ops.size();
+  for (const auto& o : ops) entries += o.terms.size();
+  s.strides.reserve(entries);
+  for (const auto& o : ops) s.strides.push_back(o.stride);
   for (const auto& o : ops)
-    for (const auto& t : o.terms) walks.push_back(&t.stride);
-  s.strides.resize(walks.size());
+    for (const auto& t : o.terms) s.strides.push_back(t.stride);
   for (int i = 0; i < space.rank; ++i) {
     if (space.dims[i] == 1) continue;
     bool red = (reduced_axes >> i) & 1u;
     bool merge = s.rank > 0 && s.reduced[s.rank - 1] == red;
-    for (std::size_t k = 0; merge && k < walks.size(); ++k)
-      merge = s.strides[k][s.rank - 1] == (*walks[k])[i] * space.dims[i];
+    for (std::size_t k = 0; merge && k < entries; ++k)
+      merge = s.strides[k][s.rank - 1] == s.strides[k][i] * space.dims[i];
     int at = merge ? s.rank - 1 : s.rank++;
     s.dims[at] = merge ? s.dims[at] * space.dims[i] : space.dims[i];
     s.reduced[at] = red;
-    for (std::size_t k = 0; k < walks.size(); ++k) s.strides[k][at] = (*walks[k])[i];
+    for (std::size_t k = 0; k < entries; ++k) s.strides[k][at] = s.strides[k][i];
   }
   if (s.rank == 0) {  // one element, kept
     s.rank = 1;
     s.dims[0] = 1;
     for (auto& st : s.strides) st[0] = 0;
   }
+  for (auto& st : s.strides) std::fill(st.begin() + s.rank, st.end(), 0);
   for (int d = 0; d < s.rank - 1; ++d) (s.reduced[d] ? s.reduced_dims : s.kept).push_back(d);
   return s;
 }
