@@ -148,20 +148,27 @@ constexpr int output_slot_count(const plan& p) {
   return static_cast<int>(p.graph.outputs.size() + p.transients.size());
 }
 // The input slots region r reads, and the output slots it writes. (The index tensors its views
-// read, region::indices, are input slots too, bound after these.)
-constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
-  std::vector<std::int32_t> s;
-  s.reserve(r.args.size() + r.reads.size() + r.views.size());  // a call prepares each region
+// read, region::indices, are input slots too, bound after these.) The forms taking `s` fill it,
+// keeping its memory: a CPU call prepares each region.
+constexpr void input_slots(const plan& p, const region& r, std::vector<std::int32_t>& s) {
   s.assign(r.args.begin(), r.args.end());
   for (auto t : r.reads) s.push_back(static_cast<std::int32_t>(p.graph.inputs.size()) + t);
   for (auto v : r.views) s.push_back(view_slot(p, v));
+}
+constexpr std::vector<std::int32_t> input_slots(const plan& p, const region& r) {
+  std::vector<std::int32_t> s;
+  s.reserve(r.args.size() + r.reads.size() + r.views.size());
+  input_slots(p, r, s);
   return s;
+}
+constexpr void output_slots(const plan& p, const region& r, std::vector<std::int32_t>& s) {
+  s.assign(r.results.begin(), r.results.end());
+  for (auto t : r.writes) s.push_back(static_cast<std::int32_t>(p.graph.outputs.size()) + t);
 }
 constexpr std::vector<std::int32_t> output_slots(const plan& p, const region& r) {
   std::vector<std::int32_t> s;
   s.reserve(r.results.size() + r.writes.size());
-  s.assign(r.results.begin(), r.results.end());
-  for (auto t : r.writes) s.push_back(static_cast<std::int32_t>(p.graph.outputs.size()) + t);
+  output_slots(p, r, s);
   return s;
 }
 // A contraction region's finished tile (the contraction's value, for its epilogue) is read as

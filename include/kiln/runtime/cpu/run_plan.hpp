@@ -128,14 +128,20 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     return layout_over(data, size_in_bytes(g.nodes[p.views[v]].type),
                        compiler::view_layout(p, v, base_layout, sym), space, slot_data);
   };
-  auto prepare = [&](std::size_t i) {
+  // Prepares region i in r, reusing r's memory.
+  auto prepare_into = [&](std::size_t i, prepared& r) {
     const compiler::region& reg = p.regions[i];
-    prepared r{&reg, runtime::concrete(reg.space, sym),
-               reg.root >= 0 ? &g.nodes[reg.root] : nullptr,
-               // a contraction's region reads its tile from one slot more
-               std::vector<operand_layout>(compiler::input_slot_count(p) + 1),
-               std::vector<operand_layout>(compiler::output_slot_count(p)),
-               compiler::row_input_slots(p, reg), compiler::output_slots(p, reg)};
+    r.reg = &reg;
+    r.space = runtime::concrete(reg.space, sym);
+    r.root = reg.root >= 0 ? &g.nodes[reg.root] : nullptr;
+    // a contraction's region reads its tile from one slot more
+    r.ins.assign(compiler::input_slot_count(p) + 1, operand_layout{});
+    r.outs.assign(compiler::output_slot_count(p), operand_layout{});
+    if (reg.contraction < 0)
+      compiler::input_slots(p, reg, r.in_slots);
+    else
+      r.in_slots = compiler::row_input_slots(p, reg);
+    compiler::output_slots(p, reg, r.out_slots);
     // Every input slot the region reads: its row function's, unless it is a contraction's.
     const std::vector<std::int32_t> contraction_slots =
         reg.contraction < 0 ? std::vector<std::int32_t>{} : compiler::input_slots(p, reg);
@@ -160,7 +166,19 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (auto t : reg.writes)
       r.outs[n_outputs + t] = layout_over(
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
-    return r;
+  };
+  // The regions prepared for this call, by region, in vectors this thread keeps from call to
+  // call (a small call's allocations were a quarter of its instructions); a call inside a call
+  // finds none kept and makes its own.
+  thread_local std::vector<prepared> kept_regions;
+  struct keep_on_return {
+    std::vector<prepared> regions;
+    ~keep_on_return() { kept_regions = std::move(regions); }
+  } call_regions{std::move(kept_regions)};
+  call_regions.regions.resize(std::max(call_regions.regions.size(), p.regions.size()));
+  auto prepare = [&](std::size_t i) -> prepared& {
+    prepare_into(i, call_regions.regions[i]);
+    return call_regions.regions[i];
   };
   // The regions whose values a matmul's packing computes (compiler::packed_into) where both run
   // in this call and the packing computes each element once (packing_computes_once): by the
@@ -382,8 +400,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
         for (auto t : p.regions[k].writes)
           if (local(t)) block_locals.push_back(t);
     blocking = !block_locals.empty();
-    std::vector<prepared> members;
-    for (std::size_t k = i; k < end; ++k) members.push_back(prepare(k));
+    for (std::size_t k = i; k < end; ++k) prepare(k);
+    const std::span<const prepared> members(call_regions.regions.data() + i, end - i);
     blocking = false;
     if (!by_blocks) {  // every region over all its rows, one after another
       for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
@@ -409,7 +427,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       const std::int64_t each = (block_rows * row_size * 8 + 63) / 64 * 64;
       unsigned char* memory = nullptr;
       if (!block_locals.empty()) {
-        own = members;
+        own.assign(members.begin(), members.end());
         memory = detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
       }
       for (std::int64_t b = first; b < last; b += block_rows) {
@@ -427,7 +445,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
               if (u == t) m.outs[n_outputs + t].data = at;
           }
         }
-        const std::vector<prepared>& these = block_locals.empty() ? members : own;
+        const std::span<const prepared> these = block_locals.empty() ? members : own;
         for (std::size_t k = 0; k < these.size(); ++k) {
           // An epilogue's space is the rows themselves: nothing of it is reduced.
           bool over_rows = these[k].space == space;
