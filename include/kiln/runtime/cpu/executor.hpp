@@ -115,10 +115,6 @@ inline operand_layout layout_over(const void* data, int bytes, const shape& actu
                      [](std::int32_t) -> const void* { return nullptr; });
 }
 
-// An iteration space with size-1 dims dropped and neighbours merged where every operand walks them
-// contiguously and both are kept or both reduced (`reduced`: a reduction's axes, or none).
-// strides: per operand, along the collapsed dims, then per index term of the operands (in
-// operand order; their positions' strides). At least one dim: a single element is [1].
 // Some of a collapsed space's dims, in order (at most max_rank: no allocation).
 class dim_list {
  public:
@@ -134,6 +130,10 @@ class dim_list {
   int size_ = 0;
 };
 
+// An iteration space with size-1 dims dropped and neighbours merged where every operand walks them
+// contiguously and both are kept or both reduced (`reduced`: a reduction's axes, or none).
+// strides: per operand, along the collapsed dims, then per index term of the operands (in
+// operand order; their positions' strides). At least one dim: a single element is [1].
 struct collapsed_space {
   int rank = 0;
   std::array<std::int64_t, max_rank> dims{};
