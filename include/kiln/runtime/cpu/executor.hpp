@@ -470,11 +470,14 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const operand_layout> outs);
 
 // How one operand of a region walks a row group's rows when that is one affine walk: row r's
-// element c at its layout's data + (r * row_stride + c * step) elements, step 0 (broadcast along
-// the row) or 1.
+// element c at data + (r * row_stride + c * step) elements of `bytes`, step 0 (broadcast along
+// the row) or 1. A walk carries its data pointer, so a thread can point its own copy elsewhere
+// (a row-local value's block buffer) without copying the region's layouts.
 struct row_walk {
   std::int32_t slot;
   bool output;
+  const unsigned char* data;
+  int bytes;
   std::int64_t row_stride, step;
 };
 
@@ -488,14 +491,21 @@ KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32
                                                  std::span<const std::int32_t> results,
                                                  std::span<const operand_layout> outs);
 
-// Points p's lists at row r of `walks` (inputs' data from ins, outputs' from outs), from element
-// `at` along the row.
-inline void point_row(row_pointers& p, std::span<const row_walk> walks,
-                      std::span<const operand_layout> ins, std::span<const operand_layout> outs,
-                      std::int64_t r, std::int64_t at = 0) {
+// The walks of an elementwise region over a row group's rows themselves (one element a row: the
+// rsqrt between layer_norm's variance and its output) when every operand steps along them by one
+// element (0 for a broadcast input): row r's element at data + r * row_stride, and a block of rows
+// is one call of the row function (run_flat). Empty otherwise.
+KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
+                                                  std::span<const std::int32_t> args,
+                                                  std::span<const operand_layout> ins,
+                                                  std::span<const std::int32_t> results,
+                                                  std::span<const operand_layout> outs);
+
+// Points p's lists at row r of `walks`, from element `at` along the row.
+inline void point_row(row_pointers& p, std::span<const row_walk> walks, std::int64_t r,
+                      std::int64_t at = 0) {
   for (const row_walk& w : walks) {
-    const operand_layout& l = w.output ? outs[w.slot] : ins[w.slot];
-    const unsigned char* data = l.data + (r * w.row_stride + at * w.step) * l.bytes;
+    const unsigned char* data = w.data + (r * w.row_stride + at * w.step) * w.bytes;
     if (w.output) {
       p.out[w.slot] = const_cast<unsigned char*>(data);
     } else {
@@ -506,11 +516,13 @@ inline void point_row(row_pointers& p, std::span<const row_walk> walks,
 }
 
 // Runs `row` over rows [rows.first, rows.last) of `walks`, row_size elements each, on the calling
-// thread.
-KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks,
-                                std::span<const operand_layout> ins,
-                                std::span<const operand_layout> outs, std::int64_t row_size,
-                                row_block rows);
+// thread; in_slots/out_slots: the sizes of the row function's pointer lists.
+KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
+                                std::size_t out_slots, std::int64_t row_size, row_block rows);
+
+// Runs `row` once over rows [rows.first, rows.last) of flat_walks.
+KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
+                               std::size_t out_slots, row_block rows);
 
 #if KILN_RUNTIME_BODY
 KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32_t reduced_axes,
@@ -529,21 +541,48 @@ KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32
     const bool output = k >= args.size();
     const std::int64_t step = s.strides[k][inner];
     if (step != 1 && (step != 0 || (output && !reduces))) return {};
-    walks.push_back({output ? results[k - args.size()] : args[k], output,
+    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k].data, ops[k].bytes,
                      s.kept.empty() ? 0 : s.strides[k][s.kept[0]], step});
   }
   return walks;
 }
 
-KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks,
-                                std::span<const operand_layout> ins,
-                                std::span<const operand_layout> outs, std::int64_t row_size,
-                                row_block rows) {
-  row_pointers p(ins.size(), outs.size());
+KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
+                                                  std::span<const std::int32_t> args,
+                                                  std::span<const operand_layout> ins,
+                                                  std::span<const std::int32_t> results,
+                                                  std::span<const operand_layout> outs) {
+  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
+  for (const operand_layout& o : ops)
+    if (!o.terms.empty()) return {};
+  const collapsed_space s = collapse(space, 0, ops);
+  if (s.rank != 1) return {};
+  std::vector<row_walk> walks;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const bool output = k >= args.size();
+    const std::int64_t step = s.strides[k][0];
+    if (step != 1 && (step != 0 || output)) return {};
+    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k].data, ops[k].bytes,
+                     step, step});
+  }
+  return walks;
+}
+
+KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
+                                std::size_t out_slots, std::int64_t row_size, row_block rows) {
+  row_pointers p(in_slots, out_slots);
   for (std::int64_t r = rows.first; r < rows.last; ++r) {
-    point_row(p, walks, ins, outs, r);
+    point_row(p, walks, r);
     row(p.in.data(), p.step.data(), p.out.data(), row_size);
   }
+}
+
+KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
+                               std::size_t out_slots, row_block rows) {
+  if (rows.first >= rows.last) return;
+  row_pointers p(in_slots, out_slots);
+  point_row(p, walks, rows.first);
+  row(p.in.data(), p.step.data(), p.out.data(), rows.last - rows.first);
 }
 
 KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t reduced_axes,

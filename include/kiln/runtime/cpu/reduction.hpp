@@ -3,6 +3,7 @@
 // pairwise order, so the result has a tree's error bound and the same bits for any thread count.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -41,8 +42,7 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
 // by `fold` where the region has one (not null).
 KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                   const ir::attributes& attrs, std::span<const row_walk> walks,
-                                  std::span<const operand_layout> ins,
-                                  std::span<const operand_layout> outs, int direct,
+                                  std::size_t in_slots, std::size_t out_slots, int direct,
                                   std::int64_t row_size, row_block rows);
 
 #if KILN_RUNTIME_BODY
@@ -285,21 +285,28 @@ inline void widen(dtype type, const void* x, std::int64_t n, void* out) {
   });
 }
 
-// An array of accumulators (opaque, up to max_acc_bytes each).
+// An array of accumulators (opaque, up to max_acc_bytes each): in the object up to
+// `local_words` of 16 bytes (a row group's reduction makes two per block of rows), else on the
+// heap.
 class acc_array {
  public:
-  acc_array(const reducer_ops& r, std::int64_t n)
-      : r_(r), words_(static_cast<std::size_t>(n * r.acc_bytes + 15) / 16) {}
-  void* at(std::int64_t i) {
-    return reinterpret_cast<unsigned char*>(words_.data()) + i * r_.acc_bytes;
+  acc_array(const reducer_ops& r, std::int64_t n) : r_(r) {
+    const auto words = static_cast<std::size_t>(n * r.acc_bytes + 15) / 16;
+    if (words > local_.size()) heap_.resize(words);
+    data_ = heap_.empty() ? local_.data() : heap_.data();
   }
+  acc_array(const acc_array&) = delete;  // data_ may point into local_
+  acc_array& operator=(const acc_array&) = delete;
+  void* at(std::int64_t i) { return reinterpret_cast<unsigned char*>(data_) + i * r_.acc_bytes; }
 
  private:
   struct alignas(16) word {
     unsigned char bytes[16];
   };
   const reducer_ops& r_;
-  std::vector<word> words_;
+  std::array<word, 8> local_;
+  std::vector<word> heap_;
+  word* data_;
 };
 
 // The reducer of reduction `kind` on elements of `type`; an error where there is none.
@@ -505,8 +512,7 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
 
 KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
                                   const ir::attributes& attrs, std::span<const row_walk> walks,
-                                  std::span<const operand_layout> ins,
-                                  std::span<const operand_layout> outs, int direct,
+                                  std::size_t in_slots, std::size_t out_slots, int direct,
                                   std::int64_t row_size, row_block rows) {
   using namespace detail;
   const reducer_ops& r = reducer_of(kind, type, attrs);
@@ -523,7 +529,7 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
   const std::int64_t pieces = std::max<std::int64_t>((row_size + row_piece - 1) / row_piece, 1);
   scratch mem(std::min(row_piece, row_size), bytes, widens, !in_place && !fold);
   acc_array partials(r, pieces), result(r, 1);
-  row_pointers p(ins.size(), outs.size());
+  row_pointers p(in_slots, out_slots);
   for (std::int64_t o = rows.first; o < rows.last; ++o) {
     for (std::int64_t k = 0; k < pieces; ++k) {
       const std::int64_t begin = k * row_piece, n = std::min(row_piece, row_size - begin);
@@ -534,9 +540,9 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
       }
       const void* values;
       if (in_place) {
-        values = ins[in_place->slot].data + (o * in_place->row_stride + begin) * bytes;
+        values = in_place->data + (o * in_place->row_stride + begin) * bytes;
       } else {
-        point_row(p, walks, ins, outs, o, begin);
+        point_row(p, walks, o, begin);
         if (fold) {
           fold(p.in.data(), p.step.data(), n, acc);
           continue;
@@ -554,9 +560,8 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
     if (pieces > 1) r.fold_partials(partials.at(0), pieces, result.at(0));
     for (const row_walk& w : walks)
       if (w.output)
-        r.store(
-            result.at(0), row_size, result_type,
-            const_cast<unsigned char*>(outs[w.slot].data) + o * w.row_stride * outs[w.slot].bytes);
+        r.store(result.at(0), row_size, result_type,
+                const_cast<unsigned char*>(w.data) + o * w.row_stride * w.bytes);
   }
 }
 #endif  // KILN_RUNTIME_BODY

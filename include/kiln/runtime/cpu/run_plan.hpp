@@ -341,17 +341,21 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   };
   // Runs region i (prepared as r): all of it, or rows of its row group (axes: the group's;
   // walks: its operands' row walks, where they are affine, and the row's length).
+  // walks: flat_walks where `flat` (an epilogue over the rows themselves).
   auto run = [&](std::size_t i, const prepared& r, row_block block, std::uint32_t axes,
-                 std::span<const row_walk> walks = {}, std::int64_t row_size = 0) {
+                 std::span<const row_walk> walks = {}, std::int64_t row_size = 0,
+                 bool flat = false) {
     auto row = [&](const void* const* in, const std::int64_t* step, void* const* out,
                    std::int64_t n) { rows(static_cast<int>(i), in, step, out, n); };
     const fold_fn fold = folds.empty() ? nullptr : folds[i];
-    if (!walks.empty() && r.root)
+    if (!walks.empty() && flat)
+      run_flat(row, walks, r.ins.size(), r.outs.size(), block);
+    else if (!walks.empty() && r.root)
       reduce_rows(row, fold, r.root->kind, g.nodes[r.root->operands[0]].type, r.root->attrs, walks,
-                  r.ins, r.outs, compiler::load_slot(p, *r.reg, r.root->operands[0]), row_size,
-                  block);
+                  r.ins.size(), r.outs.size(), compiler::load_slot(p, *r.reg, r.root->operands[0]),
+                  row_size, block);
     else if (!walks.empty())
-      run_walks(row, walks, r.ins, r.outs, row_size, block);
+      run_walks(row, walks, r.ins.size(), r.outs.size(), row_size, block);
     else if (r.reg->contraction >= 0)
       contract(r, row);
     else if (r.root)
@@ -409,25 +413,38 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       continue;
     }
     // The members over the group's space whose operands walk the rows affinely (all, for a
-    // softmax or a layer_norm over the last axes): their rows need no collapsed space.
-    std::vector<std::vector<row_walk>> walks(members.size());
-    if (ir::trailing_axes(axes, space.rank))
-      for (std::size_t k = 0; k < members.size(); ++k)
-        if (const prepared& m = members[k]; m.space == space && m.reg->contraction < 0)
-          walks[k] =
-              row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs);
+    // softmax or a layer_norm over the last axes): their rows need no collapsed space. An
+    // epilogue over the rows themselves walks them flat: a block is one call. All members' walks
+    // in one list, member k's from walk_begin[k].
+    std::vector<row_walk> walks;
+    std::vector<std::size_t> walk_begin(members.size() + 1, 0);
+    std::vector<bool> flat(members.size(), false);
+    bool every_member_walks = true;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const prepared& m = members[k];
+      std::vector<row_walk> w;
+      if (ir::trailing_axes(axes, space.rank) && m.space == space && m.reg->contraction < 0)
+        w = row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs);
+      else if (m.space != space && m.reg->contraction < 0 && !m.root)
+        flat[k] = !(w = flat_walks(m.space, m.in_slots, m.ins, m.out_slots, m.outs)).empty();
+      every_member_walks = every_member_walks && !w.empty();
+      walks.insert(walks.end(), w.begin(), w.end());
+      walk_begin[k + 1] = walks.size();
+    }
     // Rows [first, last) through every region, a few at a time: a block's operands stay in
     // cache from one region to the next.
     const std::int64_t block_rows =
         std::max<std::int64_t>(group_block_elements / std::max<std::int64_t>(row_size, 1), 1);
     auto run_block = [&](std::int64_t first, std::int64_t last) {
-      // This thread's copies of the layouts that name a row-local value, pointed at its buffer
-      // for each block (rows b.. at its start).
+      // This thread's copies of the walks (and of the layouts of members that do not walk) that
+      // name a row-local value, pointed at its buffer for each block (rows b.. at its start).
+      std::vector<row_walk> own_walks;
       std::vector<prepared> own;
       const std::int64_t each = (block_rows * row_size * 8 + 63) / 64 * 64;
       unsigned char* memory = nullptr;
       if (!block_locals.empty()) {
-        own.assign(members.begin(), members.end());
+        own_walks = walks;
+        if (!every_member_walks) own.assign(members.begin(), members.end());
         memory = detail::thread_block_memory(each * static_cast<std::int64_t>(block_locals.size()));
       }
       for (std::int64_t b = first; b < last; b += block_rows) {
@@ -438,6 +455,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           auto* at = reinterpret_cast<const unsigned char*>(
               reinterpret_cast<std::uintptr_t>(memory + l * each) -
               static_cast<std::uintptr_t>(before));
+          for (row_walk& w : own_walks)
+            if (w.slot == (w.output ? n_outputs : n_inputs) + t) w.data = at;
           for (prepared& m : own) {
             for (auto u : m.reg->reads)
               if (u == t) m.ins[n_inputs + t].data = at;
@@ -445,12 +464,14 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
               if (u == t) m.outs[n_outputs + t].data = at;
           }
         }
-        const std::span<const prepared> these = block_locals.empty() ? members : own;
+        const std::span<const prepared> these = own.empty() ? members : own;
+        const std::span<const row_walk> block_walks = own_walks.empty() ? walks : own_walks;
         for (std::size_t k = 0; k < these.size(); ++k) {
           // An epilogue's space is the rows themselves: nothing of it is reduced.
           bool over_rows = these[k].space == space;
-          run(i + k, these[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0, walks[k],
-              row_size);
+          run(i + k, these[k], {b, std::min(last, b + block_rows)}, over_rows ? axes : 0,
+              block_walks.subspan(walk_begin[k], walk_begin[k + 1] - walk_begin[k]), row_size,
+              flat[k]);
         }
       }
     };
