@@ -9,33 +9,43 @@
 namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // The 32 partials of one block as `count` accumulators of type A (scalars, or SIMD batches of 32
-// / count lanes each). push() takes each block's partials in order; finish() leaves the join of
-// all of them in p: a block joins the one before it when both cover as many blocks, and what is
-// left joins from the last down. The error of a sum grows with 8 + log n, not with n.
+// / count lanes each). push() takes each block's partials in order; result() is the join of all
+// of them: a block joins the one before it when both cover as many blocks, and what is left joins
+// from the last down. The error of a sum grows with 8 + log n, not with n.
+//
+// Joins are made in place on the stack, and its entries are never copied to or from another
+// array: GCC tuned for AMD's Zen copies arrays 16 bytes at a time, and a 32-byte load soon after
+// such a copy waits for both stores to leave the store buffer (on rows of 768 elements that was
+// a large part of a fold's time).
 template <class A, int count>
 class block_partials {
  public:
   static constexpr int ways = 32, block = 256;
 
   template <class Join>
-  void push(A (&p)[count], Join join) {
-    int l = 0;
-    while (top_ > 0 && level_[top_ - 1] == l) {
-      --top_;
-      for (int k = 0; k < count; ++k) p[k] = join(stack_[top_][k], p[k]);
-      ++l;
+  void push(const A (&p)[count], Join join) {
+    // The entries this block completes: the last `joined`, of levels 0, 1, ... from the top down.
+    int joined = 0;
+    while (joined < top_ && level_[top_ - 1 - joined] == joined) ++joined;
+    const int at = top_ - joined;
+    if (joined == 0) {
+      for (int k = 0; k < count; ++k) stack_[at][k] = p[k];
+    } else {
+      for (int k = 0; k < count; ++k) stack_[top_ - 1][k] = join(stack_[top_ - 1][k], p[k]);
+      for (int t = top_ - 2; t >= at; --t)
+        for (int k = 0; k < count; ++k) stack_[t][k] = join(stack_[t][k], stack_[t + 1][k]);
     }
-    for (int k = 0; k < count; ++k) stack_[top_][k] = p[k];
-    level_[top_++] = l;
+    level_[at] = joined;
+    top_ = at + 1;
   }
-  // False (p untouched) when no block was pushed.
+  // The join of every block pushed (count accumulators, in place), or nullptr when none was.
+  // Ends the fold.
   template <class Join>
-  bool finish(A (&p)[count], Join join) const {
-    if (top_ == 0) return false;
-    for (int k = 0; k < count; ++k) p[k] = stack_[top_ - 1][k];
+  A* result(Join join) {
+    if (top_ == 0) return nullptr;
     for (int t = top_ - 2; t >= 0; --t)
-      for (int k = 0; k < count; ++k) p[k] = join(stack_[t][k], p[k]);
-    return true;
+      for (int k = 0; k < count; ++k) stack_[t][k] = join(stack_[t][k], stack_[t + 1][k]);
+    return stack_[0];
   }
 
  private:
@@ -44,10 +54,12 @@ class block_partials {
   int top_ = 0;
 };
 
-// The 32 partials of a finished fold joined as a tree (partial k with k + 16, then k + 8, ...).
+// The first n (a power of two) of a finished fold's partials joined as a tree, in place: partial
+// k with k + n / 2, then k + n / 4, ... (n = 32: the whole fold; a SIMD fold joins its batches so
+// first, then calls this on the lanes of the last).
 template <class S, class Join>
-S join_partials(S (&partial)[32], Join join) {
-  for (int width = 16; width > 0; width /= 2)
+S join_partials(S* partial, int n, Join join) {
+  for (int width = n / 2; width > 0; width /= 2)
     for (int k = 0; k < width; ++k) partial[k] = join(partial[k], partial[k + width]);
   return partial[0];
 }

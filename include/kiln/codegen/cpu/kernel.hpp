@@ -375,10 +375,15 @@ struct region_kernel {
       else
         blocks.template operator()<false>();
       float result = fold_identity;
-      if (partials.finish(p, join_batches)) {
-        alignas(64) float partial[ways];
-        for (int q = 0; q < batches; ++q) p[q].store_aligned(partial + q * lanes);
-        result = join_partials(partial, [](float a, float b) { return join(a, b); });
+      if (batch* joined = partials.result(join_batches)) {
+        // The tree's widths of a batch or more join whole batches, in registers; the last
+        // batch's lanes then join as floats.
+        for (int w = batches / 2; w > 1; w /= 2)
+          for (int q = 0; q < w; ++q) joined[q] = join(joined[q], joined[q + w]);
+        const batch last = batches > 1 ? join(joined[0], joined[1]) : joined[0];
+        alignas(64) float partial[lanes];
+        last.store_aligned(partial);
+        result = join_partials(partial, int(lanes), [](float a, float b) { return join(a, b); });
       }
       std::memcpy(acc, &result, sizeof result);
     }

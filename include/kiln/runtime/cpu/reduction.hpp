@@ -145,8 +145,8 @@ struct reducer {
       for (int k = 0; i < n; ++i, k = (k + 1) % ways) p[k] = combine(p[k], value(x[i]));
       partials.push(p, join);
     }
-    if (!partials.finish(p, join)) return identity();
-    return join_partials(p, join);
+    acc_t* joined = partials.result(join);
+    return joined ? join_partials(joined, ways, join) : identity();
   }
   static acc_t fold_partials(const acc_t* p, std::int64_t n) {
     if (n == 0) return identity();
