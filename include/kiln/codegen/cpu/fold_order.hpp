@@ -9,34 +9,31 @@
 namespace kiln::cpu::inline KILN_CPU_ISA {
 
 // The 32 partials of one block as `count` accumulators of type A (scalars, or SIMD batches of 32
-// / count lanes each). push() takes each block's partials in order; result() is the join of all
-// of them: a block joins the one before it when both cover as many blocks, and what is left joins
-// from the last down. The error of a sum grows with 8 + log n, not with n.
+// / count lanes each). Each block is folded into next() and then push()ed; result() is the join
+// of all of them: a block joins the one before it when both cover as many blocks, and what is
+// left joins from the last down. The error of a sum grows with 8 + log n, not with n.
 //
-// Joins are made in place on the stack, and its entries are never copied to or from another
-// array: GCC tuned for AMD's Zen copies arrays 16 bytes at a time, and a 32-byte load soon after
-// such a copy waits for both stores to leave the store buffer (on rows of 768 elements that was
-// a large part of a fold's time).
+// A block is folded where it stays, and joins are made in place: the partials are never copied
+// from one array to another. GCC tuned for AMD's Zen copies arrays 16 bytes at a time, and a
+// 32-byte load soon after such a copy waits for both stores to leave the store buffer (on rows of
+// 768 elements that was a large part of a fold's time).
 template <class A, int count>
 class block_partials {
  public:
   static constexpr int ways = 32, block = 256;
 
+  // Where the next block's `count` partials are to be folded.
+  A* next() { return stack_[top_]; }
+  // Takes the block folded at next().
   template <class Join>
-  void push(const A (&p)[count], Join join) {
+  void push(Join join) {
     // The entries this block completes: the last `joined`, of levels 0, 1, ... from the top down.
     int joined = 0;
     while (joined < top_ && level_[top_ - 1 - joined] == joined) ++joined;
-    const int at = top_ - joined;
-    if (joined == 0) {
-      for (int k = 0; k < count; ++k) stack_[at][k] = p[k];
-    } else {
-      for (int k = 0; k < count; ++k) stack_[top_ - 1][k] = join(stack_[top_ - 1][k], p[k]);
-      for (int t = top_ - 2; t >= at; --t)
-        for (int k = 0; k < count; ++k) stack_[t][k] = join(stack_[t][k], stack_[t + 1][k]);
-    }
-    level_[at] = joined;
-    top_ = at + 1;
+    for (int t = top_ - 1; t >= top_ - joined; --t)
+      for (int k = 0; k < count; ++k) stack_[t][k] = join(stack_[t][k], stack_[t + 1][k]);
+    top_ -= joined;
+    level_[top_++] = joined;
   }
   // The join of every block pushed (count accumulators, in place), or nullptr when none was.
   // Ends the fold.
@@ -49,7 +46,7 @@ class block_partials {
   }
 
  private:
-  A stack_[48][count];
+  A stack_[49][count];  // 48 levels cover 2^47 blocks; one more for the block being folded
   int level_[48];
   int top_ = 0;
 };

@@ -340,7 +340,11 @@ struct region_kernel {
       order partials;
       batch p[batches];
       const auto join_batches = [](batch a, batch b) { return join(a, b); };
-      auto push = [&] { partials.push(p, join_batches); };
+      auto push = [&] {
+        batch* slot = partials.next();
+        for (int q = 0; q < batches; ++q) slot[q] = p[q];
+        partials.push(join_batches);
+      };
       auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
         values v;
         evaluate<Contiguous>(v, from, mask, j);
@@ -349,8 +353,12 @@ struct region_kernel {
       std::int64_t j = 0;
       auto blocks = [&]<bool Contiguous>() {
         for (; j + block <= count; j += block) {
-          for (auto& b : p) b = batch(fold_identity);
-          for (int t = 0; t < block; t += ways)
+          // The first batches start from the identity where they are folded (filling p with
+          // identities first was a `rep stos` per block).
+          for (int q = 0; q < batches; ++q)
+            p[q] = join(batch(fold_identity),
+                        value.template operator()<Contiguous>(at, j + q * lanes));
+          for (int t = ways; t < block; t += ways)
             for (int q = 0; q < batches; ++q)
               p[q] = join(p[q], value.template operator()<Contiguous>(at, j + t + q * lanes));
           push();
