@@ -55,8 +55,11 @@ constexpr bool shares_elements(const shape& s, const stride_list& st) {
   for (int i = 0; i < s.rank; ++i)
     if (s.dims[i] > 1) order[n++] = i;
   auto magnitude = [&](int i) { return st[i] < 0 ? -st[i] : st[i]; };
-  std::sort(order.begin(), order.begin() + n,
-            [&](int a, int b) { return magnitude(a) < magnitude(b); });
+  // By magnitude, an insertion sort of at most max_rank axes (GCC 12 warned of array bounds in
+  // std::sort's insertion step on this array, in every -O3 -Wall build that checks a result).
+  for (int k = 1; k < n; ++k)
+    for (int j = k; j > 0 && magnitude(order[j]) < magnitude(order[j - 1]); --j)
+      std::swap(order[j], order[j - 1]);
   // Sufficient and exact for the layouts frameworks make: each axis steps past everything the
   // axes with smaller strides reach.
   std::int64_t spanned = 0;
