@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace kiln::detail {
 
@@ -24,6 +25,18 @@ constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
   std::string t = "[";
   for (std::size_t i = 0; i < sizes.size(); ++i) t += (i ? ", " : "") + to_text(sizes[i]);
   return t + "]";
+}
+
+// "'name'": a name quoted for a message. Appended, not "'" + std::string(name) + "'": at -O3
+// GCC 12 takes the literal's insertion before the string for an overflow (-Wstringop-overflow)
+// in every program that calls graph::input.
+constexpr std::string quoted(std::string_view name) {
+  std::string q;
+  q.reserve(name.size() + 2);
+  q += '\'';
+  q += name;
+  q += '\'';
+  return q;
 }
 
 }  // namespace kiln::detail

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/text.hpp"
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
 #include "kiln/ir/contractions.hpp"
@@ -37,15 +38,15 @@ class graph {
 
   // A parameter: its name, element type and extents (static sizes or kiln::dyn).
   value input(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
-    return input(name, t, shape_of(dims, "input", "'" + std::string(name) + "'"));
+    return input(name, t, shape_of(dims, "input", detail::quoted(name)));
   }
   value input(std::string_view name, dtype t, const shape& dims) {
     check_name("input", name, inputs_);
     if (!is_valid(t))
       throw error(errc::invalid_argument, "input",
-                  "'" + std::string(name) + "': dtype value " +
-                      std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
-    checked_element_count(dims, size_in_bytes(t), "input", "'" + std::string(name) + "'", true);
+                  detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
+                      " is not a kiln::dtype");
+    checked_element_count(dims, size_in_bytes(t), "input", detail::quoted(name), true);
     value v = wrap(b_.input(t, dims));
     inputs_.emplace_back(name);
     return v;
@@ -599,7 +600,7 @@ class graph {
   // the executable across calls (executable::variable(name) loads, saves or shares it), never an
   // argument. Static extents; names are unique among inputs and variables.
   value variable(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
-    return variable(name, t, shape_of(dims, "variable", "'" + std::string(name) + "'"));
+    return variable(name, t, shape_of(dims, "variable", detail::quoted(name)));
   }
   value variable(std::string_view name, dtype t, const shape& dims) {
     check_name("variable", name, inputs_);
@@ -609,12 +610,12 @@ class graph {
                     "the name '" + std::string(name) + "' is used twice");
     if (!is_valid(t))
       throw error(errc::invalid_argument, "variable",
-                  "'" + std::string(name) + "': dtype value " +
-                      std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+                  detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
+                      " is not a kiln::dtype");
     if (!dims.is_static())
       throw error(errc::invalid_argument, "variable",
-                  "'" + std::string(name) + "' needs static extents, got " + to_string(dims));
-    checked_element_count(dims, size_in_bytes(t), "variable", "'" + std::string(name) + "'");
+                  detail::quoted(name) + " needs static extents, got " + to_string(dims));
+    checked_element_count(dims, size_in_bytes(t), "variable", detail::quoted(name));
     value v = wrap(b_.input(t, dims));
     variables_.push_back({std::string(name), b_.get().nodes[v.id].arg, -1});
     return v;
