@@ -321,9 +321,8 @@ inline void widen(dtype type, const void* x, std::int64_t n, void* out) {
   });
 }
 
-// An array of accumulators (opaque, up to max_acc_bytes each): in the object up to
-// `local_words` of 16 bytes (a row group's reduction makes two per block of rows), else on the
-// heap.
+// An array of accumulators (opaque, up to max_acc_bytes each): in the object up to 8 words of 16
+// bytes (a row group's reduction makes two per block of rows), else on the heap.
 class acc_array {
  public:
   acc_array(const reducer_ops& r, std::int64_t n) : r_(r) {
