@@ -175,24 +175,51 @@ struct region_kernel {
     }
   }
 
-  // Evaluates every node of the region for lanes [j, j + lanes).
+  // The nodes loaded from a row_constant slot: a contiguous loop loads them once, before it
+  // (load_row_constants), and keeps them in registers. Loaded at every step, they were loaded
+  // again after every store (a vector store may alias anything): two loads more a step, a third of
+  // the time of layer_norm's output row.
+  static constexpr auto hoisted = [] {
+    std::array<bool, size> h{};
+    for (int k = 0; k < size; ++k) {
+      const int slot = load_slot(node_at(k));
+      h[k] = evaluated[k] && slot >= 0 && row_constant[slot];
+    }
+    return h;
+  }();
+
+  // Evaluates every node of the region for lanes [j, j + lanes); where Contiguous, all but the
+  // hoisted ones, which v holds from load_row_constants.
   template <bool Contiguous>
   static void evaluate(values& v, const void* const* in, const std::int64_t* mask, std::int64_t j) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
           [&] {
-            if constexpr (evaluated[K]) std::get<K>(v) = compute<K, Contiguous>(v, in, mask, j);
+            if constexpr (evaluated[K] && !(Contiguous && hoisted[K]))
+              std::get<K>(v) = compute<K, Contiguous>(v, in, mask, j);
           }(),
           ...);
     }
     (std::make_index_sequence<size>{});
   }
 
-  // Evaluates every node of the region for lanes [j, j + lanes) and stores the results.
+  // Loads the hoisted nodes into v, for a contiguous loop's evaluate<true>.
+  static void load_row_constants(values& v, const void* const* in) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (
+          [&] {
+            if constexpr (hoisted[K]) std::get<K>(v) = compute<K, true>(v, in, nullptr, 0);
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<size>{});
+  }
+
+  // Evaluates every node of the region for lanes [j, j + lanes) (in v: see evaluate) and stores
+  // the results.
   template <bool Contiguous>
-  static void step_at(const void* const* in, const std::int64_t* mask, void* const* out,
+  static void step_at(values& v, const void* const* in, const std::int64_t* mask, void* const* out,
                       std::int64_t j) {
-    values v;
     evaluate<Contiguous>(v, in, mask, j);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (store_value<stores[I].first, stores[I].second>(v, out, j), ...);
@@ -273,10 +300,14 @@ struct region_kernel {
     void* out_local[n_out];
     for (auto [s, id] : stores) out_local[s] = out[s];
     std::int64_t j = 0;
-    if (r.contiguous)
-      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<true>(at, mask, out_local, j);
-    else
-      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<false>(at, mask, out_local, j);
+    values v;
+    if (r.contiguous) {
+      load_row_constants(v, at);
+      for (; j + std::int64_t(lanes) <= count; j += lanes) step_at<true>(v, at, mask, out_local, j);
+    } else {
+      for (; j + std::int64_t(lanes) <= count; j += lanes)
+        step_at<false>(v, at, mask, out_local, j);
+    }
     if (j == count) return;
     // Tail: the last elements from padded copies, one more full step into a buffer.
     std::int64_t rest = count - j;
@@ -284,7 +315,7 @@ struct region_kernel {
     alignas(64) unsigned char out_tail[n_out][lanes * 8];
     void* tail_out[n_out];
     for (int k = 0; k < n_out; ++k) tail_out[k] = out_tail[k];
-    step_at<false>(r.tail, r.mask, tail_out, 0);
+    step_at<false>(v, r.tail, r.mask, tail_out, 0);
     for (auto [s, id] : stores) {
       auto bytes = size_in_bytes(Plan.nodes[id].type);
       std::memcpy(static_cast<unsigned char*>(out[s]) + j * bytes, out_tail[s], rest * bytes);
@@ -345,8 +376,9 @@ struct region_kernel {
         for (int q = 0; q < batches; ++q) slot[q] = p[q];
         partials.push(join_batches);
       };
+      values v;
+      if (r.contiguous) load_row_constants(v, at);
       auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
-        values v;
         evaluate<Contiguous>(v, from, mask, j);
         return std::get<operand>(v).p[0];
       };
