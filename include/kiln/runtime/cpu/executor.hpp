@@ -14,7 +14,6 @@
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/cpu/parallel.hpp"
-#include "kiln/runtime/cpu/streaming.hpp"
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::cpu {
@@ -517,12 +516,9 @@ inline void point_row(row_pointers& p, std::span<const row_walk> walks, std::int
 }
 
 // Runs `row` over rows [rows.first, rows.last) of `walks`, row_size elements each, on the calling
-// thread; in_slots/out_slots: the sizes of the row function's pointer lists. Output slots below
-// `streamed` (the call's results, when it streams them: streaming.hpp) are written a piece at a
-// time to this thread's buffer and from there with streaming stores.
+// thread; in_slots/out_slots: the sizes of the row function's pointer lists.
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
-                                std::size_t out_slots, std::int64_t row_size, row_block rows,
-                                std::int32_t streamed = 0);
+                                std::size_t out_slots, std::int64_t row_size, row_block rows);
 
 // Runs `row` once over rows [rows.first, rows.last) of flat_walks.
 KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
@@ -573,40 +569,12 @@ KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
 }
 
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
-                                std::size_t out_slots, std::int64_t row_size, row_block rows,
-                                std::int32_t streamed) {
+                                std::size_t out_slots, std::int64_t row_size, row_block rows) {
   row_pointers p(in_slots, out_slots);
-  auto streams = [&](const row_walk& w) { return w.output && w.slot < streamed && w.step == 1; };
-  // The streamed outputs' widest element, and how many there are (a piece of the buffer each).
-  int widest = 0, buffers = 0;
-  for (const row_walk& w : walks)
-    if (streams(w)) widest = std::max(widest, w.bytes), ++buffers;
-  if (buffers == 0) {
-    for (std::int64_t r = rows.first; r < rows.last; ++r) {
-      point_row(p, walks, r);
-      row(p.in.data(), p.step.data(), p.out.data(), row_size);
-    }
-    return;
+  for (std::int64_t r = rows.first; r < rows.last; ++r) {
+    point_row(p, walks, r);
+    row(p.in.data(), p.step.data(), p.out.data(), row_size);
   }
-  // Pieces of 4 KB a result: the buffer stays in L1 between the row function and the copy.
-  constexpr std::int64_t piece_bytes = 4096;
-  const std::int64_t piece = piece_bytes / widest;
-  unsigned char* buffer = stream_buffer(static_cast<std::size_t>(buffers * piece_bytes));
-  for (std::int64_t r = rows.first; r < rows.last; ++r)
-    for (std::int64_t at = 0; at < row_size; at += piece) {
-      const std::int64_t n = std::min(piece, row_size - at);
-      point_row(p, walks, r, at);
-      int b = 0;
-      for (const row_walk& w : walks)
-        if (streams(w)) p.out[w.slot] = buffer + piece_bytes * b++;
-      row(p.in.data(), p.step.data(), p.out.data(), n);
-      b = 0;
-      for (const row_walk& w : walks)
-        if (streams(w))
-          stream_copy(const_cast<unsigned char*>(w.data) + (r * w.row_stride + at) * w.bytes,
-                      buffer + piece_bytes * b++, static_cast<std::size_t>(n * w.bytes));
-    }
-  stream_fence();
 }
 
 KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,

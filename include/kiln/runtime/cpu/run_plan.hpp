@@ -64,15 +64,6 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
-  // A call that touches more than the last-level cache holds writes its results past the caches
-  // (streaming.hpp): then output slots below `streamed` (the results') stream.
-  std::int64_t touched = 0;
-  for (std::size_t a = 0; a < args.size(); ++a)
-    touched += runtime::argument_dims(args[a], g.inputs[a].dims).element_count() *
-               size_in_bytes(g.inputs[a].type);
-  for (std::size_t r = 0; r < results.size(); ++r)
-    touched += results[r].dims.element_count() * size_in_bytes(g.nodes[g.outputs[r]].type);
-  const std::int32_t streamed = streams_results(touched) ? n_outputs : 0;
   // The call's transients, in one arena laid out by the plan (reused between regions). A
   // row-local one has no place there (unless the caller's layout keeps one): a row group run a
   // block at a time keeps it in a buffer of the block's thread (`blocking`: layouts made for
@@ -364,7 +355,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                   r.ins.size(), r.outs.size(), compiler::load_slot(p, *r.reg, r.root->operands[0]),
                   row_size, block);
     else if (!walks.empty())
-      run_walks(row, walks, r.ins.size(), r.outs.size(), row_size, block, streamed);
+      run_walks(row, walks, r.ins.size(), r.outs.size(), row_size, block);
     else if (r.reg->contraction >= 0)
       contract(r, row);
     else if (r.root)
