@@ -109,7 +109,7 @@ struct region_kernel {
   }
   // Whether input slot s is expected to be the same along a row: a value of the region's rank
   // whose last extent is 1 where the space's is not (a row group's reduced values, read by the
-  // regions after it). Where every slot steps as expected (row_inputs::contiguous), the loops
+  // regions after it). Where every slot steps as expected (steps_as_expected), the loops
   // read it without stepping and without the masks' `and` per load.
   static constexpr auto row_constant = [] {
     std::array<bool, n_in> c{};
@@ -276,12 +276,10 @@ struct region_kernel {
     const void* at[n_in > 0 ? n_in : 1] = {};
     const void* tail[n_in > 0 ? n_in : 1] = {};
     std::int64_t mask[n_in > 0 ? n_in : 1] = {};
-    bool contiguous = true;
     alignas(64) unsigned char copies[n_in > 0 ? n_in : 1][lanes * 8];
     alignas(64) unsigned char tail_copies[n_in > 0 ? n_in : 1][lanes * 8];
 
-    row_inputs(const void* const* in, const std::int64_t* step)
-        : contiguous(steps_as_expected(step)) {
+    row_inputs(const void* const* in, const std::int64_t* step) {
       for (int s : in_slots) {
         at[s] = in[s];
         mask[s] = step[s] ? -1 : 0;
