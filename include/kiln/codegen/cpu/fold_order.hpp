@@ -1,17 +1,24 @@
 // The fixed order in which kiln folds a reduction's elements (the runtime's reducer and the
-// compiled row functions' register folds both follow it, so both give the same bits): blocks of
-// 256 elements, each folded into 32 interleaved partials; the blocks' partials joined as a binary
-// counter does; then the 32 partials joined as a tree.
+// compiled row functions' register folds both follow it, so both give the same bits): pieces of
+// 4096 elements, each in blocks of 256, each block folded into 32 interleaved partials; a piece's
+// blocks joined as a binary counter does, then its 32 partials as a tree; the pieces' results
+// joined pairwise (the runtime's fold_partials).
 #pragma once
+
+#include <bit>
+#include <cstdint>
 
 #include "kiln/codegen/cpu/isa.hpp"
 
 namespace kiln::cpu::inline KILN_CPU_ISA {
 
+// The most elements one fold covers: a reduced row longer than this is folded a piece at a time.
+inline constexpr std::int64_t fold_piece = 4096;
+
 // The 32 partials of one block as `count` accumulators of type A (scalars, or SIMD batches of 32
-// / count lanes each). Each block is folded into next() and then push()ed; result() is the join
-// of all of them: a block joins the one before it when both cover as many blocks, and what is
-// left joins from the last down. The error of a sum grows with 8 + log n, not with n.
+// / count lanes each). Each block of a piece is folded into next() and then push()ed; result()
+// is the join of all of them: a block joins the one before it when both cover as many blocks, and
+// what is left joins from the last down. The error of a sum grows with 8 + log n, not with n.
 //
 // A block is folded where it stays, and joins are made in place: the partials are never copied
 // from one array to another. GCC tuned for AMD's Zen copies arrays 16 bytes at a time, and a
@@ -24,7 +31,7 @@ class block_partials {
 
   // Where the next block's `count` partials are to be folded.
   A* next() { return stack_[top_]; }
-  // Takes the block folded at next().
+  // Takes the block folded at next(); at most a piece's blocks (fold_piece / block).
   template <class Join>
   void push(Join join) {
     // The entries this block completes: the last `joined`, of levels 0, 1, ... from the top down.
@@ -46,8 +53,12 @@ class block_partials {
   }
 
  private:
-  A stack_[49][count];  // 48 levels cover 2^47 blocks; one more for the block being folded
-  int level_[48];
+  // A piece's blocks take at most `levels` entries (its 16 blocks: 15 pushed are levels 3, 2, 1,
+  // 0), and one more for the block being folded. Sized for a piece, not for any count, the stack
+  // is 768 bytes of the fold's frame, not 6 KB.
+  static constexpr int levels = std::bit_width(std::uint64_t(fold_piece / block));
+  A stack_[levels + 1][count];
+  int level_[levels];
   int top_ = 0;
 };
 

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <tuple>
 #include <utility>
 #include "kiln/codegen/cpu/isa.hpp"
@@ -273,13 +272,17 @@ struct region_kernel {
   // read copies of `at` and `mask` in local arrays whose address never escapes, so the pointers
   // stay in registers instead of being reloaded after every store.
   struct row_inputs {
-    const void* at[n_in > 0 ? n_in : 1] = {};
-    const void* tail[n_in > 0 ? n_in : 1] = {};
-    std::int64_t mask[n_in > 0 ? n_in : 1] = {};
+    const void* at[n_in > 0 ? n_in : 1];
+    const void* tail[n_in > 0 ? n_in : 1];
+    std::int64_t mask[n_in > 0 ? n_in : 1];
     alignas(64) unsigned char copies[n_in > 0 ? n_in : 1][lanes * 8];
     alignas(64) unsigned char tail_copies[n_in > 0 ? n_in : 1][lanes * 8];
 
-    row_inputs(const void* const* in, const std::int64_t* step) {
+    // Uninitialized until point(): a fold declares one for the rare row that needs it (a
+    // std::optional was zeroed whole, 1 KB, at every call, as GCC 12 constructs it).
+    row_inputs() = default;
+    row_inputs(const void* const* in, const std::int64_t* step) { point(in, step); }
+    void point(const void* const* in, const std::int64_t* step) {
       for (int s : in_slots) {
         at[s] = in[s];
         mask[s] = step[s] ? -1 : 0;
@@ -385,15 +388,17 @@ struct region_kernel {
       constexpr int operand = position_of(stores[0].second);
       // The loop's own copies of the pointers (and masks), as row's: the row's own where every
       // slot steps as expected, else row_inputs' (made only then, or for a tail).
-      std::optional<row_inputs> r;
+      row_inputs r;
+      bool pointed = false;
       const void* at[n_in > 0 ? n_in : 1];
       std::int64_t mask[n_in > 0 ? n_in : 1];
       const bool contiguous = steps_as_expected(step);
       if (contiguous) {
         for (int s : in_slots) at[s] = in[s];
       } else {
-        r.emplace(in, step);
-        for (int s : in_slots) at[s] = r->at[s], mask[s] = r->mask[s];
+        r.point(in, step);
+        pointed = true;
+        for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
       }
       order partials;
       batch p[batches];
@@ -405,12 +410,16 @@ struct region_kernel {
       };
       values v;
       if (contiguous) load_row_constants(v, at);
-      auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j) {
+      auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j)
+          __attribute__((always_inline)) {
         evaluate<Contiguous>(v, from, mask, j);
         return std::get<operand>(v).p[0];
       };
       std::int64_t j = 0;
-      auto blocks = [&]<bool Contiguous>() {
+      // Inlined (as value) whatever GCC's heuristics say: called out of line, the loop reads v, p
+      // and the pointers through the closure, and layer_norm ran 10-20 % slower in the builds
+      // where GCC chose so (it did for edits to unrelated lines of this function).
+      auto blocks = [&]<bool Contiguous>() __attribute__((always_inline)) {
         for (; j + block <= count; j += block) {
           // The first batches start from the identity where they are folded (filling p with
           // identities first was a `rep stos` per block).
@@ -428,12 +437,12 @@ struct region_kernel {
         for (; j + std::int64_t(lanes) <= count; j += lanes, q = (q + 1) % batches)
           p[q] = join(p[q], value.template operator()<Contiguous>(at, j));
         if (j < count) {  // the padded lanes keep their partials
-          if (!r) {
-            r.emplace(in, step);
-            for (int s : in_slots) mask[s] = r->mask[s];
+          if (!pointed) {
+            r.point(in, step);
+            for (int s : in_slots) mask[s] = r.mask[s];
           }
-          r->pad(step, j, count - j);
-          batch v = value.template operator()<false>(r->tail, 0);
+          r.pad(step, j, count - j);
+          batch v = value.template operator()<false>(r.tail, 0);
           alignas(64) float index[lanes];
           for (std::size_t l = 0; l < lanes; ++l) index[l] = float(l);
           p[q] = xsimd::select(batch::load_aligned(index) < batch(float(count - j)), join(p[q], v),

@@ -13,9 +13,9 @@ namespace kiln::cpu {
 // region's first output slot: the reduction itself is run_reduction's.
 using row_fn = void (*)(const void* const* in, const std::int64_t* step, void* const* out,
                         std::int64_t count);
-// A reduction's region folding `count` elements of its root's operand into the accumulator at
-// acc (the runtime reducer's, a float), in the reducer's order (fold_order.hpp), so to the same
-// bits, with no pass through memory.
+// A reduction's region folding `count` elements (at most fold_piece: one piece of fold_order.hpp)
+// of its root's operand into the accumulator at acc (the runtime reducer's, a float), in the
+// reducer's order, so to the same bits, with no pass through memory.
 using fold_fn = void (*)(const void* const* in, const std::int64_t* step, std::int64_t count,
                          void* acc);
 

@@ -124,10 +124,10 @@ struct reducer {
     });
   }
 
-  // The pairwise fold of n elements in kiln's order (fold_order.hpp): blocks of 256 folded into
-  // 32 interleaved partials (four SIMD registers' worth, so the loop vectorizes), the blocks'
-  // partials joined as a binary counter does, then the 32 joined as a tree. The error grows with
-  // 8 + log n, not with n.
+  // The pairwise fold of n (at most fold_piece) elements in kiln's order (fold_order.hpp):
+  // blocks of 256 folded into 32 interleaved partials (four SIMD registers' worth, so the loop
+  // vectorizes), the blocks' partials joined as a binary counter does, then the 32 joined as a
+  // tree. The error grows with 8 + log n, not with n.
   static acc_t fold(const S* x, std::int64_t n, std::int64_t = 0) {
     using order = block_partials<acc_t, 32>;
     auto join = [](acc_t a, acc_t b) { return combine(a, b); };
@@ -364,8 +364,9 @@ struct scratch {
         wide(widens ? new unsigned char[static_cast<std::size_t>(n * 8)] : nullptr) {}
 };
 
-// A row is folded in pieces of this many elements, the pieces' partials then joined pairwise.
-inline constexpr std::int64_t row_piece = 4096;
+// A row is folded in pieces of this many elements (fold_order.hpp), the pieces' partials then
+// joined pairwise.
+inline constexpr std::int64_t row_piece = fold_piece;
 
 inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, dtype result_type,
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
