@@ -595,6 +595,33 @@ TEST(Normalizations, CompiledFoldsOfLoneReductions) {
   }
 }
 
+// A fold of products keeps the interpreter's bits where the target has FMA (e2e.native): GCC
+// fuses a multiply into the add after it by default, and the fold's join may not be that add.
+TEST(Normalizations, CompiledFoldsOfProductsAreNotFused) {
+  using kiln::tensor;
+  constexpr auto f = kiln::fn<tensor<float, kiln::dyn, kiln::dyn>>(
+      [](auto x) { return kiln::reduce_sum<1>(x * x); });
+  kiln::graph g;
+  auto x = g.input("x", dtype::f32, {kiln::dyn, kiln::dyn});
+  g.output("s", g.reduce_sum(g.mul(x, x), {1}, false));
+  auto e = kiln::compile(g);
+  auto cpu = kiln::device::cpu();
+  for (const dims_t& dims : std::vector<dims_t>{{64, 1000}, {3, 9000}}) {
+    auto in = ref::random_data<float>(ref::count(dims), -3, 3, 74);
+    ref::buffer<float> xb(in), y(dims[0]), y1(dims[0]);
+    f.on(cpu)(ref::view_of(xb, dims), kiln::into(ref::view_of(y, {dims[0]})));
+    e.run({ref::view_of(xb, dims)}, {ref::view_of(y1, {dims[0]})}, cpu);
+    auto a = y.to_vector(), b = y1.to_vector();
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << ref::dims_text(dims);
+    for (std::int64_t r = 0; r < dims[0]; ++r) {
+      double want = 0;
+      for (std::int64_t k = 0; k < dims[1]; ++k)
+        want += double(in[r * dims[1] + k]) * in[r * dims[1] + k];
+      EXPECT_NEAR(a[r], want, 1e-5 * want) << ref::dims_text(dims) << " row " << r;
+    }
+  }
+}
+
 // Row-local values: softmax's exp(x - max), read by the sum and by the divide, is computed once,
 // by a region of the row group, and passed to the regions after it through a transient that takes
 // no place in the arena (the CPU keeps a block of rows of it; Vulkan computes it again where it is

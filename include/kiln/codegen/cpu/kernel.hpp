@@ -131,12 +131,38 @@ struct region_kernel {
     return std::get<position_of(Plan.nodes[node_at(K)].operands[I])>(v);
   }
 
+  // b itself, as a value the compiler cannot see into: the multiply that made it is not fused
+  // with an add after it. GCC contracts a * b + c into an FMA by default in GNU mode where the
+  // target has one; kiln's semantics are the interpreter's and Vulkan's (NoContraction), which
+  // round the product, and a fold's join must give the runtime reducer's bits, which adds
+  // stored values. Itself no instruction: the product and the sum are then two.
+  template <class B>
+  [[gnu::always_inline]] static B unfused(B b) {
+    auto r = static_cast<typename B::register_type>(b);
+#if defined(__x86_64__) || defined(__i386__)
+    asm("" : "+v"(r));
+#elif defined(__aarch64__)
+    asm("" : "+w"(r));
+#endif
+    return B(r);
+  }
+  template <class T>
+  [[gnu::always_inline]] static pack<T> unfused(pack<T> v) {
+    for (auto& b : v.p) b = unfused(b);
+    return v;
+  }
+
+  // The loop body (compute, evaluate, load_row_constants, step_at, store_value) is always
+  // inlined: GCC's inliner has a budget for the whole translation unit, and in a larger program
+  // it called evaluate out of line, so that the values lived in memory (layer_norm's variance
+  // fold: 504 -> 1052 instructions a row of 768, from an edit to another file).
+  //
   // mask[s]: -1 where input slot s steps along the row, 0 where it is broadcast (and then points
   // at `lanes` copies of its element): one load either way, with no branch. Contiguous: every
   // slot steps as expected (0 where row_constant, else 1), so no mask is needed.
   template <int K, bool Contiguous>
-  static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* mask,
-                            std::int64_t j) {
+  [[gnu::always_inline]] static value_t<K> compute(const values& v, const void* const* in,
+                                                   const std::int64_t* mask, std::int64_t j) {
     constexpr ir::node n = Plan.nodes[node_at(K)];
     constexpr int slot = load_slot(node_at(K));
     using ir::op;
@@ -170,6 +196,8 @@ struct region_kernel {
       return ternary<n.kind, n.type>(operand<K, 0>(v), operand<K, 1>(v), operand<K, 2>(v));
     } else if constexpr (ir::info(n.kind).arity == 1) {
       return unary<n.kind, n.type>(operand<K, 0>(v));
+    } else if constexpr (n.kind == op::mul && is_floating(n.type)) {
+      return unfused(binary<n.kind, n.type>(operand<K, 0>(v), operand<K, 1>(v)));
     } else {
       return binary<n.kind, n.type>(operand<K, 0>(v), operand<K, 1>(v));
     }
@@ -191,10 +219,11 @@ struct region_kernel {
   // Evaluates every node of the region for lanes [j, j + lanes); where Contiguous, all but the
   // hoisted ones, which v holds from load_row_constants.
   template <bool Contiguous>
-  static void evaluate(values& v, const void* const* in, const std::int64_t* mask, std::int64_t j) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
+  [[gnu::always_inline]] static void evaluate(values& v, const void* const* in,
+                                              const std::int64_t* mask, std::int64_t j) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) __attribute__((always_inline)) {
       (
-          [&] {
+          [&]() __attribute__((always_inline)) {
             if constexpr (evaluated[K] && !(Contiguous && hoisted[K]))
               std::get<K>(v) = compute<K, Contiguous>(v, in, mask, j);
           }(),
@@ -205,10 +234,10 @@ struct region_kernel {
 
   // Loads the hoisted nodes into v, for a contiguous loop's evaluate<true>: each a splat of the
   // element its slot points at.
-  static void load_row_constants(values& v, const void* const* in) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
+  [[gnu::always_inline]] static void load_row_constants(values& v, const void* const* in) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) __attribute__((always_inline)) {
       (
-          [&] {
+          [&]() __attribute__((always_inline)) {
             if constexpr (hoisted[K]) {
               constexpr ir::node n = Plan.nodes[node_at(K)];
               std::get<K>(v) =
@@ -223,7 +252,7 @@ struct region_kernel {
   // Whether every input slot steps as expected: 0 where row_constant, else 1 (the loops then read
   // the slots in place, with no copies and no masks).
   static bool steps_as_expected(const std::int64_t* step) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       return (true && ... && (step[in_slots[I]] == (row_constant[in_slots[I]] ? 0 : 1)));
     }
     (std::make_index_sequence<in_slots.size()>{});
@@ -232,17 +261,19 @@ struct region_kernel {
   // Evaluates every node of the region for lanes [j, j + lanes) (in v: see evaluate) and stores
   // the results.
   template <bool Contiguous>
-  static void step_at(values& v, const void* const* in, const std::int64_t* mask, void* const* out,
-                      std::int64_t j) {
+  [[gnu::always_inline]] static void step_at(values& v, const void* const* in,
+                                             const std::int64_t* mask, void* const* out,
+                                             std::int64_t j) {
     evaluate<Contiguous>(v, in, mask, j);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       (store_value<stores[I].first, stores[I].second>(v, out, j), ...);
     }
     (std::make_index_sequence<stores.size()>{});
   }
 
   template <int Slot, std::int32_t Id>
-  static void store_value(const values& v, void* const* out, std::int64_t j) {
+  [[gnu::always_inline]] static void store_value(const values& v, void* const* out,
+                                                 std::int64_t j) {
     constexpr dtype t = Plan.nodes[Id].type;
     store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
@@ -369,8 +400,8 @@ struct region_kernel {
       auto beyond = root_kind == ir::op::reduce_max ? b > a : b < a;
       if constexpr (std::is_same_v<V, float>)
         return beyond || b != b ? b : a;
-      else
-        return xsimd::select(beyond || (b != b), b, a);
+      else  // not b != b: xsimd's AVX != is ordered, false for NaN
+        return xsimd::select(beyond || xsimd::isnan(b), b, a);
     } else {
       return a + b;
     }
@@ -413,12 +444,12 @@ struct region_kernel {
       auto value = [&]<bool Contiguous>(const void* const* from, std::int64_t j)
           __attribute__((always_inline)) {
         evaluate<Contiguous>(v, from, mask, j);
-        return std::get<operand>(v).p[0];
+        return unfused(std::get<operand>(v).p[0]);
       };
       std::int64_t j = 0;
-      // Inlined (as value) whatever GCC's heuristics say: called out of line, the loop reads v, p
-      // and the pointers through the closure, and layer_norm ran 10-20 % slower in the builds
-      // where GCC chose so (it did for edits to unrelated lines of this function).
+      // Inlined (as value and the loop body), whatever GCC's budget says: called out of line, the
+      // loop reads v, p and the pointers through the closure, and layer_norm ran 10-20 % slower
+      // in the builds where GCC chose so (it did for edits to unrelated lines).
       auto blocks = [&]<bool Contiguous>() __attribute__((always_inline)) {
         for (; j + block <= count; j += block) {
           // The first batches start from the identity where they are folded (filling p with

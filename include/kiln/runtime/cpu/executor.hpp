@@ -515,6 +515,18 @@ inline void point_row(row_pointers& p, std::span<const row_walk> walks, std::int
   }
 }
 
+// Moves p's lists, pointed at a row of `walks` (point_row), to the next row: an add a walk, where
+// pointing each row anew was a fifth of the runtime's instructions per row of layer_norm.
+inline void next_row(row_pointers& p, std::span<const row_walk> walks) {
+  for (const row_walk& w : walks) {
+    const std::int64_t by = w.row_stride * w.bytes;
+    if (w.output)
+      p.out[w.slot] = static_cast<unsigned char*>(p.out[w.slot]) + by;
+    else
+      p.in[w.slot] = static_cast<const unsigned char*>(p.in[w.slot]) + by;
+  }
+}
+
 // Runs `row` over rows [rows.first, rows.last) of `walks`, row_size elements each, on the calling
 // thread; in_slots/out_slots: the sizes of the row function's pointer lists.
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
@@ -570,11 +582,11 @@ KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
 
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
                                 std::size_t out_slots, std::int64_t row_size, row_block rows) {
+  if (rows.first >= rows.last) return;
   row_pointers p(in_slots, out_slots);
-  for (std::int64_t r = rows.first; r < rows.last; ++r) {
-    point_row(p, walks, r);
+  point_row(p, walks, rows.first);
+  for (std::int64_t r = rows.first; r < rows.last; ++r, next_row(p, walks))
     row(p.in.data(), p.step.data(), p.out.data(), row_size);
-  }
 }
 
 KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,

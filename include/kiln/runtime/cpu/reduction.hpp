@@ -566,6 +566,9 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
   scratch mem(std::min(row_piece, row_size), bytes, widens, !in_place && !fold);
   acc_array partials(r, pieces), result(r, 1);
   row_pointers p(in_slots, out_slots);
+  // Rows of one piece that the row function reads: pointed once, then moved a row at a time.
+  const bool moves = pieces == 1 && !in_place && rows.first < rows.last;
+  if (moves) point_row(p, walks, rows.first);
   for (std::int64_t o = rows.first; o < rows.last; ++o) {
     for (std::int64_t k = 0; k < pieces; ++k) {
       const std::int64_t begin = k * row_piece, n = std::min(row_piece, row_size - begin);
@@ -578,13 +581,15 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
       if (in_place) {
         values = in_place->data + (o * in_place->row_stride + begin) * bytes;
       } else {
-        point_row(p, walks, o, begin);
+        if (!moves) point_row(p, walks, o, begin);
         if (fold) {
           fold(p.in.data(), p.step.data(), n, acc);
           continue;
         }
+        void* const out = p.out[first_out];  // the row's place, which next_row moves on
         p.out[first_out] = mem.row.get();
         row(p.in.data(), p.step.data(), p.out.data(), n);
+        p.out[first_out] = out;
         values = mem.row.get();
       }
       if (widens) {
@@ -598,6 +603,7 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
       if (w.output)
         r.store(result.at(0), row_size, result_type,
                 const_cast<unsigned char*>(w.data) + o * w.row_stride * w.bytes);
+    if (moves) next_row(p, walks);
   }
 }
 #endif  // KILN_RUNTIME_BODY
