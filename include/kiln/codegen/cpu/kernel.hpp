@@ -152,17 +152,12 @@ struct region_kernel {
     return v;
   }
 
-  // The loop body (compute, evaluate, load_row_constants, step_at, store_value) is always
-  // inlined: GCC's inliner has a budget for the whole translation unit, and in a larger program
-  // it called evaluate out of line, so that the values lived in memory (layer_norm's variance
-  // fold: 504 -> 1052 instructions a row of 768, from an edit to another file).
-  //
   // mask[s]: -1 where input slot s steps along the row, 0 where it is broadcast (and then points
   // at `lanes` copies of its element): one load either way, with no branch. Contiguous: every
   // slot steps as expected (0 where row_constant, else 1), so no mask is needed.
   template <int K, bool Contiguous>
-  [[gnu::always_inline]] static value_t<K> compute(const values& v, const void* const* in,
-                                                   const std::int64_t* mask, std::int64_t j) {
+  static value_t<K> compute(const values& v, const void* const* in, const std::int64_t* mask,
+                            std::int64_t j) {
     constexpr ir::node n = Plan.nodes[node_at(K)];
     constexpr int slot = load_slot(node_at(K));
     using ir::op;
@@ -219,11 +214,10 @@ struct region_kernel {
   // Evaluates every node of the region for lanes [j, j + lanes); where Contiguous, all but the
   // hoisted ones, which v holds from load_row_constants.
   template <bool Contiguous>
-  [[gnu::always_inline]] static void evaluate(values& v, const void* const* in,
-                                              const std::int64_t* mask, std::int64_t j) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) __attribute__((always_inline)) {
+  static void evaluate(values& v, const void* const* in, const std::int64_t* mask, std::int64_t j) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
-          [&]() __attribute__((always_inline)) {
+          [&] {
             if constexpr (evaluated[K] && !(Contiguous && hoisted[K]))
               std::get<K>(v) = compute<K, Contiguous>(v, in, mask, j);
           }(),
@@ -234,10 +228,10 @@ struct region_kernel {
 
   // Loads the hoisted nodes into v, for a contiguous loop's evaluate<true>: each a splat of the
   // element its slot points at.
-  [[gnu::always_inline]] static void load_row_constants(values& v, const void* const* in) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) __attribute__((always_inline)) {
+  static void load_row_constants(values& v, const void* const* in) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
-          [&]() __attribute__((always_inline)) {
+          [&] {
             if constexpr (hoisted[K]) {
               constexpr ir::node n = Plan.nodes[node_at(K)];
               std::get<K>(v) =
@@ -252,7 +246,7 @@ struct region_kernel {
   // Whether every input slot steps as expected: 0 where row_constant, else 1 (the loops then read
   // the slots in place, with no copies and no masks).
   static bool steps_as_expected(const std::int64_t* step) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return (true && ... && (step[in_slots[I]] == (row_constant[in_slots[I]] ? 0 : 1)));
     }
     (std::make_index_sequence<in_slots.size()>{});
@@ -261,19 +255,17 @@ struct region_kernel {
   // Evaluates every node of the region for lanes [j, j + lanes) (in v: see evaluate) and stores
   // the results.
   template <bool Contiguous>
-  [[gnu::always_inline]] static void step_at(values& v, const void* const* in,
-                                             const std::int64_t* mask, void* const* out,
-                                             std::int64_t j) {
+  static void step_at(values& v, const void* const* in, const std::int64_t* mask, void* const* out,
+                      std::int64_t j) {
     evaluate<Contiguous>(v, in, mask, j);
-    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
       (store_value<stores[I].first, stores[I].second>(v, out, j), ...);
     }
     (std::make_index_sequence<stores.size()>{});
   }
 
   template <int Slot, std::int32_t Id>
-  [[gnu::always_inline]] static void store_value(const values& v, void* const* out,
-                                                 std::int64_t j) {
+  static void store_value(const values& v, void* const* out, std::int64_t j) {
     constexpr dtype t = Plan.nodes[Id].type;
     store<t>(std::get<position_of(Id)>(v), static_cast<storage_t<t>*>(out[Slot]) + j);
   }
