@@ -411,8 +411,7 @@ struct region_kernel {
       constexpr int operand = position_of(stores[0].second);
       // The loop's own copies of the pointers (and masks), as row's: the row's own where every
       // slot steps as expected, else row_inputs' (made only then, or for a tail).
-      row_inputs r;
-      bool pointed = false;
+      row_inputs r;  // pointed where the row is not contiguous, else only for a tail
       const void* at[n_in > 0 ? n_in : 1];
       std::int64_t mask[n_in > 0 ? n_in : 1];
       const bool contiguous = steps_as_expected(step);
@@ -420,7 +419,6 @@ struct region_kernel {
         for (int s : in_slots) at[s] = in[s];
       } else {
         r.point(in, step);
-        pointed = true;
         for (int s : in_slots) at[s] = r.at[s], mask[s] = r.mask[s];
       }
       order partials;
@@ -439,9 +437,9 @@ struct region_kernel {
         return unfused(std::get<operand>(v).p[0]);
       };
       std::int64_t j = 0;
-      // Inlined (as value and the loop body), whatever GCC's budget says: called out of line, the
-      // loop reads v, p and the pointers through the closure, and layer_norm ran 10-20 % slower
-      // in the builds where GCC chose so (it did for edits to unrelated lines).
+      // Inlined, as value is, whatever GCC's budget says: called out of line, the loop reads v, p
+      // and the pointers through the closure, and layer_norm ran 10-20 % slower in the builds
+      // where GCC chose so (it did for edits to unrelated lines).
       auto blocks = [&]<bool Contiguous>() __attribute__((always_inline)) {
         for (; j + block <= count; j += block) {
           // The first batches start from the identity where they are folded (filling p with
@@ -460,7 +458,7 @@ struct region_kernel {
         for (; j + std::int64_t(lanes) <= count; j += lanes, q = (q + 1) % batches)
           p[q] = join(p[q], value.template operator()<Contiguous>(at, j));
         if (j < count) {  // the padded lanes keep their partials
-          if (!pointed) {
+          if (contiguous) {
             r.point(in, step);
             for (int s : in_slots) mask[s] = r.mask[s];
           }
