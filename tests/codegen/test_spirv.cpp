@@ -277,6 +277,28 @@ TEST(SpirvEmitter, FloatControlsAndQuotientsFollowTheTarget) {
   EXPECT_EQ(count_ops(kernel(no_f64), spv::Op::OpFConvert), 0);
 }
 
+// The workgroup kiln dispatches with: on a CPU device twice the subgroup (at least 64); on a
+// GPU 256 where the device allows that many invocations and has 32 KiB of shared memory, else
+// as on a CPU device; never more than the device's limit.
+TEST(SpirvTarget, WorkgroupSizeFollowsTheDevice) {
+  spirv::target t;
+  t.max_workgroup_size_x = 1024;
+  t.shared_memory_bytes = 49152;
+  t.subgroup_size = 8;
+  t.cpu_device = true;
+  EXPECT_EQ(t.workgroup_size(), 64u);
+  t.subgroup_size = 64;
+  EXPECT_EQ(t.workgroup_size(), 128u);
+  t.cpu_device = false;
+  t.subgroup_size = 32;
+  EXPECT_EQ(t.workgroup_size(), 256u);
+  t.max_workgroup_size_x = 128;
+  EXPECT_EQ(t.workgroup_size(), 128u);
+  t.max_workgroup_size_x = 1024;
+  t.shared_memory_bytes = 16384;  // what Vulkan promises
+  EXPECT_EQ(t.workgroup_size(), 64u);
+}
+
 TEST(SpirvEmitter, MetadataBeyondThePushConstantsGoesToABuffer) {
   ir::builder b;
   std::int32_t sum = b.input(dtype::f32, {dyn, dyn, dyn, dyn});

@@ -854,22 +854,53 @@ class region_emitter final : public op_lowering {
         id four = m_.emit(Op::OpIMul, u32(), {g, cu(4)});
         id row_end =
             m_.ext(u32(), GLSLstd450UMin, {m_.emit(Op::OpIAdd, u32(), {four, cu(4)}), rows});
-        id end = m_.emit(
-            Op::OpShiftRightLogical, u32(),
-            {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {row_end, count}), cu(3)}),
-             cu(2)});
-        id first = m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {g, count}), local_});
-        counted_loop(first, end, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
-          g_index_ = q;
-          forget_coordinates();
-          store_all(evaluate());
-          return {};
-        });
+        if (whole_quads_) {
+          over_whole_rows(four, row_end, count);
+        } else {  // the rows' groups of four as one run (a group may hold the next row's start)
+          id end = m_.emit(
+              Op::OpShiftRightLogical, u32(),
+              {m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {row_end, count}), cu(3)}),
+               cu(2)});
+          id first = m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {g, count}), local_});
+          counted_loop(first, end, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
+            g_index_ = q;
+            forget_coordinates();
+            store_all(evaluate());
+            return {};
+          });
+        }
       } else {
         in_first_invocation([&] { store_all(evaluate()); });
       }
     }
     group_barrier();  // the next rows' reductions reuse the shared partials
+  }
+
+  // A row group's member over the elements of rows [first, end) (`count` each, whole groups of
+  // four), a row at a time: the row's coordinates once, then its groups of four among the
+  // workgroup's invocations, their lanes along the row (as a reduction folds them). So no group
+  // of four divides its index by the extents to find its coordinates (an integer division,
+  // which GPUs emulate), and a per-row operand is read at the row's own index.
+  void over_whole_rows(id first, id end, id count) {
+    const int kept = mb_->rank - std::popcount(g_.nodes[members_[0].r->root].attrs.axes &
+                                               ((1u << mb_->rank) - 1));
+    id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
+    counted_loop(first, end, cu(1), {}, {}, [&](id row, const carried&) -> carried {
+      row_coords_.assign(kept, 0);
+      split_index(row, 0, kept, row_coords_);
+      id row_quads = m_.emit(Op::OpIMul, u32(), {row, quads});
+      counted_loop(local_, quads, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
+        g_index_ = m_.emit(Op::OpIAdd, u32(), {row_quads, q});
+        along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
+        along_ = true;
+        forget_coordinates();
+        store_all(evaluate());
+        along_ = false;
+        forget_coordinates();
+        return {};
+      });
+      return {};
+    });
   }
 
   // Evaluates the region's nodes for the current lanes (a reduction's: its operand's

@@ -84,9 +84,16 @@ struct target {
     return g;
   }
 
-  // The workgroup size kiln dispatches with (a specialization constant of every kernel).
+  // The workgroup size kiln dispatches with (a specialization constant of every kernel). On a
+  // GPU, 256 invocations where the device allows them and has 32 KiB of shared memory for the
+  // reductions' partials (16 or 32 bytes an invocation per folded value): a reduction's workgroup
+  // takes four rows, so 64 invocations ran a 4096-row softmax on a quarter of the threads an H100
+  // keeps resident (256: 0.52 -> 0.48 ms for 16384 x 4096 there; elementwise kernels the same,
+  // docs/PERFORMANCE.md). On a CPU device, whose invocations are SIMD lanes, twice the subgroup
+  // and at least 64.
   std::uint32_t workgroup_size() const {
     std::uint32_t w = subgroup_size * 2 > 64 ? subgroup_size * 2 : 64;
+    if (!cpu_device && shared_memory_bytes >= 32768) w = 256;
     return w < max_workgroup_size_x ? w : max_workgroup_size_x;
   }
 };
