@@ -552,6 +552,7 @@ class region_emitter final : public op_lowering {
 
   // Loads argument k of the region for the four lanes, as its compute type.
   id load_argument(std::size_t k, dtype t) {
+    if (auto it = row_values_.find({k, t}); it != row_values_.end()) return it->second;
     id var = binding(k);
     int bytes = size_in_bytes(t);
     lane_kind lk = lane_of(t);
@@ -888,6 +889,7 @@ class region_emitter final : public op_lowering {
     counted_loop(first, end, cu(1), {}, {}, [&](id row, const carried&) -> carried {
       row_coords_.assign(kept, 0);
       split_index(row, 0, kept, row_coords_);
+      read_row_values(mb_->rank - kept);
       id row_quads = m_.emit(Op::OpIMul, u32(), {row, quads});
       counted_loop(local_, quads, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
         g_index_ = m_.emit(Op::OpIAdd, u32(), {row_quads, q});
@@ -899,8 +901,34 @@ class region_emitter final : public op_lowering {
         forget_coordinates();
         return {};
       });
+      row_values_.clear();
       return {};
     });
+  }
+
+  // Reads, once for the row in row_coords_, the current member's arguments that are constant
+  // along it, for evaluate() to reuse in each of the row's groups of four: those repeated along
+  // the row's one reduced axis (stride 0: softmax's max and sum). Such a value was otherwise
+  // read again for every group of four, from a Coherent transient that caches may not keep.
+  void read_row_values(int reduced_axes) {
+    row_values_.clear();
+    if (reduced_axes != 1) return;  // a repeated argument may still vary along another axis
+    auto inputs = compiler::input_slots(p_, *mb_->r);
+    along_ = true;
+    along_r_ = cu(0);
+    forget_coordinates();
+    std::map<std::pair<std::size_t, dtype>, id> values;
+    for (auto nid : mb_->r->nodes) {
+      int slot = compiler::load_slot(p_, *mb_->r, nid);
+      if (slot < 0 || nid == mb_->r->root) continue;
+      std::size_t k = 0;
+      while (inputs[k] != slot) ++k;
+      if (mb_->kinds[k] == operand_kind::repeated)
+        values.emplace(std::pair{k, g_.nodes[nid].type}, load_argument(k, g_.nodes[nid].type));
+    }
+    along_ = false;
+    forget_coordinates();
+    row_values_ = std::move(values);
   }
 
   // Evaluates the region's nodes for the current lanes (a reduction's: its operand's
@@ -1418,7 +1446,9 @@ class region_emitter final : public op_lowering {
       id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
       row_coords_.assign(kept, 0);
       split_index(result, 0, kept, row_coords_);
+      read_row_values(mb_->rank - kept);
       carried totals = fold_row(m_.emit(Op::OpIMul, u32(), {result, count}), quads, now);
+      row_values_.clear();
       carried next;
       for (std::size_t v = 0; v < now.size(); ++v)
         next.push_back(m_.emit(Op::OpVectorInsertDynamic, types[v], {now[v], totals[v], j}));
@@ -1743,8 +1773,10 @@ class region_emitter final : public op_lowering {
   std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
-  std::vector<id> coords0_;         // lane 0's (first_lane_coords)
-  bool along_ = false;              // a reduction's lanes are four consecutive elements of a row:
+  std::vector<id> coords0_;  // lane 0's (first_lane_coords)
+  bool along_ = false;       // a reduction's lanes are four consecutive elements of a row:
+  // The row's values of its repeated arguments (read_row_values), by argument and dtype.
+  std::map<std::pair<std::size_t, dtype>, id> row_values_;
   std::vector<id> row_coords_;      // the row's coordinates (the kept axes')
   id along_r_ = 0;                  // and lane 0's reduced index
   bool whole_quads_ = true;         // (see the constructor)
