@@ -417,6 +417,45 @@ TEST(Reductions, ResultReadByAnotherRegion) {
   }
 }
 
+// An operand broadcast along the rows' last axis (b: [n, 5, 1] or [n, 1]) inside a sum over
+// the trailing axes. Over one axis it is constant along each row, and a Vulkan kernel reads it
+// once per row; over two it varies along the row's first axis and must be read per group of
+// four. Both against the tests' own double sums.
+TEST(Reductions, OperandRepeatedAlongTheRow) {
+  using kiln::dyn;
+  using kiln::tensor;
+  constexpr auto two_axes = kiln::fn<tensor<float, dyn, 5, 8>, tensor<float, dyn, 5, 1>>(
+      [](auto x, auto b) { return kiln::reduce_sum<1, 2>(x * b); });
+  constexpr auto one_axis = kiln::fn<tensor<float, dyn, 8>, tensor<float, dyn, 1>>(
+      [](auto x, auto b) { return kiln::reduce_sum<1>(x * b); });
+  const std::int64_t n = 7;
+  auto x = ref::make_arg<float>({n, 5, 8}, -2, 2, 31);
+  auto b = ref::make_arg<float>({n, 5, 1}, -2, 2, 32);
+  auto got = two_axes(ref::view_of(x.data, x.dims), ref::view_of(b.data, b.dims));
+  ASSERT_EQ(got.size(), std::size_t(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    double want = 0, size = 0;
+    for (int c = 0; c < 5; ++c)
+      for (int k = 0; k < 8; ++k) {
+        double v = double(x.data[(i * 5 + c) * 8 + k]) * b.data[i * 5 + c];
+        want += v;
+        size += std::fabs(v);
+      }
+    EXPECT_NEAR(got[i], want, 1e-6 * size + 1e-30) << "two axes, result " << i;
+  }
+  auto rows = one_axis(ref::view_of(x.data, {n * 5, 8}), ref::view_of(b.data, {n * 5, 1}));
+  ASSERT_EQ(rows.size(), std::size_t(n * 5));
+  for (std::int64_t r = 0; r < n * 5; ++r) {
+    double want = 0, size = 0;
+    for (int k = 0; k < 8; ++k) {
+      double v = double(x.data[r * 8 + k]) * b.data[r];
+      want += v;
+      size += std::fabs(v);
+    }
+    EXPECT_NEAR(rows[r], want, 1e-6 * size + 1e-30) << "one axis, row " << r;
+  }
+}
+
 // A chain of reductions each reading the one before, along alternating axes (so each is a
 // dispatch of its own: a row group's transients live through all of it): three transients, but
 // the first is dead once the second's dispatch has run, so the third takes its place.
