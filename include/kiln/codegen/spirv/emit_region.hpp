@@ -1773,12 +1773,12 @@ class region_emitter final : public op_lowering {
   std::vector<id> shared_;  // their shared arrays of partials
   id g_index_ = 0;
   std::vector<id> coords_;
-  std::vector<id> coords0_;  // lane 0's (first_lane_coords)
-  bool along_ = false;       // a reduction's lanes are four consecutive elements of a row:
+  std::vector<id> coords0_;     // lane 0's (first_lane_coords)
+  bool along_ = false;          // a reduction's lanes are four consecutive elements of a row:
+  std::vector<id> row_coords_;  // the row's coordinates (the kept axes')
+  id along_r_ = 0;              // and lane 0's reduced index
   // The row's values of its repeated arguments (read_row_values), by argument and dtype.
   std::map<std::pair<std::size_t, dtype>, id> row_values_;
-  std::vector<id> row_coords_;      // the row's coordinates (the kept axes')
-  id along_r_ = 0;                  // and lane 0's reduced index
   bool whole_quads_ = true;         // (see the constructor)
   id lanes_ = 0, lane_ok_ = 0;      // a contraction's row when not whole quads: each lane's
                                     // element (clamped) and whether it holds one
