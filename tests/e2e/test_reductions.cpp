@@ -456,6 +456,33 @@ TEST(Reductions, OperandRepeatedAlongTheRow) {
   }
 }
 
+// x / sum(x) along rows, one row group: each quotient rounded once, as IEEE's f32 division
+// rounds it (a GPU's quotients are taken in f64; the row's divisor is read once per row). The
+// sums come from kiln's own reduce_sum, which folds in the row group's order.
+TEST(Reductions, QuotientsByARowSumAreRoundedOnce) {
+  using kiln::dyn;
+  using kiln::tensor;
+  constexpr auto shares = kiln::fn<tensor<float, dyn, dyn>>(
+      [](auto x) { return x / kiln::reduce_sum<1>(x, kiln::keepdims); });
+  constexpr auto sums = kiln::fn<tensor<float, dyn, dyn>>(
+      [](auto x) { return kiln::reduce_sum<1>(x, kiln::keepdims); });
+  static_assert(shares.plan.dispatch_count() == 1);
+  for (std::int64_t cols : {1000, 7}) {
+    const std::int64_t rows = 37;
+    auto x = ref::make_arg<float>({rows, cols}, 0.5, 3, 41);
+    auto got = shares(ref::view_of(x.data, x.dims));
+    auto s = sums(ref::view_of(x.data, x.dims));
+    ASSERT_EQ(got.size(), std::size_t(rows * cols));
+    int wrong = 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float want = x.data[r * cols + c] / s[r];
+        wrong += std::memcmp(&got[r * cols + c], &want, sizeof want) != 0;
+      }
+    EXPECT_EQ(wrong, 0) << cols << " columns";
+  }
+}
+
 // A chain of reductions each reading the one before, along alternating axes (so each is a
 // dispatch of its own: a row group's transients live through all of it): three transients, but
 // the first is dead once the second's dispatch has run, so the third takes its place.
