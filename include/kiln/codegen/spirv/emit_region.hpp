@@ -921,14 +921,18 @@ class region_emitter final : public op_lowering {
     for (auto nid : mb_->r->nodes) {
       int slot = compiler::load_slot(p_, *mb_->r, nid);
       if (slot < 0 || nid == mb_->r->root) continue;
-      std::size_t k = 0;
-      while (inputs[k] != slot) ++k;
+      const std::size_t k = argument_of(inputs, slot);
       if (mb_->kinds[k] == operand_kind::repeated)
         values.emplace(std::pair{k, g_.nodes[nid].type}, load_argument(k, g_.nodes[nid].type));
     }
     along_ = false;
     forget_coordinates();
     row_values_ = std::move(values);
+  }
+
+  // Which argument of the member (inputs: its input slots) holds input slot `slot`.
+  static std::size_t argument_of(const std::vector<std::int32_t>& inputs, int slot) {
+    return static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), slot) - inputs.begin());
   }
 
   // Evaluates the region's nodes for the current lanes (a reduction's: its operand's
@@ -948,9 +952,7 @@ class region_emitter final : public op_lowering {
       const ir::node& n = g_.nodes[nid];
       auto in = [&](int i) { return value[n.operands[i]]; };
       if (int slot = compiler::load_slot(p_, *mb_->r, nid); slot >= 0) {
-        std::size_t k = 0;
-        while (inputs[k] != slot) ++k;
-        value[nid] = load_argument(k, n.type);
+        value[nid] = load_argument(argument_of(inputs, slot), n.type);
         continue;
       }
       using ir::op_class;
