@@ -883,13 +883,10 @@ class region_emitter final : public op_lowering {
   // of four divides its index by the extents to find its coordinates (an integer division,
   // which GPUs emulate), and a per-row operand is read at the row's own index.
   void over_whole_rows(id first, id end, id count) {
-    const int kept = mb_->rank - std::popcount(g_.nodes[members_[0].r->root].attrs.axes &
-                                               ((1u << mb_->rank) - 1));
+    const std::uint32_t axes = g_.nodes[members_[0].r->root].attrs.axes;
     id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
     counted_loop(first, end, cu(1), {}, {}, [&](id row, const carried&) -> carried {
-      row_coords_.assign(kept, 0);
-      split_index(row, 0, kept, row_coords_);
-      read_row_values(mb_->rank - kept);
+      enter_row(row, axes);
       id row_quads = m_.emit(Op::OpIMul, u32(), {row, quads});
       counted_loop(local_, quads, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
         g_index_ = m_.emit(Op::OpIAdd, u32(), {row_quads, q});
@@ -904,6 +901,17 @@ class region_emitter final : public op_lowering {
       row_values_.clear();
       return {};
     });
+  }
+
+  // Enters row `row` of the current member's space, reduced along `axes` (its root's): the
+  // row's coordinates once (row_coords_), and its repeated arguments' values (read_row_values),
+  // which row_values_ keeps until the caller clears it after the row.
+  void enter_row(id row, std::uint32_t axes) {
+    const int reduced = std::popcount(axes & ((1u << mb_->rank) - 1));
+    const int kept = mb_->rank - reduced;
+    row_coords_.assign(kept, 0);
+    split_index(row, 0, kept, row_coords_);
+    read_row_values(reduced);
   }
 
   // Reads, once for the row in row_coords_, the current member's arguments that are constant
@@ -1440,15 +1448,12 @@ class region_emitter final : public op_lowering {
   // become lane j of the carried vectors. row_coords_ holds the row's coordinates meanwhile.
   carried along_rows(id count, const carried& init, const std::vector<id>& types,
                      function_ref<carried(id row, id quads, const carried& now)> fold_row) {
-    const ir::node& root = g_.nodes[mb_->r->root];
-    const int kept = mb_->rank - std::popcount(root.attrs.axes & ((1u << mb_->rank) - 1));
+    const std::uint32_t axes = g_.nodes[mb_->r->root].attrs.axes;
     id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
     id results = lane_elements();
     return counted_loop(cu(0), cu(4), cu(1), init, types, [&](id j, const carried& now) {
       id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
-      row_coords_.assign(kept, 0);
-      split_index(result, 0, kept, row_coords_);
-      read_row_values(mb_->rank - kept);
+      enter_row(result, axes);
       carried totals = fold_row(m_.emit(Op::OpIMul, u32(), {result, count}), quads, now);
       row_values_.clear();
       carried next;
