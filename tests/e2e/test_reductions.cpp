@@ -643,6 +643,79 @@ TEST(Reductions, CompiledAndInterpretedCpuAgreeBitForBit) {
   EXPECT_EQ(b, b2);
 }
 
+// kiln's fold order, written out here as plain scalar code from fold_order.hpp's description:
+// pieces of 4096 elements; a piece's blocks of 256 each folded into 32 interleaved partials
+// (element k into partial k % 32); each block joins the one before it when both cover as many
+// blocks, what is left joins from the last down; then the 32 as a tree (k with k + 16, then
+// k + 8, ...); the pieces' sums joined by halves.
+float sum_in_kilns_order(const float* x, std::int64_t n) {
+  using partials = std::array<float, 32>;
+  auto piece_sum = [](const float* p, std::int64_t m) {
+    std::vector<std::pair<partials, int>> stack;  // partials and the level they cover
+    for (std::int64_t b = 0; b < m; b += 256) {
+      partials block{};
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(256, m - b); ++k)
+        block[k % 32] = k < 32 ? p[b + k] : block[k % 32] + p[b + k];
+      int level = 0;
+      while (!stack.empty() && stack.back().second == level) {
+        for (int k = 0; k < 32; ++k) block[k] = stack.back().first[k] + block[k];
+        stack.pop_back();
+        ++level;
+      }
+      stack.push_back({block, level});
+    }
+    while (stack.size() > 1) {
+      partials right = stack.back().first;
+      stack.pop_back();
+      for (int k = 0; k < 32; ++k) stack.back().first[k] += right[k];
+    }
+    partials q = stack.back().first;
+    for (int w = 16; w > 0; w /= 2)
+      for (int k = 0; k < w; ++k) q[k] = q[k] + q[k + w];
+    return q[0];
+  };
+  auto halves = [&](auto& self, std::int64_t first, std::int64_t count) -> float {
+    if (count == 1)
+      return piece_sum(x + first * 4096, std::min<std::int64_t>(4096, n - first * 4096));
+    const std::int64_t half = count / 2;
+    return self(self, first, half) + self(self, first + half, count - half);
+  };
+  return halves(halves, 0, (n + 4095) / 4096);
+}
+
+// A sum along rows on the CPU has exactly that order's bits, through both CPU drivers, whether the
+// rows are many (folded a row at a time, over the threads) or few (a row's pieces shared among
+// the threads), and fused into a row group (softmax-like: x / sum(x) reads the sum).
+TEST(Reductions, CpuRowSumsHaveTheDocumentedOrdersBits) {
+  auto cpu = kiln::device::cpu();
+  for (std::int64_t cols : {1, 7, 255, 256, 257, 768, 4096, 4097, 10000, 20000}) {
+    for (std::int64_t rows : {1, 3, 300}) {
+      SCOPED_TRACE(testing::Message() << "rows " << rows << ", cols " << cols);
+      auto x = ref::make_arg<float>({rows, cols}, -3, 3, 61);
+      std::vector<float> expected(rows);
+      for (std::int64_t r = 0; r < rows; ++r)
+        expected[r] = sum_in_kilns_order(x.data.data() + r * cols, cols);
+      kiln::graph g;
+      auto in = g.input("x", dtype::f32, {rows, cols});
+      auto sum = g.reduce_sum(in, {1}, true);
+      g.output("sum", sum);
+      g.output("share", g.div(in, sum));
+      auto e = kiln::compile(g);
+      std::vector<float> got(rows), share(rows * cols);
+      e.run({ref::view_of(x.data, x.dims)}, {got, share}, cpu);
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), rows * 4), 0);
+      kiln::graph alone;
+      alone.output("sum", alone.reduce_sum(alone.input("x", dtype::f32, {rows, cols}), {1}));
+      auto only = kiln::compile(alone);
+      std::fill(got.begin(), got.end(), 0.f);
+      only.run({ref::view_of(x.data, x.dims)}, {got}, cpu);
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), rows * 4), 0);
+      for (std::int64_t k = 0; k < rows * cols; k += 97)
+        ASSERT_EQ(share[k], x.data[k] / expected[k / cols]) << "element " << k;
+    }
+  }
+}
+
 // The same bits from run to run on one device: every fold has a fixed order.
 TEST(Reductions, SameBitsFromRunToRun) {
   kiln::graph g;

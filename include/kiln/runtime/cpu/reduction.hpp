@@ -541,6 +541,36 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows) {
+  // All of a reduction over trailing axes, on rows that every operand walks affinely (the
+  // common [rows, C] reduced over C): reduce_rows, threaded over rows. Rows then cost a few
+  // adds each; the general path below finds each row's offsets by integer division, which on
+  // rows of 768 floats read from memory took a third of the time. Both fold each row in the same
+  // order, so to the same bits. Too few rows to share among the threads keeps the general path:
+  // it shares one row's pieces among them.
+  if (rows.last < 0) {
+    const std::int64_t total = space.element_count();
+    const std::int64_t rows_total = ir::kept_dims(space, attrs).element_count();
+    const std::int64_t row_size = rows_total > 0 ? total / rows_total : 0;
+    const int threads = total >= parallel_threshold ? thread_count() : 1;
+    if (row_size > 0 && rows_total >= 4 * std::int64_t{threads} &&
+        ir::trailing_axes(attrs.axes, space.rank)) {
+      const std::vector<row_walk> walks =
+          row_walks(space, attrs.axes, true, in_slots, ins, out_slots, outs);
+      if (!walks.empty()) {
+        auto block = [&](std::int64_t first, std::int64_t last) {
+          reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
+                      row_size, {first, last});
+        };
+        // Claims of about 1/32 of a thread's share, as run_region's.
+        const std::int64_t grain = std::max<std::int64_t>(total / (threads * 32), task_grain);
+        if (threads > 1)
+          parallel_for(rows_total, std::max<std::int64_t>(grain / row_size, 1), block);
+        else
+          block(0, rows_total);
+        return;
+      }
+    }
+  }
   const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
   detail::reduce(row, fold, r, type, ir::result_dtype(kind, type), space, attrs.axes, in_slots, ins,
                  out_slots, outs, direct, rows);
