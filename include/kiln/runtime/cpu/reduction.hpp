@@ -541,6 +541,9 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
                                     std::span<const std::int32_t> out_slots,
                                     std::span<const operand_layout> outs, int direct,
                                     row_block rows) {
+  // Here, not on the threads: a reduction kiln has no reducer for is an error (parallel_for's
+  // tasks must not throw).
+  const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
   // All of a reduction over trailing axes, on rows that every operand walks affinely (the
   // common [rows, C] reduced over C): reduce_rows, threaded over rows. Rows then cost a few
   // adds each; the general path below finds each row's offsets by integer division, which on
@@ -571,7 +574,6 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
       }
     }
   }
-  const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
   detail::reduce(row, fold, r, type, ir::result_dtype(kind, type), space, attrs.axes, in_slots, ins,
                  out_slots, outs, direct, rows);
 }
