@@ -710,6 +710,11 @@ TEST(Reductions, CpuRowSumsHaveTheDocumentedOrdersBits) {
       std::fill(got.begin(), got.end(), 0.f);
       only.run({ref::view_of(x.data, x.dims)}, {got}, cpu);
       EXPECT_EQ(std::memcmp(got.data(), expected.data(), rows * 4), 0);
+      constexpr auto row_sums = kiln::fn<kiln::tensor<float, kiln::dyn, kiln::dyn>>(
+          [](auto v) { return kiln::reduce_sum<1>(v); });
+      std::fill(got.begin(), got.end(), 0.f);
+      row_sums.on(cpu)(ref::view_of(x.data, x.dims), kiln::into(got));
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), rows * 4), 0) << "compiled";
       for (std::int64_t k = 0; k < rows * cols; k += 97)
         ASSERT_EQ(share[k], x.data[k] / expected[k / cols]) << "element " << k;
     }

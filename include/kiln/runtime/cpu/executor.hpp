@@ -44,6 +44,12 @@ class row_list {
 inline constexpr std::int64_t parallel_threshold = 1 << 16;
 // The fewest elements a thread claims at a time: far more work than the claim (one atomic add).
 inline constexpr std::int64_t task_grain = 1 << 13;
+// The elements a thread claims at a time from a job of `total` on `threads`: about 1/32 of a
+// thread's share, so that a thread that finishes its last claim early idles for at most 1/32 of
+// the call; at least task_grain.
+inline std::int64_t claim_elements(std::int64_t total, int threads) {
+  return std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
+}
 
 // A gather's or shift's part of an operand's element address (compiler::index_term over the
 // iteration space): data_stride x the position read from `positions` (i32 or i64 elements,
@@ -657,10 +663,9 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
   std::int64_t rows = total / inner;
   bool parallel = total >= parallel_threshold;
   int threads = parallel ? thread_count() : 1;
-  // Tasks of about total / (32 x threads) elements (at least task_grain): a thread that finishes
-  // its last task early then idles for at most 1/32 of the call. Long rows are cut into pieces of
-  // whole steps; short rows are claimed several at a time.
-  std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
+  // Tasks of claim_elements: long rows are cut into pieces of whole steps; short rows are claimed
+  // several at a time.
+  std::int64_t grain = claim_elements(total, threads);
   std::int64_t piece = inner;
   if (threads > 1 && inner > grain) piece = (grain + lanes - 1) / lanes * lanes;
   // An input read across rows (a transposed matrix: its elements along a row a cache line or

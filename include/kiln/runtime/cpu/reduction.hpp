@@ -458,8 +458,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
       }
     };
     std::int64_t tasks = (last_row - first_row) * per_output;
-    // Claims of about 1/32 of a thread's share (as run_region's), at least task_grain elements.
-    std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
+    std::int64_t grain = claim_elements(total, threads);
     std::int64_t chunk =
         std::max<std::int64_t>(grain / std::min(piece, std::max<std::int64_t>(n0, 1)), 1);
     if (threads > 1)
@@ -564,10 +563,9 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
           reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
                       row_size, {first, last});
         };
-        // Claims of about 1/32 of a thread's share, as run_region's.
-        const std::int64_t grain = std::max<std::int64_t>(total / (threads * 32), task_grain);
         if (threads > 1)
-          parallel_for(rows_total, std::max<std::int64_t>(grain / row_size, 1), block);
+          parallel_for(rows_total,
+                       std::max<std::int64_t>(claim_elements(total, threads) / row_size, 1), block);
         else
           block(0, rows_total);
         return;

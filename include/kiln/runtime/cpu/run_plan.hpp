@@ -478,10 +478,9 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     if (threads == 1) {
       run_block(0, rows_total);
     } else {
-      // Claims of about 1/32 of a thread's share, as run_region's.
-      std::int64_t grain = std::max<std::int64_t>(total / (std::int64_t{threads} * 32), task_grain);
       parallel_for(rows_total,
-                   std::max<std::int64_t>(grain / std::max<std::int64_t>(row_size, 1), 1),
+                   std::max<std::int64_t>(
+                       claim_elements(total, threads) / std::max<std::int64_t>(row_size, 1), 1),
                    run_block);
     }
     i = end;
