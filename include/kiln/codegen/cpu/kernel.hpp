@@ -455,6 +455,9 @@ struct region_kernel {
           for (int q = 0; q < batches; ++q)
             p[q] = join(batch(fold_identity),
                         value.template operator()<Contiguous>(at, j + q * lanes));
+#pragma GCC unroll 1
+          // Not unrolled whole: GCC unrolls the block's 32 steps, hoists their loads and spills
+          // registers (layer_norm's variance fold spent a tenth of its time on one spill).
           for (int t = ways; t < block; t += ways)
             for (int q = 0; q < batches; ++q)
               p[q] = join(p[q], value.template operator()<Contiguous>(at, j + t + q * lanes));
