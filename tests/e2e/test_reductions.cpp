@@ -721,6 +721,51 @@ TEST(Reductions, CpuRowSumsHaveTheDocumentedOrdersBits) {
   }
 }
 
+// A column's sum in kiln's order where the contiguous dim is kept (reduction.hpp): the reduced
+// range [a, b) halved (the left half the smaller), the halves' sums added, down to runs of at
+// most 8 added in order from +0. Elements `stride` apart.
+float column_sum_in_kilns_order(const float* x, std::int64_t stride, std::int64_t a,
+                                std::int64_t b) {
+  if (b - a > 8) {
+    const std::int64_t mid = a + (b - a) / 2;
+    return column_sum_in_kilns_order(x, stride, a, mid) +
+           column_sum_in_kilns_order(x, stride, mid, b);
+  }
+  float s = 0;
+  for (std::int64_t j = a; j < b; ++j) s = s + x[j * stride];
+  return s;
+}
+
+// A sum down columns on the CPU has exactly that order's bits, through both CPU drivers: columns
+// in one strip (whose tree the threads share), in several (wider than a strip of 4096, and a 3-D
+// tensor's strips at each outer index), and one or few reduced rows.
+TEST(Reductions, CpuColumnSumsHaveTheDocumentedOrdersBits) {
+  auto cpu = kiln::device::cpu();
+  constexpr auto column_sums = kiln::fn<kiln::tensor<float, kiln::dyn, kiln::dyn, kiln::dyn>>(
+      [](auto v) { return kiln::reduce_sum<1>(v); });
+  const dims_t shapes[] = {{1, 1, 9000},    {1, 8, 4097},   {1, 9, 300},    {1, 17, 7},
+                           {1, 300, 4097},  {1, 4097, 2},   {1, 4097, 300}, {1, 20000, 7},
+                           {1, 1000, 1030}, {3, 100, 5000}, {7, 2000, 30}};
+  for (const dims_t& dims : shapes) {
+    SCOPED_TRACE(testing::Message() << "shape " << ref::dims_text(dims));
+    const std::int64_t outer = dims[0], rows = dims[1], cols = dims[2];
+    auto x = ref::make_arg<float>(dims, -3, 3, 62);
+    std::vector<float> expected(outer * cols);
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t c = 0; c < cols; ++c)
+        expected[o * cols + c] =
+            column_sum_in_kilns_order(x.data.data() + o * rows * cols + c, cols, 0, rows);
+    kiln::graph g;
+    g.output("sum", g.reduce_sum(g.input("x", dtype::f32, ref::to_shape(dims)), {1}));
+    std::vector<float> got(outer * cols);
+    kiln::compile(g).run({ref::view_of(x.data, x.dims)}, {got}, cpu);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << "interpreted";
+    std::fill(got.begin(), got.end(), 0.f);
+    column_sums.on(cpu)(ref::view_of(x.data, x.dims), kiln::into(got));
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << "compiled";
+  }
+}
+
 // The same bits from run to run on one device: every fold has a fixed order.
 TEST(Reductions, SameBitsFromRunToRun) {
   kiln::graph g;

@@ -284,7 +284,8 @@ TEST(Faults, EveryCreationCanFail) {
 
 namespace {
 // The bits of reductions of a 300 x 4097 tensor (rows, columns, all of it, large enough to be
-// split across threads), through both CPU drivers, and of normalizations (row groups).
+// split across threads), through both CPU drivers, of its columns as 4097 x 300, and of
+// normalizations (row groups).
 std::vector<std::uint32_t> reduction_bits() {
   constexpr auto f = fn<tensor<f32, dyn, dyn>>([](auto x) {
     return std::tuple{reduce_sum<1>(x), reduce_mean<0>(exp(x)), reduce_l2<>(x)};
@@ -302,6 +303,10 @@ std::vector<std::uint32_t> reduction_bits() {
   std::vector<std::uint32_t> bits;
   for (const auto* v : {&rows, &cols, &all, &rows2, &cols2, &all2})
     for (float e : *v) bits.push_back(std::bit_cast<std::uint32_t>(e));
+  // The same numbers as 4097 rows of 300: columns in one strip, whose tree the threads share.
+  constexpr auto down = fn<tensor<f32, dyn, dyn>>([](auto x) { return reduce_sum<0>(x); });
+  for (float e : down.on(device::cpu())(view(x.data(), {4097, 300})))
+    bits.push_back(std::bit_cast<std::uint32_t>(e));
   // Row groups, run a block of rows at a time on however many threads: softmax along rows and
   // along columns (the contiguous dim kept), layer_norm with a scale and a bias.
   constexpr auto groups = fn<tensor<f32, dyn, dyn>, tensor<f32, dyn>>([](auto x, auto s) {
