@@ -515,7 +515,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
   const std::int64_t level_bytes = std::min(strip, c) * r.acc_bytes;
   // Where the tree is cut, each part's accumulators until the parts are joined.
   std::vector<acc_word> joined(parts > 1 ? words_for(strips * parts * level_bytes) : 0);
-  // Output i of strip q (relative to first_strip): its outer index, first column and width.
+  // Strip q (counted from first_strip): sets its outer index and first column, returns its width.
   auto strip_at = [&](std::int64_t q, std::int64_t& o, std::int64_t& begin) {
     const std::int64_t t = first_strip + q;
     o = t / strips_per_row;
@@ -527,9 +527,9 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
     s.add_offsets(kept, o, base);
     for (std::size_t k = 0; k < s.entries(); ++k) base[k] += begin * s.strides[k][inner];
   };
+  // Stores a strip's n results from acc; offsets: a vector of s.entries() to use.
   auto store_strip = [&](const std::vector<std::int64_t>& base, std::int64_t n,
-                         const unsigned char* acc) {
-    std::vector<std::int64_t> offsets(s.entries());
+                         const unsigned char* acc, std::vector<std::int64_t>& offsets) {
     for (std::int64_t i = 0; i < n; ++i) {
       offsets = base;
       for (std::size_t k = n_in; k < ops.size(); ++k) offsets[k] += i * s.strides[k][inner];
@@ -572,7 +572,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
                                : acc_levels;
       r.fill(acc, n);
       fold_range(fold_range, a, b, n, acc, acc_levels + level_bytes);
-      if (parts == 1) store_strip(base, n, acc);
+      if (parts == 1) store_strip(base, n, acc, offsets);
     }
   };
   if (threads > 1)
@@ -586,7 +586,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
     run(0, strips * parts);
   if (parts == 1) return;
   // The parts joined up the tree as fold_range joins halves, into each strip's first part.
-  std::vector<std::int64_t> base(s.entries());
+  std::vector<std::int64_t> base(s.entries()), offsets(s.entries());
   for (std::int64_t q = 0; q < strips; ++q) {
     std::int64_t o, begin;
     const std::int64_t n = strip_at(q, o, begin);
@@ -602,7 +602,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
     };
     join(join, 0, in_count, depth);
     base_of(o, begin, base);
-    store_strip(base, n, part);
+    store_strip(base, n, part, offsets);
   }
 }
 
