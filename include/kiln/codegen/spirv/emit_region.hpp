@@ -1580,21 +1580,21 @@ class region_emitter final : public op_lowering {
         return carried{lane(all, scalar, 0)};
       })[0];
     }
-    // The device's subgroup operation for the join, on 32-bit lanes (64-bit ones need the
-    // extended-types feature). Float max/min skip NaN there, where kiln's propagate it, so a
-    // subgroup that holds a NaN in a lane gives NaN in that lane (its NaN flags or-ed).
+    // The device's subgroup operation for the join, where it has one with kiln's semantics: sums
+    // and products, and integer min/max (float min/max propagate NaN in kiln, where the subgroup
+    // operations skip it), on 32-bit lanes (64-bit ones need the extended-types feature).
     Op subgroup_op = Op::OpNop;
     if (t_.subgroup_arithmetic &&
         (k == lane_kind::f32 || k == lane_kind::s32 || k == lane_kind::u32)) {
       bool sgn = k == lane_kind::s32;
       switch (kind) {
         case op::reduce_max:
-          subgroup_op = fl    ? Op::OpGroupNonUniformFMax
+          subgroup_op = fl    ? Op::OpNop
                         : sgn ? Op::OpGroupNonUniformSMax
                               : Op::OpGroupNonUniformUMax;
           break;
         case op::reduce_min:
-          subgroup_op = fl    ? Op::OpGroupNonUniformFMin
+          subgroup_op = fl    ? Op::OpNop
                         : sgn ? Op::OpGroupNonUniformSMin
                               : Op::OpGroupNonUniformUMin;
           break;
@@ -1605,21 +1605,10 @@ class region_emitter final : public op_lowering {
           subgroup_op = fl ? Op::OpGroupNonUniformFAdd : Op::OpGroupNonUniformIAdd;
       }
     }
-    auto in_subgroup_of = [&](Op o, id type, id value) {
-      return m_.emit(o, type,
-                     {cu(static_cast<std::uint32_t>(spv::Scope::Subgroup)),
-                      static_cast<std::uint32_t>(spv::GroupOperation::Reduce), value});
-    };
     auto reduce_in_subgroup = [&](const carried& p) -> carried {
-      id total = in_subgroup_of(subgroup_op, vk, p[0]);
-      if (fl && (kind == op::reduce_max || kind == op::reduce_min)) {
-        id flags = m_.emit(Op::OpSelect, uvec4(),
-                           {m_.emit(Op::OpIsNan, bvec4(), {p[0]}), usplat(1), usplat(0)});
-        id any = in_subgroup_of(Op::OpGroupNonUniformBitwiseOr, uvec4(), flags);
-        total =
-            select(k, m_.emit(Op::OpINotEqual, bvec4(), {any, usplat(0)}), fsplat(k, NAN), total);
-      }
-      return {total};
+      return {m_.emit(subgroup_op, vk,
+                      {cu(static_cast<std::uint32_t>(spv::Scope::Subgroup)),
+                       static_cast<std::uint32_t>(spv::GroupOperation::Reduce), p[0]})};
     };
     function_ref<carried(const carried&)> in_subgroup = reduce_in_subgroup;
     workgroup_join(
