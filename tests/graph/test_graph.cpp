@@ -212,6 +212,31 @@ TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
         << "x = " << xs[i];
 }
 
+// The interpreter fills a value that repeats along the row (r, one per row; the constants) in
+// a row's first tile only, so no other value may share its slot: here the product's slot is
+// free again when the constant 3 is filled, and the product is computed into it again in every
+// later tile.
+TEST(Graph, InterpreterKeepsARowsRepeatedValuesAcrossItsTiles) {
+  constexpr auto f = fn<tensor<f32, dyn, dyn>, tensor<f32, dyn, 1>>(
+      [](auto x, auto r) { return exp(exp(x) * 0.5f) * 3.f - r; });
+  const std::int64_t rows = 5, cols = 1000;  // eight tiles a row
+  auto xs = ramp(rows * cols, -2.f, 0.001f);
+  std::vector<float> rs = {1.f, -2.f, 30.f, 0.5f, 7.f};
+  auto x = view(xs.data(), {rows, cols});
+  auto r = view(rs.data(), {rows, 1});
+  std::vector<float> compiled, interpreted(xs.size());
+  for (float e : f.on(device::cpu())(x, r)) compiled.push_back(e);
+  compile(f).run({x, r}, {interpreted}, device::cpu());
+  ASSERT_EQ(compiled.size(), xs.size());
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    float want = static_cast<float>(std::exp(std::exp(double(xs[i])) * 0.5) * 3.0 - rs[i / cols]);
+    ASSERT_NEAR(interpreted[i], want, 1e-5f * (std::fabs(want) + 1.f)) << "element " << i;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
+              std::bit_cast<std::uint32_t>(interpreted[i]))
+        << "element " << i;
+  }
+}
+
 TEST(Graph, ConcurrentCallsFromSeveralThreads) {
   // One executable, shared by four threads, two on each device, each with its own data: the
   // interpreter's scratch is per thread, the Vulkan queue is taken under the context's lock.

@@ -51,6 +51,10 @@ struct instruction {
   std::array<std::int32_t, 3> in{-1, -1, -1};  // slots read
   std::int32_t param = -1;                     // loads: the input slot read
   scalar value;                                // constants
+  // A load or a constant: its slot is its own (no other instruction writes it), so where its
+  // lanes repeat along the row (a constant; a load whose step is 0) the row's first tile
+  // fills it and the others skip it.
+  bool repeatable = false;
 };
 
 namespace detail {
@@ -266,9 +270,11 @@ class tile_program {
     for (; f.first < count; f.first += tile_elements) {
       f.count = std::min(tile_elements, count - f.first);
       for (std::size_t i = 0; i < computed_; ++i) {
+        const instruction& s = code_[i];
+        if (f.first > 0 && s.repeatable && (s.param < 0 || step[s.param] == 0)) continue;
         // An instruction writes its slot's scratch (a load may point the slot at its input).
-        view[code_[i].out] = base + code_[i].out * slot_bytes;
-        code_[i].fn(code_[i], f);
+        view[s.out] = base + s.out * slot_bytes;
+        s.fn(s, f);
       }
       for (std::size_t i = computed_; i < code_.size(); ++i) code_[i].fn(code_[i], f);
     }
@@ -304,6 +310,7 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
   std::vector<bool> stored(g.nodes.size(), false);
   for (auto st : stores) stored[st.node] = true;
   std::vector<std::int32_t> free_slots;
+  std::vector<bool> own_slot(g.nodes.size(), false);
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     std::int32_t id = reg.nodes[k];
     if (id == reg.root) continue;  // reduced by run_reduction
@@ -314,10 +321,12 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
     dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
     if (int in = compiler::load_slot(p, reg, id); in >= 0) {
       s.param = in;
+      s.repeatable = true;
       s.fn = detail::with_dtype(
           n.type, [](auto d) -> instruction_fn { return &detail::load_input<decltype(d)::value>; });
     } else if (n.kind == ir::op::constant) {
       s.value = n.value;
+      s.repeatable = true;
       s.fn = detail::with_dtype(n.type, [](auto d) -> instruction_fn {
         return &detail::fill_constant<decltype(d)::value>;
       });
@@ -328,8 +337,9 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
       throw error(errc::unsupported, std::string(ir::name(n.kind)),
                   "no CPU primitive for element type " + std::string(name(operand)));
     // A slot is reused once its last reader has run (never by that reader itself: a widening
-    // cast would overwrite lanes it has not read yet).
-    if (free_slots.empty()) {
+    // cast would overwrite lanes it has not read yet). A repeatable instruction's slot is
+    // never shared: an earlier value in a reused slot would overwrite it in the next tile.
+    if (free_slots.empty() || s.repeatable) {
       s.out = slots_++;
     } else {
       s.out = free_slots.back();
@@ -341,10 +351,11 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
       std::int32_t o = n.operands[i];
       bool repeated = false;
       for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
-      if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o])
+      if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o] && !own_slot[o])
         free_slots.push_back(slot_of[o]);
     }
-    if (last_use[id] < 0 && !stored[id]) free_slots.push_back(s.out);
+    own_slot[id] = s.repeatable;
+    if (last_use[id] < 0 && !stored[id] && !s.repeatable) free_slots.push_back(s.out);
   }
   computed_ = code_.size();
   for (auto st : stores) {
