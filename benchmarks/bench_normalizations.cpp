@@ -122,6 +122,13 @@ void BM_layer_norm(benchmark::State& state) {
       state, "x_vs_omp_fused",
       [&] { layer_norm_omp(x.data(), scale.data(), bias.data(), y.data(), rows, cols); }, calls,
       kiln_call);
+  auto exe = compile(layer_norm_rows);
+  ratio(
+      state, "interpreter_vs_compiled",
+      [&] {
+        exe.run({in, s, b}, {out}, cpu);
+      },
+      calls, kiln_call);
 }
 
 }  // namespace
