@@ -62,22 +62,33 @@ namespace detail {
 template <dtype D>
 using slot_t = std::conditional_t<D == dtype::boolean, bool, lane_t<D>>;
 
+// An instruction's operand lanes and its result's, their slot pointers taken once before its
+// loop over the tile: a SIMD store may alias anything, so pointers read inside the loop (the
+// slot's view, the instruction's slot numbers) would be read again for every pack.
 template <dtype D>
-compute_t<D> read(const instruction& s, const tile_frame& f, int operand, std::int64_t k) {
-  return compute_t<D>::load(f.read_slot<slot_t<D>>(s.in[operand]) + k * std::int64_t(lanes));
-}
+struct slot_in {
+  const slot_t<D>* p;
+  slot_in(const instruction& s, const tile_frame& f, int operand)
+      : p(f.read_slot<slot_t<D>>(s.in[operand])) {}
+  compute_t<D> operator[](std::int64_t k) const {
+    return compute_t<D>::load(p + k * std::int64_t(lanes));
+  }
+};
 template <dtype D>
-void write(const compute_t<D>& v, const instruction& s, const tile_frame& f, std::int64_t k) {
-  v.store(f.slot<slot_t<D>>(s.out) + k * std::int64_t(lanes));
-}
+struct slot_out {
+  slot_t<D>* p;
+  slot_out(const instruction& s, const tile_frame& f) : p(f.slot<slot_t<D>>(s.out)) {}
+  void put(std::int64_t k, const compute_t<D>& v) const { v.store(p + k * std::int64_t(lanes)); }
+};
 
 template <dtype D>
 void load_input(const instruction& s, const tile_frame& f) {
   auto* p = static_cast<const storage_t<D>*>(f.in[s.param]);
   std::int64_t packs = f.packs();
+  const slot_out<D> out(s, f);
   if (f.step[s.param] == 0) {
     auto v = splat<D>(p);
-    for (std::int64_t k = 0; k < packs; ++k) write<D>(v, s, f, k);
+    for (std::int64_t k = 0; k < packs; ++k) out.put(k, v);
     return;
   }
   p += f.first;
@@ -86,12 +97,12 @@ void load_input(const instruction& s, const tile_frame& f) {
     f.view[s.out] = reinterpret_cast<const unsigned char*>(p);  // read in place
     return;
   }
-  for (std::int64_t k = 0; k < full; ++k) write<D>(load<D>(p + k * lanes), s, f, k);
+  for (std::int64_t k = 0; k < full; ++k) out.put(k, load<D>(p + k * lanes));
   if (full == packs) return;
   // The tail: a zero-padded copy, so no lane reads past the caller's data.
   storage_t<D> padded[lanes] = {};
   std::memcpy(padded, p + full * lanes, (f.count - full * lanes) * sizeof(storage_t<D>));
-  write<D>(load<D>(padded), s, f, full);
+  out.put(full, load<D>(padded));
 }
 
 template <dtype D>
@@ -110,60 +121,72 @@ void store_result(const instruction& s, const tile_frame& f) {
 template <dtype D>
 void fill_constant(const instruction& s, const tile_frame& f) {
   auto v = compute_t<D>::splat(lane_value<D>(s.value));
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) write<D>(v, s, f, k);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, v);
 }
 
 // A view that broadcasting already gives (compiler::computed_view): its operand's lanes.
 template <dtype D>
 void copy_value(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) write<D>(read<D>(s, f, 0, k), s, f, k);
+  const slot_in<D> x(s, f, 0);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, x[k]);
 }
 
 template <ir::op O, dtype D>
 void apply_unary(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<D>(unary<O, D>(read<D>(s, f, 0, k)), s, f, k);
+  const slot_in<D> x(s, f, 0);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, unary<O, D>(x[k]));
 }
 template <ir::op O, dtype D>
 void apply_binary(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<D>(binary<O, D>(read<D>(s, f, 0, k), read<D>(s, f, 1, k)), s, f, k);
+  const slot_in<D> x(s, f, 0), y(s, f, 1);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, binary<O, D>(x[k], y[k]));
 }
 template <ir::op O, dtype D>
 void apply_compare(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<dtype::boolean>(compare<O>(read<D>(s, f, 0, k), read<D>(s, f, 1, k)), s, f, k);
+  const slot_in<D> x(s, f, 0), y(s, f, 1);
+  const slot_out<dtype::boolean> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, compare<O>(x[k], y[k]));
 }
 template <ir::op O, dtype D>
 void apply_test(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<dtype::boolean>(test<O>(read<D>(s, f, 0, k)), s, f, k);
+  const slot_in<D> x(s, f, 0);
+  const slot_out<dtype::boolean> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, test<O>(x[k]));
 }
 template <ir::op O, dtype D>
 void apply_ternary(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<D>(ternary<O, D>(read<D>(s, f, 0, k), read<D>(s, f, 1, k), read<D>(s, f, 2, k)), s, f, k);
+  const slot_in<D> x(s, f, 0), y(s, f, 1), z(s, f, 2);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, ternary<O, D>(x[k], y[k], z[k]));
 }
 template <ir::op O>
 void apply_logical(const instruction& s, const tile_frame& f) {
   constexpr dtype B = dtype::boolean;
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) {
-    if constexpr (O == ir::op::logical_not)
-      write<B>(logical_not(read<B>(s, f, 0, k)), s, f, k);
-    else
-      write<B>(logical<O>(read<B>(s, f, 0, k), read<B>(s, f, 1, k)), s, f, k);
+  const slot_in<B> x(s, f, 0);
+  const slot_out<B> out(s, f);
+  if constexpr (O == ir::op::logical_not) {
+    for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, logical_not(x[k]));
+  } else {
+    const slot_in<B> y(s, f, 1);
+    for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, logical<O>(x[k], y[k]));
   }
 }
 template <dtype D>
 void apply_select(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<D>(select(read<dtype::boolean>(s, f, 0, k), read<D>(s, f, 1, k), read<D>(s, f, 2, k)), s,
-             f, k);
+  const slot_in<dtype::boolean> c(s, f, 0);
+  const slot_in<D> x(s, f, 1), y(s, f, 2);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, select(c[k], x[k], y[k]));
 }
 template <dtype From, dtype To>
 void apply_cast(const instruction& s, const tile_frame& f) {
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k)
-    write<To>(cast<From, To>(read<From>(s, f, 0, k)), s, f, k);
+  const slot_in<From> x(s, f, 0);
+  const slot_out<To> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, cast<From, To>(x[k]));
 }
 
 // Calls fn(std::integral_constant<dtype, D>) for the run-time dtype t.
