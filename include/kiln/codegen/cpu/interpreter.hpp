@@ -109,12 +109,11 @@ template <dtype D>
 void store_result(const instruction& s, const tile_frame& f) {
   auto* p = static_cast<storage_t<D>*>(f.out[s.out]) + f.first;
   std::int64_t full = f.count / std::int64_t(lanes), packs = f.packs();
-  auto* src = f.read_slot<slot_t<D>>(s.in[0]);
-  for (std::int64_t k = 0; k < full; ++k)
-    store<D>(compute_t<D>::load(src + k * lanes), p + k * lanes);
+  const slot_in<D> x(s, f, 0);
+  for (std::int64_t k = 0; k < full; ++k) store<D>(x[k], p + k * lanes);
   if (full == packs) return;
   storage_t<D> padded[lanes];
-  store<D>(compute_t<D>::load(src + full * lanes), padded);
+  store<D>(x[full], padded);
   std::memcpy(p + full * lanes, padded, (f.count - full * lanes) * sizeof(storage_t<D>));
 }
 
