@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include <kiln/executable.hpp>
+#include <kiln/runtime/cpu/streaming_stores.hpp>
 #include <kiln/runtime/cpu/thread_pool.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
 
@@ -154,6 +155,16 @@ TEST(BadInputs, ThreadCountFromTheEnvironment) {
   EXPECT_EQ(cpu::parse_thread_count("", 6), 6);
   EXPECT_EQ(cpu::parse_thread_count("30000", 2), 8);
   EXPECT_EQ(cpu::parse_thread_count("100000", 0), 4);  // no hardware count known: 1
+}
+
+TEST(BadInputs, CacheSizeFromTheEnvironment) {
+  // Not a non-negative integer: the size sysfs reports (with a notice); 0: never stream.
+  EXPECT_EQ(cpu::parse_cache_bytes(nullptr, 1 << 25), 1 << 25);
+  EXPECT_EQ(cpu::parse_cache_bytes("1048576", 1 << 25), 1 << 20);
+  EXPECT_EQ(cpu::parse_cache_bytes("0", 1 << 25), 0);
+  EXPECT_EQ(cpu::parse_cache_bytes("-1", 1 << 25), 1 << 25);
+  EXPECT_EQ(cpu::parse_cache_bytes("32M", 1 << 25), 1 << 25);
+  EXPECT_EQ(cpu::parse_cache_bytes("", 1 << 25), 1 << 25);
 }
 
 TEST(BadInputs, DeviceAllocationsAreChecked) {

@@ -14,6 +14,7 @@
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/cpu/parallel.hpp"
+#include "kiln/runtime/cpu/streaming_stores.hpp"
 #include "kiln/runtime/signature.hpp"
 
 namespace kiln::cpu {
@@ -478,13 +479,15 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
 // How one operand of a region walks a row group's rows when that is one affine walk: row r's
 // element c at data + (r * row_stride + c * step) elements of `bytes`, step 0 (broadcast along
 // the row) or 1. A walk carries its data pointer, so a thread can point its own copy elsewhere
-// (a row-local value's block buffer) without copying the region's layouts.
+// (a row-local value's block buffer) without copying the region's layouts. stream: an output
+// written with streaming stores (streaming_stores.hpp; run_walks).
 struct row_walk {
   std::int32_t slot;
   bool output;
   const unsigned char* data;
   int bytes;
   std::int64_t row_stride, step;
+  bool stream = false;
 };
 
 // The walks of a region's operands over `space`, whose reduced axes (the trailing ones) make a
@@ -534,7 +537,9 @@ inline void next_row(row_pointers& p, std::span<const row_walk> walks) {
 }
 
 // Runs `row` over rows [rows.first, rows.last) of `walks`, row_size elements each, on the calling
-// thread; in_slots/out_slots: the sizes of the row function's pointer lists.
+// thread; in_slots/out_slots: the sizes of the row function's pointer lists. Outputs that stream
+// are written a piece of a row at a time to a buffer of this thread, then copied out with
+// streaming stores (an elementwise row may be cut anywhere: its elements are independent).
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
                                 std::size_t out_slots, std::int64_t row_size, row_block rows);
 
@@ -590,9 +595,33 @@ KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, st
                                 std::size_t out_slots, std::int64_t row_size, row_block rows) {
   if (rows.first >= rows.last) return;
   row_pointers p(in_slots, out_slots);
-  point_row(p, walks, rows.first);
-  for (std::int64_t r = rows.first; r < rows.last; ++r, next_row(p, walks))
-    row(p.in.data(), p.step.data(), p.out.data(), row_size);
+  std::size_t streams = 0;
+  for (const row_walk& w : walks) streams += w.output && w.stream;
+  if (streams == 0) {
+    point_row(p, walks, rows.first);
+    for (std::int64_t r = rows.first; r < rows.last; ++r, next_row(p, walks))
+      row(p.in.data(), p.step.data(), p.out.data(), row_size);
+    return;
+  }
+  // Pieces of 8 KiB of an output at most (of 8-byte elements), in L1 until copied out.
+  constexpr std::int64_t piece = 1024;
+  thread_local std::vector<std::uint64_t> buffer;
+  if (buffer.size() < streams * piece) buffer.resize(streams * piece);
+  for (std::int64_t r = rows.first; r < rows.last; ++r)
+    for (std::int64_t at = 0; at < row_size; at += piece) {
+      const std::int64_t n = std::min(piece, row_size - at);
+      point_row(p, walks, r, at);
+      std::size_t k = 0;
+      for (const row_walk& w : walks)
+        if (w.output && w.stream) p.out[w.slot] = buffer.data() + piece * k++;
+      row(p.in.data(), p.step.data(), p.out.data(), n);
+      k = 0;
+      for (const row_walk& w : walks)
+        if (w.output && w.stream)
+          stream_copy(const_cast<unsigned char*>(w.data) + (r * w.row_stride + at) * w.bytes,
+                      buffer.data() + piece * k++, static_cast<std::size_t>(n * w.bytes));
+    }
+  fence_streams();
 }
 
 KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,

@@ -1,0 +1,127 @@
+// Streaming (non-temporal) stores for results too large to stay in cache: written around the
+// caches, a line skips the read that a plain store makes first (its read for ownership), a third
+// of the memory traffic of a call that reads one value and writes one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/core/runtime_boundary.hpp"
+
+namespace kiln::cpu {
+
+// The last-level cache size the CPU path assumes, read once: KILN_CACHE_BYTES where it is a
+// non-negative integer (0: never stream), else the largest cache Linux reports for CPU 0 in sysfs
+// (a VM's cpuid may say otherwise: 256 MiB on the development VM, whose sysfs says 32 MiB), else
+// 0. A value that is not used says so once.
+KILN_RUNTIME_API std::int64_t cache_bytes();
+
+// Whether a call whose arguments and results hold `bytes` in all writes its results with streaming
+// stores: more than the last-level cache holds, so a result line a plain store brought in would be
+// evicted before it is read again.
+inline bool streams_results(std::int64_t bytes) {
+  const std::int64_t cache = cache_bytes();
+  return cache > 0 && bytes > cache;
+}
+
+// `bytes` from `from` to `to`: with streaming stores where the CPU has them (x86-64), memcpy
+// elsewhere. Another thread may read them only after this thread's fence_streams().
+KILN_RUNTIME_API void stream_copy(void* to, const void* from, std::size_t bytes);
+
+// Orders this thread's streaming stores before its later stores (the pool's completion flag): a
+// streaming store is weakly ordered.
+KILN_RUNTIME_API void fence_streams();
+
+// KILN_CACHE_BYTES' value, or `fallback` (with a notice) where env is not a non-negative integer.
+KILN_RUNTIME_API std::int64_t parse_cache_bytes(const char* env, std::int64_t fallback);
+
+}  // namespace kiln::cpu
+
+#if KILN_RUNTIME_BODY
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace kiln::cpu {
+
+KILN_RUNTIME_API std::int64_t parse_cache_bytes(const char* env, std::int64_t fallback) {
+  if (!env) return fallback;
+  std::string_view v = env;
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < 0) {
+    std::fprintf(stderr,
+                 "kiln: KILN_CACHE_BYTES='%s' is not a non-negative integer; using %lld bytes\n",
+                 env, static_cast<long long>(fallback));
+    return fallback;
+  }
+  return n;
+}
+
+namespace detail {
+// The largest data or unified cache sysfs lists for CPU 0 ("32768K"), or 0.
+inline std::int64_t sysfs_cache_bytes() {
+  std::int64_t largest = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    char type[32] = {}, size[32] = {};
+    auto read = [](const std::string& path, char* to, std::size_t n) {
+      std::FILE* f = std::fopen(path.c_str(), "r");
+      if (!f) return false;
+      const bool got = std::fgets(to, static_cast<int>(n), f) != nullptr;
+      std::fclose(f);
+      return got;
+    };
+    if (!read(dir + "/size", size, sizeof size)) break;
+    if (read(dir + "/type", type, sizeof type) && std::strncmp(type, "Instruction", 11) == 0)
+      continue;
+    char* unit = nullptr;
+    std::int64_t n = std::strtoll(size, &unit, 10);
+    if (*unit == 'K') n <<= 10;
+    if (*unit == 'M') n <<= 20;
+    if (*unit == 'G') n <<= 30;
+    if (n > largest) largest = n;
+  }
+  return largest;
+}
+}  // namespace detail
+
+KILN_RUNTIME_API std::int64_t cache_bytes() {
+  static const std::int64_t n =
+      parse_cache_bytes(std::getenv("KILN_CACHE_BYTES"), detail::sysfs_cache_bytes());
+  return n;
+}
+
+KILN_RUNTIME_API void stream_copy(void* to, const void* from, std::size_t bytes) {
+  auto* d = static_cast<unsigned char*>(to);
+  auto* s = static_cast<const unsigned char*>(from);
+#if defined(__SSE2__)
+  // Plain stores up to the first 16-byte boundary, streaming ones of 16 bytes from there.
+  std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+  if (head >= bytes) {
+    std::memcpy(d, s, bytes);
+    return;
+  }
+  std::memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  for (; bytes >= 16; d += 16, s += 16, bytes -= 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+#endif
+  std::memcpy(d, s, bytes);
+}
+
+KILN_RUNTIME_API void fence_streams() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace kiln::cpu
+#endif  // KILN_RUNTIME_BODY
