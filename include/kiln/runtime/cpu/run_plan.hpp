@@ -85,17 +85,6 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           std::max<std::int64_t>(dims.element_count(), 1) * size_in_bytes(n.type))]);
     return std::pair{local_memory[t].get(), dims};
   };
-  // The bytes of the call's arguments and results.
-  auto call_bytes = [&] {
-    std::int64_t bytes = 0;
-    for (int a = 0; a < n_inputs; ++a)
-      bytes += runtime::concrete(g.inputs[a].dims, sym).element_count() *
-               size_in_bytes(g.inputs[a].type);
-    for (int r = 0; r < n_outputs; ++r)
-      bytes += runtime::concrete(g.nodes[g.outputs[r]].dims, sym).element_count() *
-               size_in_bytes(g.nodes[g.outputs[r]].type);
-    return bytes;
-  };
   // A region ready to run: its operands' layouts over its space, by slot.
   struct prepared {
     const compiler::region* reg;
@@ -427,8 +416,6 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     // softmax or a layer_norm over the last axes): their rows need no collapsed space. An
     // epilogue over the rows themselves walks them flat: a block is one call. All members' walks
     // in one list, member k's from walk_begin[k].
-    // Results too large to stay in cache are written around it (streaming_stores.hpp).
-    const bool stream = streams_results(call_bytes());
     std::vector<row_walk> walks;
     std::vector<std::size_t> walk_begin(members.size() + 1, 0);
     std::vector<bool> flat(members.size(), false);
@@ -440,11 +427,30 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
         w = row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs);
       else if (m.space != space && m.reg->contraction < 0 && !m.root)
         flat[k] = !(w = flat_walks(m.space, m.in_slots, m.ins, m.out_slots, m.outs)).empty();
-      for (row_walk& walk : w) walk.stream = stream && walk.output && walk.slot < n_outputs;
       every_member_walks = every_member_walks && !w.empty();
       walks.insert(walks.end(), w.begin(), w.end());
       walk_begin[k + 1] = walks.size();
     }
+    // Results too large to stay in cache are written around it (streaming_stores.hpp): where the
+    // arguments that the members over the group's space read along its rows, and the results they
+    // write, hold more bytes than the cache. Each operand counts once; one the same in every row
+    // (layer_norm's scale), a view's and a transient's not at all.
+    std::int64_t traffic = 0;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      if (flat[k]) continue;
+      for (std::size_t a = walk_begin[k]; a < walk_begin[k + 1]; ++a) {
+        const row_walk& w = walks[a];
+        bool counted =
+            w.step != 1 || w.row_stride == 0 || w.slot >= (w.output ? n_outputs : n_inputs);
+        for (std::size_t b = 0; b < a && !counted; ++b)
+          counted = walks[b].output == w.output && walks[b].slot == w.slot;
+        if (!counted) traffic += total * w.bytes;
+      }
+    }
+    if (streams_results(traffic))
+      for (std::size_t k = 0; k < members.size(); ++k)
+        for (std::size_t a = walk_begin[k]; a < walk_begin[k + 1]; ++a)
+          walks[a].stream = !flat[k] && walks[a].output && walks[a].slot < n_outputs;
     // Rows [first, last) through every region, a few at a time: a block's operands stay in
     // cache from one region to the next.
     const std::int64_t block_rows =

@@ -16,9 +16,9 @@ namespace kiln::cpu {
 // 0. A value that is not used says so once.
 KILN_RUNTIME_API std::int64_t cache_bytes();
 
-// Whether a call whose arguments and results hold `bytes` in all writes its results with streaming
-// stores: more than the last-level cache holds, so a result line a plain store brought in would be
-// evicted before it is read again.
+// Whether a row group that reads and writes `bytes` of the call's arguments and results writes its
+// results with streaming stores: more than the last-level cache holds, so a result line that a
+// plain store brought in would be evicted before it is read again.
 inline bool streams_results(std::int64_t bytes) {
   const std::int64_t cache = cache_bytes();
   return cache > 0 && bytes > cache;
