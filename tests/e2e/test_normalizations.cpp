@@ -441,6 +441,34 @@ TEST(Normalizations, RowGroupsMatchRegionByRegion) {
   }
 }
 
+// layer_norm's row group ends with an epilogue over the rows themselves (the per-row scale,
+// flat_walks), which one row walks too (every operand steps by 0 there): the bits of the regions
+// run one by one and the reference, from one row to many, small calls repeated (the runtime keeps
+// its lists from call to call).
+TEST(Normalizations, LayerNormRowGroupsMatchRegionByRegion) {
+  for (const dims_t& dims : std::vector<dims_t>{{1, 768}, {1, 5}, {3, 5}, {1, 1}, {200, 1000}}) {
+    kiln::graph g;
+    auto x = g.input("x", dtype::f32, ref::to_shape(dims));
+    auto s = g.input("scale", dtype::f32, {dims[1]});
+    g.output("y", g.layer_norm(x, s, 1, 1e-3));
+    auto e = kiln::compile(g);
+    auto in = ref::random_data<float>(ref::count(dims), -3, 5, 61);
+    auto sc = ref::random_data<float>(dims[1], 0.5, 2, 62);
+    ref::buffer<float> xb(in), sb(sc), y1(in.size());
+    ref::run_region_by_region(e.plan(), {{xb.data(), ref::to_shape(dims)}, {sb.data(), {dims[1]}}},
+                              {{y1.data(), ref::to_shape(dims)}});
+    const double tol = 16 * (std::log2(double(dims[1])) + 8) * 0x1p-23;
+    auto cpu = kiln::device::cpu();
+    for (int call = 0; call < 3; ++call) {
+      ref::buffer<float> y(in.size());
+      e.run({ref::view_of(xb, dims), ref::view_of(sb, {dims[1]})}, {ref::view_of(y, dims)}, cpu);
+      EXPECT_EQ(y.to_vector(), y1.to_vector()) << ref::dims_text(dims) << " call " << call;
+      expect_close(y.to_vector(), norm_ref(in, dims, 1, sc, nullptr, 1e-3, false), tol, tol,
+                   ref::dims_text(dims));
+    }
+  }
+}
+
 // A row group whose operands walk the rows affinely runs each row with a few multiplies
 // (row_walks); one that reads an operand broadcast over some of the rows only ([a, 1, c] over
 // [a, b, c]) goes through the collapsed space. Both against the reference, and with the bits of

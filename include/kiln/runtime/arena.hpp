@@ -137,12 +137,12 @@ class arena_pool {
   // once per plan and set of sizes, then found again (a few recent ones are kept).
   compiler::arena_layout layout(const compiler::plan& p, const std::int64_t* sym,
                                 std::size_t symbols) {
-    std::vector<std::int64_t> sizes(sym, sym + (sym ? symbols : 0));
+    const std::span<const std::int64_t> sizes(sym, sym ? symbols : 0);
     std::lock_guard lock(mutex_);
     for (const auto& l : layouts_)
-      if (l.plan == &p && l.sizes == sizes) return l.layout;
+      if (l.plan == &p && std::ranges::equal(l.sizes, sizes)) return l.layout;
     if (layouts_.size() == 16) layouts_.erase(layouts_.begin());
-    layouts_.push_back({&p, std::move(sizes), p.arena(sym)});
+    layouts_.push_back({&p, {sizes.begin(), sizes.end()}, p.arena(sym)});
     return layouts_.back().layout;
   }
 

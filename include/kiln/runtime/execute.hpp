@@ -78,6 +78,7 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
 #include <array>
 #include <cstring>
 
+#include "kiln/core/thread_kept.hpp"
 #include "kiln/runtime/host_memory.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
@@ -204,8 +205,11 @@ inline void execute_now(const device& d, const program& prog, std::span<const bu
                         const std::string& who, host_regions on_host, const workspace& ws) {
   call_arenas arenas(d, prog, ws, sym, who);
   // The CPU device's buffers are host data, on every device.
-  std::vector<buffer_ref> in = host_refs(args);
-  const std::vector<buffer_ref> out = host_refs(results);
+  thread_kept<std::vector<buffer_ref>> kept_in, kept_out;
+  std::vector<buffer_ref>& in = *kept_in;
+  const std::vector<buffer_ref>& out = *kept_out;
+  host_refs(args, in);
+  host_refs(results, *kept_out);
   const row_major_copies copies(prog.plan(), in);
   switch (d.type()) {
     case device::kind::cpu:
@@ -292,7 +296,9 @@ inline fence submit_direct(const device& d, const program& prog,
       wait.push_back({ctx.queue().timeline(), last});
   }
   // The CPU device's buffers are host data here, as in a synchronous call: the host queue's.
-  const std::vector<buffer_ref> in = host_refs(h->call.args), out = host_refs(h->call.results);
+  std::vector<buffer_ref> in, out;
+  host_refs(h->call.args, in);
+  host_refs(h->call.results, out);
   const std::uint64_t value =
       vulkan::submit(prog, ctx, in, out, h->call.sym.data(), wait, signal, &source, &needs_host);
   if (!value) return {};

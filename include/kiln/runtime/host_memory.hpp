@@ -47,17 +47,16 @@ class host_memory final : public device_memory {
   unsigned char* data_;
 };
 
-// refs with every buffer of the CPU device's memory as the host data it is (other devices'
-// buffers stay as they are).
-inline std::vector<buffer_ref> host_refs(std::span<const buffer_ref> refs) {
-  std::vector<buffer_ref> out(refs.begin(), refs.end());
+// refs into out, with every buffer of the CPU device's memory as the host data it is (other
+// devices' buffers stay as they are).
+inline void host_refs(std::span<const buffer_ref> refs, std::vector<buffer_ref>& out) {
+  out.assign(refs.begin(), refs.end());
   for (buffer_ref& r : out)
     if (auto* h = dynamic_cast<const host_memory*>(r.memory)) {
       r.data = h->host_address() + r.offset;
       r.offset = 0;
       r.memory = nullptr;
     }
-  return out;
 }
 
 }  // namespace kiln::runtime

@@ -13,6 +13,7 @@
 #include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/thread_kept.hpp"
 #include "kiln/runtime/cpu/parallel.hpp"
 #include "kiln/runtime/cpu/streaming_stores.hpp"
 #include "kiln/runtime/signature.hpp"
@@ -84,6 +85,17 @@ struct operand_layout {
   std::array<std::int64_t, max_rank> stride{};
   std::vector<index_term> terms;
 };
+
+// Sets `layouts` to n empty ones, keeping their memory (index terms' too) for the next call.
+inline void reset_layouts(std::vector<operand_layout>& layouts, std::size_t n) {
+  layouts.resize(n);
+  for (operand_layout& l : layouts) {
+    l.data = nullptr;
+    l.bytes = 0;
+    l.stride = {};
+    l.terms.clear();
+  }
+}
 
 // A view's layout (compiler::view_layout) over iteration space `space`, broadcast as numpy does;
 // data: its base's first element; slot_data(s): input slot s's first element (index tensors).
@@ -166,7 +178,7 @@ struct collapsed_space {
   }
   // Adds the offsets (in elements, per operand) of multi-index `index` over dims `which`.
   void add_offsets(const dim_list& which, std::int64_t index,
-                   std::vector<std::int64_t>& offsets) const {
+                   std::span<std::int64_t> offsets) const {
     for (int w = static_cast<int>(which.size()) - 1; w >= 0; --w) {
       int d = which[w];
       std::int64_t i = index % dims[d];
@@ -176,17 +188,23 @@ struct collapsed_space {
   }
 };
 
-inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
-                                std::span<const operand_layout> ops) {
-  collapsed_space s;
+// Collapses `space` for operands ops into s (whose memory it reuses).
+inline void collapse(const shape& space, std::uint32_t reduced_axes,
+                     std::span<const operand_layout* const> ops, collapsed_space& s) {
+  s.rank = 0;
+  s.dims = {};
+  s.reduced = {};
+  s.kept = {};
+  s.reduced_dims = {};
+  s.strides.clear();
   // Every entry's strides, collapsed in place: dim i's are read before anything is written at
   // i or beyond (the collapsed dims are at most as many as those seen).
   std::size_t entries = ops.size();
-  for (const auto& o : ops) entries += o.terms.size();
+  for (const operand_layout* o : ops) entries += o->terms.size();
   s.strides.reserve(entries);
-  for (const auto& o : ops) s.strides.push_back(o.stride);
-  for (const auto& o : ops)
-    for (const auto& t : o.terms) s.strides.push_back(t.stride);
+  for (const operand_layout* o : ops) s.strides.push_back(o->stride);
+  for (const operand_layout* o : ops)
+    for (const auto& t : o->terms) s.strides.push_back(t.stride);
   for (int i = 0; i < space.rank; ++i) {
     if (space.dims[i] == 1) continue;
     bool red = (reduced_axes >> i) & 1u;
@@ -205,20 +223,31 @@ inline collapsed_space collapse(const shape& space, std::uint32_t reduced_axes,
   }
   for (auto& st : s.strides) std::fill(st.begin() + s.rank, st.end(), 0);
   for (int d = 0; d < s.rank - 1; ++d) (s.reduced[d] ? s.reduced_dims : s.kept).push_back(d);
-  return s;
 }
 
-// A region's operands in its row function's order: its inputs (by slot), then its outputs.
-inline std::vector<operand_layout> region_operands(std::span<const std::int32_t> args,
-                                                   std::span<const operand_layout> ins,
-                                                   std::span<const std::int32_t> results,
-                                                   std::span<const operand_layout> outs) {
-  std::vector<operand_layout> ops;
-  ops.reserve(args.size() + results.size());  // one allocation per call, not one per growth
-  for (auto a : args) ops.push_back(ins[a]);
-  for (auto r : results) ops.push_back(outs[r]);
-  return ops;
+// A region's operands in its row function's order, into ops: its inputs (by slot), then its
+// outputs.
+inline void region_operands(std::span<const std::int32_t> args, std::span<const operand_layout> ins,
+                            std::span<const std::int32_t> results,
+                            std::span<const operand_layout> outs,
+                            std::vector<const operand_layout*>& ops) {
+  ops.clear();
+  for (auto a : args) ops.push_back(&ins[a]);
+  for (auto r : results) ops.push_back(&outs[r]);
 }
+
+// A region's operands (its layouts, which outlive it) and their collapsed space, in memory this
+// thread keeps.
+struct collapsed_region {
+  thread_kept<std::vector<const operand_layout*>> ops;
+  thread_kept<collapsed_space> space;
+  collapsed_region(const shape& space_, std::uint32_t reduced_axes,
+                   std::span<const std::int32_t> args, std::span<const operand_layout> ins,
+                   std::span<const std::int32_t> results, std::span<const operand_layout> outs) {
+    region_operands(args, ins, results, outs, *ops);
+    collapse(space_, reduced_axes, *ops, *space);
+  }
+};
 
 // Some rows of a row group (kept indices [first, last)) run on the calling thread; by default
 // (last < 0) all of them, on kiln's threads.
@@ -244,14 +273,14 @@ struct row_pointers {
   // Points args.size() inputs and results.size() outputs of ops (over collapsed space s);
   // offsets: per entry of s (all of ops, then their index terms; a reduction points its inputs
   // only).
-  void point(std::span<const operand_layout> ops, const collapsed_space& s,
+  void point(std::span<const operand_layout* const> ops, const collapsed_space& s,
              std::span<const std::int32_t> args, std::span<const std::int32_t> results,
              std::span<const std::int64_t> offsets) {
     const int inner = s.rank - 1;
     const std::size_t n_ops = args.size() + results.size();
     gathers_ = false;
     for (std::size_t k = 0, entry = ops.size(); k < n_ops; ++k) {
-      const operand_layout& o = ops[k];
+      const operand_layout& o = *ops[k];
       const unsigned char* at = o.data + offsets[k] * o.bytes;
       if (k >= args.size()) {
         out[results[k - args.size()]] = const_cast<unsigned char*>(at);
@@ -279,17 +308,17 @@ struct row_pointers {
       bool input = k < args.size();
       std::int32_t slot = input ? args[k] : results[k - args.size()];
       const void* at = input ? in[slot] : out[slot];
-      operand o{slot, ops[k].bytes, s.strides[k][inner], at, terms_.size(), 0};
-      if (varies(s, entry, ops[k].terms.size())) {  // every term is applied per element, from the
-                                                    // untermed pointer
-        o.at = ops[k].data + offsets[k] * ops[k].bytes;
-        for (const index_term& t : ops[k].terms) {
+      operand o{slot, ops[k]->bytes, s.strides[k][inner], at, terms_.size(), 0};
+      if (varies(s, entry, ops[k]->terms.size())) {  // every term is applied per element, from the
+                                                     // untermed pointer
+        o.at = ops[k]->data + offsets[k] * ops[k]->bytes;
+        for (const index_term& t : ops[k]->terms) {
           terms_.push_back({&t, offsets[entry], s.strides[entry][inner]});
           ++entry;
         }
-        o.term_count = ops[k].terms.size();
+        o.term_count = ops[k]->terms.size();
       } else {
-        entry += ops[k].terms.size();
+        entry += ops[k]->terms.size();
       }
       (input ? inputs_ : outputs_).push_back(o);
     }
@@ -490,25 +519,26 @@ struct row_walk {
   bool stream = false;
 };
 
-// The walks of a region's operands over `space`, whose reduced axes (the trailing ones) make a
-// row; empty when an operand has index terms, another stride along the row (an elementwise
-// region's output: other than 1), or rows that are not one stride apart: the region then runs
-// through run_rows or run_reduction. Found once per call: a row then costs a few multiplies.
-KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32_t reduced_axes,
-                                                 bool reduces, std::span<const std::int32_t> args,
-                                                 std::span<const operand_layout> ins,
-                                                 std::span<const std::int32_t> results,
-                                                 std::span<const operand_layout> outs);
+// Appends the walks of a region's operands over `space`, whose reduced axes (the trailing ones)
+// make a row, to `walks`; false (appending none) when an operand has index terms, another stride
+// along the row (an elementwise region's output: other than 1), or rows that are not one stride
+// apart: the region then runs through run_rows or run_reduction. Found once per call: a row then
+// costs a few multiplies.
+KILN_RUNTIME_API bool row_walks(const shape& space, std::uint32_t reduced_axes, bool reduces,
+                                std::span<const std::int32_t> args,
+                                std::span<const operand_layout> ins,
+                                std::span<const std::int32_t> results,
+                                std::span<const operand_layout> outs, std::vector<row_walk>& walks);
 
-// The walks of an elementwise region over a row group's rows themselves (one element a row: the
-// rsqrt between layer_norm's variance and its output) when every operand steps along them by one
-// element (0 for a broadcast input): row r's element at data + r * row_stride, and a block of rows
-// is one call of the row function (run_flat). Empty otherwise.
-KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
-                                                  std::span<const std::int32_t> args,
-                                                  std::span<const operand_layout> ins,
-                                                  std::span<const std::int32_t> results,
-                                                  std::span<const operand_layout> outs);
+// Appends the walks of an elementwise region over a row group's rows themselves (one element a
+// row: the rsqrt between layer_norm's variance and its output) when every operand steps along
+// them by one element (0 for a broadcast input): row r's element at data + r * row_stride, and a
+// block of rows is one call of the row function (run_flat). False (appending none) otherwise.
+KILN_RUNTIME_API bool flat_walks(const shape& space, std::span<const std::int32_t> args,
+                                 std::span<const operand_layout> ins,
+                                 std::span<const std::int32_t> results,
+                                 std::span<const operand_layout> outs,
+                                 std::vector<row_walk>& walks);
 
 // Points p's lists at row r of `walks`, from element `at` along the row.
 inline void point_row(row_pointers& p, std::span<const row_walk> walks, std::int64_t r,
@@ -548,47 +578,59 @@ KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std
                                std::size_t out_slots, row_block rows);
 
 #if KILN_RUNTIME_BODY
-KILN_RUNTIME_API std::vector<row_walk> row_walks(const shape& space, std::uint32_t reduced_axes,
-                                                 bool reduces, std::span<const std::int32_t> args,
-                                                 std::span<const operand_layout> ins,
-                                                 std::span<const std::int32_t> results,
-                                                 std::span<const operand_layout> outs) {
-  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
-  for (const operand_layout& o : ops)
-    if (!o.terms.empty()) return {};
-  const collapsed_space s = collapse(space, reduced_axes, ops);
+KILN_RUNTIME_API bool row_walks(const shape& space, std::uint32_t reduced_axes, bool reduces,
+                                std::span<const std::int32_t> args,
+                                std::span<const operand_layout> ins,
+                                std::span<const std::int32_t> results,
+                                std::span<const operand_layout> outs,
+                                std::vector<row_walk>& walks) {
+  for (auto a : args)
+    if (!ins[a].terms.empty()) return false;
+  for (auto r : results)
+    if (!outs[r].terms.empty()) return false;
+  const collapsed_region c(space, reduced_axes, args, ins, results, outs);
+  const std::vector<const operand_layout*>& ops = *c.ops;
+  const collapsed_space& s = *c.space;
   const int inner = s.rank - 1;
-  if (!s.reduced[inner] || !s.reduced_dims.empty() || s.kept.size() > 1) return {};
-  std::vector<row_walk> walks;
+  if (!s.reduced[inner] || !s.reduced_dims.empty() || s.kept.size() > 1) return false;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const std::int64_t step = s.strides[k][inner];
+    if (step != 1 && (step != 0 || (k >= args.size() && !reduces))) return false;
+  }
   for (std::size_t k = 0; k < ops.size(); ++k) {
     const bool output = k >= args.size();
-    const std::int64_t step = s.strides[k][inner];
-    if (step != 1 && (step != 0 || (output && !reduces))) return {};
-    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k].data, ops[k].bytes,
-                     s.kept.empty() ? 0 : s.strides[k][s.kept[0]], step});
+    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k]->data,
+                     ops[k]->bytes, s.kept.empty() ? 0 : s.strides[k][s.kept[0]],
+                     s.strides[k][inner]});
   }
-  return walks;
+  return true;
 }
 
-KILN_RUNTIME_API std::vector<row_walk> flat_walks(const shape& space,
-                                                  std::span<const std::int32_t> args,
-                                                  std::span<const operand_layout> ins,
-                                                  std::span<const std::int32_t> results,
-                                                  std::span<const operand_layout> outs) {
-  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
-  for (const operand_layout& o : ops)
-    if (!o.terms.empty()) return {};
-  const collapsed_space s = collapse(space, 0, ops);
-  if (s.rank != 1) return {};
-  std::vector<row_walk> walks;
+KILN_RUNTIME_API bool flat_walks(const shape& space, std::span<const std::int32_t> args,
+                                 std::span<const operand_layout> ins,
+                                 std::span<const std::int32_t> results,
+                                 std::span<const operand_layout> outs,
+                                 std::vector<row_walk>& walks) {
+  for (auto a : args)
+    if (!ins[a].terms.empty()) return false;
+  for (auto r : results)
+    if (!outs[r].terms.empty()) return false;
+  const collapsed_region c(space, 0, args, ins, results, outs);
+  const std::vector<const operand_layout*>& ops = *c.ops;
+  const collapsed_space& s = *c.space;
+  if (s.rank != 1) return false;
+  // One row: every operand steps by 0 there (collapse's [1]), an output's one element too.
+  const bool one = s.dims[0] == 1;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const std::int64_t step = s.strides[k][0];
+    if (step != 1 && (step != 0 || (k >= args.size() && !one))) return false;
+  }
   for (std::size_t k = 0; k < ops.size(); ++k) {
     const bool output = k >= args.size();
-    const std::int64_t step = s.strides[k][0];
-    if (step != 1 && (step != 0 || output)) return {};
-    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k].data, ops[k].bytes,
-                     step, step});
+    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k]->data,
+                     ops[k]->bytes, s.strides[k][0], s.strides[k][0]});
   }
-  return walks;
+  return true;
 }
 
 KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
@@ -638,12 +680,15 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
                                std::span<const std::int32_t> results,
                                std::span<const operand_layout> outs) {
   if (space.element_count() == 0 || rows.first >= rows.last) return;
-  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
-  const collapsed_space s = collapse(space, reduced_axes, ops);
+  const collapsed_region region(space, reduced_axes, args, ins, results, outs);
+  const std::vector<const operand_layout*>& ops = *region.ops;
+  const collapsed_space& s = *region.space;
   const int inner = s.rank - 1;
   const std::int64_t c = s.dims[inner], reduced = s.outer_reduced_count();
   row_pointers ptrs(ins.size(), outs.size());
-  std::vector<std::int64_t> base(s.entries()), offsets(s.entries());
+  row_list<std::int64_t> base_list(s.entries()), offsets_list(s.entries());
+  const std::span<std::int64_t> base(base_list.data(), s.entries()),
+      offsets(offsets_list.data(), s.entries());
   // n elements along the contiguous dim from `offsets`.
   auto call = [&](std::int64_t n) {
     ptrs.point(ops, s, args, results, offsets);
@@ -654,7 +699,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
       std::fill(base.begin(), base.end(), 0);
       s.add_offsets(s.kept, o, base);
       for (std::int64_t j = 0; j < reduced; ++j) {
-        offsets = base;
+        std::copy(base.begin(), base.end(), offsets.begin());
         s.add_offsets(s.reduced_dims, j, offsets);
         call(c);
       }
@@ -668,7 +713,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
     s.add_offsets(s.kept, outer, base);
     for (std::size_t k = 0; k < s.entries(); ++k) base[k] += begin * s.strides[k][inner];
     for (std::int64_t j = 0; j < reduced; ++j) {
-      offsets = base;
+      std::copy(base.begin(), base.end(), offsets.begin());
       s.add_offsets(s.reduced_dims, j, offsets);
       call(n);
     }
@@ -683,8 +728,9 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
                                  std::span<const operand_layout> outs) {
   std::int64_t total = space.element_count();
   if (total == 0) return;
-  const std::vector<operand_layout> ops = region_operands(args, ins, results, outs);
-  const collapsed_space c = collapse(space, 0, ops);
+  const collapsed_region region(space, 0, args, ins, results, outs);
+  const std::vector<const operand_layout*>& ops = *region.ops;
+  const collapsed_space& c = *region.space;
   const int rank = c.rank;
   const auto& dims = c.dims;
   const auto& strides = c.strides;
@@ -718,7 +764,7 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
   // Runs tasks [first, last) on the calling thread.
   auto run_tasks = [&](std::int64_t first, std::int64_t last) {
     row_pointers ptrs(ins.size(), outs.size());
-    std::vector<std::int64_t> offsets(c.entries());
+    row_list<std::int64_t> offsets(c.entries());
     for (std::int64_t t = first; t < last; ++t) {
       const std::int64_t in_block = t % (block * pieces);
       std::int64_t r = t / (block * pieces) * block + in_block % block, p = in_block / block;
@@ -733,7 +779,7 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
         }
         offsets[k] = offset + begin * strides[k][rank - 1];
       }
-      ptrs.point(ops, c, args, results, offsets);
+      ptrs.point(ops, c, args, results, {offsets.data(), c.entries()});
       ptrs.call(row, count);
     }
   };

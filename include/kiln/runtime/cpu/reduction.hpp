@@ -377,9 +377,10 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
                    const shape& space, std::uint32_t axes, std::span<const std::int32_t> in_slots,
                    std::span<const operand_layout> ins, std::span<const std::int32_t> out_slots,
                    std::span<const operand_layout> outs, int direct, row_block rows) {
-  const std::vector<operand_layout> ops = region_operands(in_slots, ins, out_slots, outs);
+  const collapsed_region region(space, axes, in_slots, ins, out_slots, outs);
+  const std::vector<const operand_layout*>& ops = *region.ops;
   const std::size_t n_in = in_slots.size();
-  collapsed_space s = collapse(space, axes, ops);
+  const collapsed_space& s = *region.space;
   const auto& kept = s.kept;
   const auto& reduced = s.reduced_dims;
   const int inner = s.rank - 1;
@@ -397,7 +398,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
   // The operand read in place: position of the direct slot among the inputs, if contiguous.
   int in_place = -1;
   for (std::size_t k = 0; k < n_in; ++k)
-    if (in_slots[k] == direct && s.strides[k][inner] == 1 && ops[k].terms.empty())
+    if (in_slots[k] == direct && s.strides[k][inner] == 1 && ops[k]->terms.empty())
       in_place = static_cast<int>(k);
   // The operand's n values at `offsets`, in the fold type: read in place, or evaluated (and
   // widened) into scratch.
@@ -405,7 +406,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
                       row_pointers& ptrs) -> const void* {
     const void* values = nullptr;
     if (in_place >= 0) {
-      values = ops[in_place].data + offsets[in_place] * bytes;
+      values = ops[in_place]->data + offsets[in_place] * bytes;
     } else {
       ptrs.point(ops, s, in_slots, {}, offsets);
       ptrs.set_out(out_slots[0], mem.row.get(), bytes);
@@ -419,7 +420,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
   auto store_all = [&](const std::vector<std::int64_t>& offsets, const void* acc) {
     for (std::size_t k = n_in; k < ops.size(); ++k)
       r.store(acc, count, result_type,
-              const_cast<unsigned char*>(ops[k].data) + offsets[k] * ops[k].bytes);
+              const_cast<unsigned char*>(ops[k]->data) + offsets[k] * ops[k]->bytes);
   };
   const std::size_t in_size = ins.size(), out_size = outs.size();
   const std::int64_t total = (last_row - first_row) * count;
@@ -631,9 +632,10 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
     const int threads = total >= parallel_threshold ? thread_count() : 1;
     if (row_size > 0 && rows_total >= 4 * std::int64_t{threads} &&
         ir::trailing_axes(attrs.axes, space.rank)) {
-      const std::vector<row_walk> walks =
-          row_walks(space, attrs.axes, true, in_slots, ins, out_slots, outs);
-      if (!walks.empty()) {
+      thread_kept<std::vector<row_walk>> kept_walks;
+      std::vector<row_walk>& walks = *kept_walks;
+      walks.clear();
+      if (row_walks(space, attrs.axes, true, in_slots, ins, out_slots, outs, walks)) {
         auto block = [&](std::int64_t first, std::int64_t last) {
           reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
                       row_size, {first, last});

@@ -13,6 +13,7 @@
 
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/thread_kept.hpp"
 #include "kiln/runtime/arena.hpp"
 #include "kiln/runtime/cpu/contraction.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
@@ -42,6 +43,16 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
 
 #if KILN_RUNTIME_BODY
 namespace detail {
+// A row group's lists for one call: all its members' walks, member k's from walk_begin[k];
+// flat[k]: member k is an epilogue over the rows themselves (flat_walks); the row-local values
+// that live a block at a time.
+struct group_lists {
+  std::vector<row_walk> walks;
+  std::vector<std::size_t> walk_begin;
+  std::vector<char> flat;
+  std::vector<std::int32_t> block_locals;
+};
+
 // At least `bytes` of this thread's memory (64-byte aligned), kept for its next use: a row
 // group's row-local values for a block of rows.
 inline unsigned char* thread_block_memory(std::int64_t bytes) {
@@ -73,7 +84,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     return static_cast<std::size_t>(t) < transients.layout.row_local.size() &&
            transients.layout.row_local[t];
   };
-  std::vector<std::unique_ptr<unsigned char[]>> local_memory(p.transients.size());
+  thread_kept<std::vector<std::unique_ptr<unsigned char[]>>> kept_local_memory;
+  std::vector<std::unique_ptr<unsigned char[]>>& local_memory = *kept_local_memory;
+  local_memory.clear();
+  local_memory.resize(p.transients.size());
   bool blocking = false;
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
@@ -135,8 +149,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     r.space = runtime::concrete(reg.space, sym);
     r.root = reg.root >= 0 ? &g.nodes[reg.root] : nullptr;
     // a contraction's region reads its tile from one slot more
-    r.ins.assign(compiler::input_slot_count(p) + 1, operand_layout{});
-    r.outs.assign(compiler::output_slot_count(p), operand_layout{});
+    reset_layouts(r.ins, compiler::input_slot_count(p) + 1);
+    reset_layouts(r.outs, compiler::output_slot_count(p));
     if (reg.contraction < 0)
       compiler::input_slots(p, reg, r.in_slots);
     else
@@ -168,17 +182,12 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           transient(t).first, size_in_bytes(g.nodes[p.transients[t]].type), written, r.space);
   };
   // The regions prepared for this call, by region, in vectors this thread keeps from call to
-  // call (a small call's allocations were a quarter of its instructions); a call inside a call
-  // finds none kept and makes its own.
-  thread_local std::vector<prepared> kept_regions;
-  struct keep_on_return {
-    std::vector<prepared> regions;
-    ~keep_on_return() { kept_regions = std::move(regions); }
-  } call_regions{std::move(kept_regions)};
-  call_regions.regions.resize(std::max(call_regions.regions.size(), p.regions.size()));
+  // call (a small call's allocations were a quarter of its instructions).
+  thread_kept<std::vector<prepared>> call_regions;
+  call_regions->resize(std::max(call_regions->size(), p.regions.size()));
   auto prepare = [&](std::size_t i) -> prepared& {
-    prepare_into(i, call_regions.regions[i]);
-    return call_regions.regions[i];
+    prepare_into(i, (*call_regions)[i]);
+    return (*call_regions)[i];
   };
   // The regions whose values a matmul's packing computes (compiler::packed_into) where both run
   // in this call and the packing computes each element once (packing_computes_once): by the
@@ -186,7 +195,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   // stored: its packing reads the weights as [M, C / groups x cells] and the input through its
   // windows.)
   std::vector<std::array<std::int32_t, 2>> packed_by;
-  std::vector<bool> packed(p.regions.size(), false);
+  std::vector<bool> packed;  // by region, where packed_by has one
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (p.regions[i].contraction >= 0 || p.regions[i].root >= 0) continue;
     const compiler::packing into = compiler::packed_into(p, i);
@@ -195,7 +204,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     if (m.kind != ir::op::matmul) continue;
     const shape b_dims = runtime::concrete(g.nodes[m.operands[1]].dims, sym);
     if (!packing_computes_once(m.type, into.operand, b_dims.dims[b_dims.rank - 1])) continue;
-    if (packed_by.empty()) packed_by.assign(p.regions.size(), {-1, -1});
+    if (packed_by.empty()) {
+      packed_by.assign(p.regions.size(), {-1, -1});
+      packed.assign(p.regions.size(), false);
+    }
     packed_by[into.region][into.operand] = static_cast<std::int32_t>(i);
     packed[i] = true;
   }
@@ -374,7 +386,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (std::size_t k = i; k < end; ++k) whole = whole && (!only || (*only)[k]);
     if (!whole) {  // a single region, or some of a group's: each alone, all its rows
       for (std::size_t k = i; k < end; ++k)
-        if ((!only || (*only)[k]) && !packed[k]) run(k, prepare(k), {}, 0);
+        if ((!only || (*only)[k]) && (packed.empty() || !packed[k])) run(k, prepare(k), {}, 0);
       i = end;
       continue;
     }
@@ -398,14 +410,16 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const int threads = total >= parallel_threshold ? thread_count() : 1;
     const bool by_blocks = fits && (threads == 1 || rows_total >= 4 * std::int64_t{threads});
     // Row-local values live a block at a time where a block's rows are consecutive elements.
-    std::vector<std::int32_t> block_locals;
+    thread_kept<detail::group_lists> lists;
+    std::vector<std::int32_t>& block_locals = lists->block_locals;
+    block_locals.clear();
     if (by_blocks && ir::trailing_axes(axes, space.rank))
       for (std::size_t k = i; k < end; ++k)
         for (auto t : p.regions[k].writes)
           if (local(t)) block_locals.push_back(t);
     blocking = !block_locals.empty();
     for (std::size_t k = i; k < end; ++k) prepare(k);
-    const std::span<const prepared> members(call_regions.regions.data() + i, end - i);
+    const std::span<const prepared> members(call_regions->data() + i, end - i);
     blocking = false;
     if (!by_blocks) {  // every region over all its rows, one after another
       for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
@@ -416,19 +430,22 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     // softmax or a layer_norm over the last axes): their rows need no collapsed space. An
     // epilogue over the rows themselves walks them flat: a block is one call. All members' walks
     // in one list, member k's from walk_begin[k].
-    std::vector<row_walk> walks;
-    std::vector<std::size_t> walk_begin(members.size() + 1, 0);
-    std::vector<bool> flat(members.size(), false);
+    std::vector<row_walk>& walks = lists->walks;
+    std::vector<std::size_t>& walk_begin = lists->walk_begin;
+    std::vector<char>& flat = lists->flat;
+    walks.clear();
+    walk_begin.assign(members.size() + 1, 0);
+    flat.assign(members.size(), false);
     bool every_member_walks = true;
     for (std::size_t k = 0; k < members.size(); ++k) {
       const prepared& m = members[k];
-      std::vector<row_walk> w;
+      bool walked = false;
       if (ir::trailing_axes(axes, space.rank) && m.space == space && m.reg->contraction < 0)
-        w = row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs);
+        walked = row_walks(space, axes, m.root != nullptr, m.in_slots, m.ins, m.out_slots, m.outs,
+                           walks);
       else if (m.space != space && m.reg->contraction < 0 && !m.root)
-        flat[k] = !(w = flat_walks(m.space, m.in_slots, m.ins, m.out_slots, m.outs)).empty();
-      every_member_walks = every_member_walks && !w.empty();
-      walks.insert(walks.end(), w.begin(), w.end());
+        flat[k] = walked = flat_walks(m.space, m.in_slots, m.ins, m.out_slots, m.outs, walks);
+      every_member_walks = every_member_walks && walked;
       walk_begin[k + 1] = walks.size();
     }
     // Results too large to stay in cache are written around it (streaming_stores.hpp): where the
