@@ -578,16 +578,40 @@ KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std
                                std::size_t out_slots, row_block rows);
 
 #if KILN_RUNTIME_BODY
+namespace detail {
+// Whether an operand of a region is read or written through index terms (a gather): it walks no
+// rows.
+inline bool has_index_terms(std::span<const std::int32_t> args, std::span<const operand_layout> ins,
+                            std::span<const std::int32_t> results,
+                            std::span<const operand_layout> outs) {
+  for (auto a : args)
+    if (!ins[a].terms.empty()) return true;
+  for (auto r : results)
+    if (!outs[r].terms.empty()) return true;
+  return false;
+}
+
+// Appends a walk per operand of ops (collapsed space s): its stride along collapsed dim row_dim
+// from row to row (0 where row_dim is -1), along step_dim within a row.
+inline void push_walks(std::span<const operand_layout* const> ops, const collapsed_space& s,
+                       std::span<const std::int32_t> args, std::span<const std::int32_t> results,
+                       int row_dim, int step_dim, std::vector<row_walk>& walks) {
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const bool output = k >= args.size();
+    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k]->data,
+                     ops[k]->bytes, row_dim < 0 ? 0 : s.strides[k][row_dim],
+                     s.strides[k][step_dim]});
+  }
+}
+}  // namespace detail
+
 KILN_RUNTIME_API bool row_walks(const shape& space, std::uint32_t reduced_axes, bool reduces,
                                 std::span<const std::int32_t> args,
                                 std::span<const operand_layout> ins,
                                 std::span<const std::int32_t> results,
                                 std::span<const operand_layout> outs,
                                 std::vector<row_walk>& walks) {
-  for (auto a : args)
-    if (!ins[a].terms.empty()) return false;
-  for (auto r : results)
-    if (!outs[r].terms.empty()) return false;
+  if (detail::has_index_terms(args, ins, results, outs)) return false;
   const collapsed_region c(space, reduced_axes, args, ins, results, outs);
   const std::vector<const operand_layout*>& ops = *c.ops;
   const collapsed_space& s = *c.space;
@@ -597,12 +621,7 @@ KILN_RUNTIME_API bool row_walks(const shape& space, std::uint32_t reduced_axes, 
     const std::int64_t step = s.strides[k][inner];
     if (step != 1 && (step != 0 || (k >= args.size() && !reduces))) return false;
   }
-  for (std::size_t k = 0; k < ops.size(); ++k) {
-    const bool output = k >= args.size();
-    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k]->data,
-                     ops[k]->bytes, s.kept.empty() ? 0 : s.strides[k][s.kept[0]],
-                     s.strides[k][inner]});
-  }
+  detail::push_walks(ops, s, args, results, s.kept.empty() ? -1 : s.kept[0], inner, walks);
   return true;
 }
 
@@ -611,10 +630,7 @@ KILN_RUNTIME_API bool flat_walks(const shape& space, std::span<const std::int32_
                                  std::span<const std::int32_t> results,
                                  std::span<const operand_layout> outs,
                                  std::vector<row_walk>& walks) {
-  for (auto a : args)
-    if (!ins[a].terms.empty()) return false;
-  for (auto r : results)
-    if (!outs[r].terms.empty()) return false;
+  if (detail::has_index_terms(args, ins, results, outs)) return false;
   const collapsed_region c(space, 0, args, ins, results, outs);
   const std::vector<const operand_layout*>& ops = *c.ops;
   const collapsed_space& s = *c.space;
@@ -625,11 +641,7 @@ KILN_RUNTIME_API bool flat_walks(const shape& space, std::span<const std::int32_
     const std::int64_t step = s.strides[k][0];
     if (step != 1 && (step != 0 || (k >= args.size() && !one))) return false;
   }
-  for (std::size_t k = 0; k < ops.size(); ++k) {
-    const bool output = k >= args.size();
-    walks.push_back({output ? results[k - args.size()] : args[k], output, ops[k]->data,
-                     ops[k]->bytes, s.strides[k][0], s.strides[k][0]});
-  }
+  detail::push_walks(ops, s, args, results, 0, 0, walks);
   return true;
 }
 
