@@ -199,17 +199,22 @@ class row_major_copies {
   std::vector<std::vector<unsigned char>> memory_;
 };
 
+// A call's arguments and results as host data (host_refs), in memory its thread keeps.
+struct host_views {
+  std::vector<buffer_ref> args, results;
+};
+
 // The call now, on this thread (the device's earlier submissions are done).
 inline void execute_now(const device& d, const program& prog, std::span<const buffer_ref> args,
                         std::span<const buffer_ref> results, const std::int64_t* sym,
                         const std::string& who, host_regions on_host, const workspace& ws) {
   call_arenas arenas(d, prog, ws, sym, who);
   // The CPU device's buffers are host data, on every device.
-  thread_kept<std::vector<buffer_ref>> kept_in, kept_out;
-  std::vector<buffer_ref>& in = *kept_in;
-  const std::vector<buffer_ref>& out = *kept_out;
-  host_refs(args, in);
-  host_refs(results, *kept_out);
+  thread_kept<host_views> views;
+  std::vector<buffer_ref>& in = views->args;
+  const std::vector<buffer_ref>& out = views->results;
+  host_refs(args, views->args);
+  host_refs(results, views->results);
   const row_major_copies copies(prog.plan(), in);
   switch (d.type()) {
     case device::kind::cpu:
