@@ -9,7 +9,8 @@ namespace kiln {
 
 // A T taken from this thread's kept one and given back when it goes out of scope, so its
 // capacity serves the next call. A use inside a use of the same T (a kiln call made during
-// another on the same thread) finds none kept and starts from an empty T.
+// another on the same thread) finds none kept and starts from an empty T; so a scope that needs
+// two lists of one type at once keeps one struct holding both.
 template <class T>
 class thread_kept {
  public:
