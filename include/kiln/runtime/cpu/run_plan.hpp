@@ -84,16 +84,15 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     return static_cast<std::size_t>(t) < transients.layout.row_local.size() &&
            transients.layout.row_local[t];
   };
-  thread_kept<std::vector<std::unique_ptr<unsigned char[]>>> kept_local_memory;
-  std::vector<std::unique_ptr<unsigned char[]>>& local_memory = *kept_local_memory;
-  local_memory.clear();
-  local_memory.resize(p.transients.size());
+  // (Sized at its first use: most calls need none, and what they get is freed with the call.)
+  std::vector<std::unique_ptr<unsigned char[]>> local_memory;
   bool blocking = false;
   auto transient = [&](std::int32_t t) {
     const ir::node& n = g.nodes[p.transients[t]];
     shape dims = runtime::concrete(n.dims, sym);
     if (!local(t)) return std::pair{transients.host + transients.layout.offsets[t], dims};
     if (blocking) return std::pair{static_cast<unsigned char*>(nullptr), dims};
+    if (local_memory.empty()) local_memory.resize(p.transients.size());
     if (!local_memory[t])
       local_memory[t].reset(new unsigned char[static_cast<std::size_t>(
           std::max<std::int64_t>(dims.element_count(), 1) * size_in_bytes(n.type))]);
