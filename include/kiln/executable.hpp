@@ -44,10 +44,55 @@ inline const bool fn_door_given = [] {
 namespace detail {
 // compile()'s work on an IR graph: tensor constants (`constants` and the graph's own) become the
 // plan's last inputs, and its trace points results after its own when tracing is on.
-inline executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> constants,
-                             std::vector<graph::variable_slot> variables,
-                             std::vector<std::string> inputs, std::vector<std::string> outputs,
-                             compiler::options opt, const char* prefix) {
+KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> constants,
+                                       std::vector<graph::variable_slot> variables,
+                                       std::vector<std::string> inputs,
+                                       std::vector<std::string> outputs, compiler::options opt,
+                                       const char* prefix);
+}  // namespace detail
+
+// Compiles a run-time graph: verify, canonicalize, dispatch regions, plan; CPU tile programs
+// now, Vulkan kernels at the first call on a Vulkan device. With tracing on (runtime/trace.hpp)
+// its trace points are recorded at each call. Compiled once with the runtime (the passes are
+// the bulk of a graph-building file's code otherwise).
+KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt = {});
+
+// A kiln::fn through the run-time door (inputs "arg1", ..., results "result1", ...): the same
+// plan, run on the CPU by the tiled interpreter instead of the compile-time kernels.
+template <class F, class... P>
+executable compile(const function<F, P...>& f) {
+  if (detail::frozen_trace_v<F, P...>.sizes.traces > 0 && tracing_enabled())
+    return *std::static_pointer_cast<const executable>(detail::compile_traced_fn(
+        detail::frozen_trace_v<F, P...>.thaw().graph, f.parameter_count, f.result_count));
+  return detail::fn_executable(f.plan.thaw(), detail::frozen_trace_v<F, P...>.thaw().graph,
+                               f.parameter_count, f.result_count);
+}
+
+inline result<executable> try_compile(const graph& g, compiler::options opt = {}) {
+  return try_call([&] { return compile(g, opt); });
+}
+
+}  // namespace kiln
+
+// The definitions behind the declarations above (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+namespace kiln {
+
+namespace detail {
+[[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e) {
+  const std::string folder = runtime::reproducer_folder("graph");
+  if (folder.empty()) throw e;
+  for (const auto& [file, body] : {std::pair<std::string, std::string>{"graph.ir", ir::print(ir)},
+                                   {"error.txt", std::string(e.what()) + "\n"}})
+    runtime::write_file(folder + "/" + file, body.data(), body.size());
+  runtime::rethrow_naming(e, folder);
+}
+
+KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> constants,
+                                       std::vector<graph::variable_slot> variables,
+                                       std::vector<std::string> inputs,
+                                       std::vector<std::string> outputs, compiler::options opt,
+                                       const char* prefix) {
   runtime::function_parts parts{std::move(inputs), std::move(outputs), {}, {}, {}};
   for (auto& c : constants) parts.constants.push_back({c.arg, std::move(c.bytes)});
   // Tensor constants go after the parameters, so that a parameter's position in the IR is its
@@ -90,51 +135,6 @@ inline executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> c
     compile_failed(ir, e);
   }
   return executable(std::move(plan), ir, std::move(parts), prefix);
-}
-}  // namespace detail
-
-// Compiles a run-time graph: verify, canonicalize, dispatch regions, plan; CPU tile programs
-// now, Vulkan kernels at the first call on a Vulkan device. With tracing on (runtime/trace.hpp)
-// its trace points are recorded at each call.
-inline executable compile(const graph& g, compiler::options opt = {}) {
-  bool assigns = false;
-  for (const auto& v : g.variables()) assigns = assigns || v.assigned >= 0;
-  if (g.ir().outputs.empty() && !assigns)
-    throw error(errc::invalid_graph, "compile",
-                "the graph has no outputs (graph::output) and assigns no variable");
-  return detail::compile_ir(g.ir(), g.constants(), g.variables(), g.input_names(), g.output_names(),
-                            opt, "graph");
-}
-
-// A kiln::fn through the run-time door (inputs "arg1", ..., results "result1", ...): the same
-// plan, run on the CPU by the tiled interpreter instead of the compile-time kernels.
-template <class F, class... P>
-executable compile(const function<F, P...>& f) {
-  if (detail::frozen_trace_v<F, P...>.sizes.traces > 0 && tracing_enabled())
-    return *std::static_pointer_cast<const executable>(detail::compile_traced_fn(
-        detail::frozen_trace_v<F, P...>.thaw().graph, f.parameter_count, f.result_count));
-  return detail::fn_executable(f.plan.thaw(), detail::frozen_trace_v<F, P...>.thaw().graph,
-                               f.parameter_count, f.result_count);
-}
-
-inline result<executable> try_compile(const graph& g, compiler::options opt = {}) {
-  return try_call([&] { return compile(g, opt); });
-}
-
-}  // namespace kiln
-
-// The definitions behind the declarations above (core/runtime_boundary.hpp).
-#if KILN_RUNTIME_BODY
-namespace kiln {
-
-namespace detail {
-[[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e) {
-  const std::string folder = runtime::reproducer_folder("graph");
-  if (folder.empty()) throw e;
-  for (const auto& [file, body] : {std::pair<std::string, std::string>{"graph.ir", ir::print(ir)},
-                                   {"error.txt", std::string(e.what()) + "\n"}})
-    runtime::write_file(folder + "/" + file, body.data(), body.size());
-  runtime::rethrow_naming(e, folder);
 }
 
 // A kiln::fn's parts as the run-time door names them: inputs "arg1", ..., results "result1", ...
@@ -194,6 +194,16 @@ KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
   return {};
 }
 }  // namespace detail
+
+KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt) {
+  bool assigns = false;
+  for (const auto& v : g.variables()) assigns = assigns || v.assigned >= 0;
+  if (g.ir().outputs.empty() && !assigns)
+    throw error(errc::invalid_graph, "compile",
+                "the graph has no outputs (graph::output) and assigns no variable");
+  return detail::compile_ir(g.ir(), g.constants(), g.variables(), g.input_names(), g.output_names(),
+                            opt, "graph");
+}
 
 }  // namespace kiln
 #endif  // KILN_RUNTIME_BODY

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/core/text.hpp"
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
@@ -37,37 +38,14 @@ class graph {
   graph() : id_(next_id()) {}
 
   // A parameter: its name, element type and extents (static sizes or kiln::dyn).
-  value input(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
-    return input(name, t, shape_of(dims, "input", detail::quoted(name)));
-  }
-  value input(std::string_view name, dtype t, const shape& dims) {
-    check_name("input", name, inputs_);
-    if (!is_valid(t))
-      throw error(errc::invalid_argument, "input",
-                  detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
-                      " is not a kiln::dtype");
-    checked_element_count(dims, size_in_bytes(t), "input", detail::quoted(name), true);
-    value v = wrap(b_.input(t, dims));
-    inputs_.emplace_back(name);
-    return v;
-  }
+  value input(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims);
+  value input(std::string_view name, dtype t, const shape& dims);
 
   // A rank-0 constant of element type t (broadcast against whatever it meets), converted with
   // kiln's cast rules; beside narrow floats a literal keeps f32 precision (they compute in f32).
   // Integers keep every bit (an i64 constant of 2^60 + 1 is exact); a double
   // for an integer dtype must hold an integer value that the dtype can hold.
-  value constant(double v, dtype t = dtype::f32) {
-    if (is_valid(t) && is_integer(t)) {
-      double lo = static_cast<double>(integer_min(t));
-      double hi = t == dtype::i64 ? 9223372036854775808.0  // 2^63, exact as a double
-                                  : static_cast<double>(integer_max(t)) + 1.0;
-      if (!(v == std::trunc(v) && v >= lo && v < hi))
-        throw error(errc::invalid_argument, "constant",
-                    std::to_string(v) + " is not a value of " + std::string(kiln::name(t)) +
-                        " (integer constants: pass an integer, not a double)");
-    }
-    return constant(scalar::computed(t, v));
-  }
+  value constant(double v, dtype t = dtype::f32);
   template <std::integral I>
   value constant(I v, dtype t) {
     if (is_valid(t) && is_integer(t) &&
@@ -78,7 +56,7 @@ class graph {
       return constant(scalar::of_float(t, static_cast<double>(v)));
     return constant(scalar::of_integer(t, static_cast<std::int64_t>(v)));
   }
-  value constant(const scalar& v) { return wrap(b_.constant(v)); }
+  value constant(const scalar& v);
 
   // A tensor constant (weights, a lookup table): host data of static extents `dims`, copied into
   // the graph now. The executable keeps it, uploads it once per device, and reads it as it reads
@@ -95,93 +73,25 @@ class graph {
                     shape_of(dims, "constant", "the tensor constant"));
   }
   // The same from untyped data: `count` elements of dtype t.
-  value constant(const void* data, dtype t, std::size_t count, const shape& dims) {
-    if (!is_valid(t))
-      throw error(errc::invalid_argument, "constant",
-                  "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
-    if (!dims.is_static())
-      throw error(errc::invalid_argument, "constant",
-                  "a tensor constant needs static extents, got " + to_string(dims));
-    std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
-    if (static_cast<std::int64_t>(count) != n)
-      throw error(errc::shape_mismatch, "constant",
-                  "the extents " + to_string(dims) + " hold " + std::to_string(n) +
-                      " elements but the data has " + std::to_string(count));
-    value v = wrap(b_.input(t, dims));
-    auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
-    const auto* from = static_cast<const unsigned char*>(data);
-    constants_.push_back(
-        {b_.get().nodes[v.id].arg, std::vector<unsigned char>(from, from + (data ? bytes : 0))});
-    return v;
-  }
+  value constant(const void* data, dtype t, std::size_t count, const shape& dims);
 
   // Any op of the op table by its ir::op, with its operands (for importers that map op names).
-  value apply(ir::op o, std::initializer_list<value> operands) {
-    if (!ir::is_valid(o))
-      throw error(errc::invalid_argument, "apply",
-                  "op value " + std::to_string(static_cast<int>(o)) + " is not a kiln::ir::op");
-    std::string_view op_name = ir::name(o);
-    int arity = ir::info(o).arity;
-    if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)
-      throw error(errc::invalid_argument, std::string(op_name),
-                  "use graph::input, graph::constant or graph::cast");
-    if (ir::is_reduction(ir::info(o).cls))
-      throw error(errc::invalid_argument, std::string(op_name),
-                  "takes axes: use graph::reduce (or graph::" + std::string(op_name) + ")");
-    if (ir::info(o).cls == ir::op_class::view)
-      throw error(errc::invalid_argument, std::string(op_name),
-                  "takes an index map: use graph::" + std::string(op_name));
-    if (static_cast<int>(operands.size()) != arity)
-      throw error(
-          errc::invalid_argument, std::string(op_name),
-          "takes " + std::to_string(arity) + " operands, got " + std::to_string(operands.size()));
-    std::int32_t ids[3] = {-1, -1, -1};
-    int k = 0;
-    for (value v : operands) {
-      ids[k] = id_of(v, op_name, k + 1);
-      ++k;
-    }
-    switch (arity) {
-      case 1:
-        return wrap(b_.unary(o, ids[0]));
-      case 2:
-        return wrap(b_.binary(o, ids[0], ids[1]));
-      default:
-        if (ir::info(o).cls == ir::op_class::ternary)
-          return wrap(b_.ternary(o, ids[0], ids[1], ids[2]));
-        return wrap(b_.select(ids[0], ids[1], ids[2]));
-    }
-  }
+  value apply(ir::op o, std::initializer_list<value> operands);
 
-  value cast(value a, dtype to) { return wrap(b_.cast(id_of(a, "cast", 1), to)); }
+  value cast(value a, dtype to);
 
   // Reduction o of x over `axes` (negative ones count from the end; none: every axis), keeping
   // the reduced axes with size 1 unless keepdims is false: ONNX's Reduce* (opset 18), where
   // keepdims also defaults to true.
-  value reduce(ir::op o, value x, std::span<const std::int64_t> axes, bool keepdims = true) {
-    std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "reduce";
-    if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::reduction)
-      throw error(errc::invalid_argument, std::string(op_name), "is not a reduction");
-    std::int32_t id = id_of(x, op_name, 1);
-    std::uint32_t mask = axes_mask(op_name, id, axes);
-    return wrap(b_.reduce(o, id, mask, keepdims));
-  }
+  value reduce(ir::op o, value x, std::span<const std::int64_t> axes, bool keepdims = true);
   // argmax / argmin of x along `axis` (negative: from the end): the i64 index of the first
   // extreme element, or of the last with select_last_index; ONNX's ArgMax/ArgMin (opset 13+),
   // whose defaults these are.
   value index_reduce(ir::op o, value x, std::int64_t axis = 0, bool keepdims = true,
-                     bool select_last_index = false) {
-    std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "index_reduce";
-    if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::index_reduction)
-      throw error(errc::invalid_argument, std::string(op_name), "is not argmax or argmin");
-    std::int32_t id = id_of(x, op_name, 1);
-    return wrap(b_.index_reduce(o, id, axis_of(op_name, id, axis), keepdims, select_last_index));
-  }
+                     bool select_last_index = false);
   value reduce(ir::op o, value x, std::initializer_list<std::int64_t> axes = {},
-               bool keepdims = true) {
-    return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
-  }
-  value select(value cond, value a, value b) { return apply(ir::op::select, {cond, a, b}); }
+               bool keepdims = true);
+  value select(value cond, value a, value b);
 
   // Index maps, ONNX's Transpose, Reshape, Expand, Slice, Flatten, Squeeze and Unsqueeze: views
   // that move no data where a region can read the operand in place. Sizes of the operand known
@@ -190,355 +100,113 @@ class graph {
   using sizes = std::span<const std::int64_t>;
   using size_list = std::initializer_list<std::int64_t>;
   // Result axis i is x's axis perm[i]; no perm reverses the axes.
-  value transpose(value x, sizes perm) {
-    return wrap(b_.transpose(id_of(x, "transpose", 1), perm));
-  }
-  value transpose(value x, size_list perm = {}) { return transpose(x, list(perm)); }
-  value reshape(value x, sizes shape, bool allow_zero = false) {
-    return wrap(b_.reshape(id_of(x, "reshape", 1), shape, allow_zero));
-  }
-  value reshape(value x, size_list shape, bool allow_zero = false) {
-    return reshape(x, list(shape), allow_zero);
-  }
-  value expand(value x, sizes shape) {
-    return wrap(b_.expand(id_of(x, "expand", 1), make_shape(shape, "expand", "the shape")));
-  }
-  value expand(value x, size_list shape) { return expand(x, list(shape)); }
-  value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {}) {
-    return wrap(b_.slice(id_of(x, "slice", 1), starts, ends, axes, steps));
-  }
-  value slice(value x, size_list starts, size_list ends, size_list axes = {},
-              size_list steps = {}) {
-    return slice(x, list(starts), list(ends), list(axes), list(steps));
-  }
+  value transpose(value x, sizes perm);
+  value transpose(value x, size_list perm = {});
+  value reshape(value x, sizes shape, bool allow_zero = false);
+  value reshape(value x, size_list shape, bool allow_zero = false);
+  value expand(value x, sizes shape);
+  value expand(value x, size_list shape);
+  value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {});
+  value slice(value x, size_list starts, size_list ends, size_list axes = {}, size_list steps = {});
   // ONNX Gather and GatherElements: positions along `axis` read from `indices` (i32 or i64,
   // negative from the end; outside the axis they are clamped to it, where ONNX leaves it
   // undefined). Computed indices are materialized first; data is read in place.
-  value gather(value data, value indices, std::int64_t axis = 0) {
-    return wrap(b_.gather(id_of(data, "gather", 1), id_of(indices, "gather", 2), axis));
-  }
-  value gather_elements(value data, value indices, std::int64_t axis = 0) {
-    return wrap(b_.gather_elements(id_of(data, "gather_elements", 1),
-                                   id_of(indices, "gather_elements", 2), axis));
-  }
+  value gather(value data, value indices, std::int64_t axis = 0);
+  value gather_elements(value data, value indices, std::int64_t axis = 0);
   // ONNX Pad (mode "constant", "edge", "reflect" or "wrap"): pads holds every axis's begin, then
   // every end; negative pads crop. `value`: the constant mode's value (a scalar of x's type).
-  value pad(value x, sizes pads, std::string_view mode = "constant") {
-    return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, pad_mode_of(mode)));
-  }
-  value pad(value x, size_list pads, std::string_view mode = "constant") {
-    return pad(x, list(pads), mode);
-  }
-  value pad(value x, sizes pads, value constant_value) {
-    return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, ir::pad_mode::constant,
-                        id_of(constant_value, "pad", 3)));
-  }
-  value pad(value x, size_list pads, value constant_value) {
-    return pad(x, list(pads), constant_value);
-  }
+  value pad(value x, sizes pads, std::string_view mode = "constant");
+  value pad(value x, size_list pads, std::string_view mode = "constant");
+  value pad(value x, sizes pads, value constant_value);
+  value pad(value x, size_list pads, value constant_value);
   // ONNX MaxPool and AveragePool over x [N, C, spatial...] (spatial sizes static): one strided
   // view of x per window offset, joined; the window as kiln::pool_params (2-D) or
   // ir::pool_window (any number of spatial axes). GlobalMaxPool / GlobalAveragePool reduce every
   // spatial axis, kept with size 1.
-  value max_pool(value x, const ir::pool_window& w) {
-    return wrap(ir::pool(b_, id_of(x, "max_pool", 1), w, false));
-  }
-  value max_pool(value x, const pool_params& p) { return max_pool(x, ir::window_of(p)); }
-  value average_pool(value x, const ir::pool_window& w) {
-    return wrap(ir::pool(b_, id_of(x, "average_pool", 1), w, true));
-  }
-  value average_pool(value x, const pool_params& p) { return average_pool(x, ir::window_of(p)); }
-  value global_max_pool(value x) {
-    return wrap(ir::global_pool(b_, id_of(x, "global_max_pool", 1), false));
-  }
-  value global_average_pool(value x) {
-    return wrap(ir::global_pool(b_, id_of(x, "global_average_pool", 1), true));
-  }
+  value max_pool(value x, const ir::pool_window& w);
+  value max_pool(value x, const pool_params& p);
+  value average_pool(value x, const ir::pool_window& w);
+  value average_pool(value x, const pool_params& p);
+  value global_max_pool(value x);
+  value global_average_pool(value x);
   // ONNX MatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims broadcast, a 1-D
   // operand promoted (and its axis dropped again). Its elementwise consumers run on each finished
   // tile of the product (one dispatch: gelu(matmul(x, w) + bias)).
-  value matmul(value a, value b) {
-    return wrap(b_.matmul(id_of(a, "matmul", 1), id_of(b, "matmul", 2)));
-  }
+  value matmul(value a, value b);
   // ONNX Gemm: alpha x A' x B' + beta x C (A', B': A and B, transposed where asked).
   value gemm(value a, value b, value c, double alpha = 1.0, double beta = 1.0, bool trans_a = false,
-             bool trans_b = false) {
-    return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), id_of(c, "gemm", 3), alpha,
-                         beta, trans_a, trans_b));
-  }
-  value gemm(value a, value b, double alpha = 1.0, bool trans_a = false, bool trans_b = false) {
-    return wrap(
-        ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a, trans_b));
-  }
+             bool trans_b = false);
+  value gemm(value a, value b, double alpha = 1.0, bool trans_a = false, bool trans_b = false);
   // ONNX MatMulInteger: (a - a_zero) x (b - b_zero) in i32, a and b u8 or i8, a zero point a
   // scalar or per row of a ([M]) / per column of b ([N]).
-  value matmul_integer(value a, value b) {
-    return wrap(
-        ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2)));
-  }
-  value matmul_integer(value a, value b, value a_zero, value b_zero) {
-    return wrap(ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2),
-                                   id_of(a_zero, "matmul_integer", 3),
-                                   id_of(b_zero, "matmul_integer", 4)));
-  }
+  value matmul_integer(value a, value b);
+  value matmul_integer(value a, value b, value a_zero, value b_zero);
   // ONNX Conv: x [N, C, spatial...] with w [M, C / groups, kernel...] (plus bias [M]) ->
   // [N, M, outputs...]; the windows as ir::conv_window (any number of spatial axes) or
   // kiln::conv_params (2-D). Its elementwise consumers run on each finished tile (one dispatch:
   // relu(conv(x, w, p, bias))).
-  value conv(value x, value w, const ir::conv_window& c) {
-    return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c));
-  }
-  value conv(value x, value w, value bias, const ir::conv_window& c) {
-    return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c, id_of(bias, "conv", 3)));
-  }
-  value conv(value x, value w, const conv_params& p) { return conv(x, w, ir::window_of(p)); }
-  value conv(value x, value w, value bias, const conv_params& p) {
-    return conv(x, w, bias, ir::window_of(p));
-  }
+  value conv(value x, value w, const ir::conv_window& c);
+  value conv(value x, value w, value bias, const ir::conv_window& c);
+  value conv(value x, value w, const conv_params& p);
+  value conv(value x, value w, value bias, const conv_params& p);
   // ONNX ConvTranspose: x [N, C, spatial...] with w [C, M / groups, kernel...] (plus bias [M]).
-  value conv_transpose(value x, value w, const ir::conv_window& c) {
-    return wrap(
-        ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2), c));
-  }
-  value conv_transpose(value x, value w, value bias, const ir::conv_window& c) {
-    return wrap(ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2),
-                                   c, id_of(bias, "conv_transpose", 3)));
-  }
+  value conv_transpose(value x, value w, const ir::conv_window& c);
+  value conv_transpose(value x, value w, value bias, const ir::conv_window& c);
   // ONNX Concat: the pieces joined along `axis`; every other size must be equal.
-  value concat(std::span<const value> pieces, std::int64_t axis) {
-    std::vector<std::int32_t> ids;
-    for (std::size_t k = 0; k < pieces.size(); ++k)
-      ids.push_back(id_of(pieces[k], "concat", static_cast<int>(k) + 1));
-    return wrap(ir::concat(b_, ids, axis));
-  }
-  value concat(std::initializer_list<value> pieces, std::int64_t axis) {
-    return concat(std::span<const value>(pieces.begin(), pieces.size()), axis);
-  }
+  value concat(std::span<const value> pieces, std::int64_t axis);
+  value concat(std::initializer_list<value> pieces, std::int64_t axis);
   // [product of the sizes before axis, product of the rest] (axis from -rank to rank).
-  value flatten(value x, std::int64_t axis = 1) {
-    std::int32_t id = id_of(x, "flatten", 1);
-    const shape& d = b_.get().nodes[id].dims;
-    if (axis < -d.rank || axis > d.rank)
-      throw error(errc::invalid_argument, "flatten",
-                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
-                      std::to_string(d.rank) + " (expected " + std::to_string(-d.rank) + " to " +
-                      std::to_string(d.rank) + ")");
-    if (axis < 0) axis += d.rank;
-    std::int64_t outer = 1;
-    for (int i = 0; i < axis; ++i) outer *= static_dim(d, i, "flatten");
-    std::int64_t result[2] = {outer, -1};
-    return wrap(b_.reshape(id, result));
-  }
+  value flatten(value x, std::int64_t axis = 1);
   // x without the size-1 axes named (none: every size-1 axis).
-  value squeeze(value x, sizes axes) {
-    std::int32_t id = id_of(x, "squeeze", 1);
-    const shape& d = b_.get().nodes[id].dims;
-    std::uint32_t mask = 0;
-    if (axes.empty()) {
-      for (int i = 0; i < d.rank; ++i)
-        if (d.dims[i] == 1) mask |= 1u << i;
-    } else {
-      mask = axes_mask("squeeze", id, axes);
-      for (int i = 0; i < d.rank; ++i)
-        if ((mask >> i) & 1u && d.dims[i] != 1)
-          throw error(errc::shape_mismatch, "squeeze",
-                      "axis " + std::to_string(i) + " of " + to_string(d) + " is not of size 1");
-    }
-    std::vector<std::int64_t> result;
-    for (int i = 0; i < d.rank; ++i)
-      if (!((mask >> i) & 1u)) result.push_back(moved_size(d, i, result.size()));
-    return wrap(b_.reshape(id, result));
-  }
-  value squeeze(value x, size_list axes = {}) { return squeeze(x, list(axes)); }
+  value squeeze(value x, sizes axes);
+  value squeeze(value x, size_list axes = {});
   // x with size-1 axes inserted at `axes` (positions in the result; negative: from its end).
-  value unsqueeze(value x, sizes axes) {
-    std::int32_t id = id_of(x, "unsqueeze", 1);
-    const shape& d = b_.get().nodes[id].dims;
-    const int rank = d.rank + static_cast<int>(axes.size());
-    std::uint32_t mask = 0;
-    for (std::int64_t a : axes) {
-      if (a < -rank || a >= rank)
-        throw error(errc::invalid_argument, "unsqueeze",
-                    "axis " + std::to_string(a) + " is out of range for a result of rank " +
-                        std::to_string(rank));
-      std::uint32_t bit = 1u << (a < 0 ? a + rank : a);
-      if (mask & bit)
-        throw error(errc::invalid_argument, "unsqueeze",
-                    "axis " + std::to_string(a) + " is given twice");
-      mask |= bit;
-    }
-    std::vector<std::int64_t> result;
-    for (int i = 0, from = 0; i < rank; ++i)
-      result.push_back((mask >> i) & 1u ? 1 : moved_size(d, from++, result.size()));
-    return wrap(b_.reshape(id, result));
-  }
-  value unsqueeze(value x, size_list axes) { return unsqueeze(x, list(axes)); }
+  value unsqueeze(value x, sizes axes);
+  value unsqueeze(value x, size_list axes);
 
   // Data movement made of the views above (ONNX's Split, Tile, DepthToSpace, SpaceToDepth) and
   // Range as a tensor constant. Where a view of a view cannot be read in place (a reshape of a
   // transpose), the inner one is computed into a transient: depth_to_space is one copy, as in
   // any framework.
   // The parts of x along `axis` with the given sizes (ONNX's Split with its `split` input).
-  std::vector<value> split(value x, sizes part_sizes, std::int64_t axis = 0) {
-    std::int32_t id = id_of(x, "split", 1);
-    int a = axis_of("split", id, axis);
-    std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split"), at = 0;
-    std::vector<value> parts;
-    for (std::int64_t size : part_sizes) {
-      if (size < 0 || at + size > n)
-        throw error(errc::shape_mismatch, "split",
-                    "the sizes " + detail::sizes_text(part_sizes) + " do not fit axis " +
-                        std::to_string(a) + " of size " + std::to_string(n));
-      parts.push_back(slice(x, {at}, {at + size}, {a}));
-      at += size;
-    }
-    if (at != n)
-      throw error(errc::shape_mismatch, "split",
-                  "the sizes " + detail::sizes_text(part_sizes) + " add up to " +
-                      std::to_string(at) + ", not the size " + std::to_string(n) + " of axis " +
-                      std::to_string(a));
-    return parts;
-  }
-  std::vector<value> split(value x, size_list part_sizes, std::int64_t axis = 0) {
-    return split(x, list(part_sizes), axis);
-  }
+  std::vector<value> split(value x, sizes part_sizes, std::int64_t axis = 0);
+  std::vector<value> split(value x, size_list part_sizes, std::int64_t axis = 0);
   // `count` parts of ceil(size / count) elements, the last smaller (ONNX's num_outputs).
-  std::vector<value> split_equal(value x, std::int64_t count, std::int64_t axis = 0) {
-    std::int32_t id = id_of(x, "split", 1);
-    int a = axis_of("split", id, axis);
-    std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split");
-    if (count <= 0 || count > std::max<std::int64_t>(n, 1))
-      throw error(errc::invalid_argument, "split",
-                  "cannot make " + std::to_string(count) + " parts of an axis of size " +
-                      std::to_string(n));
-    std::int64_t each = (n + count - 1) / count;
-    std::vector<std::int64_t> part_sizes;
-    for (std::int64_t at = 0; at < n || part_sizes.empty(); at += each)
-      part_sizes.push_back(std::min(each, n - at));
-    return split(x, part_sizes, a);
-  }
+  std::vector<value> split_equal(value x, std::int64_t count, std::int64_t axis = 0);
   // x repeated repeats[i] times along each axis i (ONNX's Tile).
-  value tile(value x, sizes repeats) {
-    std::int32_t id = id_of(x, "tile", 1);
-    const shape d = b_.get().nodes[id].dims;
-    if (static_cast<int>(repeats.size()) != d.rank)
-      throw error(errc::invalid_argument, "tile",
-                  "repeats has " + std::to_string(repeats.size()) +
-                      " entries for an operand of rank " + std::to_string(d.rank));
-    if (2 * d.rank > max_rank)
-      throw error(errc::unsupported, "tile",
-                  "rank " + std::to_string(d.rank) + " above kiln::max_rank / 2");
-    std::vector<std::int64_t> spread, tiled, result;
-    for (int i = 0; i < d.rank; ++i) {
-      std::int64_t size = static_dim(d, i, "tile");
-      if (repeats[i] < 0)
-        throw error(errc::invalid_argument, "tile",
-                    "repeats[" + std::to_string(i) + "] is " + std::to_string(repeats[i]));
-      spread.insert(spread.end(), {1, size});
-      tiled.insert(tiled.end(), {repeats[i], size});
-      result.push_back(repeats[i] * size);
-    }
-    return reshape(expand(reshape(x, spread), tiled), result);
-  }
-  value tile(value x, size_list repeats) { return tile(x, list(repeats)); }
+  value tile(value x, sizes repeats);
+  value tile(value x, size_list repeats);
   // Blocks of `block` x `block` channels moved into space, x [N, C, H, W] (ONNX's DepthToSpace,
   // mode "DCR" or "CRD").
-  value depth_to_space(value x, std::int64_t block, std::string_view mode = "DCR") {
-    auto [c, h, w] = image_sizes(x, "depth_to_space", block, true);
-    if (mode != "DCR" && mode != "CRD")
-      throw error(errc::invalid_argument, "depth_to_space",
-                  "mode is '" + std::string(mode) + "', expected DCR or CRD");
-    std::int64_t k = c / (block * block);
-    bool dcr = mode == "DCR";
-    value t = dcr ? reshape(x, {0, block, block, k, h, w}) : reshape(x, {0, k, block, block, h, w});
-    t = dcr ? transpose(t, {0, 3, 4, 1, 5, 2}) : transpose(t, {0, 1, 4, 2, 5, 3});
-    return reshape(t, {0, k, h * block, w * block});
-  }
+  value depth_to_space(value x, std::int64_t block, std::string_view mode = "DCR");
   // The inverse: blocks of space moved into channels (ONNX's SpaceToDepth).
-  value space_to_depth(value x, std::int64_t block) {
-    auto [c, h, w] = image_sizes(x, "space_to_depth", block, false);
-    value t = reshape(x, {0, c, h / block, block, w / block, block});
-    t = transpose(t, {0, 3, 5, 1, 2, 4});
-    return reshape(t, {0, c * block * block, h / block, w / block});
-  }
+  value space_to_depth(value x, std::int64_t block);
   // start, start + delta, ... up to limit (exclusive), as a tensor constant of dtype t (ONNX's
   // Range with the bounds known when the graph is built).
-  value range(double start, double limit, double delta, dtype t = dtype::f32) {
-    if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
-      throw error(errc::invalid_argument, "range",
-                  "start, limit and delta must be finite and delta nonzero");
-    auto n = static_cast<std::int64_t>(std::max(std::ceil((limit - start) / delta), 0.0));
-    std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * size_in_bytes(t));
-    visit_dtype(t, [&]<dtype D>() {
-      using S = storage_t<D>;
-      for (std::int64_t i = 0; i < n; ++i) {
-        S v;
-        if constexpr (std::is_integral_v<S>)
-          v = static_cast<S>(static_cast<std::int64_t>(start) +
-                             i * static_cast<std::int64_t>(delta));
-        else
-          v = static_cast<S>(static_cast<float>(start + static_cast<double>(i) * delta));
-        std::memcpy(bytes.data() + i * sizeof(S), &v, sizeof(S));
-      }
-    });
-    return constant(bytes.data(), t, n, shape{n});
-  }
+  value range(double start, double limit, double delta, dtype t = dtype::f32);
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
   // GroupNormalization with per-channel scale and bias (opset 21).
-  value batch_norm(value x, value scale, value bias, value mean, value var, double epsilon = 1e-5) {
-    return wrap(ir::batch_norm(b_, id_of(x, "batch_norm", 1), id_of(scale, "batch_norm", 2),
-                               id_of(bias, "batch_norm", 3), id_of(mean, "batch_norm", 4),
-                               id_of(var, "batch_norm", 5), epsilon));
-  }
-  value instance_norm(value x, value scale, value bias, double epsilon = 1e-5) {
-    return wrap(ir::instance_norm(b_, id_of(x, "instance_norm", 1),
-                                  id_of(scale, "instance_norm", 2), id_of(bias, "instance_norm", 3),
-                                  epsilon));
-  }
-  value group_norm(value x, value scale, value bias, std::int64_t groups, double epsilon = 1e-5) {
-    return wrap(ir::group_norm(b_, id_of(x, "group_norm", 1), id_of(scale, "group_norm", 2),
-                               id_of(bias, "group_norm", 3), groups, epsilon));
-  }
+  value batch_norm(value x, value scale, value bias, value mean, value var, double epsilon = 1e-5);
+  value instance_norm(value x, value scale, value bias, double epsilon = 1e-5);
+  value group_norm(value x, value scale, value bias, std::int64_t groups, double epsilon = 1e-5);
 
   // Normalizations (ir/composites.hpp: graphs of the ops above, fused as one row group).
   // softmax / log_softmax along `axis` (negative: from the end): ONNX's Softmax and LogSoftmax.
-  value softmax(value x, std::int64_t axis = -1) {
-    std::int32_t id = id_of(x, "softmax", 1);
-    return wrap(ir::softmax(b_, id, axis_of("softmax", id, axis)));
-  }
-  value log_softmax(value x, std::int64_t axis = -1) {
-    std::int32_t id = id_of(x, "log_softmax", 1);
-    return wrap(ir::log_softmax(b_, id, axis_of("log_softmax", id, axis)));
-  }
+  value softmax(value x, std::int64_t axis = -1);
+  value log_softmax(value x, std::int64_t axis = -1);
   // log(sum(exp(x))) over `axes` (none: every axis), overflow-free: ONNX's ReduceLogSumExp.
-  value reduce_log_sum_exp(value x, std::span<const std::int64_t> axes, bool keepdims = true) {
-    std::int32_t id = id_of(x, "reduce_log_sum_exp", 1);
-    return wrap(
-        ir::reduce_log_sum_exp(b_, id, axes_mask("reduce_log_sum_exp", id, axes), keepdims));
-  }
+  value reduce_log_sum_exp(value x, std::span<const std::int64_t> axes, bool keepdims = true);
   value reduce_log_sum_exp(value x, std::initializer_list<std::int64_t> axes = {},
-                           bool keepdims = true) {
-    return reduce_log_sum_exp(x, std::span<const std::int64_t>(axes.begin(), axes.size()),
-                              keepdims);
-  }
+                           bool keepdims = true);
   // (x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` to the last: ONNX's
   // LayerNormalization (its Y); the bias may be left out.
-  value layer_norm(value x, value scale, value bias, std::int64_t axis = -1,
-                   double epsilon = 1e-5) {
-    return layer_norm(x, scale, id_of(bias, "layer_norm", 3), axis, epsilon);
-  }
-  value layer_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5) {
-    return layer_norm(x, scale, std::int32_t{-1}, axis, epsilon);
-  }
+  value layer_norm(value x, value scale, value bias, std::int64_t axis = -1, double epsilon = 1e-5);
+  value layer_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5);
   // x / sqrt(mean(x^2) + epsilon) * scale over the axes from `axis` to the last: ONNX's
   // RMSNormalization.
-  value rms_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5) {
-    std::int32_t id = id_of(x, "rms_norm", 1);
-    std::int32_t s = id_of(scale, "rms_norm", 2);
-    return wrap(ir::rms_norm(b_, id, s, axis_of("rms_norm", id, axis), epsilon));
-  }
+  value rms_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5);
 
   // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are
   // written above).
@@ -590,68 +258,23 @@ class graph {
 #undef KILN_GRAPH_FORM_view_2
 
   // Marks v as the next result, under a name of its own.
-  void output(std::string_view name, value v) {
-    check_name("output", name, outputs_);
-    b_.output(id_of(v, "output", 1));
-    outputs_.emplace_back(name);
-  }
+  void output(std::string_view name, value v);
 
   // A persistent tensor of the compiled function (flow.variable): read like an input, kept by
   // the executable across calls (executable::variable(name) loads, saves or shares it), never an
   // argument. Static extents; names are unique among inputs and variables.
-  value variable(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims) {
-    return variable(name, t, shape_of(dims, "variable", detail::quoted(name)));
-  }
-  value variable(std::string_view name, dtype t, const shape& dims) {
-    check_name("variable", name, inputs_);
-    for (const auto& v : variables_)
-      if (v.name == name)
-        throw error(errc::invalid_argument, "variable",
-                    "the name '" + std::string(name) + "' is used twice");
-    if (!is_valid(t))
-      throw error(errc::invalid_argument, "variable",
-                  detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
-                      " is not a kiln::dtype");
-    if (!dims.is_static())
-      throw error(errc::invalid_argument, "variable",
-                  detail::quoted(name) + " needs static extents, got " + to_string(dims));
-    checked_element_count(dims, size_in_bytes(t), "variable", detail::quoted(name));
-    value v = wrap(b_.input(t, dims));
-    variables_.push_back({std::string(name), b_.get().nodes[v.id].arg, -1});
-    return v;
-  }
+  value variable(std::string_view name, dtype t, std::initializer_list<std::int64_t> dims);
+  value variable(std::string_view name, dtype t, const shape& dims);
   // At the end of each call, variable `var` (a value graph::variable gave) takes the value x:
   // written in place where the plan allows (the one region reading var is the elementwise region
   // computing x), else after the call from a temporary. Once per variable; x has its dtype and
   // extents.
-  void assign(value var, value x) {
-    std::int32_t id = id_of(var, "assign", 1), xid = id_of(x, "assign", 2);
-    const ir::node& vn = b_.get().nodes[id];
-    variable_slot* slot = nullptr;
-    for (auto& v : variables_)
-      if (vn.kind == ir::op::input && v.arg == vn.arg) slot = &v;
-    if (!slot)
-      throw error(errc::invalid_argument, "assign",
-                  "operand 1 is not a variable (graph::variable gives them)");
-    if (slot->assigned >= 0)
-      throw error(errc::invalid_argument, "assign",
-                  "variable '" + slot->name + "' is assigned twice");
-    const ir::node& xn = b_.get().nodes[xid];
-    if (xn.type != vn.type)
-      throw error(errc::dtype_mismatch, "assign",
-                  "variable '" + slot->name + "' is " + std::string(kiln::name(vn.type)) +
-                      " but the value is " + std::string(kiln::name(xn.type)));
-    if (!(xn.dims == vn.dims))
-      throw error(errc::shape_mismatch, "assign",
-                  "variable '" + slot->name + "' has extents " + to_string(vn.dims) +
-                      " but the value has " + to_string(dims_of(x)));
-    slot->assigned = xid;
-  }
+  void assign(value var, value x);
 
   // v itself, recorded under `name` at each call when tracing is on (kiln::set_trace_sink or
   // KILN_TRACE=1 at compile(), runtime/trace.hpp); with tracing off the plan is the one the graph
   // has without the trace. Names are unique, 1 to 63 characters.
-  value trace(std::string_view name, value v) { return wrap(b_.trace(name, id_of(v, "trace", 1))); }
+  value trace(std::string_view name, value v);
 
   // The element type and extents of a value (run-time sizes as kiln::dyn).
   dtype type_of(value v) const { return node(v).type; }
@@ -684,87 +307,20 @@ class graph {
   static sizes list(size_list l) { return {l.begin(), l.size()}; }
   // C, H and W of an image x [N, C, H, W] for a block rearrangement (static, divisible).
   std::array<std::int64_t, 3> image_sizes(value x, const char* op, std::int64_t block,
-                                          bool from_depth) const {
-    const shape& d = b_.get().nodes[id_of(x, op, 1)].dims;
-    if (d.rank != 4)
-      throw error(errc::shape_mismatch, op,
-                  "x has dims " + to_string(d) + ", expected [N, C, H, W]");
-    std::array<std::int64_t, 3> chw = {static_dim(d, 1, op), static_dim(d, 2, op),
-                                       static_dim(d, 3, op)};
-    bool fits = block > 0 && (from_depth ? chw[0] % (block * block) == 0
-                                         : chw[1] % block == 0 && chw[2] % block == 0);
-    if (!fits)
-      throw error(errc::shape_mismatch, op,
-                  "blocksize " + std::to_string(block) + " does not divide " +
-                      (from_depth ? "the channels of " : "the height and width of ") +
-                      to_string(d));
-    return chw;
-  }
+                                          bool from_depth) const;
   // Size i of d as a reshape's entry at position `to`: static as it is, a run-time size copied
   // (0) where it keeps its position (elsewhere reshape reports it).
-  static std::int64_t moved_size(const shape& d, int i, std::size_t to) {
-    if (!ir::is_symbol(d.dims[i])) return d.dims[i];
-    return static_cast<std::size_t>(i) == to ? 0 : -1;
-  }
-  static shape make_shape(sizes d, const char* who, const char* what) {
-    if (d.size() > static_cast<std::size_t>(max_rank))
-      throw error(errc::invalid_argument, who,
-                  std::string(what) + " has rank " + std::to_string(d.size()) +
-                      ", above kiln::max_rank (" + std::to_string(max_rank) + ")");
-    shape r;
-    for (std::int64_t v : d) {
-      if (v < 0)
-        throw error(errc::invalid_argument, who,
-                    std::string(what) + " has a negative size " + std::to_string(v));
-      r.dims[r.rank++] = v;
-    }
-    return r;
-  }
-  static std::int64_t static_dim(const shape& d, int i, const char* op) {
-    if (ir::is_symbol(d.dims[i]))
-      throw error(errc::shape_mismatch, op,
-                  "axis " + std::to_string(i) + " of the operand has a run-time size");
-    return d.dims[i];
-  }
+  static std::int64_t moved_size(const shape& d, int i, std::size_t to);
+  static shape make_shape(sizes d, const char* who, const char* what);
+  static std::int64_t static_dim(const shape& d, int i, const char* op);
 
-  value layer_norm(value x, value scale, std::int32_t bias, std::int64_t axis, double epsilon) {
-    std::int32_t id = id_of(x, "layer_norm", 1);
-    std::int32_t s = id_of(scale, "layer_norm", 2);
-    return wrap(ir::layer_norm(b_, id, s, bias, axis_of("layer_norm", id, axis), epsilon));
-  }
+  value layer_norm(value x, value scale, std::int32_t bias, std::int64_t axis, double epsilon);
   // Axis `axis` of node id (negative: from the end), checked.
-  int axis_of(std::string_view op, std::int32_t id, std::int64_t axis) const {
-    int rank = b_.get().nodes[id].dims.rank;
-    if (axis < -rank || axis >= rank)
-      throw error(errc::invalid_argument, std::string(op),
-                  "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
-                      std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
-                      std::to_string(rank - 1) + ")");
-    return static_cast<int>(axis < 0 ? axis + rank : axis);
-  }
+  int axis_of(std::string_view op, std::int32_t id, std::int64_t axis) const;
   // The mask of `axes` of node id (none: every axis), each checked and given once.
   std::uint32_t axes_mask(std::string_view op, std::int32_t id,
-                          std::span<const std::int64_t> axes) const {
-    int rank = b_.get().nodes[id].dims.rank;
-    if (axes.empty()) return rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
-    std::uint32_t mask = 0;
-    for (std::int64_t a : axes) {
-      std::uint32_t bit = 1u << axis_of(op, id, a);
-      if (mask & bit)
-        throw error(errc::invalid_argument, std::string(op),
-                    "axis " + std::to_string(a) + " is given twice");
-      mask |= bit;
-    }
-    return mask;
-  }
-  static ir::pad_mode pad_mode_of(std::string_view mode) {
-    if (mode == "constant") return ir::pad_mode::constant;
-    if (mode == "edge") return ir::pad_mode::edge;
-    if (mode == "reflect") return ir::pad_mode::reflect;
-    if (mode == "wrap") return ir::pad_mode::wrap;
-    throw error(errc::invalid_argument, "pad",
-                "mode is '" + std::string(mode) + "', expected constant, edge, reflect or wrap");
-  }
+                          std::span<const std::int64_t> axes) const;
+  static ir::pad_mode pad_mode_of(std::string_view mode);
   std::int32_t id_of(value v, std::string_view op, int position) const {
     if (v.owner != id_ || v.id < 0)
       throw error(errc::invalid_argument, std::string(op),
@@ -776,13 +332,7 @@ class graph {
   const ir::node& node(value v) const { return b_.get().nodes[id_of(v, "graph", 1)]; }
 
   static void check_name(const char* what, std::string_view name,
-                         const std::vector<std::string>& taken) {
-    if (name.empty()) throw error(errc::invalid_argument, what, "the name is empty");
-    for (const auto& t : taken)
-      if (t == name)
-        throw error(errc::invalid_argument, what,
-                    "the name '" + std::string(name) + "' is already taken");
-  }
+                         const std::vector<std::string>& taken);
 
   ir::builder b_;
   std::uint64_t id_;
@@ -790,5 +340,666 @@ class graph {
   std::vector<tensor_constant> constants_;
   std::vector<variable_slot> variables_;
 };
+
+// The methods behind the declarations above, compiled once with the runtime
+// (core/runtime_boundary.hpp): inline, they had every file that builds a graph compile the IR
+// builder again.
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t,
+                                           std::initializer_list<std::int64_t> dims) {
+  return input(name, t, shape_of(dims, "input", detail::quoted(name)));
+}
+
+KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t, const shape& dims) {
+  check_name("input", name, inputs_);
+  if (!is_valid(t))
+    throw error(errc::invalid_argument, "input",
+                detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
+                    " is not a kiln::dtype");
+  checked_element_count(dims, size_in_bytes(t), "input", detail::quoted(name), true);
+  value v = wrap(b_.input(t, dims));
+  inputs_.emplace_back(name);
+  return v;
+}
+
+KILN_RUNTIME_API graph::value graph::constant(double v, dtype t) {
+  if (is_valid(t) && is_integer(t)) {
+    double lo = static_cast<double>(integer_min(t));
+    double hi = t == dtype::i64 ? 9223372036854775808.0  // 2^63, exact as a double
+                                : static_cast<double>(integer_max(t)) + 1.0;
+    if (!(v == std::trunc(v) && v >= lo && v < hi))
+      throw error(errc::invalid_argument, "constant",
+                  std::to_string(v) + " is not a value of " + std::string(kiln::name(t)) +
+                      " (integer constants: pass an integer, not a double)");
+  }
+  return constant(scalar::computed(t, v));
+}
+
+KILN_RUNTIME_API graph::value graph::constant(const scalar& v) { return wrap(b_.constant(v)); }
+
+KILN_RUNTIME_API graph::value graph::constant(const void* data, dtype t, std::size_t count,
+                                              const shape& dims) {
+  if (!is_valid(t))
+    throw error(errc::invalid_argument, "constant",
+                "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+  if (!dims.is_static())
+    throw error(errc::invalid_argument, "constant",
+                "a tensor constant needs static extents, got " + to_string(dims));
+  std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+  if (static_cast<std::int64_t>(count) != n)
+    throw error(errc::shape_mismatch, "constant",
+                "the extents " + to_string(dims) + " hold " + std::to_string(n) +
+                    " elements but the data has " + std::to_string(count));
+  value v = wrap(b_.input(t, dims));
+  auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
+  const auto* from = static_cast<const unsigned char*>(data);
+  constants_.push_back(
+      {b_.get().nodes[v.id].arg, std::vector<unsigned char>(from, from + (data ? bytes : 0))});
+  return v;
+}
+
+KILN_RUNTIME_API graph::value graph::apply(ir::op o, std::initializer_list<value> operands) {
+  if (!ir::is_valid(o))
+    throw error(errc::invalid_argument, "apply",
+                "op value " + std::to_string(static_cast<int>(o)) + " is not a kiln::ir::op");
+  std::string_view op_name = ir::name(o);
+  int arity = ir::info(o).arity;
+  if (ir::info(o).cls == ir::op_class::leaf || ir::info(o).cls == ir::op_class::cast)
+    throw error(errc::invalid_argument, std::string(op_name),
+                "use graph::input, graph::constant or graph::cast");
+  if (ir::is_reduction(ir::info(o).cls))
+    throw error(errc::invalid_argument, std::string(op_name),
+                "takes axes: use graph::reduce (or graph::" + std::string(op_name) + ")");
+  if (ir::info(o).cls == ir::op_class::view)
+    throw error(errc::invalid_argument, std::string(op_name),
+                "takes an index map: use graph::" + std::string(op_name));
+  if (static_cast<int>(operands.size()) != arity)
+    throw error(
+        errc::invalid_argument, std::string(op_name),
+        "takes " + std::to_string(arity) + " operands, got " + std::to_string(operands.size()));
+  std::int32_t ids[3] = {-1, -1, -1};
+  int k = 0;
+  for (value v : operands) {
+    ids[k] = id_of(v, op_name, k + 1);
+    ++k;
+  }
+  switch (arity) {
+    case 1:
+      return wrap(b_.unary(o, ids[0]));
+    case 2:
+      return wrap(b_.binary(o, ids[0], ids[1]));
+    default:
+      if (ir::info(o).cls == ir::op_class::ternary)
+        return wrap(b_.ternary(o, ids[0], ids[1], ids[2]));
+      return wrap(b_.select(ids[0], ids[1], ids[2]));
+  }
+}
+
+KILN_RUNTIME_API graph::value graph::cast(value a, dtype to) {
+  return wrap(b_.cast(id_of(a, "cast", 1), to));
+}
+
+KILN_RUNTIME_API graph::value graph::reduce(ir::op o, value x, std::span<const std::int64_t> axes,
+                                            bool keepdims) {
+  std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "reduce";
+  if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::reduction)
+    throw error(errc::invalid_argument, std::string(op_name), "is not a reduction");
+  std::int32_t id = id_of(x, op_name, 1);
+  std::uint32_t mask = axes_mask(op_name, id, axes);
+  return wrap(b_.reduce(o, id, mask, keepdims));
+}
+
+KILN_RUNTIME_API graph::value graph::index_reduce(ir::op o, value x, std::int64_t axis,
+                                                  bool keepdims, bool select_last_index) {
+  std::string_view op_name = ir::is_valid(o) ? ir::name(o) : "index_reduce";
+  if (!ir::is_valid(o) || ir::info(o).cls != ir::op_class::index_reduction)
+    throw error(errc::invalid_argument, std::string(op_name), "is not argmax or argmin");
+  std::int32_t id = id_of(x, op_name, 1);
+  return wrap(b_.index_reduce(o, id, axis_of(op_name, id, axis), keepdims, select_last_index));
+}
+
+KILN_RUNTIME_API graph::value graph::reduce(ir::op o, value x,
+                                            std::initializer_list<std::int64_t> axes,
+                                            bool keepdims) {
+  return reduce(o, x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
+}
+
+KILN_RUNTIME_API graph::value graph::select(value cond, value a, value b) {
+  return apply(ir::op::select, {cond, a, b});
+}
+
+KILN_RUNTIME_API graph::value graph::transpose(value x, sizes perm) {
+  return wrap(b_.transpose(id_of(x, "transpose", 1), perm));
+}
+
+KILN_RUNTIME_API graph::value graph::transpose(value x, size_list perm) {
+  return transpose(x, list(perm));
+}
+
+KILN_RUNTIME_API graph::value graph::reshape(value x, sizes shape, bool allow_zero) {
+  return wrap(b_.reshape(id_of(x, "reshape", 1), shape, allow_zero));
+}
+
+KILN_RUNTIME_API graph::value graph::reshape(value x, size_list shape, bool allow_zero) {
+  return reshape(x, list(shape), allow_zero);
+}
+
+KILN_RUNTIME_API graph::value graph::expand(value x, sizes shape) {
+  return wrap(b_.expand(id_of(x, "expand", 1), make_shape(shape, "expand", "the shape")));
+}
+
+KILN_RUNTIME_API graph::value graph::expand(value x, size_list shape) {
+  return expand(x, list(shape));
+}
+
+KILN_RUNTIME_API graph::value graph::slice(value x, sizes starts, sizes ends, sizes axes,
+                                           sizes steps) {
+  return wrap(b_.slice(id_of(x, "slice", 1), starts, ends, axes, steps));
+}
+
+KILN_RUNTIME_API graph::value graph::slice(value x, size_list starts, size_list ends,
+                                           size_list axes, size_list steps) {
+  return slice(x, list(starts), list(ends), list(axes), list(steps));
+}
+
+KILN_RUNTIME_API graph::value graph::gather(value data, value indices, std::int64_t axis) {
+  return wrap(b_.gather(id_of(data, "gather", 1), id_of(indices, "gather", 2), axis));
+}
+
+KILN_RUNTIME_API graph::value graph::gather_elements(value data, value indices, std::int64_t axis) {
+  return wrap(b_.gather_elements(id_of(data, "gather_elements", 1),
+                                 id_of(indices, "gather_elements", 2), axis));
+}
+
+KILN_RUNTIME_API graph::value graph::pad(value x, sizes pads, std::string_view mode) {
+  return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, pad_mode_of(mode)));
+}
+
+KILN_RUNTIME_API graph::value graph::pad(value x, size_list pads, std::string_view mode) {
+  return pad(x, list(pads), mode);
+}
+
+KILN_RUNTIME_API graph::value graph::pad(value x, sizes pads, value constant_value) {
+  return wrap(ir::pad(b_, id_of(x, "pad", 1), pads, ir::pad_mode::constant,
+                      id_of(constant_value, "pad", 3)));
+}
+
+KILN_RUNTIME_API graph::value graph::pad(value x, size_list pads, value constant_value) {
+  return pad(x, list(pads), constant_value);
+}
+
+KILN_RUNTIME_API graph::value graph::max_pool(value x, const ir::pool_window& w) {
+  return wrap(ir::pool(b_, id_of(x, "max_pool", 1), w, false));
+}
+
+KILN_RUNTIME_API graph::value graph::max_pool(value x, const pool_params& p) {
+  return max_pool(x, ir::window_of(p));
+}
+
+KILN_RUNTIME_API graph::value graph::average_pool(value x, const ir::pool_window& w) {
+  return wrap(ir::pool(b_, id_of(x, "average_pool", 1), w, true));
+}
+
+KILN_RUNTIME_API graph::value graph::average_pool(value x, const pool_params& p) {
+  return average_pool(x, ir::window_of(p));
+}
+
+KILN_RUNTIME_API graph::value graph::global_max_pool(value x) {
+  return wrap(ir::global_pool(b_, id_of(x, "global_max_pool", 1), false));
+}
+
+KILN_RUNTIME_API graph::value graph::global_average_pool(value x) {
+  return wrap(ir::global_pool(b_, id_of(x, "global_average_pool", 1), true));
+}
+
+KILN_RUNTIME_API graph::value graph::matmul(value a, value b) {
+  return wrap(b_.matmul(id_of(a, "matmul", 1), id_of(b, "matmul", 2)));
+}
+
+KILN_RUNTIME_API graph::value graph::gemm(value a, value b, value c, double alpha, double beta,
+                                          bool trans_a, bool trans_b) {
+  return wrap(ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), id_of(c, "gemm", 3), alpha,
+                       beta, trans_a, trans_b));
+}
+
+KILN_RUNTIME_API graph::value graph::gemm(value a, value b, double alpha, bool trans_a,
+                                          bool trans_b) {
+  return wrap(
+      ir::gemm(b_, id_of(a, "gemm", 1), id_of(b, "gemm", 2), -1, alpha, 0.0, trans_a, trans_b));
+}
+
+KILN_RUNTIME_API graph::value graph::matmul_integer(value a, value b) {
+  return wrap(ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2)));
+}
+
+KILN_RUNTIME_API graph::value graph::matmul_integer(value a, value b, value a_zero, value b_zero) {
+  return wrap(ir::matmul_integer(b_, id_of(a, "matmul_integer", 1), id_of(b, "matmul_integer", 2),
+                                 id_of(a_zero, "matmul_integer", 3),
+                                 id_of(b_zero, "matmul_integer", 4)));
+}
+
+KILN_RUNTIME_API graph::value graph::conv(value x, value w, const ir::conv_window& c) {
+  return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c));
+}
+
+KILN_RUNTIME_API graph::value graph::conv(value x, value w, value bias, const ir::conv_window& c) {
+  return wrap(ir::conv(b_, id_of(x, "conv", 1), id_of(w, "conv", 2), c, id_of(bias, "conv", 3)));
+}
+
+KILN_RUNTIME_API graph::value graph::conv(value x, value w, const conv_params& p) {
+  return conv(x, w, ir::window_of(p));
+}
+
+KILN_RUNTIME_API graph::value graph::conv(value x, value w, value bias, const conv_params& p) {
+  return conv(x, w, bias, ir::window_of(p));
+}
+
+KILN_RUNTIME_API graph::value graph::conv_transpose(value x, value w, const ir::conv_window& c) {
+  return wrap(
+      ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2), c));
+}
+
+KILN_RUNTIME_API graph::value graph::conv_transpose(value x, value w, value bias,
+                                                    const ir::conv_window& c) {
+  return wrap(ir::conv_transpose(b_, id_of(x, "conv_transpose", 1), id_of(w, "conv_transpose", 2),
+                                 c, id_of(bias, "conv_transpose", 3)));
+}
+
+KILN_RUNTIME_API graph::value graph::concat(std::span<const value> pieces, std::int64_t axis) {
+  std::vector<std::int32_t> ids;
+  for (std::size_t k = 0; k < pieces.size(); ++k)
+    ids.push_back(id_of(pieces[k], "concat", static_cast<int>(k) + 1));
+  return wrap(ir::concat(b_, ids, axis));
+}
+
+KILN_RUNTIME_API graph::value graph::concat(std::initializer_list<value> pieces,
+                                            std::int64_t axis) {
+  return concat(std::span<const value>(pieces.begin(), pieces.size()), axis);
+}
+
+KILN_RUNTIME_API graph::value graph::flatten(value x, std::int64_t axis) {
+  std::int32_t id = id_of(x, "flatten", 1);
+  const shape& d = b_.get().nodes[id].dims;
+  if (axis < -d.rank || axis > d.rank)
+    throw error(errc::invalid_argument, "flatten",
+                "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
+                    std::to_string(d.rank) + " (expected " + std::to_string(-d.rank) + " to " +
+                    std::to_string(d.rank) + ")");
+  if (axis < 0) axis += d.rank;
+  std::int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= static_dim(d, i, "flatten");
+  std::int64_t result[2] = {outer, -1};
+  return wrap(b_.reshape(id, result));
+}
+
+KILN_RUNTIME_API graph::value graph::squeeze(value x, sizes axes) {
+  std::int32_t id = id_of(x, "squeeze", 1);
+  const shape& d = b_.get().nodes[id].dims;
+  std::uint32_t mask = 0;
+  if (axes.empty()) {
+    for (int i = 0; i < d.rank; ++i)
+      if (d.dims[i] == 1) mask |= 1u << i;
+  } else {
+    mask = axes_mask("squeeze", id, axes);
+    for (int i = 0; i < d.rank; ++i)
+      if ((mask >> i) & 1u && d.dims[i] != 1)
+        throw error(errc::shape_mismatch, "squeeze",
+                    "axis " + std::to_string(i) + " of " + to_string(d) + " is not of size 1");
+  }
+  std::vector<std::int64_t> result;
+  for (int i = 0; i < d.rank; ++i)
+    if (!((mask >> i) & 1u)) result.push_back(moved_size(d, i, result.size()));
+  return wrap(b_.reshape(id, result));
+}
+
+KILN_RUNTIME_API graph::value graph::squeeze(value x, size_list axes) {
+  return squeeze(x, list(axes));
+}
+
+KILN_RUNTIME_API graph::value graph::unsqueeze(value x, sizes axes) {
+  std::int32_t id = id_of(x, "unsqueeze", 1);
+  const shape& d = b_.get().nodes[id].dims;
+  const int rank = d.rank + static_cast<int>(axes.size());
+  std::uint32_t mask = 0;
+  for (std::int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      throw error(errc::invalid_argument, "unsqueeze",
+                  "axis " + std::to_string(a) + " is out of range for a result of rank " +
+                      std::to_string(rank));
+    std::uint32_t bit = 1u << (a < 0 ? a + rank : a);
+    if (mask & bit)
+      throw error(errc::invalid_argument, "unsqueeze",
+                  "axis " + std::to_string(a) + " is given twice");
+    mask |= bit;
+  }
+  std::vector<std::int64_t> result;
+  for (int i = 0, from = 0; i < rank; ++i)
+    result.push_back((mask >> i) & 1u ? 1 : moved_size(d, from++, result.size()));
+  return wrap(b_.reshape(id, result));
+}
+
+KILN_RUNTIME_API graph::value graph::unsqueeze(value x, size_list axes) {
+  return unsqueeze(x, list(axes));
+}
+
+KILN_RUNTIME_API std::vector<graph::value> graph::split(value x, sizes part_sizes,
+                                                        std::int64_t axis) {
+  std::int32_t id = id_of(x, "split", 1);
+  int a = axis_of("split", id, axis);
+  std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split"), at = 0;
+  std::vector<value> parts;
+  for (std::int64_t size : part_sizes) {
+    if (size < 0 || at + size > n)
+      throw error(errc::shape_mismatch, "split",
+                  "the sizes " + detail::sizes_text(part_sizes) + " do not fit axis " +
+                      std::to_string(a) + " of size " + std::to_string(n));
+    parts.push_back(slice(x, {at}, {at + size}, {a}));
+    at += size;
+  }
+  if (at != n)
+    throw error(errc::shape_mismatch, "split",
+                "the sizes " + detail::sizes_text(part_sizes) + " add up to " + std::to_string(at) +
+                    ", not the size " + std::to_string(n) + " of axis " + std::to_string(a));
+  return parts;
+}
+
+KILN_RUNTIME_API std::vector<graph::value> graph::split(value x, size_list part_sizes,
+                                                        std::int64_t axis) {
+  return split(x, list(part_sizes), axis);
+}
+
+KILN_RUNTIME_API std::vector<graph::value> graph::split_equal(value x, std::int64_t count,
+                                                              std::int64_t axis) {
+  std::int32_t id = id_of(x, "split", 1);
+  int a = axis_of("split", id, axis);
+  std::int64_t n = static_dim(b_.get().nodes[id].dims, a, "split");
+  if (count <= 0 || count > std::max<std::int64_t>(n, 1))
+    throw error(
+        errc::invalid_argument, "split",
+        "cannot make " + std::to_string(count) + " parts of an axis of size " + std::to_string(n));
+  std::int64_t each = (n + count - 1) / count;
+  std::vector<std::int64_t> part_sizes;
+  for (std::int64_t at = 0; at < n || part_sizes.empty(); at += each)
+    part_sizes.push_back(std::min(each, n - at));
+  return split(x, part_sizes, a);
+}
+
+KILN_RUNTIME_API graph::value graph::tile(value x, sizes repeats) {
+  std::int32_t id = id_of(x, "tile", 1);
+  const shape d = b_.get().nodes[id].dims;
+  if (static_cast<int>(repeats.size()) != d.rank)
+    throw error(errc::invalid_argument, "tile",
+                "repeats has " + std::to_string(repeats.size()) +
+                    " entries for an operand of rank " + std::to_string(d.rank));
+  if (2 * d.rank > max_rank)
+    throw error(errc::unsupported, "tile",
+                "rank " + std::to_string(d.rank) + " above kiln::max_rank / 2");
+  std::vector<std::int64_t> spread, tiled, result;
+  for (int i = 0; i < d.rank; ++i) {
+    std::int64_t size = static_dim(d, i, "tile");
+    if (repeats[i] < 0)
+      throw error(errc::invalid_argument, "tile",
+                  "repeats[" + std::to_string(i) + "] is " + std::to_string(repeats[i]));
+    spread.insert(spread.end(), {1, size});
+    tiled.insert(tiled.end(), {repeats[i], size});
+    result.push_back(repeats[i] * size);
+  }
+  return reshape(expand(reshape(x, spread), tiled), result);
+}
+
+KILN_RUNTIME_API graph::value graph::tile(value x, size_list repeats) {
+  return tile(x, list(repeats));
+}
+
+KILN_RUNTIME_API graph::value graph::depth_to_space(value x, std::int64_t block,
+                                                    std::string_view mode) {
+  auto [c, h, w] = image_sizes(x, "depth_to_space", block, true);
+  if (mode != "DCR" && mode != "CRD")
+    throw error(errc::invalid_argument, "depth_to_space",
+                "mode is '" + std::string(mode) + "', expected DCR or CRD");
+  std::int64_t k = c / (block * block);
+  bool dcr = mode == "DCR";
+  value t = dcr ? reshape(x, {0, block, block, k, h, w}) : reshape(x, {0, k, block, block, h, w});
+  t = dcr ? transpose(t, {0, 3, 4, 1, 5, 2}) : transpose(t, {0, 1, 4, 2, 5, 3});
+  return reshape(t, {0, k, h * block, w * block});
+}
+
+KILN_RUNTIME_API graph::value graph::space_to_depth(value x, std::int64_t block) {
+  auto [c, h, w] = image_sizes(x, "space_to_depth", block, false);
+  value t = reshape(x, {0, c, h / block, block, w / block, block});
+  t = transpose(t, {0, 3, 5, 1, 2, 4});
+  return reshape(t, {0, c * block * block, h / block, w / block});
+}
+
+KILN_RUNTIME_API graph::value graph::range(double start, double limit, double delta, dtype t) {
+  if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    throw error(errc::invalid_argument, "range",
+                "start, limit and delta must be finite and delta nonzero");
+  auto n = static_cast<std::int64_t>(std::max(std::ceil((limit - start) / delta), 0.0));
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * size_in_bytes(t));
+  visit_dtype(t, [&]<dtype D>() {
+    using S = storage_t<D>;
+    for (std::int64_t i = 0; i < n; ++i) {
+      S v;
+      if constexpr (std::is_integral_v<S>)
+        v = static_cast<S>(static_cast<std::int64_t>(start) + i * static_cast<std::int64_t>(delta));
+      else
+        v = static_cast<S>(static_cast<float>(start + static_cast<double>(i) * delta));
+      std::memcpy(bytes.data() + i * sizeof(S), &v, sizeof(S));
+    }
+  });
+  return constant(bytes.data(), t, n, shape{n});
+}
+
+KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,
+                                                value var, double epsilon) {
+  return wrap(ir::batch_norm(b_, id_of(x, "batch_norm", 1), id_of(scale, "batch_norm", 2),
+                             id_of(bias, "batch_norm", 3), id_of(mean, "batch_norm", 4),
+                             id_of(var, "batch_norm", 5), epsilon));
+}
+
+KILN_RUNTIME_API graph::value graph::instance_norm(value x, value scale, value bias,
+                                                   double epsilon) {
+  return wrap(ir::instance_norm(b_, id_of(x, "instance_norm", 1), id_of(scale, "instance_norm", 2),
+                                id_of(bias, "instance_norm", 3), epsilon));
+}
+
+KILN_RUNTIME_API graph::value graph::group_norm(value x, value scale, value bias,
+                                                std::int64_t groups, double epsilon) {
+  return wrap(ir::group_norm(b_, id_of(x, "group_norm", 1), id_of(scale, "group_norm", 2),
+                             id_of(bias, "group_norm", 3), groups, epsilon));
+}
+
+KILN_RUNTIME_API graph::value graph::softmax(value x, std::int64_t axis) {
+  std::int32_t id = id_of(x, "softmax", 1);
+  return wrap(ir::softmax(b_, id, axis_of("softmax", id, axis)));
+}
+
+KILN_RUNTIME_API graph::value graph::log_softmax(value x, std::int64_t axis) {
+  std::int32_t id = id_of(x, "log_softmax", 1);
+  return wrap(ir::log_softmax(b_, id, axis_of("log_softmax", id, axis)));
+}
+
+KILN_RUNTIME_API graph::value graph::reduce_log_sum_exp(value x, std::span<const std::int64_t> axes,
+                                                        bool keepdims) {
+  std::int32_t id = id_of(x, "reduce_log_sum_exp", 1);
+  return wrap(ir::reduce_log_sum_exp(b_, id, axes_mask("reduce_log_sum_exp", id, axes), keepdims));
+}
+
+KILN_RUNTIME_API graph::value graph::reduce_log_sum_exp(value x,
+                                                        std::initializer_list<std::int64_t> axes,
+                                                        bool keepdims) {
+  return reduce_log_sum_exp(x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);
+}
+
+KILN_RUNTIME_API graph::value graph::layer_norm(value x, value scale, value bias, std::int64_t axis,
+                                                double epsilon) {
+  return layer_norm(x, scale, id_of(bias, "layer_norm", 3), axis, epsilon);
+}
+
+KILN_RUNTIME_API graph::value graph::layer_norm(value x, value scale, std::int64_t axis,
+                                                double epsilon) {
+  return layer_norm(x, scale, std::int32_t{-1}, axis, epsilon);
+}
+
+KILN_RUNTIME_API graph::value graph::rms_norm(value x, value scale, std::int64_t axis,
+                                              double epsilon) {
+  std::int32_t id = id_of(x, "rms_norm", 1);
+  std::int32_t s = id_of(scale, "rms_norm", 2);
+  return wrap(ir::rms_norm(b_, id, s, axis_of("rms_norm", id, axis), epsilon));
+}
+
+KILN_RUNTIME_API void graph::output(std::string_view name, value v) {
+  check_name("output", name, outputs_);
+  b_.output(id_of(v, "output", 1));
+  outputs_.emplace_back(name);
+}
+
+KILN_RUNTIME_API graph::value graph::variable(std::string_view name, dtype t,
+                                              std::initializer_list<std::int64_t> dims) {
+  return variable(name, t, shape_of(dims, "variable", detail::quoted(name)));
+}
+
+KILN_RUNTIME_API graph::value graph::variable(std::string_view name, dtype t, const shape& dims) {
+  check_name("variable", name, inputs_);
+  for (const auto& v : variables_)
+    if (v.name == name)
+      throw error(errc::invalid_argument, "variable",
+                  "the name '" + std::string(name) + "' is used twice");
+  if (!is_valid(t))
+    throw error(errc::invalid_argument, "variable",
+                detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
+                    " is not a kiln::dtype");
+  if (!dims.is_static())
+    throw error(errc::invalid_argument, "variable",
+                detail::quoted(name) + " needs static extents, got " + to_string(dims));
+  checked_element_count(dims, size_in_bytes(t), "variable", detail::quoted(name));
+  value v = wrap(b_.input(t, dims));
+  variables_.push_back({std::string(name), b_.get().nodes[v.id].arg, -1});
+  return v;
+}
+
+KILN_RUNTIME_API void graph::assign(value var, value x) {
+  std::int32_t id = id_of(var, "assign", 1), xid = id_of(x, "assign", 2);
+  const ir::node& vn = b_.get().nodes[id];
+  variable_slot* slot = nullptr;
+  for (auto& v : variables_)
+    if (vn.kind == ir::op::input && v.arg == vn.arg) slot = &v;
+  if (!slot)
+    throw error(errc::invalid_argument, "assign",
+                "operand 1 is not a variable (graph::variable gives them)");
+  if (slot->assigned >= 0)
+    throw error(errc::invalid_argument, "assign",
+                "variable '" + slot->name + "' is assigned twice");
+  const ir::node& xn = b_.get().nodes[xid];
+  if (xn.type != vn.type)
+    throw error(errc::dtype_mismatch, "assign",
+                "variable '" + slot->name + "' is " + std::string(kiln::name(vn.type)) +
+                    " but the value is " + std::string(kiln::name(xn.type)));
+  if (!(xn.dims == vn.dims))
+    throw error(errc::shape_mismatch, "assign",
+                "variable '" + slot->name + "' has extents " + to_string(vn.dims) +
+                    " but the value has " + to_string(dims_of(x)));
+  slot->assigned = xid;
+}
+
+KILN_RUNTIME_API graph::value graph::trace(std::string_view name, value v) {
+  return wrap(b_.trace(name, id_of(v, "trace", 1)));
+}
+
+KILN_RUNTIME_API std::array<std::int64_t, 3> graph::image_sizes(value x, const char* op,
+                                                                std::int64_t block,
+                                                                bool from_depth) const {
+  const shape& d = b_.get().nodes[id_of(x, op, 1)].dims;
+  if (d.rank != 4)
+    throw error(errc::shape_mismatch, op, "x has dims " + to_string(d) + ", expected [N, C, H, W]");
+  std::array<std::int64_t, 3> chw = {static_dim(d, 1, op), static_dim(d, 2, op),
+                                     static_dim(d, 3, op)};
+  bool fits = block > 0 && (from_depth ? chw[0] % (block * block) == 0
+                                       : chw[1] % block == 0 && chw[2] % block == 0);
+  if (!fits)
+    throw error(errc::shape_mismatch, op,
+                "blocksize " + std::to_string(block) + " does not divide " +
+                    (from_depth ? "the channels of " : "the height and width of ") + to_string(d));
+  return chw;
+}
+
+KILN_RUNTIME_API std::int64_t graph::moved_size(const shape& d, int i, std::size_t to) {
+  if (!ir::is_symbol(d.dims[i])) return d.dims[i];
+  return static_cast<std::size_t>(i) == to ? 0 : -1;
+}
+
+KILN_RUNTIME_API shape graph::make_shape(sizes d, const char* who, const char* what) {
+  if (d.size() > static_cast<std::size_t>(max_rank))
+    throw error(errc::invalid_argument, who,
+                std::string(what) + " has rank " + std::to_string(d.size()) +
+                    ", above kiln::max_rank (" + std::to_string(max_rank) + ")");
+  shape r;
+  for (std::int64_t v : d) {
+    if (v < 0)
+      throw error(errc::invalid_argument, who,
+                  std::string(what) + " has a negative size " + std::to_string(v));
+    r.dims[r.rank++] = v;
+  }
+  return r;
+}
+
+KILN_RUNTIME_API std::int64_t graph::static_dim(const shape& d, int i, const char* op) {
+  if (ir::is_symbol(d.dims[i]))
+    throw error(errc::shape_mismatch, op,
+                "axis " + std::to_string(i) + " of the operand has a run-time size");
+  return d.dims[i];
+}
+
+KILN_RUNTIME_API graph::value graph::layer_norm(value x, value scale, std::int32_t bias,
+                                                std::int64_t axis, double epsilon) {
+  std::int32_t id = id_of(x, "layer_norm", 1);
+  std::int32_t s = id_of(scale, "layer_norm", 2);
+  return wrap(ir::layer_norm(b_, id, s, bias, axis_of("layer_norm", id, axis), epsilon));
+}
+
+KILN_RUNTIME_API int graph::axis_of(std::string_view op, std::int32_t id, std::int64_t axis) const {
+  int rank = b_.get().nodes[id].dims.rank;
+  if (axis < -rank || axis >= rank)
+    throw error(errc::invalid_argument, std::string(op),
+                "axis " + std::to_string(axis) + " is out of range for an operand of rank " +
+                    std::to_string(rank) + " (expected " + std::to_string(-rank) + " to " +
+                    std::to_string(rank - 1) + ")");
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+KILN_RUNTIME_API std::uint32_t graph::axes_mask(std::string_view op, std::int32_t id,
+                                                std::span<const std::int64_t> axes) const {
+  int rank = b_.get().nodes[id].dims.rank;
+  if (axes.empty()) return rank == 0 ? 0 : static_cast<std::uint32_t>((1ull << rank) - 1);
+  std::uint32_t mask = 0;
+  for (std::int64_t a : axes) {
+    std::uint32_t bit = 1u << axis_of(op, id, a);
+    if (mask & bit)
+      throw error(errc::invalid_argument, std::string(op),
+                  "axis " + std::to_string(a) + " is given twice");
+    mask |= bit;
+  }
+  return mask;
+}
+
+KILN_RUNTIME_API ir::pad_mode graph::pad_mode_of(std::string_view mode) {
+  if (mode == "constant") return ir::pad_mode::constant;
+  if (mode == "edge") return ir::pad_mode::edge;
+  if (mode == "reflect") return ir::pad_mode::reflect;
+  if (mode == "wrap") return ir::pad_mode::wrap;
+  throw error(errc::invalid_argument, "pad",
+              "mode is '" + std::string(mode) + "', expected constant, edge, reflect or wrap");
+}
+
+KILN_RUNTIME_API void graph::check_name(const char* what, std::string_view name,
+                                        const std::vector<std::string>& taken) {
+  if (name.empty()) throw error(errc::invalid_argument, what, "the name is empty");
+  for (const auto& t : taken)
+    if (t == name)
+      throw error(errc::invalid_argument, what,
+                  "the name '" + std::string(name) + "' is already taken");
+}
+#endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln
