@@ -17,18 +17,20 @@ namespace kiln {
 
 namespace detail {
 // A kiln::fn's plan as an executable: inputs "arg1", ..., results "result1", ..., its tables as
-// tensor constants (compile(f), f.save).
-KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& traced,
-                                          int parameters, int results);
-KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const ir::graph& traced,
+// tensor constants (compile(f), f.save). Its frozen plan and trace are thawed here, once in the
+// runtime, not in each file that compiles a fn.
+KILN_RUNTIME_API executable fn_executable(const compiler::frozen_parts& plan,
+                                          const compiler::frozen_parts& traced, int parameters,
+                                          int results);
+KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const compiler::frozen_parts& traced,
                                                                int parameters, int results);
-KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const ir::graph& traced, int parameters,
-                              int results, const std::string& path);
+KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
+                              int parameters, int results, const std::string& path);
 KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
                                      std::span<const runtime::buffer_ref> args,
                                      std::span<const runtime::buffer_ref> results,
                                      const workspace& ws, const submission_order* order);
-KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const ir::graph& traced,
+KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
                                    int parameters, int results, const device& d,
                                    std::span<const runtime::buffer_ref> args, const error& e);
 // A failed compile(): with KILN_REPRO_DIR set, the graph and the error written to a fresh folder
@@ -63,8 +65,9 @@ template <class F, class... P>
 executable compile(const function<F, P...>& f) {
   if (detail::frozen_trace_v<F, P...>.sizes.traces > 0 && tracing_enabled())
     return *std::static_pointer_cast<const executable>(detail::compile_traced_fn(
-        detail::frozen_trace_v<F, P...>.thaw().graph, f.parameter_count, f.result_count));
-  return detail::fn_executable(f.plan.thaw(), detail::frozen_trace_v<F, P...>.thaw().graph,
+        compiler::parts_of<detail::frozen_trace_v<F, P...>>, f.parameter_count, f.result_count));
+  return detail::fn_executable(compiler::parts_of<detail::frozen_plan_v<F, P...>>,
+                               compiler::parts_of<detail::frozen_trace_v<F, P...>>,
                                f.parameter_count, f.result_count);
 }
 
@@ -145,8 +148,8 @@ inline runtime::function_parts fn_names(int parameters, int results) {
   return parts;
 }
 
-KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& traced,
-                                          int parameters, int results) {
+inline executable fn_executable(compiler::plan plan, const ir::graph& traced, int parameters,
+                                int results) {
   runtime::function_parts parts = fn_names(parameters, results);
   // The function's tables (kiln::table), its last inputs, as the executable's tensor constants.
   for (const ir::tensor_data& t : plan.graph.tensors)
@@ -156,19 +159,26 @@ KILN_RUNTIME_API executable fn_executable(compiler::plan plan, const ir::graph& 
   return executable(std::move(plan), traced, std::move(parts), "fn");
 }
 
-KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const ir::graph& traced,
+KILN_RUNTIME_API executable fn_executable(const compiler::frozen_parts& plan,
+                                          const compiler::frozen_parts& traced, int parameters,
+                                          int results) {
+  return fn_executable(compiler::thaw(plan), compiler::thaw(traced).graph, parameters, results);
+}
+
+KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const compiler::frozen_parts& traced,
                                                                int parameters, int results) {
   runtime::function_parts names = fn_names(parameters, results);
-  return std::make_shared<const executable>(
-      compile_ir(traced, {}, {}, std::move(names.inputs), std::move(names.outputs), {}, "fn"));
+  return std::make_shared<const executable>(compile_ir(compiler::thaw(traced).graph, {}, {},
+                                                       std::move(names.inputs),
+                                                       std::move(names.outputs), {}, "fn"));
 }
 
-KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const ir::graph& traced, int parameters,
-                              int results, const std::string& path) {
-  fn_executable(plan, traced, parameters, results).save(path);
+KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
+                              int parameters, int results, const std::string& path) {
+  fn_executable(plan, compiler::thaw(traced).graph, parameters, results).save(path);
 }
 
-KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const ir::graph& traced,
+KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
                                    int parameters, int results, const device& d,
                                    std::span<const runtime::buffer_ref> args, const error& e) {
   const char* root = std::getenv("KILN_REPRO_DIR");
@@ -176,7 +186,8 @@ KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const ir::graph& 
   std::vector<tensor_ref> given;
   for (std::size_t k = 0; k < args.size(); ++k)
     given.emplace_back(args[k], plan.graph.inputs[k].type, false);
-  fn_executable(plan, traced, parameters, results).write_reproducer(d, given, e);
+  fn_executable(plan, compiler::thaw(traced).graph, parameters, results)
+      .write_reproducer(d, given, e);
 }
 
 KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,

@@ -32,20 +32,20 @@ namespace detail {
 struct fn_door {
   // With tracing on, a fn with trace points runs its traced graph compiled at run time with them
   // as results (its plan, fixed at compile time, has none), made at the first such call.
-  std::shared_ptr<const void> (*compile_traced)(const ir::graph& traced, int parameters,
-                                                int results) = nullptr;
+  std::shared_ptr<const void> (*compile_traced)(const compiler::frozen_parts& traced,
+                                                int parameters, int results) = nullptr;
   // A call of it with a kiln::fn's checked references (parameters only), or its submission.
   fence (*run_traced)(const void* compiled, const device& d,
                       std::span<const runtime::buffer_ref> args,
                       std::span<const runtime::buffer_ref> results, const workspace& ws,
                       const submission_order* order) = nullptr;
   // f.save(path): the fn's plan as a compiled module.
-  void (*save)(const compiler::plan& plan, const ir::graph& traced, int parameters, int results,
-               const std::string& path) = nullptr;
+  void (*save)(const compiler::plan& plan, const compiler::frozen_parts& traced, int parameters,
+               int results, const std::string& path) = nullptr;
   // A failed call's reproducer (KILN_REPRO_DIR; then e is thrown naming it, else this returns).
-  void (*reproduce)(const compiler::plan& plan, const ir::graph& traced, int parameters,
-                    int results, const device& d, std::span<const runtime::buffer_ref> args,
-                    const error& e) = nullptr;
+  void (*reproduce)(const compiler::plan& plan, const compiler::frozen_parts& traced,
+                    int parameters, int results, const device& d,
+                    std::span<const runtime::buffer_ref> args, const error& e) = nullptr;
 };
 inline fn_door fn_door_services;
 inline const fn_door& need_fn_door(const char* what) {
@@ -101,8 +101,8 @@ void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) 
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
 template <class F, class... P>
 const runtime::program& program_of() {
-  static const runtime::program prog("fn", frozen_trace_v<F, P...>.thaw().graph,
-                                     frozen_plan_v<F, P...>.thaw());
+  static const runtime::program prog("fn", compiler::parts_of<frozen_trace_v<F, P...>>,
+                                     compiler::parts_of<frozen_plan_v<F, P...>>);
   return prog;
 }
 
@@ -221,7 +221,7 @@ class function {
   // program (kiln's CMake package always has it).
   static void save(const std::string& path) {
     detail::need_fn_door("f.save").save(detail::program_of<F, P...>().plan(),
-                                        detail::frozen_trace_v<F, P...>.thaw().graph,
+                                        compiler::parts_of<detail::frozen_trace_v<F, P...>>,
                                         parameter_count, result_count, path);
   }
 
@@ -251,7 +251,7 @@ class function {
       auto all = std::forward_as_tuple(std::forward<Args>(args)...);
       auto& outs = std::get<n - 1>(all);
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        run(d, ws, outs, nullptr, std::get<I>(all)...);
+        run<false>(d, ws, outs, nullptr, std::get<I>(all)...);
       }
       (std::make_index_sequence<n - 1>{});
     } else {
@@ -273,7 +273,7 @@ class function {
       const submission_order* order = &none;
       if constexpr (skip) order = &std::get<0>(all);
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return run(d, ws, std::get<n - 1>(all), order, std::get<skip + I>(all)...);
+        return run<true>(d, ws, std::get<n - 1>(all), order, std::get<skip + I>(all)...);
       }
       (std::make_index_sequence<n - 1 - skip>{});
     } else {
@@ -299,8 +299,9 @@ class function {
               runtime::concrete(plan.nodes[plan.outputs[I]].dims, sym.data()).element_count())...};
     }
     (std::make_index_sequence<result_count>{});
-    std::apply([&](auto&... r) { run(d, ws, outputs{std::tuple{r.view()...}}, nullptr, args...); },
-               storage);
+    std::apply(
+        [&](auto&... r) { run<false>(d, ws, outputs{std::tuple{r.view()...}}, nullptr, args...); },
+        storage);
     auto results = std::apply([](auto&... r) { return std::tuple{r.take()...}; }, storage);
     if constexpr (result_count == 1)
       return std::move(std::get<0>(results));
@@ -331,8 +332,9 @@ class function {
     }
   }
 
-  // Runs the call, or submits it with `order` (then returns the fence).
-  template <class Outs, class... Args>
+  // Runs the call, or submits it with `order` (then returns the fence). Which one is a template
+  // argument, so that a file's plain calls do not compile the submission's code.
+  template <bool Submit, class Outs, class... Args>
   static fence run(const device& d, const workspace& ws, const Outs& outs,
                    const submission_order* order, Args&... args) {
     check_arguments<Args...>();
@@ -367,10 +369,10 @@ class function {
       if (tracing_enabled()) {
         const detail::fn_door& door = detail::need_fn_door("tracing a kiln::fn");
         static const std::shared_ptr<const void> traced = door.compile_traced(
-            detail::frozen_trace_v<F, P...>.thaw().graph, parameter_count, result_count);
+            compiler::parts_of<detail::frozen_trace_v<F, P...>>, parameter_count, result_count);
         return door.run_traced(traced.get(), d, in.first(parameter_count), out_refs, ws, order);
       }
-    if (order) {  // the sizes go with the call; the plan and its program are static
+    if constexpr (Submit) {  // the sizes go with the call; the plan and its program are static
       runtime::owned_call call{{in.begin(), in.end()},
                                {out_refs.begin(), out_refs.end()},
                                {sym.begin(), sym.end()},
@@ -390,21 +392,22 @@ class function {
         run_kernels(sym.data(), host_args, host_results, only, transients);
       };
       return runtime::submit(d, detail::program_of<F, P...>(), std::move(call), *order);
+    } else {
+      auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
+                         std::span<const runtime::buffer_ref> host_results,
+                         const std::vector<bool>* only, const runtime::arena& transients) {
+        run_kernels(sym.data(), host_args, host_results, only, transients);
+      };
+      try {
+        runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
+                         ws);
+      } catch (const error& e) {
+        if (auto* reproduce = detail::fn_door_services.reproduce)
+          reproducer_of(reproduce, d, in, e);  // throws e naming it, where KILN_REPRO_DIR is set
+        throw;
+      }
+      return {};
     }
-    auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
-                       std::span<const runtime::buffer_ref> host_results,
-                       const std::vector<bool>* only, const runtime::arena& transients) {
-      run_kernels(sym.data(), host_args, host_results, only, transients);
-    };
-    try {
-      runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
-                       ws);
-    } catch (const error& e) {
-      if (auto* reproduce = detail::fn_door_services.reproduce)
-        reproducer_of(reproduce, d, in, e);  // throws e naming it, where KILN_REPRO_DIR is set
-      throw;
-    }
-    return {};
   }
 
   // The call's reproducer through the run-time door (parameters only: the tables are the
@@ -412,8 +415,9 @@ class function {
   template <class Reproduce>
   static void reproducer_of(Reproduce reproduce, const device& d,
                             std::span<const runtime::buffer_ref> in, const error& e) {
-    reproduce(detail::program_of<F, P...>().plan(), detail::frozen_trace_v<F, P...>.thaw().graph,
-              parameter_count, result_count, d, in.first(parameter_count), e);
+    reproduce(detail::program_of<F, P...>().plan(),
+              compiler::parts_of<detail::frozen_trace_v<F, P...>>, parameter_count, result_count, d,
+              in.first(parameter_count), e);
   }
 
   // The compile-time kernels over host data: the regions marked in `only` (or all), sizes `sym`.

@@ -112,16 +112,23 @@ struct frozen_plan {
   // The bytes of transient memory a call needs; -1 where they depend on run-time sizes.
   constexpr std::int64_t transient_bytes() const { return static_transient_bytes; }
 
-  // Back to the vector form (for printing, comparison, and anything written against `plan`);
-  // compiled once behind the runtime boundary, not once per function.
-  plan thaw() const {
-    return compiler::thaw(frozen_parts{inputs,         nodes,      symbols,       constraints,
-                                       outputs,        regions,    region_nodes,  region_args,
-                                       region_results, transients, region_reads,  region_writes,
-                                       views,          view_bases, region_views,  region_view_reads,
-                                       region_indices, tensors,    tensor_values, traces});
+  // Its arrays as spans: what the runtime's functions take, so that they are compiled once and
+  // not once per function (parts_of below holds them as a constant).
+  constexpr frozen_parts parts() const {
+    return {inputs,         nodes,      symbols,       constraints,
+            outputs,        regions,    region_nodes,  region_args,
+            region_results, transients, region_reads,  region_writes,
+            views,          view_bases, region_views,  region_view_reads,
+            region_indices, tensors,    tensor_values, traces};
   }
+  // Back to the vector form (for printing, comparison, and anything written against `plan`).
+  plan thaw() const { return compiler::thaw(parts()); }
 };
+
+// A frozen plan's parts as a constant of the program: a call passes its address, where building
+// the twenty spans would be code in every file.
+template <const auto& Frozen>
+inline constexpr frozen_parts parts_of = Frozen.parts();
 
 template <plan_sizes S>
 constexpr frozen_plan<S> freeze(const plan& p) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/compiler/freeze.hpp"
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/function_ref.hpp"
 #include "kiln/core/runtime_boundary.hpp"
@@ -33,6 +34,9 @@ class program {
   // Names the plan `prefix`-<hash of its text>; with KILN_DUMP_DIR set, writes there, under that
   // name, the traced IR, the IR after canonicalization, the regions and the plan.
   KILN_RUNTIME_API program(const char* prefix, const ir::graph& traced, compiler::plan p);
+  // The same from a kiln::fn's frozen trace and plan (thawed here, not in the fn's file).
+  KILN_RUNTIME_API program(const char* prefix, const compiler::frozen_parts& traced,
+                           const compiler::frozen_parts& p);
   KILN_RUNTIME_API ~program();
   program(const program&) = delete;
   program& operator=(const program&) = delete;

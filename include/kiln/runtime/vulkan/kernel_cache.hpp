@@ -291,6 +291,10 @@ KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, c
   }
 }
 
+KILN_RUNTIME_API program::program(const char* prefix, const compiler::frozen_parts& traced,
+                                  const compiler::frozen_parts& p)
+    : program(prefix, compiler::thaw(traced).graph, compiler::thaw(p)) {}
+
 KILN_RUNTIME_API program::~program() = default;
 
 }  // namespace kiln::runtime
