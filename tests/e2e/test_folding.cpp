@@ -59,7 +59,8 @@ std::optional<value_bits> folded(op o, dtype t, std::span<const value_bits> oper
 executable with_inputs(op o, dtype t) {
   graph g;
   std::vector<graph::value> in;
-  for (int k = 0; k < ir::info(o).arity; ++k) in.push_back(g.input("x" + std::to_string(k), t, {}));
+  for (int k = 0; k < ir::info(o).arity; ++k)
+    in.push_back(g.input(std::string("x").append(std::to_string(k)), t, {}));
   g.output("r", in.size() == 1   ? g.apply(o, {in[0]})
                 : in.size() == 2 ? g.apply(o, {in[0], in[1]})
                                  : g.apply(o, {in[0], in[1], in[2]}));

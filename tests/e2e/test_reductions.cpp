@@ -184,7 +184,7 @@ void expect_reduction(op kind, const std::vector<T>& got, const expected<T>& wan
 std::string axes_text(std::uint32_t axes) {
   std::string s = "{";
   for (int i = 0; i < 32; ++i)
-    if ((axes >> i) & 1u) s += (s.size() > 1 ? "," : "") + std::to_string(i);
+    if ((axes >> i) & 1u) s.append(s.size() > 1 ? "," : "").append(std::to_string(i));
   return s + "}";
 }
 

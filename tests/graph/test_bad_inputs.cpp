@@ -209,7 +209,8 @@ TEST(Scale, ManyDynamicInputs) {
   // 2,000 inputs of run-time size summed: each broadcast joins symbol sets (was cubic).
   graph g;
   std::vector<graph::value> in;
-  for (int i = 0; i < 2000; ++i) in.push_back(g.input("x" + std::to_string(i), dtype::f32, {dyn}));
+  for (int i = 0; i < 2000; ++i)
+    in.push_back(g.input(std::string("x").append(std::to_string(i)), dtype::f32, {dyn}));
   auto sum = in[0];
   for (int i = 1; i < 2000; ++i) sum = g.add(sum, in[i]);
   g.output("sum", sum);
@@ -232,8 +233,8 @@ TEST(Scale, MoreRegionsThanTheFirstDescriptorPool) {
   if (d.type() != device::kind::vulkan) GTEST_SKIP() << "no Vulkan device";
   graph g;
   for (int i = 0; i < 300; ++i) {
-    auto x = g.input("x" + std::to_string(i), dtype::f32, {i + 1});
-    g.output("y" + std::to_string(i), g.mul(x, g.constant(2.0)));
+    auto x = g.input(std::string("x").append(std::to_string(i)), dtype::f32, {i + 1});
+    g.output(std::string("y").append(std::to_string(i)), g.mul(x, g.constant(2.0)));
   }
   executable exe = compile(g);
   ASSERT_EQ(exe.dispatch_count(), 300);

@@ -1,30 +1,20 @@
 // A plan's regions run one at a time through the interpreter (run_plan with `only` set per
 // region), each over all its rows, every value between them stored in the arena: the reference
 // for the bits of what the CPU runs fused (a row group, a matmul packing its computed operand).
+// Compiled once (regions.cpp) for the runtime library's instruction set, not the test file's: a
+// suite built with -march=native compares the library's interpreter with itself.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
-#include <kiln/runtime/cpu/interpreted.hpp>
+#include <kiln/compiler/plan.hpp>
+#include <kiln/runtime/signature.hpp>
 
 namespace ref {
 
 // Static sizes only.
-inline void run_region_by_region(const kiln::compiler::plan& p,
-                                 std::vector<kiln::runtime::buffer_ref> args,
-                                 std::vector<kiln::runtime::buffer_ref> results) {
-  auto programs = kiln::cpu::tile_programs(p);
-  std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
-  // One arena for the whole call: region r reads what the regions before it left there.
-  kiln::runtime::arena transients{p.arena(sym.data(), true)};
-  auto memory = kiln::runtime::arena_pool::host_block(transients.layout.bytes);
-  transients.host = memory.host;
-  for (std::size_t r = 0; r < p.regions.size(); ++r) {
-    std::vector<bool> only(p.regions.size(), false);
-    only[r] = true;
-    kiln::cpu::run_interpreted(p, programs, args, results, sym.data(), &only, transients);
-  }
-}
+void run_region_by_region(const kiln::compiler::plan& p,
+                          std::vector<kiln::runtime::buffer_ref> args,
+                          std::vector<kiln::runtime::buffer_ref> results);
 
 }  // namespace ref

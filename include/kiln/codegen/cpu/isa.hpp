@@ -33,3 +33,21 @@
 #else
 #define KILN_CPU_ISA isa_generic
 #endif
+
+#include "kiln/core/runtime_boundary.hpp"
+
+// The set's name as a string ("isa_avx2_fma_f16c"): this file's.
+#define KILN_CPU_ISA_NAME KILN_CPU_ISA_NAME_OF(KILN_CPU_ISA)
+#define KILN_CPU_ISA_NAME_OF(isa) KILN_CPU_ISA_TEXT(isa)
+#define KILN_CPU_ISA_TEXT(isa) #isa
+
+namespace kiln::cpu {
+// The set kiln's runtime was compiled for (its interpreter, the CPU executor's contractions and
+// folds). A file built with -march=native against a baseline library has a wider one; its
+// compiled kernels may then differ from the interpreter in the last bits of functions whose
+// polynomials fuse multiplies and adds (exp, tanh ...).
+KILN_RUNTIME_API const char* runtime_isa();
+#if KILN_RUNTIME_BODY
+KILN_RUNTIME_API const char* runtime_isa() { return KILN_CPU_ISA_NAME; }
+#endif
+}  // namespace kiln::cpu
