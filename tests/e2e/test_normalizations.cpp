@@ -599,8 +599,9 @@ TEST(Normalizations, CompiledFoldsOfLoneReductions) {
     // exp's polynomial fuses multiplies into adds where the instruction set has FMA: the same
     // bits where this file and the runtime's interpreter were built for the same set (not so in
     // e2e.native, a -march=native file against the baseline library).
-    if (std::string_view(kiln::cpu::runtime_isa()) == KILN_CPU_ISA_NAME)
+    if (std::string_view(kiln::cpu::runtime_isa()) == KILN_CPU_ISA_NAME) {
       EXPECT_TRUE(same_bits(y.to_vector(), y1.to_vector())) << ref::dims_text(dims);
+    }
     for (std::int64_t r = 0; r < dims[0]; ++r) {
       double want = 0;
       for (std::int64_t k = 0; k < dims[1]; ++k)

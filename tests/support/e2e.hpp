@@ -2,9 +2,7 @@
 // against the scalar reference (a plain C++ lambda evaluated with the tests' own broadcasting).
 #pragma once
 
-#include <initializer_list>
 #include <memory>
-#include <utility>
 
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
@@ -64,47 +62,21 @@ inline std::string dims_text(const dims_t& d) {
   return s + "]";
 }
 
-// Each element of `out`'s flat index into an operand of extents d (numpy broadcasting).
-inline std::vector<std::int64_t> source_indices(const dims_t& d, const dims_t& out) {
-  std::vector<std::int64_t> at(static_cast<std::size_t>(count(out)));
+// The reference result: scalar_fn applied at every index of the broadcast shape.
+template <class Fn, class... T>
+std::vector<double> evaluate(Fn scalar_fn, const dims_t& out, const arg<T>&... args) {
+  std::int64_t n = count(out);
+  std::vector<double> r(static_cast<std::size_t>(n));
   dims_t idx(out.size(), 0);
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    auto rest = static_cast<std::int64_t>(i);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t rest = i;
     for (std::size_t k = out.size(); k-- > 0;) {
       idx[k] = rest % out[k];
       rest /= out[k];
     }
-    at[i] = source_index(d, idx);
+    r[i] = to_double(scalar_fn(args.data[source_index(args.dims, idx)]...));
   }
-  return at;
-}
-
-// "output [..] arg [..] ...", naming a check's shapes in its failures.
-inline std::string shapes_text(const dims_t& out, std::initializer_list<const dims_t*> args) {
-  std::string what = "output " + dims_text(out);
-  for (const dims_t* d : args) what += " arg " + dims_text(*d);
-  return what;
-}
-
-// f's plan through the run-time door on the CPU (the tiled interpreter), into `result`.
-inline void run_interpreted(const kiln::executable& e, std::vector<kiln::tensor_ref> args,
-                            kiln::tensor_ref result) {
-  e.run(args, std::span<const kiln::tensor_ref>(&result, 1), kiln::device::cpu());
-}
-
-// The reference result: scalar_fn applied at every index of the broadcast shape. The index
-// arithmetic is source_indices' (one function), so each check compiles only its scalar loop.
-template <class Fn, class... T, std::size_t... K>
-std::vector<double> evaluate_at(Fn scalar_fn, const dims_t& out, std::index_sequence<K...>,
-                                const arg<T>&... args) {
-  const std::vector<std::int64_t> at[] = {source_indices(args.dims, out)..., {}};
-  std::vector<double> r(static_cast<std::size_t>(count(out)));
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = to_double(scalar_fn(args.data[at[K][i]]...));
   return r;
-}
-template <class Fn, class... T>
-std::vector<double> evaluate(Fn scalar_fn, const dims_t& out, const arg<T>&... args) {
-  return evaluate_at(scalar_fn, out, std::index_sequence_for<T...>{}, args...);
 }
 
 // Runs f (one result of element type R) and compares with the reference.
@@ -113,13 +85,14 @@ void check(const F& f, Fn scalar_fn, tolerance tol, const arg<T>&... args) {
   dims_t out = broadcast({args.dims...});
   buffer<R> result(static_cast<std::size_t>(count(out)));
   f(view_of(args.data, args.dims)..., kiln::into(view_of(result, out)));
-  const std::string what = shapes_text(out, {&args.dims...});
-  const std::vector<double> want = evaluate(scalar_fn, out, args...);
+  std::string what = "output " + dims_text(out);
+  ((what += " arg " + dims_text(args.dims)), ...);
+  auto want = evaluate(scalar_fn, out, args...);
   expect_near(result.to_vector(), want, tol, what);
   // The same plan through the run-time door: the CPU's tiled interpreter.
   buffer<R> interpreted(static_cast<std::size_t>(count(out)));
-  run_interpreted(kiln::compile(f), {kiln::tensor_ref(view_of(args.data, args.dims))...},
-                  kiln::tensor_ref(view_of(interpreted, out)));
+  kiln::compile(f).run({kiln::tensor_ref(view_of(args.data, args.dims))...},
+                       {kiln::tensor_ref(view_of(interpreted, out))}, kiln::device::cpu());
   expect_near(interpreted.to_vector(), want, tol, what + " (cpu interpreter)");
 }
 
