@@ -16,6 +16,7 @@
 #include "kiln/core/result.hpp"
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/abi.hpp"
+#include "kiln/runtime/constants.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/execute.hpp"
 #include "kiln/runtime/module_format.hpp"

@@ -2,7 +2,6 @@
 // after call (runtime::arena_pool), and a caller's own workspace (kiln::workspace) instead.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/function_ref.hpp"
+#include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/buffer.hpp"
 
 namespace kiln {
@@ -101,62 +101,22 @@ class arena_pool {
   };
 
   // A free block of `device` (null: the host) with at least `bytes`, or a new one from make.
-  lease take(const void* device, std::int64_t bytes, make_block make) {
-    {
-      std::lock_guard lock(mutex_);
-      auto of_device = [&](const block& b) { return b.device == device; };
-      auto fits = [&](const block& b) { return of_device(b) && b.bytes >= bytes; };
-      if (auto it = std::find_if(free_.begin(), free_.end(), fits); it != free_.end()) {
-        block b = std::move(*it);
-        free_.erase(it);
-        return lease(this, std::move(b));
-      }
-      // Outgrown: calls now need more than it holds, so the new block takes its place.
-      if (auto it = std::find_if(free_.begin(), free_.end(), of_device); it != free_.end())
-        free_.erase(it);
-    }
-    block b = make(bytes);
-    b.device = device;
-    return lease(this, std::move(b));
-  }
+  lease take(const void* device, std::int64_t bytes, make_block make);
 
   // Host memory for an arena of `bytes` (64-byte aligned, as the CPU kernels' loads like).
-  static block host_block(std::int64_t bytes) {
-    struct alignas(64) line {
-      unsigned char bytes[64];
-    };
-    std::shared_ptr<line[]> lines(new line[static_cast<std::size_t>((bytes + 63) / 64) + 1]);
-    block b;
-    b.host = lines.get()->bytes;
-    b.bytes = bytes;
-    b.keep = std::move(lines);
-    return b;
-  }
+  static block host_block(std::int64_t bytes);
 
   // The arena layout of plan p for a call with the resolved symbols sym[0 .. symbols): computed
   // once per plan and set of sizes, then found again (a few recent ones are kept).
   compiler::arena_layout layout(const compiler::plan& p, const std::int64_t* sym,
-                                std::size_t symbols) {
-    const std::span<const std::int64_t> sizes(sym, sym ? symbols : 0);
-    std::lock_guard lock(mutex_);
-    for (const auto& l : layouts_)
-      if (l.plan == &p && std::ranges::equal(l.sizes, sizes)) return l.layout;
-    if (layouts_.size() == 16) layouts_.erase(layouts_.begin());
-    layouts_.push_back({&p, {sizes.begin(), sizes.end()}, p.arena(sym)});
-    return layouts_.back().layout;
-  }
+                                std::size_t symbols);
 
   // The blocks not lent to a call now (what a steady stream of calls reuses).
-  std::size_t free_blocks() const {
-    std::lock_guard lock(mutex_);
-    return free_.size();
-  }
+  std::size_t free_blocks() const;
 
  private:
-  void give_back(block b) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(std::move(b));
-  }
+  void give_back(block b);
+
   struct known_layout {
     const compiler::plan* plan;
     std::vector<std::int64_t> sizes;
@@ -169,3 +129,66 @@ class arena_pool {
 
 }  // namespace runtime
 }  // namespace kiln
+
+// The pool's definitions (core/runtime_boundary.hpp).
+#if KILN_RUNTIME_BODY
+#include <algorithm>
+
+namespace kiln::runtime {
+
+KILN_RUNTIME_API arena_pool::lease arena_pool::take(const void* device, std::int64_t bytes,
+                                                    make_block make) {
+  {
+    std::lock_guard lock(mutex_);
+    auto of_device = [&](const block& b) { return b.device == device; };
+    auto fits = [&](const block& b) { return of_device(b) && b.bytes >= bytes; };
+    if (auto it = std::find_if(free_.begin(), free_.end(), fits); it != free_.end()) {
+      block b = std::move(*it);
+      free_.erase(it);
+      return lease(this, std::move(b));
+    }
+    // Outgrown: calls now need more than it holds, so the new block takes its place.
+    if (auto it = std::find_if(free_.begin(), free_.end(), of_device); it != free_.end())
+      free_.erase(it);
+  }
+  block b = make(bytes);
+  b.device = device;
+  return lease(this, std::move(b));
+}
+
+KILN_RUNTIME_API arena_pool::block arena_pool::host_block(std::int64_t bytes) {
+  struct alignas(64) line {
+    unsigned char bytes[64];
+  };
+  std::shared_ptr<line[]> lines(new line[static_cast<std::size_t>((bytes + 63) / 64) + 1]);
+  block b;
+  b.host = lines.get()->bytes;
+  b.bytes = bytes;
+  b.keep = std::move(lines);
+  return b;
+}
+
+KILN_RUNTIME_API compiler::arena_layout arena_pool::layout(const compiler::plan& p,
+                                                           const std::int64_t* sym,
+                                                           std::size_t symbols) {
+  const std::span<const std::int64_t> sizes(sym, sym ? symbols : 0);
+  std::lock_guard lock(mutex_);
+  for (const auto& l : layouts_)
+    if (l.plan == &p && std::ranges::equal(l.sizes, sizes)) return l.layout;
+  if (layouts_.size() == 16) layouts_.erase(layouts_.begin());
+  layouts_.push_back({&p, {sizes.begin(), sizes.end()}, p.arena(sym)});
+  return layouts_.back().layout;
+}
+
+KILN_RUNTIME_API std::size_t arena_pool::free_blocks() const {
+  std::lock_guard lock(mutex_);
+  return free_.size();
+}
+
+KILN_RUNTIME_API void arena_pool::give_back(block b) {
+  std::lock_guard lock(mutex_);
+  free_.push_back(std::move(b));
+}
+
+}  // namespace kiln::runtime
+#endif  // KILN_RUNTIME_BODY

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "kiln/compiler/view_layout.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/abi.hpp"
 #include "kiln/runtime/device.hpp"

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -16,56 +15,14 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/timeline.hpp"
 
 namespace kiln {
 
 namespace runtime {
 
-// A counter that only grows, which threads (and, for a Vulkan semaphore, devices) wait on.
-class timeline {
- public:
-  virtual ~timeline() = default;
-  // The value reached so far.
-  virtual std::uint64_t reached() const = 0;
-  // Blocks until `value` is reached or `timeout` passes; whether it was reached.
-  virtual bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) const = 0;
-  // Advances to `value` from the host (a submission that ran there signalling its points).
-  virtual void signal(std::uint64_t value) = 0;
-  // "cpu", or the Vulkan device's name: where the timeline advances.
-  virtual std::string owner() const = 0;
-};
-
-// A timeline the host advances: the CPU device's queue, and kiln::host_timeline for a
-// framework's own events.
-class host_counter final : public timeline {
- public:
-  std::uint64_t reached() const override {
-    std::lock_guard lock(mutex_);
-    return value_;
-  }
-  bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) const override {
-    std::unique_lock lock(mutex_);
-    if (timeout == std::chrono::nanoseconds::max()) {
-      changed_.wait(lock, [&] { return value_ >= value; });
-      return true;
-    }
-    return changed_.wait_for(lock, timeout, [&] { return value_ >= value; });
-  }
-  std::string owner() const override { return "cpu"; }
-  // Advances to `value` (never back).
-  void signal(std::uint64_t value) override {
-    {
-      std::lock_guard lock(mutex_);
-      if (value > value_) value_ = value;
-    }
-    changed_.notify_all();
-  }
-
- private:
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
-  std::uint64_t value_ = 0;
-};
+class host_counter;  // host_counter.hpp
 
 }  // namespace runtime
 
@@ -147,10 +104,10 @@ class fence {
 // device's queue.
 class host_timeline {
  public:
-  host_timeline() : line_(std::make_shared<runtime::host_counter>()) {}
-  fence at(std::uint64_t value) const { return fence(line_, value); }
-  void signal(std::uint64_t value) const { line_->signal(value); }
-  std::uint64_t reached() const { return line_->reached(); }
+  KILN_RUNTIME_API host_timeline();
+  KILN_RUNTIME_API fence at(std::uint64_t value) const;
+  KILN_RUNTIME_API void signal(std::uint64_t value) const;
+  KILN_RUNTIME_API std::uint64_t reached() const;
 
  private:
   std::shared_ptr<runtime::host_counter> line_;
@@ -179,3 +136,19 @@ submission_order after(const F&... fences) {
 inline submission_order after(std::vector<fence> fences) { return {std::move(fences), {}}; }
 
 }  // namespace kiln
+
+// host_timeline's definitions (core/runtime_boundary.hpp): the host counter and its condition
+// variable stay out of the files that only call functions.
+#if KILN_RUNTIME_BODY
+#include "kiln/runtime/host_counter.hpp"
+
+namespace kiln {
+
+KILN_RUNTIME_API host_timeline::host_timeline()
+    : line_(std::make_shared<runtime::host_counter>()) {}
+KILN_RUNTIME_API fence host_timeline::at(std::uint64_t value) const { return fence(line_, value); }
+KILN_RUNTIME_API void host_timeline::signal(std::uint64_t value) const { line_->signal(value); }
+KILN_RUNTIME_API std::uint64_t host_timeline::reached() const { return line_->reached(); }
+
+}  // namespace kiln
+#endif  // KILN_RUNTIME_BODY

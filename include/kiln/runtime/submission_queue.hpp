@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kiln/runtime/fence.hpp"
+#include "kiln/runtime/host_counter.hpp"
 
 namespace kiln::runtime {
 

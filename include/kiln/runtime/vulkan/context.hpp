@@ -13,6 +13,7 @@
 
 #include "kiln/codegen/spirv/target.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/runtime/host_counter.hpp"
 #include "kiln/runtime/submission_queue.hpp"
 #include "kiln/runtime/vulkan/handle.hpp"
 #include "kiln/runtime/vulkan/instance.hpp"
