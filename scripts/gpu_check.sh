@@ -4,7 +4,8 @@
 # binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
 # `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation
 # layer on, then the Vulkan benchmarks and the CPU normalization/reduction benchmarks, writing
-# the logs to $OUT. .gl holds the Vulkan loader's Debian packages (docs/TESTING.md says how).
+# the logs to $OUT (`run tests`: the suites alone). .gl holds the Vulkan loader's Debian packages
+# (docs/TESTING.md says how).
 set -u
 mode=${1:-}
 root=$(pwd)
@@ -39,7 +40,7 @@ print(" ".join(p.split("/build/test/", 1)[1] for p in seen))')
   exit 0
 fi
 
-[ "$mode" = run ] || { echo "usage: $0 pack|run"; exit 2; }
+[ "$mode" = run ] || { echo "usage: $0 pack | run [tests]"; exit 2; }
 : "${OUT:?run on the device machine}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -66,6 +67,7 @@ echo "tests took $(($(date +%s) - start)) s"
 for f in /tmp/logs/*.log; do echo "=== $f"; cat "$f"; done >"$OUT/tests.log"
 sort /tmp/logs/rc | tee "$OUT/rc.txt"
 grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
+[ "${2:-}" = tests ] && exit 0
 
 unset KILN_VALIDATE  # the layer checks every call: timings without it
 timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.3 2>&1 | tee "$OUT/bench_vulkan.txt"
