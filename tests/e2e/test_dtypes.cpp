@@ -1,5 +1,7 @@
 // Every dtype end to end: arithmetic in each integer type (wrapping as that type), the narrow
 // floats (computed in f32, rounded when stored), f64, bool, and casts between them.
+#include <limits>
+
 #include "../support/e2e.hpp"
 
 using namespace kiln;

@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kiln/core/copyable_function.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/abi.hpp"
 #include "kiln/runtime/device.hpp"
@@ -53,15 +53,15 @@ struct owned_call {
   std::vector<buffer_ref> args, results;
   std::vector<std::int64_t> sym;
   std::string who;
-  std::function<void(std::span<const buffer_ref>, std::span<const buffer_ref>,
-                     const std::vector<bool>*, const arena&)>
+  copyable_function<void(std::span<const buffer_ref>, std::span<const buffer_ref>,
+                         const std::vector<bool>*, const arena&)>
       on_host;
   workspace ws;
   std::shared_ptr<const void> keep;
-  std::function<void()> then;
+  copyable_function<void()> then;
   // Given the call's failure: writes its reproducer (KILN_REPRO_DIR) and throws the error naming
   // it, or returns (then the error stands as it is).
-  std::function<void(const error&)> reproduce;
+  copyable_function<void(const error&)> reproduce;
 };
 
 // Submits `call` of `prog` on `d` after order.waits; returns at once with the fence it signals

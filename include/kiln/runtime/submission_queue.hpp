@@ -7,11 +7,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "kiln/core/copyable_function.hpp"
 #include "kiln/runtime/fence.hpp"
 #include "kiln/runtime/host_counter.hpp"
 
@@ -27,7 +27,7 @@ class submission_queue {
 
   // Queues `task` after every task queued before it; returns its number (1, 2, ...), which the
   // task is given too. The task signals its own fence and must not throw.
-  std::uint64_t push(std::function<void(std::uint64_t number)> task) {
+  std::uint64_t push(copyable_function<void(std::uint64_t number)> task) {
     std::lock_guard lock(mutex_);
     if (!worker_.joinable()) {
       worker_ = std::thread([this] { work(); });
@@ -70,7 +70,7 @@ class submission_queue {
     for (;;) {
       wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stopping, and nothing left
-      std::function<void(std::uint64_t)> task = std::move(tasks_.front());
+      copyable_function<void(std::uint64_t)> task = std::move(tasks_.front());
       tasks_.pop_front();
       const std::uint64_t number = done_ + 1;
       lock.unlock();
@@ -84,7 +84,7 @@ class submission_queue {
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void(std::uint64_t)>> tasks_;
+  std::deque<copyable_function<void(std::uint64_t)>> tasks_;
   std::uint64_t pushed_ = 0, done_ = 0;
   bool stopping_ = false;
   std::thread worker_;

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kiln/core/copyable_function.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/runtime/signature.hpp"
@@ -29,7 +29,7 @@ struct traced_value {
 
 // Called once per trace point per call, after the call is done (for a submitted call, on the
 // device's host queue before its fence is reached), so possibly on another thread.
-using trace_sink = std::function<void(const traced_value&)>;
+using trace_sink = copyable_function<void(const traced_value&)>;
 
 // Sends the trace points of functions to `sink` and turns tracing on for functions compiled from
 // now on (an empty sink: back to the default, tracing as KILN_TRACE says); returns the sink it
