@@ -47,6 +47,13 @@ TEST(CopyableFunction, EmptyUntilGivenACallable) {
   EXPECT_EQ(hits, 1);
   c = nullptr;
   EXPECT_FALSE(c);
+  // A function pointer holds its function, a null one nothing (std::function's rule).
+  int (*const plus_one)(int) = [](int x) { return x + 1; };
+  int (*const none)(int) = nullptr;
+  kiln::copyable_function<int(int)> d = plus_one, e = none;
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d(2), 3);
+  EXPECT_FALSE(e);
 }
 
 TEST(CopyableFunction, ACopyHasItsOwnStateAndEachObjectDiesOnce) {

@@ -16,12 +16,18 @@ class copyable_function<R(A...)> {
  public:
   copyable_function() noexcept = default;
   copyable_function(std::nullptr_t) noexcept {}  // NOLINT: converting, like std::function
-  // Owns a copy of `f` (moved in where it can be).
+  // Owns a copy of `f` (moved in where it can be); a null function pointer makes it empty, as it
+  // makes a std::function.
   template <class F>
   requires(!std::is_same_v<std::remove_cvref_t<F>, copyable_function> &&
+           !std::is_member_pointer_v<std::decay_t<F>> &&
            std::is_copy_constructible_v<std::decay_t<F>> &&
-           std::is_invocable_r_v<R, std::decay_t<F>&, A...>) copyable_function(F&& f)  // NOLINT
-      : object_(new std::decay_t<F>(std::forward<F>(f))), ops_(&ops_for<std::decay_t<F>>) {}
+           std::is_invocable_r_v<R, std::decay_t<F>&, A...>) copyable_function(F&& f) {  // NOLINT
+    if constexpr (std::is_pointer_v<std::decay_t<F>>)
+      if (f == nullptr) return;
+    object_ = new std::decay_t<F>(std::forward<F>(f));
+    ops_ = &ops_for<std::decay_t<F>>;
+  }
   copyable_function(const copyable_function& o)
       : object_(o.ops_ ? o.ops_->clone(o.object_) : nullptr), ops_(o.ops_) {}
   copyable_function(copyable_function&& o) noexcept
