@@ -18,8 +18,10 @@ constexpr unsigned char untouched = 0xA5;
 // byte against the source and the bytes left alone.
 void check_copy(bool wide, std::size_t to_at, std::size_t from_at, std::size_t n) {
   alignas(64) static unsigned char from[8192], to[8192];
-  for (std::size_t i = 0; i < sizeof from; ++i)
-    from[i] = static_cast<unsigned char>((i * 131 + 7) % 251);  // no byte equals `untouched`
+  for (std::size_t i = 0; i < sizeof from; ++i) {  // 250 values, none equal to `untouched`
+    const auto v = static_cast<unsigned char>((i * 131 + 7) % 250);
+    from[i] = v < untouched ? v : static_cast<unsigned char>(v + 1);
+  }
   std::fill(std::begin(to), std::end(to), untouched);
   kiln::cpu::stream_copy(to + to_at, from + from_at, n, wide);
   kiln::cpu::fence_streams();
