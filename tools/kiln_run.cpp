@@ -7,7 +7,9 @@
 //            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
 //   kiln-run --list-devices
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,7 @@
 
 #include <kiln/runtime.hpp>
 #include <kiln/runtime/constants.hpp>
+#include <kiln/runtime/cpu/kernels.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
 
@@ -32,6 +35,34 @@ namespace {
                "       kiln-run --list-devices\n",
                why.c_str());
   std::exit(2);
+}
+
+// One element of a literal, exact for element type t or refused: an integer type takes integers in
+// its range (nothing truncated or saturated), bool takes true, false, 1 and 0, a float type
+// decimals (rounded to the nearest value), inf and nan, but nothing past its largest finite value.
+kiln::scalar literal_element(const std::string& name, const std::string& one, kiln::dtype t) {
+  auto refuse = [&](const std::string& why) { usage("input '" + name + "': '" + one + "' " + why); };
+  const std::string type = std::string(kiln::name(t));
+  if (t == kiln::dtype::boolean) {
+    if (one == "true" || one == "1") return kiln::scalar::of_integer(t, 1);
+    if (one == "false" || one == "0") return kiln::scalar::of_integer(t, 0);
+    usage("input '" + name + "': '" + one + "' is not a bool (true, false, 1 or 0)");
+  }
+  char* stop = nullptr;
+  errno = 0;
+  if (kiln::is_integer(t)) {
+    const long long v = std::strtoll(one.c_str(), &stop, 10);
+    if (one.empty() || *stop != '\0') refuse("is not an integer, as " + type + " needs");
+    const kiln::scalar s = kiln::scalar::of_integer(t, v);
+    if (errno == ERANGE || s.i != v) refuse("is out of " + type + "'s range");
+    return s;
+  }
+  const double v = std::strtod(one.c_str(), &stop);
+  if (one.empty() || *stop != '\0') refuse("is not a number");
+  const kiln::scalar s = kiln::scalar::of_float(t, v);
+  if ((errno == ERANGE && std::isinf(v)) || (std::isinf(s.f) && !std::isinf(v)))
+    refuse("is beyond " + type + "'s largest value");
+  return s;
 }
 
 // A literal: "2.5" (a scalar), "1,2,3" (rank 1), or "2x3=1,2,3,4,5,6" (the extents first).
@@ -57,26 +88,20 @@ kiln::runtime::npy_array parse_literal(const std::string& name, const std::strin
       at = end + 1;
     }
   }
-  std::vector<double> numbers;
-  std::size_t at = 0;
-  while (at < values.size()) {
+  // Every piece between commas is one element: "1,2," has an empty third one. No values at all
+  // only where the extents hold no elements.
+  std::vector<kiln::scalar> elements;
+  for (std::size_t at = 0; !values.empty() && at <= values.size();) {
     std::size_t end = values.find(',', at);
     if (end == std::string::npos) end = values.size();
-    std::string one = values.substr(at, end - at);
-    char* stop = nullptr;
-    double v = one == "true" ? 1 : one == "false" ? 0 : std::strtod(one.c_str(), &stop);
-    if (one != "true" && one != "false" && (one.empty() || *stop != '\0'))
-      usage("input '" + name + "': '" + one + "' is not a number");
-    numbers.push_back(v);
+    elements.push_back(literal_element(name, values.substr(at, end - at), t));
     at = end + 1;
   }
-  if (!explicit_dims && numbers.size() != 1) a.dims = kiln::shape{std::int64_t(numbers.size())};
-  if (a.dims.element_count() != static_cast<std::int64_t>(numbers.size()))
+  if (!explicit_dims && elements.size() != 1) a.dims = kiln::shape{std::int64_t(elements.size())};
+  if (a.dims.element_count() != static_cast<std::int64_t>(elements.size()))
     usage("input '" + name + "': extents " + kiln::to_string(a.dims) + " hold " +
-          std::to_string(a.dims.element_count()) + " elements, " + std::to_string(numbers.size()) +
-          " given");
-  std::vector<kiln::scalar> elements;  // with kiln's cast rules (truncate, saturate)
-  for (double v : numbers) elements.push_back(kiln::scalar::of_float(t, v));
+          std::to_string(a.dims.element_count()) + " elements, " +
+          std::to_string(elements.size()) + " given");
   a.bytes = kiln::runtime::tensor_bytes(t, elements);
   return a;
 }
@@ -118,6 +143,16 @@ std::string values_text(const kiln::runtime::npy_array& a) {
 // Each device with the limits and features kiln plans its kernels for.
 void list_devices() {
   std::printf("cpu: the host, %u hardware threads\n", std::thread::hardware_concurrency());
+  // The CPU kernels' instruction sets: those built, which this CPU runs, and the one in use.
+  std::string sets;
+  for (const kiln::cpu::built_kernel& k : kiln::cpu::built_kernels())
+    sets += std::string(" ") + k.table->level + (k.runs ? "" : " (not on this CPU)");
+  try {
+    std::printf("  kernels: %s (%s); built:%s\n", kiln::cpu::chosen_kernels().level,
+                kiln::cpu::chosen_kernels().isa, sets.c_str());
+  } catch (const kiln::error& e) {
+    std::printf("  kernels: %s; built:%s\n", e.what(), sets.c_str());
+  }
   for (int i = 0;; ++i) {
     kiln::device d = kiln::device::cpu();
     try {

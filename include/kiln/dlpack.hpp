@@ -77,9 +77,18 @@ inline shape dl_dims(const DLTensor& t, const char* who) {
     throw error(errc::unsupported, who,
                 "the DLTensor has " + std::to_string(t.ndim) + " dimensions; kiln takes 0 to " +
                     std::to_string(max_rank));
+  if (t.ndim > 0 && !t.shape)
+    throw error(errc::invalid_argument, who,
+                "the DLTensor has " + std::to_string(t.ndim) + " dimensions and a null shape");
   shape s;
   s.rank = t.ndim;
-  for (int i = 0; i < t.ndim; ++i) s.dims[i] = t.shape[i];
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      throw error(errc::invalid_argument, who,
+                  "the DLTensor's extent " + std::to_string(i) + " is " +
+                      std::to_string(t.shape[i]) + ", below zero");
+    s.dims[i] = t.shape[i];
+  }
   return s;
 }
 
@@ -114,8 +123,10 @@ inline tensor_ref from_dlpack(const DLTensor& t) {
                     "the DLManagedTensor kiln exported");
   dtype type = detail::dtype_of_dl(t.dtype, who);
   shape dims = detail::dl_dims(t, who);
-  return tensor_ref(static_cast<unsigned char*>(t.data) + t.byte_offset, type, dims,
-                    detail::dl_strides(t, dims));
+  // A null data pointer stays null whatever the offset (the call then refuses it where the
+  // tensor has elements), rather than becoming a small address.
+  unsigned char* data = t.data ? static_cast<unsigned char*>(t.data) + t.byte_offset : nullptr;
+  return tensor_ref(data, type, dims, detail::dl_strides(t, dims));
 }
 
 // A DLManagedTensor: kiln's own export as the buffer it came from (on any device), else its host

@@ -255,7 +255,8 @@ using module = executable;
 #include <map>
 #include <mutex>
 
-#include "kiln/runtime/cpu/interpreted.hpp"
+#include "kiln/runtime/cpu/kernels.hpp"
+#include "kiln/runtime/files.hpp"
 #include "kiln/runtime/npy.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
@@ -271,7 +272,7 @@ struct executable::state {
         inputs(std::move(parts.inputs)),
         outputs(std::move(parts.outputs)),
         traces(std::move(parts.traces)),
-        cpu(cpu::tile_programs(program.plan())) {
+        cpu(program.plan()) {
     std::vector<bool> constant(program.plan().graph.inputs.size(), false);
     for (auto& c : parts.constants) {
       constant[c.arg] = true;
@@ -307,7 +308,7 @@ struct executable::state {
   std::vector<std::int32_t> constant_args;                // the plan's input of each constant
   std::vector<std::vector<std::uint8_t>> constant_bytes;  // and its data
   std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
-  std::vector<cpu::tile_program> cpu;
+  cpu::interpreted_plan cpu;
   runtime::constant_uploads uploads;
 
   // Variable `name`, or the error naming the function (callers that read or replace its value
@@ -378,11 +379,7 @@ KILN_RUNTIME_API executable executable::from_bytes(std::span<const std::uint8_t>
 }
 
 KILN_RUNTIME_API executable executable::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(errc::invalid_argument, "module", "cannot open " + path);
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-  return from_bytes(bytes, path);
+  return from_bytes(runtime::read_file(path, "module"), path);
 }
 
 KILN_RUNTIME_API const compiler::plan& executable::plan() const { return st().program.plan(); }
@@ -579,15 +576,14 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
     call.on_host = [s = s_, sym](std::span<const runtime::buffer_ref> host_args,
                                  std::span<const runtime::buffer_ref> host_results,
                                  const std::vector<bool>* only, const runtime::arena& transients) {
-      cpu::run_interpreted(s->program.plan(), s->cpu, host_args, host_results, sym.data(), only,
-                           transients);
+      s->cpu.run(s->program.plan(), host_args, host_results, sym.data(), only, transients);
     };
     return runtime::submit(d, st().program, std::move(call), *order);
   }
   auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                      std::span<const runtime::buffer_ref> host_results,
                      const std::vector<bool>* only, const runtime::arena& transients) {
-    cpu::run_interpreted(p, st().cpu, host_args, host_results, sym.data(), only, transients);
+    st().cpu.run(p, host_args, host_results, sym.data(), only, transients);
   };
   try {
     runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);

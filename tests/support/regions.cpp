@@ -1,16 +1,16 @@
-// ref::run_region_by_region (regions.hpp), built without the suites' -march=native.
+// ref::run_region_by_region (regions.hpp): the runtime library's chosen interpreter.
 #include "regions.hpp"
 
 #include <cstdint>
 
-#include <kiln/runtime/cpu/interpreted.hpp>
+#include <kiln/runtime/cpu/kernels.hpp>
 
 namespace ref {
 
 void run_region_by_region(const kiln::compiler::plan& p,
                           std::vector<kiln::runtime::buffer_ref> args,
                           std::vector<kiln::runtime::buffer_ref> results) {
-  auto programs = kiln::cpu::tile_programs(p);
+  const kiln::cpu::interpreted_plan programs(p);
   std::vector<std::int64_t> sym(p.graph.symbols.size() + 1);
   // One arena for the whole call: region r reads what the regions before it left there.
   kiln::runtime::arena transients{p.arena(sym.data(), true)};
@@ -19,7 +19,7 @@ void run_region_by_region(const kiln::compiler::plan& p,
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     std::vector<bool> only(p.regions.size(), false);
     only[r] = true;
-    kiln::cpu::run_interpreted(p, programs, args, results, sym.data(), &only, transients);
+    programs.run(p, args, results, sym.data(), &only, transients);
   }
 }
 

@@ -1,8 +1,8 @@
 // A plan's regions run one at a time through the interpreter (run_plan with `only` set per
 // region), each over all its rows, every value between them stored in the arena: the reference
 // for the bits of what the CPU runs fused (a row group, a matmul packing its computed operand).
-// Compiled once (regions.cpp) for the runtime library's instruction set, not the test file's: a
-// suite built with -march=native compares the library's interpreter with itself.
+// It runs the interpreter of the set the runtime library chose (runtime/cpu/kernels.hpp), as the
+// fused calls do, whatever set the test file is built for.
 #pragma once
 
 #include <vector>

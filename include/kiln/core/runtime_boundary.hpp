@@ -15,3 +15,12 @@
 #define KILN_RUNTIME_API inline
 #define KILN_RUNTIME_BODY 1
 #endif
+
+// The CPU kernels whose speed depends on the vector width (runtime/cpu/kernels.hpp): compiled
+// wherever the runtime is, and once more in each of the runtime library's per-instruction-set
+// objects (src/cpu_kernels.cpp, which defines KILN_CPU_KERNELS_IMPLEMENTATION).
+#if KILN_RUNTIME_BODY || defined(KILN_CPU_KERNELS_IMPLEMENTATION)
+#define KILN_CPU_KERNELS_BODY 1
+#else
+#define KILN_CPU_KERNELS_BODY 0
+#endif

@@ -79,13 +79,19 @@ class fence {
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
     if (!s_) return true;
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-    if (!s_->line->wait(s_->value, ns < std::chrono::nanoseconds::zero()
-                                       ? std::chrono::nanoseconds::zero()
-                                       : ns))
-      return false;
+    if (!s_->line->wait(s_->value, saturated(timeout))) return false;
     rethrow_failure();
     return true;
+  }
+
+  // A limit in nanoseconds: none below zero; a century or more (hours::max() included, which
+  // overflows a cast to nanoseconds) is no limit at all (nanoseconds::max(), as wait()).
+  template <class Rep, class Period>
+  static std::chrono::nanoseconds saturated(std::chrono::duration<Rep, Period> timeout) {
+    const std::chrono::duration<double> seconds = timeout;
+    if (!(seconds.count() > 0)) return std::chrono::nanoseconds::zero();
+    if (seconds.count() >= 100 * 365.25 * 86400) return std::chrono::nanoseconds::max();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(seconds);
   }
 
   runtime::timeline* line() const { return s_ ? s_->line.get() : nullptr; }

@@ -39,6 +39,7 @@ KILN_RUNTIME_API double element_as_double(dtype t, const void* data, std::int64_
 #include <iterator>
 
 #include "kiln/core/error.hpp"
+#include "kiln/runtime/files.hpp"
 
 namespace kiln::runtime {
 namespace detail {
@@ -122,10 +123,7 @@ KILN_RUNTIME_API npy_array read_npy(const std::string& path) {
   auto fail = [&](const std::string& why) -> void {
     throw error(errc::invalid_argument, "npy", path + ": " + why);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open the file");
-  std::vector<unsigned char> all((std::istreambuf_iterator<char>(in)),
-                                 std::istreambuf_iterator<char>());
+  const std::vector<std::uint8_t> all = read_file(path, "npy");
   if (all.size() < 10 || std::memcmp(all.data(), "\x93NUMPY", 6) != 0)
     fail("not a .npy file (no \\x93NUMPY magic)");
   const int major = all[6];

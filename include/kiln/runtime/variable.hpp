@@ -141,7 +141,10 @@ KILN_RUNTIME_API void variable::check_host(dtype t, std::size_t count, const cha
 namespace detail {
 // The byte count of a load or a save, against the variable's.
 inline void check_variable_bytes(const std::string& name, std::size_t have, std::size_t given,
-                                 const char* what) {
+                                 const void* data, const char* what) {
+  if (!data && given > 0)
+    throw error(errc::invalid_argument, std::string("variable::") + what,
+                "'" + name + "': the data pointer is null (" + std::to_string(given) + " bytes)");
   if (given != have)
     throw error(
         errc::shape_mismatch, std::string("variable::") + what,
@@ -151,7 +154,7 @@ inline void check_variable_bytes(const std::string& name, std::size_t have, std:
 
 KILN_RUNTIME_API void variable::load_bytes(const void* data, std::size_t bytes) {
   std::lock_guard lock(s_->mutex);
-  detail::check_variable_bytes(s_->name, s_->bytes, bytes, "load");
+  detail::check_variable_bytes(s_->name, s_->bytes, bytes, data, "load");
   if (s_->memory)
     s_->memory->write(data, bytes, 0);
   else if (bytes)
@@ -160,7 +163,7 @@ KILN_RUNTIME_API void variable::load_bytes(const void* data, std::size_t bytes) 
 
 KILN_RUNTIME_API void variable::save_bytes(void* data, std::size_t bytes) const {
   std::lock_guard lock(s_->mutex);
-  detail::check_variable_bytes(s_->name, s_->bytes, bytes, "save");
+  detail::check_variable_bytes(s_->name, s_->bytes, bytes, data, "save");
   if (s_->memory)
     s_->memory->read(data, bytes, 0);
   else if (bytes)

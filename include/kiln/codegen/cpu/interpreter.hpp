@@ -312,9 +312,9 @@ class tile_program {
 };
 
 // Behind the runtime boundary (core/runtime_boundary.hpp): building the instruction table
-// instantiates every (op, dtype) primitive.
-#if KILN_RUNTIME_BODY
-KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compiler::region& reg) {
+// instantiates every (op, dtype) primitive, once per instruction set the runtime is built for.
+#if KILN_CPU_KERNELS_BODY
+inline tile_program::tile_program(const compiler::plan& p, const compiler::region& reg) {
   const ir::graph& g = p.graph;
   std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
   // Operands the region evaluates: none for a loaded node (its producer ran in another region).
@@ -391,6 +391,6 @@ KILN_RUNTIME_API tile_program::tile_program(const compiler::plan& p, const compi
     code_.push_back(s);
   }
 }
-#endif  // KILN_RUNTIME_BODY
+#endif  // KILN_CPU_KERNELS_BODY
 
 }  // namespace kiln::cpu::inline KILN_CPU_ISA

@@ -41,13 +41,25 @@
 #define KILN_CPU_ISA_NAME_OF(isa) KILN_CPU_ISA_TEXT(isa)
 #define KILN_CPU_ISA_TEXT(isa) #isa
 
-namespace kiln::cpu {
-// The set kiln's runtime was compiled for (its interpreter, the CPU executor's contractions and
-// folds). A file built with -march=native against a baseline library has a wider one; its
-// compiled kernels may then differ from the interpreter in the last bits of functions whose
-// polynomials fuse multiplies and adds (exp, tanh ...).
-KILN_RUNTIME_API const char* runtime_isa();
-#if KILN_RUNTIME_BODY
-KILN_RUNTIME_API const char* runtime_isa() { return KILN_CPU_ISA_NAME; }
+// The set's name in KILN_CPU_ISA (runtime/cpu/kernels.hpp): the x86-64 levels the runtime
+// library is built for ("avx512": x86-64-v4, "avx2": x86-64-v3, "sse2": the baseline), else the
+// namespace's name.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define KILN_CPU_LEVEL "avx512"
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define KILN_CPU_LEVEL "avx2"
+#elif defined(__SSE2__) && defined(__x86_64__)
+#define KILN_CPU_LEVEL "sse2"
+#else
+#define KILN_CPU_LEVEL KILN_CPU_ISA_NAME
 #endif
+
+namespace kiln::cpu {
+// The set whose kernels the runtime runs (its interpreter, the CPU executor's contractions and
+// folds): the widest the CPU runs of those the runtime library was built for, or KILN_CPU_ISA's
+// (runtime/cpu/kernels.hpp). A file built for another set (-march=native against the library,
+// or the library choosing AVX-512 for a file built for the baseline) may then differ from the
+// interpreter in the last bits of functions whose polynomials fuse multiplies and adds (exp,
+// tanh ...) and of folds whose lanes differ.
+KILN_RUNTIME_API const char* runtime_isa();
 }  // namespace kiln::cpu

@@ -99,7 +99,14 @@ KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_la
                                const shape& w_dims, const operand_layout& w, const shape& y_dims,
                                const conv_geometry& c, tile_ref epilogue);
 
-#if KILN_RUNTIME_BODY
+}  // namespace kiln::cpu
+
+// This instruction set's kernels, in its namespace (codegen/cpu/isa.hpp): the runtime library
+// holds one copy per set, and runtime/cpu/kernels.hpp calls the chosen one.
+#if KILN_CPU_KERNELS_BODY
+#include "kiln/codegen/cpu/isa.hpp"
+
+namespace kiln::cpu::inline KILN_CPU_ISA {
 namespace detail {
 
 // Register tile: MR rows x two SIMD registers of columns; 8 rows where there are 32 vector
@@ -665,26 +672,29 @@ void with_types(dtype type, bool integers, const char* op, const char* what, F f
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matmul_operand& b,
-                                 tile_ref epilogue) {
+namespace kernels {
+
+inline void run_matmul(dtype type, const matmul_operand& a, const matmul_operand& b,
+                       tile_ref epilogue) {
   detail::with_types(type, true, "matmul", "contraction",
                      [&]<class S, class T> { detail::matmul_as<S, T>(a, b, epilogue); });
 }
 
-KILN_RUNTIME_API bool packing_computes_once(dtype type, int operand, std::int64_t n) {
+inline bool packing_computes_once(dtype type, int operand, std::int64_t n) {
   bool once = operand == 1;
   detail::with_types(type, true, "matmul", "contraction",
                      [&]<class S, class T> { once = once || n <= detail::gemm_shape<S>::NC; });
   return once;
 }
 
-KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,
-                               const shape& w_dims, const operand_layout& w, const shape& y_dims,
-                               const conv_geometry& c, tile_ref epilogue) {
+inline void run_conv(dtype type, const shape& x_dims, const operand_layout& x, const shape& w_dims,
+                     const operand_layout& w, const shape& y_dims, const conv_geometry& c,
+                     tile_ref epilogue) {
   detail::with_types(type, false, "conv", "convolution", [&]<class S, class T> {
     detail::conv_as<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
   });
 }
-#endif  // KILN_RUNTIME_BODY
 
-}  // namespace kiln::cpu
+}  // namespace kernels
+}  // namespace kiln::cpu::inline KILN_CPU_ISA
+#endif  // KILN_CPU_KERNELS_BODY

@@ -76,12 +76,15 @@ KILN_RUNTIME_API void run_walks(row_ref row, std::span<const row_walk> walks, st
 KILN_RUNTIME_API void run_flat(row_ref row, std::span<const row_walk> walks, std::size_t in_slots,
                                std::size_t out_slots, row_block rows);
 
-#if KILN_RUNTIME_BODY
+#if KILN_CPU_KERNELS_BODY
 }  // namespace kiln::cpu
 
 #include "kiln/runtime/cpu/row_pointers.hpp"
 
 namespace kiln::cpu {
+#endif
+
+#if KILN_RUNTIME_BODY
 namespace detail {
 // Whether an operand of a region is read or written through index terms (a gather): it walks no
 // rows.

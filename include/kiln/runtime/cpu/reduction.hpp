@@ -46,7 +46,13 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
                                   std::size_t in_slots, std::size_t out_slots, int direct,
                                   std::int64_t row_size, row_block rows);
 
-#if KILN_RUNTIME_BODY
+}  // namespace kiln::cpu
+
+// This instruction set's kernels (runtime/cpu/kernels.hpp chooses among the sets).
+#if KILN_CPU_KERNELS_BODY
+#include "kiln/codegen/cpu/isa.hpp"
+
+namespace kiln::cpu::inline KILN_CPU_ISA {
 namespace detail {
 
 // The type a reduction folds elements of dtype t in: narrow floats widen to f32 (exactly), every
@@ -609,13 +615,18 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
 
 }  // namespace detail
 
-KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type,
-                                    const shape& space, const ir::attributes& attrs,
-                                    std::span<const std::int32_t> in_slots,
-                                    std::span<const operand_layout> ins,
-                                    std::span<const std::int32_t> out_slots,
-                                    std::span<const operand_layout> outs, int direct,
-                                    row_block rows) {
+namespace kernels {
+
+inline void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
+                        const ir::attributes& attrs, std::span<const row_walk> walks,
+                        std::size_t in_slots, std::size_t out_slots, int direct,
+                        std::int64_t row_size, row_block rows);
+
+inline void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type, const shape& space,
+                          const ir::attributes& attrs, std::span<const std::int32_t> in_slots,
+                          std::span<const operand_layout> ins,
+                          std::span<const std::int32_t> out_slots,
+                          std::span<const operand_layout> outs, int direct, row_block rows) {
   // Here, not on the threads: a reduction kiln has no reducer for is an error (parallel_for's
   // tasks must not throw).
   const detail::reducer_ops& r = detail::reducer_of(kind, type, attrs);
@@ -637,7 +648,7 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
       walks.clear();
       if (row_walks(space, attrs.axes, true, in_slots, ins, out_slots, outs, walks)) {
         auto block = [&](std::int64_t first, std::int64_t last) {
-          reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
+          kernels::reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
                       row_size, {first, last});
         };
         if (threads > 1)
@@ -653,10 +664,10 @@ KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtyp
                  out_slots, outs, direct, rows);
 }
 
-KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
-                                  const ir::attributes& attrs, std::span<const row_walk> walks,
-                                  std::size_t in_slots, std::size_t out_slots, int direct,
-                                  std::int64_t row_size, row_block rows) {
+inline void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype type,
+                        const ir::attributes& attrs, std::span<const row_walk> walks,
+                        std::size_t in_slots, std::size_t out_slots, int direct,
+                        std::int64_t row_size, row_block rows) {
   using namespace detail;
   const reducer_ops& r = reducer_of(kind, type, attrs);
   const dtype result_type = ir::result_dtype(kind, type);
@@ -713,6 +724,7 @@ KILN_RUNTIME_API void reduce_rows(row_ref row, fold_fn fold, ir::op kind, dtype 
     if (moves) next_row(p, walks);
   }
 }
-#endif  // KILN_RUNTIME_BODY
 
-}  // namespace kiln::cpu
+}  // namespace kernels
+}  // namespace kiln::cpu::inline KILN_CPU_ISA
+#endif  // KILN_CPU_KERNELS_BODY

@@ -1,6 +1,6 @@
 // The pointer lists that a region's row function is called with, and the collapsed iteration
 // spaces they walk: the CPU executors' machinery. Only the runtime's bodies include it
-// (executor.hpp under KILN_RUNTIME_BODY), so a file that calls a kiln::fn does not compile it.
+// (executor.hpp under KILN_CPU_KERNELS_BODY), so a file that calls a kiln::fn does not compile it.
 #pragma once
 
 #include <algorithm>

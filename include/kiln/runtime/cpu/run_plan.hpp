@@ -525,3 +525,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
 #endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::cpu
+
+#if KILN_RUNTIME_BODY  // the definitions of the kernels it calls: the chosen set's
+#include "kiln/runtime/cpu/kernels.hpp"
+#endif
