@@ -197,9 +197,15 @@ TEST_P(GraphOnDevice, OneResultReadingMoreThanTheDeviceBindsStillRuns) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(out[i], 1000 * (69 * 70 / 2) + 70 * i) << i;
 }
 
+// Where this file and the runtime's chosen CPU kernels are built for one instruction set (CI runs
+// these once more with KILN_CPU_ISA=sse2, this file's): elsewhere the two may differ where one of
+// them fuses a multiply into an add.
+bool same_cpu_isa() { return std::string_view(kiln::cpu::runtime_isa()) == KILN_CPU_ISA_NAME; }
+
 TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
   // The same expression as a kiln::fn (compile-time kernels) and through the run-time door: the
-  // same primitives, so the same bits (no op here can be contracted into an FMA).
+  // same primitives, so the same bits (no op here can be contracted into an FMA) for one
+  // instruction set; across sets, to the functions' bound.
   constexpr auto f = fn<tensor<f32, dyn>>(
       [](auto x) { return select(x > 0.f, tanh(x), exp(x) - 1.f) + sigmoid(x) * erf(x); });
   auto xs = ramp(4099, -20.f, 0.01f);
@@ -207,9 +213,13 @@ TEST(Graph, InterpreterMatchesTheCompiledKernelsBitForBit) {
   f.on(device::cpu())(xs, into(compiled));
   compile(f).run({xs}, {interpreted}, device::cpu());
   for (std::size_t i = 0; i < xs.size(); ++i)
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
-              std::bit_cast<std::uint32_t>(interpreted[i]))
-        << "x = " << xs[i];
+    if (same_cpu_isa())
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
+                std::bit_cast<std::uint32_t>(interpreted[i]))
+          << "x = " << xs[i];
+    else
+      ASSERT_NEAR(compiled[i], interpreted[i], 4e-6f * std::fabs(compiled[i]) + 1e-7f)
+          << "x = " << xs[i];
 }
 
 // The interpreter fills a value that repeats along the row (r, one per row; the constants) in
@@ -231,9 +241,10 @@ TEST(Graph, InterpreterKeepsARowsRepeatedValuesAcrossItsTiles) {
   for (std::int64_t i = 0; i < rows * cols; ++i) {
     float want = static_cast<float>(std::exp(std::exp(double(xs[i])) * 0.5) * 3.0 - rs[i / cols]);
     ASSERT_NEAR(interpreted[i], want, 1e-5f * (std::fabs(want) + 1.f)) << "element " << i;
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
-              std::bit_cast<std::uint32_t>(interpreted[i]))
-        << "element " << i;
+    if (same_cpu_isa())
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
+                std::bit_cast<std::uint32_t>(interpreted[i]))
+          << "element " << i;
   }
 }
 
