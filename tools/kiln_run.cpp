@@ -5,6 +5,7 @@
 //   kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
 //            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
+//            [--trust-kernels]   (run the module's own SPIR-V, not kernels emitted from its plan)
 //   kiln-run --list-devices
 #include <algorithm>
 #include <cerrno>
@@ -32,6 +33,7 @@ namespace {
                "usage: kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
                "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
                "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
+               "         [--trust-kernels]\n"
                "       kiln-run --list-devices\n",
                why.c_str());
   std::exit(2);
@@ -187,7 +189,7 @@ void list_devices() {
 int main(int argc, char** argv) {
   std::string path, device_name = "default";
   std::map<std::string, std::string> inputs, outputs;
-  bool signature = false;
+  bool signature = false, trust_kernels = false;
   int benchmark = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -213,6 +215,8 @@ int main(int argc, char** argv) {
       named("--output", outputs);
     else if (a == "--signature")
       signature = true;
+    else if (a == "--trust-kernels")
+      trust_kernels = true;
     else if (a.rfind("--benchmark", 0) == 0) {
       std::string n = value("--benchmark");
       char* stop = nullptr;
@@ -243,7 +247,7 @@ int main(int argc, char** argv) {
       setenv("KILN_DEVICE", device_name.c_str(), 1);
     else if (device_name != "default")
       usage("--device takes cpu, vulkan or vulkan:N");
-    kiln::executable m = kiln::module::load(path);
+    kiln::executable m = kiln::module::load(path, trust_kernels);
     kiln::signature sig = m.signature();
     if (signature) {
       std::printf("%s\n", kiln::to_string(sig).c_str());

@@ -109,10 +109,13 @@ class executable {
   // variables' values now and trace points, which load() runs from <kiln/runtime.hpp> alone.
   KILN_RUNTIME_API void save(const std::string& path) const;
   KILN_RUNTIME_API std::vector<std::uint8_t> to_bytes() const;
-  // A saved module; a damaged file is a kiln::error naming the problem (and `source`).
-  KILN_RUNTIME_API static executable load(const std::string& path);
+  // A saved module; a damaged file is a kiln::error naming the problem (and `source`). Its SPIR-V
+  // kernels are emitted again from its plan, unless `trust_kernels` (a file of one's own): then a
+  // device of their fingerprint runs the stored ones, checked by spirv-val only.
+  KILN_RUNTIME_API static executable load(const std::string& path, bool trust_kernels = false);
   KILN_RUNTIME_API static executable from_bytes(std::span<const std::uint8_t> bytes,
-                                                const std::string& source = "module bytes");
+                                                const std::string& source = "module bytes",
+                                                bool trust_kernels = false);
 
   KILN_RUNTIME_API const compiler::plan& plan() const;
   int dispatch_count() const { return plan().dispatch_count(); }
@@ -363,8 +366,9 @@ KILN_RUNTIME_API void executable::save(const std::string& path) const {
 }
 
 KILN_RUNTIME_API executable executable::from_bytes(std::span<const std::uint8_t> bytes,
-                                                   const std::string& source) {
-  runtime::module_contents m = runtime::decode_module(bytes, source);
+                                                   const std::string& source,
+                                                   bool trust_kernels) {
+  runtime::module_contents m = runtime::decode_module(bytes, source, trust_kernels);
   // Its kernels are run as they are on a device of their fingerprint: checked as kiln checks what
   // it emits (spirv-val, where kiln has SPIRV-Tools).
   for (const auto& [key, k] : m.kernels)
@@ -378,8 +382,8 @@ KILN_RUNTIME_API executable executable::from_bytes(std::span<const std::uint8_t>
   return e;
 }
 
-KILN_RUNTIME_API executable executable::load(const std::string& path) {
-  return from_bytes(runtime::read_file(path, "module"), path);
+KILN_RUNTIME_API executable executable::load(const std::string& path, bool trust_kernels) {
+  return from_bytes(runtime::read_file(path, "module"), path, trust_kernels);
 }
 
 KILN_RUNTIME_API const compiler::plan& executable::plan() const { return st().program.plan(); }

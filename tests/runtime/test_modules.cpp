@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -395,12 +396,39 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
               m.plan.graph.nodes[0].kind = static_cast<ir::op>(250);
             }).find("no valid op"),
             std::string::npos);
+  // Sizes that name a symbol the graph does not have, in 64 bits: one near 2^31 wraps to a small
+  // index in 32 (a declaration, a node, every place a size is read from).
+  for (std::int64_t forged : {std::int64_t{-2147483647} - 2, std::int64_t{-4294967297},
+                              std::numeric_limits<std::int64_t>::min()}) {
+    EXPECT_NE(broken([&](auto& m) {
+                m.plan.graph.inputs[0].dims.dims[0] = forged;
+              }).find("parameter 0 has an invalid type, rank or size"),
+              std::string::npos)
+        << forged;
+    EXPECT_NE(broken([&](auto& m) {
+                m.plan.graph.nodes[0].dims.dims[0] = forged;
+              }).find("names an unknown symbol"),
+              std::string::npos)
+        << forged;
+  }
+  // An elementwise node larger than its operands' broadcast, which every kernel would read past.
+  EXPECT_NE(broken([](auto& m) {
+              for (auto& n : m.plan.graph.nodes)
+                if (n.kind == ir::op::relu) n.dims.dims[1] *= 2;
+            }).find("not the broadcast of its operands'"),
+            std::string::npos);
+  // An input node whose extents differ from its declaration's.
+  EXPECT_NE(broken([](auto& m) {
+              m.plan.graph.nodes[0].dims.dims[0] += 1;
+            }).find("declaration"),
+            std::string::npos);
 }
 
-// The kernels emitted before saving travel in the module: on a device with the same target the
-// loaded module runs them as they are (no kernel emitted again), with the same bits; a kernel
-// that is not SPIR-V, or not valid SPIR-V, is refused at load.
-TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTarget) {
+// The kernels emitted before saving travel in the module: loaded as trusted, on a device with the
+// same target the module runs them as they are (no kernel emitted again), with the same bits; a
+// kernel that is not SPIR-V, or not valid SPIR-V, is refused at load. Loaded as a file from
+// elsewhere (the default), its kernels are emitted again from the plan, to the same words.
+TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTargetWhereTrusted) {
   graph g;
   auto x = g.input("x", dtype::f32, {dyn, 64});
   g.output("p", g.add(g.softmax(g.mul(x, g.constant(2.0)), -1), g.constant(1.0)));
@@ -413,7 +441,15 @@ TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTarget) {
   const std::vector<spirv::kernel> emitted = e.kernels();
   ASSERT_FALSE(emitted.empty());
   const std::vector<std::uint8_t> bytes = e.to_bytes();
-  executable loaded = module::from_bytes(bytes, "m.kiln");
+  executable fresh = module::from_bytes(bytes, "m.kiln");
+  EXPECT_TRUE(fresh.kernels().empty());
+  fresh.run({view(in.data(), {5, 64})}, {view(p2.data(), {5, 64}), s2}, vk);
+  EXPECT_EQ(p2, p1);
+  EXPECT_EQ(s2, s1);
+  const std::vector<spirv::kernel> again = fresh.kernels();
+  ASSERT_EQ(again.size(), emitted.size());
+  for (std::size_t k = 0; k < emitted.size(); ++k) EXPECT_EQ(again[k].code, emitted[k].code);
+  executable loaded = module::from_bytes(bytes, "m.kiln", /*trust_kernels=*/true);
   const std::vector<spirv::kernel> carried = loaded.kernels();
   ASSERT_EQ(carried.size(), emitted.size());
   for (std::size_t k = 0; k < emitted.size(); ++k) {
@@ -426,9 +462,10 @@ TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTarget) {
   EXPECT_EQ(p2, p1);
   EXPECT_EQ(s2, s1);
   auto load_error = [&](const runtime::module_contents& m) {
-    return error_of([&] { (void)module::from_bytes(runtime::encode_module(m), "m.kiln"); });
+    return error_of(
+        [&] { (void)module::from_bytes(runtime::encode_module(m), "m.kiln", true); });
   };
-  runtime::module_contents m = runtime::decode_module(bytes, "m.kiln");
+  runtime::module_contents m = runtime::decode_module(bytes, "m.kiln", true);
   ASSERT_FALSE(m.kernels.empty());
   auto& [key, k] = m.kernels[0];
   const auto code = k.code;

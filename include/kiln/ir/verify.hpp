@@ -122,13 +122,23 @@ constexpr std::vector<std::string> verify(const graph& g) {
                 : std::string();
     problems.push_back(where + what);
   };
+  // A size names symbol -1 - size where it is below zero: one of the graph's (compared in 64 bits,
+  // so that no size wraps into a valid index).
+  const auto n_symbols = static_cast<std::int64_t>(g.symbols.size());
   auto check_dims = [&](std::int32_t id, const shape& s) {
     if (s.rank < 0 || s.rank > max_rank) return report(id, "rank out of range");
     for (int i = 0; i < s.rank; ++i)
-      if (is_symbol(s.dims[i]) &&
-          symbol_of(s.dims[i]) >= static_cast<std::int32_t>(g.symbols.size()))
+      if (s.dims[i] < -n_symbols)
         report(id, "size " + detail::to_text(i) + " names an unknown symbol");
   };
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+    const shape& s = g.inputs[i].dims;
+    bool ok = s.rank >= 0 && s.rank <= max_rank && is_valid(g.inputs[i].type);
+    for (int k = 0; ok && k < s.rank; ++k) ok = s.dims[k] >= 0 || s.dims[k] == dyn;
+    if (!ok)
+      problems.push_back("parameter " + detail::to_text(static_cast<std::int64_t>(i)) +
+                         " has an invalid type, rank or size");
+  }
   for (std::int32_t id = 0; id < n_nodes; ++id) {
     const node& n = g.nodes[id];
     if (static_cast<int>(n.kind) >= op_count) {
@@ -152,6 +162,22 @@ constexpr std::vector<std::string> verify(const graph& g) {
         report(id, "reads parameter " + detail::to_text(n.arg) + " which is not declared");
       else if (g.inputs[n.arg].type != n.type)
         report(id, "type differs from its parameter's declaration");
+      else if (const shape& d = g.inputs[n.arg].dims; n.dims.rank != d.rank)
+        report(id, "rank differs from its parameter's declaration");
+      else
+        for (int i = 0; i < d.rank; ++i) {
+          // A declared size, or (dyn) the symbol of this parameter's size i.
+          const std::int64_t e = n.dims.dims[i];
+          const bool ok = d.dims[i] >= 0 ? e == d.dims[i]
+                                         : e < 0 && e >= -n_symbols &&
+                                               g.symbols[symbol_of(e)].kind == symbol_kind::input &&
+                                               g.symbols[symbol_of(e)].a == n.arg &&
+                                               g.symbols[symbol_of(e)].b == i;
+          if (!ok) {
+            report(id, "dims " + to_string(n.dims) + " differ from its parameter's declaration");
+            break;
+          }
+        }
     }
     if (n.kind == op::constant && (n.dims.rank != 0 || n.value.type != n.type))
       report(id, "a constant is a rank-0 scalar of its node's type");
@@ -221,6 +247,23 @@ constexpr std::vector<std::string> verify(const graph& g) {
     if (n.dims.rank != rank)
       report(id, "rank " + detail::to_text(n.dims.rank) + " differs from the broadcast rank " +
                      detail::to_text(rank) + " of its operands");
+    // Each size the broadcast of its operands' (the builder's rule): a static size is one of
+    // theirs, each of the others 1 or a run-time size; a run-time size comes from theirs alone.
+    for (int i = 0; n.dims.rank == rank && i < rank; ++i) {
+      const std::int64_t d = n.dims.dims[i];
+      bool from_operand = d == 1, fits = true;
+      for (int k = 0; k < oi.arity; ++k) {
+        const shape& s = g.nodes[n.operands[k]].dims;
+        const int at = i - (rank - s.rank);
+        const std::int64_t e = at >= 0 ? s.dims[at] : 1;
+        from_operand = from_operand || e == d || (is_symbol(d) && is_symbol(e));
+        fits = fits && (e == d || e == 1 || is_symbol(e));
+      }
+      if (!from_operand || !fits) {
+        report(id, "dims " + to_string(n.dims) + " are not the broadcast of its operands'");
+        break;
+      }
+    }
     dtype value_type = oi.cls == op_class::select ? g.nodes[n.operands[1]].type : x.type;
     if (!accepts(oi.types, value_type))
       report(id, "does not accept element type " + std::string(name(value_type)));
@@ -279,10 +322,13 @@ constexpr std::vector<std::string> verify(const graph& g) {
                         s.b < g.inputs[s.a].dims.rank
                   : s.a >= 0 && s.b >= 0 && s.a < static_cast<std::int32_t>(i) &&
                         s.b < static_cast<std::int32_t>(i);
-    if (!ok)
+    if (!ok || s.node < -1 || s.node >= n_nodes)
       problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +
                          " is malformed");
   }
+  for (const constraint& c : g.constraints)
+    if (c.sym < 0 || c.sym >= n_symbols || c.size < 0 || c.node < -1 || c.node >= n_nodes)
+      problems.push_back("a constraint of symbol s" + detail::to_text(c.sym) + " is malformed");
   return problems;
 }
 

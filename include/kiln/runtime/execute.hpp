@@ -346,9 +346,16 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
   state->line = line;
   submission_queue& q = detail::host_queue_of(d);
   // The task holds the device (a Vulkan context stays open until it has run).
-  state->value = q.push([d, &prog, h, order, state, line](std::uint64_t number) {
+  state->value = q.push([d, &prog, h, order, state, line, &q](std::uint64_t number) {
     try {
-      for (const fence& f : order.waits) f.wait();  // a failure there is this call's
+      // A failure there is this call's. A fence that is not reached by the time the queue stops
+      // (the process exits; the device closes) is given up, so that exit never waits on it.
+      for (const fence& f : order.waits)
+        while (!f.wait_for(std::chrono::milliseconds(20)))
+          if (q.stopping())
+            throw error(errc::invalid_argument, h->call.who,
+                        "abandoned: the queue stopped while the call waited for a fence that was "
+                        "not reached");
       const owned_call& c = h->call;
       detail::execute_now(d, prog, c.args, c.results, c.sym.data(), c.who, c.on_host, c.ws);
       if (c.then) c.then();

@@ -67,7 +67,9 @@ class fence {
   explicit fence(std::shared_ptr<detail::fence_state> state) : s_(std::move(state)) {}
 
   // Whether the call has finished (successfully or not); never blocks.
-  bool ready() const { return !s_ || s_->line->reached() >= s_->value; }
+  bool ready() const {
+    return !s_ || s_->line->reached() >= s_->value || s_->line->abandoned() != nullptr;
+  }
   // Blocks until the call has finished; throws its kiln::error (or one of a call it waited for)
   // when it failed.
   void wait() const {
@@ -101,6 +103,8 @@ class fence {
  private:
   void rethrow_failure() const {
     if (auto e = s_->failed()) std::rethrow_exception(e);
+    if (s_->line->reached() < s_->value)
+      if (auto e = s_->line->abandoned()) std::rethrow_exception(e);
   }
   std::shared_ptr<detail::fence_state> s_;
 };
@@ -108,6 +112,8 @@ class fence {
 // A timeline a framework advances from the host (its own events): at(v) is the fence reached when
 // signal(v') is called with v' >= v. Submissions that wait for it wait on the host of their
 // device's queue.
+// Copies share the timeline; once the last is destroyed, the points it never reached fail (a
+// kiln::error naming it) and the calls waiting for them fail without running.
 class host_timeline {
  public:
   KILN_RUNTIME_API host_timeline();
@@ -116,7 +122,8 @@ class host_timeline {
   KILN_RUNTIME_API std::uint64_t reached() const;
 
  private:
-  std::shared_ptr<runtime::host_counter> line_;
+  struct owner;  // abandons the counter when the last copy goes
+  std::shared_ptr<owner> owner_;
 };
 
 // A submission's order: the fences it waits for before it starts (kiln::after(f, ...)), and extra
@@ -150,11 +157,24 @@ inline submission_order after(std::vector<fence> fences) { return {std::move(fen
 
 namespace kiln {
 
-KILN_RUNTIME_API host_timeline::host_timeline()
-    : line_(std::make_shared<runtime::host_counter>()) {}
-KILN_RUNTIME_API fence host_timeline::at(std::uint64_t value) const { return fence(line_, value); }
-KILN_RUNTIME_API void host_timeline::signal(std::uint64_t value) const { line_->signal(value); }
-KILN_RUNTIME_API std::uint64_t host_timeline::reached() const { return line_->reached(); }
+struct host_timeline::owner {
+  std::shared_ptr<runtime::host_counter> line = std::make_shared<runtime::host_counter>();
+  ~owner() {
+    line->abandon(std::make_exception_ptr(
+        error(errc::invalid_argument, "host_timeline",
+              "destroyed at " + std::to_string(line->reached()) +
+                  ": a point beyond it is never reached")));
+  }
+};
+
+KILN_RUNTIME_API host_timeline::host_timeline() : owner_(std::make_shared<owner>()) {}
+KILN_RUNTIME_API fence host_timeline::at(std::uint64_t value) const {
+  return fence(owner_->line, value);
+}
+KILN_RUNTIME_API void host_timeline::signal(std::uint64_t value) const {
+  owner_->line->signal(value);
+}
+KILN_RUNTIME_API std::uint64_t host_timeline::reached() const { return owner_->line->reached(); }
 
 }  // namespace kiln
 #endif  // KILN_RUNTIME_BODY

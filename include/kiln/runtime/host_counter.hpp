@@ -22,11 +22,24 @@ class host_counter final : public timeline {
   }
   bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) const override {
     std::unique_lock lock(mutex_);
+    auto done = [&] { return value_ >= value || abandoned_; };
     if (timeout == std::chrono::nanoseconds::max()) {
-      changed_.wait(lock, [&] { return value_ >= value; });
+      changed_.wait(lock, done);
       return true;
     }
-    return changed_.wait_for(lock, timeout, [&] { return value_ >= value; });
+    return changed_.wait_for(lock, timeout, done);
+  }
+  std::exception_ptr abandoned() const override {
+    std::lock_guard lock(mutex_);
+    return abandoned_;
+  }
+  // No value beyond the one reached will come: waiters wake, and fail with `why`.
+  void abandon(std::exception_ptr why) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!abandoned_) abandoned_ = std::move(why);
+    }
+    changed_.notify_all();
   }
   std::string owner() const override { return "cpu"; }
   // Advances to `value` (never back).
@@ -42,6 +55,7 @@ class host_counter final : public timeline {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::uint64_t value_ = 0;
+  std::exception_ptr abandoned_;
 };
 
 }  // namespace kiln::runtime

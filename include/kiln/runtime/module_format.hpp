@@ -53,9 +53,14 @@ inline constexpr std::uint32_t module_format_version = 2;
 // The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
 // version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).
 KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& m);
-// `source` names the bytes in errors (a path).
+// `source` names the bytes in errors (a path). Every field is checked against what it indexes, the
+// graph by ir::verify: a module edited with its checksum sealed again is a kiln::error, not a
+// crash. The stored kernels are kept (for a device of their fingerprint to run as they are) only
+// where `trust_kernels`, since a driver may crash on SPIR-V that spirv-val accepts; otherwise the
+// runtime emits them again from the plan.
 KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> bytes,
-                                               const std::string& source);
+                                               const std::string& source,
+                                               bool trust_kernels = false);
 
 }  // namespace kiln::runtime
 
@@ -367,7 +372,7 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
 }
 
 KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> bytes,
-                                               const std::string& source) {
+                                               const std::string& source, bool trust_kernels) {
   auto fail = [&](const std::string& what) {
     throw error(errc::invalid_argument, "module", source + ": " + what);
   };
@@ -481,6 +486,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   }
   if (!r.done()) r.fail("corrupt: bytes after the last field");
   detail::check_plan(m, r);
+  if (!trust_kernels) m.kernels.clear();
   return m;
 }
 

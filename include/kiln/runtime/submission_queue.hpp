@@ -22,7 +22,7 @@ class submission_queue {
   submission_queue() = default;
   submission_queue(const submission_queue&) = delete;
   submission_queue& operator=(const submission_queue&) = delete;
-  // Runs what is queued, then stops the worker.
+  // Runs what is queued (each task's waits giving up: stopping()), then stops the worker.
   ~submission_queue() { stop(); }
 
   // Queues `task` after every task queued before it; returns its number (1, 2, ...), which the
@@ -52,6 +52,12 @@ class submission_queue {
     if (std::this_thread::get_id() == worker_id_) return;
     std::uint64_t until = pushed_;
     wake_.wait(lock, [&] { return done_ >= until; });
+  }
+
+  // Whether stop() has begun: a task waiting for a fence that may never come gives up then.
+  bool stopping() const {
+    std::lock_guard lock(mutex_);
+    return stopping_;
   }
 
   void stop() {

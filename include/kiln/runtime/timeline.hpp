@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace kiln::runtime {
@@ -19,6 +20,9 @@ class timeline {
   virtual void signal(std::uint64_t value) = 0;
   // "cpu", or the Vulkan device's name: where the timeline advances.
   virtual std::string owner() const = 0;
+  // Why no value beyond reached() will ever come (a kiln::host_timeline destroyed), or null:
+  // waits then return at once, and the fences not reached fail with it.
+  virtual std::exception_ptr abandoned() const { return nullptr; }
 };
 
 }  // namespace kiln::runtime
