@@ -93,6 +93,27 @@ TEST(DLPack, WhatIsRefusedSaysWhy) {
   buffer<f8e4m3> narrow = device::cpu().alloc<f8e4m3>(4);
   EXPECT_EQ(message_of([&] { (void)to_dlpack(narrow); }),
             "kiln: to_dlpack: f8e4m3 has no DLPack 0.6 type code");
+  // Null pointers: no shape for two dimensions; no data, whatever the offset (the call refuses it,
+  // rather than reading address 64).
+  t.device = {kDLCPU, 0};
+  t.shape = nullptr;
+  EXPECT_EQ(message_of([&] { (void)from_dlpack(t); }),
+            "kiln: from_dlpack: the DLTensor has 2 dimensions and a null shape");
+  t.shape = sizes;
+  std::int64_t negative[2] = {3, -4};
+  t.shape = negative;
+  EXPECT_NE(message_of([&] { (void)from_dlpack(t); }).find("below zero"), std::string::npos);
+  t.shape = sizes;
+  t.data = nullptr;
+  t.byte_offset = 64;
+  EXPECT_EQ(from_dlpack(t).ref.data, nullptr);
+  graph g;
+  g.output("y", g.relu(g.input("x", dtype::f32, {3, 4})));
+  std::vector<float> y(12);
+  EXPECT_NE(message_of([&] { compile(g).run({from_dlpack(t)}, {y}, device::cpu()); }),
+            "no error");
+  t.data = data.data();
+  t.byte_offset = 0;
   DLManagedTensor foreign{};
   foreign.dl_tensor = host_tensor(data.data(), sizes, 2, {kDLFloat, 32, 1});
   EXPECT_NE(message_of([&] { (void)dlpack_buffer<float>(foreign); }).find("not exported by kiln"),

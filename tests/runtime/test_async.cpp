@@ -179,6 +179,61 @@ TEST(Async, WaitForTimesOut) {
   }
 }
 
+// Limits too long for nanoseconds (hours::max() overflows a cast) wait without one, rather than
+// giving up at once; negative ones do not wait.
+TEST(Async, WaitForTakesAnyLimit) {
+  for (const device& d : devices()) {
+    SCOPED_TRACE(d.name());
+    host_timeline gate;
+    std::vector<float> x = ramp(100), y(100);
+    fence done = twice_plus_one.on(d).submit(after(gate.at(1)), x, into(y));
+    EXPECT_FALSE(done.wait_for(-5s));
+    EXPECT_FALSE(done.wait_for(std::chrono::hours::min()));
+    std::thread later([&] {
+      std::this_thread::sleep_for(30ms);
+      gate.signal(1);
+    });
+    EXPECT_TRUE(done.wait_for(std::chrono::hours::max()));
+    later.join();
+    EXPECT_EQ(y[3], x[3] * 2.0f + 1.0f);
+    EXPECT_TRUE(done.wait_for(std::chrono::duration<double, std::ratio<31557600000>>(5)));
+  }
+}
+
+// A host timeline destroyed before it reaches a point fails that point, and the calls waiting for
+// it fail without running, naming the timeline; the device goes on. A copy keeps it alive.
+TEST(Async, ADestroyedHostTimelineFailsItsWaiters) {
+  for (const device& d : devices()) {
+    SCOPED_TRACE(d.name());
+    std::vector<float> x = ramp(100), y(100, -7.0f), z(100);
+    fence point, done, kept_done;
+    {
+      host_timeline gate;
+      host_timeline copy = gate;
+      point = gate.at(2);
+      done = twice_plus_one.on(d).submit(after(point), x, into(y));
+      {
+        host_timeline other;
+        kept_done = twice_plus_one.on(d).submit(after(other.at(1)), x, into(z));
+      }  // `other` goes: kept_done's call fails
+      gate.signal(1);
+      EXPECT_FALSE(point.ready());
+    }  // the last copy of `gate` goes
+    EXPECT_TRUE(point.ready());
+    try {
+      done.wait();
+      ADD_FAILURE() << "a call waiting for a destroyed timeline ran";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("host_timeline"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("destroyed at 1"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(kept_done.wait(), error);
+    EXPECT_EQ(y, std::vector<float>(100, -7.0f));  // it did not run
+    twice_plus_one.on(d).submit(x, into(z)).wait();
+    EXPECT_EQ(z[5], x[5] * 2.0f + 1.0f);
+  }
+}
+
 // A call that fails when it runs reports its kiln::error through its fence; one that waited for
 // it fails with the same error without running (its output keeps its values); the device goes on
 // with the next call.

@@ -2,8 +2,9 @@
 // region lists, names, constants) and sealed again with a valid checksum, as someone editing a
 // file on purpose would. Each mutant must load as a kiln::error, or load and then run (on the CPU,
 // and on Vulkan for a sample) as a kiln::error or a result; anything else (a crash, a sanitizer
-// report, another exception) fails. KILN_MODULE_MUTANTS sets the count (CI's sanitizer stage
-// raises it).
+// report, another exception) fails. KILN_MODULE_MUTANTS sets the count (the sanitizer build's
+// default is 100,000; tests/CMakeLists.txt). To find a crash: KILN_FUZZ_TRACE=all prints each
+// mutant's number before it runs, KILN_FUZZ_TRACE=N prints mutant N's plan beside its seed's.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,6 +17,10 @@
 #include <kiln/kiln.hpp>
 
 using namespace kiln;
+
+#ifndef KILN_MODULE_MUTANTS_DEFAULT
+#define KILN_MODULE_MUTANTS_DEFAULT 20000
+#endif
 
 namespace {
 
@@ -67,27 +72,39 @@ std::vector<std::vector<std::uint8_t>> seed_modules() {
 // One random change to a decoded module.
 void mutate(runtime::module_contents& m, std::mt19937_64& rng) {
   auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
-  // A value near one that is there: small changes find off-by-one checks, large ones overflow.
-  auto near = [&](std::int64_t v) -> std::int64_t {
+  // A value near one that is there: small changes find off-by-one checks, large ones overflow
+  // (in wrapping arithmetic: the mutator itself must not overflow).
+  auto near = [&](std::int64_t signed_v) -> std::int64_t {
+    const auto v = static_cast<std::uint64_t>(signed_v);
+    std::uint64_t out = v * 2;
     switch (rng() % 8) {
       case 0:
-        return v + 1;
+        out = v + 1;
+        break;
       case 1:
-        return v - 1;
+        out = v - 1;
+        break;
       case 2:
-        return -v;
+        out = 0 - v;
+        break;
       case 3:
-        return std::int64_t(rng() % 64) - 32;
+        out = rng() % 64 - 32;
+        break;
       case 4:
-        return std::int64_t{1} << (rng() % 63);
+        out = std::uint64_t{1} << (rng() % 63);
+        break;
       case 5:
-        return -(std::int64_t{1} << (rng() % 63));
+        out = 0 - (std::uint64_t{1} << (rng() % 63));
+        break;
       case 6:
-        return std::int64_t(std::uint64_t(rng()));
+        out = rng();
+        break;
       default:
-        return v * 2;
+        break;
     }
+    return static_cast<std::int64_t>(out);
   };
+
   auto list = [&](std::vector<std::int32_t>& v) {
     switch (rng() % 3) {
       case 0:
@@ -250,7 +267,7 @@ void run_once(const executable& e, const device& d) {
 }
 
 TEST(ModuleFuzz, ForgedModulesAreErrorsOrRunNeverCrash) {
-  long mutants = 3000;
+  long mutants = KILN_MODULE_MUTANTS_DEFAULT;
   if (const char* n = std::getenv("KILN_MODULE_MUTANTS")) mutants = std::atol(n);
   const auto seeds = seed_modules();
   std::vector<runtime::module_contents> decoded;
@@ -270,6 +287,11 @@ TEST(ModuleFuzz, ForgedModulesAreErrorsOrRunNeverCrash) {
     } catch (const error&) {
       continue;
     }
+    if (const char* t = std::getenv("KILN_FUZZ_TRACE"); t && std::string(t) == "all")
+      std::fprintf(stderr, "mutant %ld\n", i);
+    if (const char* t = std::getenv("KILN_FUZZ_TRACE"); t && std::atol(t) == i)
+      std::fprintf(stderr, "mutant %ld\n%s\nseed\n%s\n", i, compiler::print(e->plan()).c_str(),
+                   compiler::print(decoded[i % decoded.size()].plan).c_str());
     try {
       run_once(*e, cpu);
       ++ran;

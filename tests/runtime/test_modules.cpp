@@ -225,6 +225,27 @@ TEST(Modules, KilnRunRunsASavedModule) {
   auto [damaged, damaged_status] = kiln_run(x_path);  // not a module
   EXPECT_EQ(damaged_status, 1);
   EXPECT_NE(damaged.find("not a kiln module"), std::string::npos) << damaged;
+  // Paths that are not regular files, as the module and as an input: named kiln::errors.
+  const std::string folder = temp_path("folder.npy");
+  std::filesystem::create_directory(folder);
+  for (const std::string& args :
+       {folder, module_path + " --input x=" + folder + " --input b=8=0,0,0,0,0,0,0,0"}) {
+    auto [text, status] = kiln_run(args);
+    EXPECT_EQ(status, 1) << args << "\n" << text;
+    EXPECT_NE(text.find("cannot open " + folder + ": not a regular file"), std::string::npos)
+        << text;
+  }
+  EXPECT_NE(error_of([&] { module::load(folder); }).find("not a regular file"), std::string::npos);
+  std::filesystem::remove(folder);
+  // Literals exact for the input's type, or refused (status 2, naming the element).
+  for (const auto& [literal, why] : std::vector<std::pair<std::string, std::string>>{
+           {"8=1,2,3,4,5,6,7,", "'' is not a number"},
+           {"8=1,2,3,4,5,6,7,1e39", "'1e39' is beyond f32's largest value"},
+           {"8=1,2,3,4,5,6,7,x", "'x' is not a number"}}) {
+    auto [text, status] = kiln_run(module_path + " --input x=" + x_path + " --input b=" + literal);
+    EXPECT_EQ(status, 2) << literal << "\n" << text;
+    EXPECT_NE(text.find(why), std::string::npos) << literal << "\n" << text;
+  }
   for (const auto& p : {module_path, x_path, y_path}) std::filesystem::remove(p);
 }
 
@@ -329,6 +350,27 @@ TEST(Modules, TablesTravelWithTheFunction) {
   with_tables.save(path);
   module::load(path).run({view(x.data(), {3, 4})}, {view(loaded.data(), {3, 4})});
   EXPECT_EQ(loaded, want);
+  std::filesystem::remove(path);
+}
+
+// kiln-run's literals for an integer input: exact, or refused naming the element.
+TEST(Modules, KilnRunTakesIntegerLiteralsExactly) {
+  graph g;
+  auto n = g.input("n", dtype::i32, {2});
+  g.output("twice", g.add(n, n));
+  const std::string path = temp_path("ints.kiln");
+  compile(g).save(path);
+  auto [ok, ok_status] = kiln_run(path + " --device cpu --input n=7,-8");
+  EXPECT_EQ(ok_status, 0) << ok;
+  EXPECT_NE(ok.find("twice: i32[2] = [14, -16]"), std::string::npos) << ok;
+  for (const auto& [literal, why] : std::vector<std::pair<std::string, std::string>>{
+           {"3000000000,1", "'3000000000' is out of i32's range"},
+           {"1.5,2", "'1.5' is not an integer, as i32 needs"},
+           {"1,2,", "'' is not an integer"}}) {
+    auto [text, status] = kiln_run(path + " --device cpu --input n=" + literal);
+    EXPECT_EQ(status, 2) << literal << "\n" << text;
+    EXPECT_NE(text.find(why), std::string::npos) << literal << "\n" << text;
+  }
   std::filesystem::remove(path);
 }
 

@@ -158,6 +158,10 @@ TEST(Variables, MistakesAreNamed) {
             "kiln: variable::load: 'w' is f32[4] but the host data is f64");
   EXPECT_EQ(error_of([&] { exe.share_variable("w", kiln::variable("u", dtype::f32, {5})); }),
             "kiln: " + exe.name() + ": variable 'w' is f32[4] but the one given ('u') is f32[5]");
+  EXPECT_EQ(error_of([&] { exe.variable("w").load_bytes(nullptr, 16); }),
+            "kiln: variable::load: 'w': the data pointer is null (16 bytes)");
+  EXPECT_EQ(error_of([&] { exe.variable("w").save_bytes(nullptr, 16); }),
+            "kiln: variable::save: 'w': the data pointer is null (16 bytes)");
   kiln::variable u("u", std::vector<float>{1, 2, 3, 4}, {4});
   exe.share_variable("w", u);
   std::vector<float> xs{1, 1, 1, 1};

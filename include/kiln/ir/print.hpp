@@ -91,7 +91,7 @@ inline std::string print(const graph& g) {
         out += "]";
       };
       list("strides", [&](int a) { return n.attrs.steps[a]; });
-      list("pads", [&](int a) { return -n.attrs.starts[a]; });
+      list("pads", [&](int a) { return -std::int64_t{n.attrs.starts[a]}; });
       list("dilations", [&](int a) { return n.attrs.dilations[a]; });
       out += " groups " + std::to_string(n.attrs.groups);
     }

@@ -53,8 +53,11 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
         std::int64_t len = n.dims.dims[i], size = x.dims.dims[i];
         if (m.steps[i] == 0) ok = false;
         if (!ok || len == 0 || (m.starts[i] == 0 && m.steps[i] == 1 && len == size)) continue;
-        std::int64_t last = m.starts[i] + (len - 1) * std::int64_t{m.steps[i]};
-        ok = !is_symbol(size) && len >= 0 && m.starts[i] >= 0 && m.starts[i] < size && last >= 0 &&
+        // (In checked arithmetic: a forged module's sizes may overflow the last index.)
+        std::int64_t span = 0, last = -1;
+        ok = !is_symbol(size) && len > 0 && m.starts[i] >= 0 && m.starts[i] < size &&
+             !__builtin_mul_overflow(len - 1, std::int64_t{m.steps[i]}, &span) &&
+             !__builtin_add_overflow(std::int64_t{m.starts[i]}, span, &last) && last >= 0 &&
              last < size;
       }
       if (!ok) report("reads outside its operand " + to_string(x.dims));
@@ -66,6 +69,8 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
       bool ok = m.axis >= 0 && m.axis < x.dims.rank &&
                 (indices->type == dtype::i32 || indices->type == dtype::i64);
       shape want = i;  // gather_elements: the indices' dims
+      // The result's rank (the operand's - 1 + the indices') must fit in a shape.
+      ok = ok && (n.kind != op::gather || x.dims.rank - 1 + i.rank <= max_rank);
       if (ok && n.kind == op::gather) {
         want = shape{};
         for (int k = 0; k < x.dims.rank; ++k) {

@@ -68,6 +68,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
 #if KILN_RUNTIME_BODY
 #include <cstring>
 
+#include "kiln/compiler/dispatch.hpp"
 #include "kiln/ir/verify.hpp"
 
 namespace kiln::runtime {
@@ -247,7 +248,18 @@ inline void check_plan(const module_contents& m, module_reader& r) {
   if (p.view_bases.size() != p.views.size()) r.fail("corrupt plan: views and their bases differ");
   within(p.view_bases, inputs + p.transients.size(), "a view's base slot");
   int group = 0;
+  // Each result and transient has one writer; no list names anything twice.
+  std::vector<int> result_writers(outputs, 0), transient_writers(p.transients.size(), 0);
+  auto unique = [&](std::vector<std::int32_t> v) {
+    std::sort(v.begin(), v.end());
+    if (std::adjacent_find(v.begin(), v.end()) != v.end())
+      r.fail("corrupt plan: a region's list names " +
+             std::to_string(*std::adjacent_find(v.begin(), v.end())) + " twice");
+  };
   for (const compiler::region& reg : p.regions) {
+    for (const auto* v : {&reg.nodes, &reg.args, &reg.results, &reg.reads, &reg.writes, &reg.views,
+                          &reg.view_reads, &reg.indices})
+      unique(*v);
     within(reg.nodes, nodes, "a region's node");
     within(reg.args, inputs, "a region's parameter");
     within(reg.results, outputs, "a region's result");
@@ -260,11 +272,92 @@ inline void check_plan(const module_contents& m, module_reader& r) {
     for (auto n : {reg.root, reg.contraction})
       if (n < -1 || n >= static_cast<std::int32_t>(nodes))
         r.fail("corrupt plan: a region's root " + std::to_string(n) + " is not a node");
+    // The space the executors walk, against the nodes it is the space of: a reduction's operand, a
+    // contraction's result, or (elementwise) one that every value the region stores broadcasts
+    // to. The buffers are sized from the nodes, so a larger space would walk past them.
+    bool space_ok = reg.space.rank >= 0 && reg.space.rank <= max_rank;
+    for (int i = 0; space_ok && i < reg.space.rank; ++i)
+      space_ok = reg.space.dims[i] >= -static_cast<std::int64_t>(g.symbols.size());
+    auto in_region = [&](std::int32_t id) {
+      return std::find(reg.nodes.begin(), reg.nodes.end(), id) != reg.nodes.end();
+    };
+    // What the region stores is written over its space (a reduction's, over its kept dims).
+    shape written = reg.space;
+    if (reg.root >= 0 && reg.contraction >= 0) space_ok = false;  // one root a region
+    if (space_ok && reg.root >= 0) {
+      const ir::node& root = g.nodes[reg.root];
+      space_ok = ir::is_reduction(ir::info(root.kind).cls) && in_region(reg.root) &&
+                 reg.space == g.nodes[root.operands[0]].dims;
+      written = root.dims;
+    } else if (space_ok && reg.contraction >= 0) {
+      const ir::node& c = g.nodes[reg.contraction];
+      space_ok =
+          (ir::info(c.kind).cls == ir::op_class::contraction || ir::is_convolution(c.kind)) &&
+          in_region(reg.contraction) && reg.space == c.dims;
+    }
+    for (auto out : reg.results) space_ok = space_ok && g.nodes[g.outputs[out]].dims == written;
+    for (auto t : reg.writes) space_ok = space_ok && g.nodes[p.transients[t]].dims == written;
+    if (!space_ok) r.fail("corrupt plan: a region's space is not that of its nodes");
+    for (auto out : reg.results) ++result_writers[out];
+    for (auto t : reg.writes) ++transient_writers[t];
+    // Each node the region loads comes from one of its slots, each node it computes from values
+    // before it, and it stores at least one value (the back ends index these without checks).
+    if (reg.results.empty() && reg.writes.empty()) r.fail("corrupt plan: a region stores nothing");
+    // Every slot it lists is one of its nodes (the executors lay out and copy each), read over
+    // the space: each of its sizes that size or 1 (a contraction's operands are packed instead).
+    auto fits_space = [&](std::int32_t id) {
+      const shape& s = g.nodes[id].dims;
+      bool ok = s.rank <= reg.space.rank;
+      for (int i = 0; ok && i < s.rank; ++i) {
+        const std::int64_t d = s.dims[i], e = reg.space.dims[reg.space.rank - s.rank + i];
+        ok = d == e || d == 1 || ir::is_symbol(d);
+      }
+      return ok || reg.contraction >= 0;
+    };
+    for (auto a : reg.args) {
+      bool used = false;
+      for (auto id : reg.nodes)
+        used =
+            used || (g.nodes[id].kind == ir::op::input && g.nodes[id].arg == a && fits_space(id));
+      if (!used) r.fail("corrupt plan: a region reads parameter " + std::to_string(a) + " wrongly");
+    }
+    for (auto t : reg.reads)
+      if (!in_region(p.transients[t]) || !fits_space(p.transients[t]))
+        r.fail("corrupt plan: a region reads transient " + std::to_string(t) + " wrongly");
+    for (auto v : reg.views)
+      if (!in_region(p.views[v]) || !fits_space(p.views[v]))
+        r.fail("corrupt plan: a region reads view " + std::to_string(v) + " wrongly");
+    const std::vector<std::int32_t> slots = compiler::input_slots(p, reg);
+    const std::vector<bool> evaluated = compiler::evaluated_nodes(p, reg);
+    std::vector<bool> seen(nodes, false);
+    for (auto id : reg.nodes) {
+      const int slot = compiler::load_slot(p, reg, id);
+      if (slot >= 0 && slot != compiler::accumulator_slot(p) &&
+          std::find(slots.begin(), slots.end(), slot) == slots.end())
+        r.fail("corrupt plan: a region loads %" + std::to_string(id) + " from no slot of its own");
+      if (slot < 0 && evaluated[id] && id != reg.root)
+        for (int k = 0; k < ir::info(g.nodes[id].kind).arity; ++k)
+          if (!seen[g.nodes[id].operands[k]])
+            r.fail("corrupt plan: a region computes %" + std::to_string(id) +
+                   " before its operands");
+      seen[id] = true;
+    }
     if (reg.group < group || reg.group > group + 1)
       r.fail("corrupt plan: region groups out of order");
     group = reg.group;
     if (reg.space.rank < 0) r.fail("corrupt plan: a region's space");
   }
+  for (int w : result_writers)
+    if (w != 1) r.fail("corrupt plan: a result is written by " + std::to_string(w) + " regions");
+  for (int w : transient_writers)
+    if (w > 1) r.fail("corrupt plan: a transient is written by " + std::to_string(w) + " regions");
+  // Row groups (one dispatch running several regions a block of rows at a time) by the
+  // compiler's own rule over these regions: the executors rely on what it guarantees of each.
+  std::vector<compiler::region> regrouped = p.regions;
+  compiler::form_row_groups(g, regrouped, p.transients);
+  for (std::size_t i = 0; i < regrouped.size(); ++i)
+    if (regrouped[i].group != p.regions[i].group)
+      r.fail("corrupt plan: region " + std::to_string(i) + "'s row group is not the compiler's");
   const function_parts& f = m.parts;
   std::size_t assigned = 0;
   for (const auto& v : f.variables) assigned += v.assigned >= 0;

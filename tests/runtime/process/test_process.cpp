@@ -1,12 +1,15 @@
 // Checks that need their own process, each run by ctest with its own environment: no Vulkan
-// driver visible, the on-disk pipeline cache across two processes (and unusable cache files), and
-// KILN_DUMP_DIR dumps.
+// driver visible, the on-disk pipeline cache across two processes (and unusable cache files),
+// KILN_DUMP_DIR dumps, and an exit with a call still waiting.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -340,4 +343,27 @@ TEST(Determinism, SameReductionBitsWithOtherThreadCounts) {
   std::size_t differ = 0;
   for (std::size_t i = 0; i < bits.size(); ++i) differ += bits[i] != written[i];
   EXPECT_EQ(differ, 0u) << "of " << bits.size() << " results";
+}
+
+// A call queued after a fence nobody will signal (a host timeline kept alive to the end) does not
+// hold the process at exit: the CPU queue, stopped by the static destructors, gives the wait up.
+// The parent runs this test again in a child process (KILN_TEST_EXIT_CHILD), which submits the
+// call and exits; the child must end, with status 0, well within the limit.
+TEST(Exit, APendingCallDoesNotHoldTheProcess) {
+  if (std::getenv("KILN_TEST_EXIT_CHILD")) {
+    static auto* gate = new host_timeline;  // never signalled, never destroyed
+    static std::vector<float> x(64, 1.0f), y(64, 1.0f), z(64, 0.0f), out(64);
+    relu_fma.on(device::cpu()).submit(after(gate->at(1)), x, y, z, into(out));
+    std::exit(0);
+  }
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(("KILN_TEST_EXIT_CHILD=1 timeout 60 '" + self +
+                                  "' --gtest_filter=Exit.APendingCallDoesNotHoldTheProcess"
+                                  " >/dev/null 2>&1")
+                                     .c_str());
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "124: the child was still waiting after 60 s";
+  EXPECT_LT(took, std::chrono::seconds(20));
 }

@@ -339,7 +339,15 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
     if (!evaluated[id]) continue;  // a contraction's operand: read by its packing
     const ir::node& n = g.nodes[id];
     instruction s;
-    for (int i = 0; i < arity(id); ++i) s.in[i] = slot_of[n.operands[i]];
+    for (int i = 0; i < arity(id); ++i) {
+      s.in[i] = slot_of[n.operands[i]];
+      // A plan the compiler made never has one (a module's plan may: runtime/module_format.hpp).
+      if (s.in[i] < 0)
+        throw error(errc::invalid_graph, std::string(ir::name(n.kind)),
+                    "node %" + std::to_string(id) + " of a region reads %" +
+                        std::to_string(n.operands[i]) +
+                        ", which the region neither computes before it nor loads");
+    }
     dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
     if (int in = compiler::load_slot(p, reg, id); in >= 0) {
       s.param = in;
@@ -385,6 +393,9 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
     instruction s;
     s.out = st.slot;
     s.in[0] = slot_of[id];
+    if (s.in[0] < 0 && id != reg.root)
+      throw error(errc::invalid_graph, std::string(ir::name(g.nodes[id].kind)),
+                  "a region stores %" + std::to_string(id) + ", which it does not compute");
     s.fn = detail::with_dtype(g.nodes[id].type, [](auto d) -> instruction_fn {
       return &detail::store_result<decltype(d)::value>;
     });
