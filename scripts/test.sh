@@ -42,12 +42,13 @@ sanitized build/asan -O0 address,undefined
 # The tests that run kiln from several threads: one executable from four threads on both devices
 # (graph), large CPU regions on the worker pool (broadcast), row groups' blocks of rows on the
 # pool (normalizations), views' strided rows gathered on the pool (views), a GEMM's tiles and its
-# shared packed B on the pool (contractions, convolutions), the pool's own checks, and submitted
-# calls on the devices' queues (async). -O1: ThreadSanitizer's usual level.
+# shared packed B on the pool (contractions, convolutions), the pool's own checks, submitted
+# calls on the devices' queues (async), and thread limits (threads). -O1: ThreadSanitizer's usual
+# level.
 sanitized build/tsan -O1 thread graph_test_graph e2e_test_broadcast graph_test_bad_inputs \
   e2e_test_normalizations e2e_test_views e2e_test_contractions e2e_test_convolutions \
-  runtime_test_async
+  runtime_test_async runtime_test_threads
 (cd build/tsan &&
   TSAN_OPTIONS=suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
   ctest -j "$jobs" --output-on-failure \
-    -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale|Normalizations|Views|Matmul|Conv|ConvTranspose|Async)\.|^e2e\.cpu\.(streaming_stores\.)?test_(broadcast|normalizations|views|contractions|convolutions)$')
+    -R '^(Graph[A-Za-z]*|Broadcast|BadInputs|Scale|Normalizations|Views|Matmul|Conv|ConvTranspose|Async|Threads)\.|^e2e\.cpu\.(streaming_stores\.)?test_(broadcast|normalizations|views|contractions|convolutions)$')

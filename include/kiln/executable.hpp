@@ -58,6 +58,9 @@ KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_c
 // its trace points are recorded at each call. Compiled once with the runtime (the passes are
 // the bulk of a graph-building file's code otherwise).
 KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt = {});
+// The same, taking the graph's tensor constants over instead of copying them (the graph keeps
+// everything else): the weights are then held once, by the executable.
+KILN_RUNTIME_API executable compile(graph&& g, compiler::options opt = {});
 
 // A kiln::fn through the run-time door (inputs "arg1", ..., results "result1", ...): the same
 // plan, run on the CPU by the tiled interpreter instead of the compile-time kernels.
@@ -206,14 +209,26 @@ KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
 }
 }  // namespace detail
 
-KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt) {
+namespace detail {
+inline void check_compilable(const graph& g) {
   bool assigns = false;
   for (const auto& v : g.variables()) assigns = assigns || v.assigned >= 0;
   if (g.ir().outputs.empty() && !assigns)
     throw error(errc::invalid_graph, "compile",
                 "the graph has no outputs (graph::output) and assigns no variable");
+}
+}  // namespace detail
+
+KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt) {
+  detail::check_compilable(g);
   return detail::compile_ir(g.ir(), g.constants(), g.variables(), g.input_names(), g.output_names(),
                             opt, "graph");
+}
+
+KILN_RUNTIME_API executable compile(graph&& g, compiler::options opt) {
+  detail::check_compilable(g);
+  return detail::compile_ir(g.ir(), g.take_constants(), g.variables(), g.input_names(),
+                            g.output_names(), opt, "graph");
 }
 
 }  // namespace kiln

@@ -148,6 +148,11 @@ class executable {
   // any call: what to allocate. Argument extents that do not fit are the call's kiln::error.
   KILN_RUNTIME_API std::vector<shape> result_dims(std::span<const shape> argument_dims) const;
 
+  // At most `threads` CPU threads for its calls (0, the default: the process's count,
+  // KILN_NUM_THREADS), as ONNX Runtime's intra-op setting; copies share it. A kiln::thread_limit
+  // scope limits the calls a thread makes instead; the lower of the two holds.
+  KILN_RUNTIME_API void set_threads(int threads) const;
+
   // Runs on `d`: arguments in the graph's input order, results in its output order. The call's
   // transients live in the executable's arena for `d`, or in `ws` when the caller gives one.
   void run(std::span<const tensor_ref> args, std::span<const tensor_ref> results,
@@ -311,6 +316,7 @@ struct executable::state {
   std::vector<std::int32_t> constant_args;                // the plan's input of each constant
   std::vector<std::vector<std::uint8_t>> constant_bytes;  // and its data
   std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
+  std::atomic<int> threads{0};           // set_threads (0: no limit of its own)
   cpu::interpreted_plan cpu;
   runtime::constant_uploads uploads;
 
@@ -366,8 +372,7 @@ KILN_RUNTIME_API void executable::save(const std::string& path) const {
 }
 
 KILN_RUNTIME_API executable executable::from_bytes(std::span<const std::uint8_t> bytes,
-                                                   const std::string& source,
-                                                   bool trust_kernels) {
+                                                   const std::string& source, bool trust_kernels) {
   runtime::module_contents m = runtime::decode_module(bytes, source, trust_kernels);
   // Its kernels are run as they are on a device of their fingerprint: checked as kiln checks what
   // it emits (spirv-val, where kiln has SPIRV-Tools).
@@ -387,6 +392,13 @@ KILN_RUNTIME_API executable executable::load(const std::string& path, bool trust
 }
 
 KILN_RUNTIME_API const compiler::plan& executable::plan() const { return st().program.plan(); }
+KILN_RUNTIME_API void executable::set_threads(int threads) const {
+  if (threads < 0)
+    throw error(
+        errc::invalid_argument, st().program.name(),
+        "set_threads takes 0 (the process's count) or more, got " + std::to_string(threads));
+  st().threads.store(threads, std::memory_order_relaxed);
+}
 KILN_RUNTIME_API const std::vector<std::string>& executable::input_names() const {
   return st().inputs;
 }
@@ -483,6 +495,10 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
   const compiler::plan& p = st().program.plan();
   const ir::graph& g = p.graph;
   const std::string& who = st().program.name();
+  // Its thread count for what runs here (a submission carries it to its queue: execute.hpp).
+  const int own = st().threads.load(std::memory_order_relaxed),
+            caller = cpu::thread_limit_of_this_thread();
+  const thread_limit threads(own > 0 && (caller == 0 || own < caller) ? own : caller);
   auto count = [&](std::size_t got, std::size_t want, const char* what,
                    const std::vector<std::string>& names) {
     if (got == want) return;

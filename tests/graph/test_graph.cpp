@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -246,6 +247,30 @@ TEST(Graph, InterpreterKeepsARowsRepeatedValuesAcrossItsTiles) {
                 std::bit_cast<std::uint32_t>(interpreted[i]))
           << "element " << i;
   }
+}
+
+// A tensor constant moved in is the buffer itself (no copy), and compile(std::move(g)) takes it
+// over (the graph is left without it): a model's weights are held once.
+TEST(Graph, ConstantsMovedInAreHeldOnce) {
+  graph g;
+  const std::vector<float> w = {1.5f, -2.0f, 3.0f, 0.25f};
+  std::vector<unsigned char> bytes(sizeof(float) * w.size());
+  std::memcpy(bytes.data(), w.data(), bytes.size());
+  const unsigned char* where = bytes.data();
+  auto x = g.input("x", dtype::f32, {4});
+  auto c = g.constant(std::move(bytes), dtype::f32, {4});
+  EXPECT_TRUE(bytes.empty());
+  ASSERT_EQ(g.constants().size(), 1u);
+  EXPECT_EQ(g.constants()[0].bytes.data(), where);
+  g.output("y", g.mul(x, c));
+  executable e = compile(std::move(g));
+  EXPECT_TRUE(g.constants().empty());
+  std::vector<float> xs = {2, 2, 4, 8}, y(4);
+  e.run({xs}, {y}, device::cpu());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], xs[i] * w[i]) << i;
+  graph h;
+  EXPECT_EQ(error_of([&] { h.constant(std::vector<unsigned char>(12), dtype::f32, {4}); }),
+            "kiln: constant: the extents [4] of f32 hold 16 bytes but the buffer has 12");
 }
 
 TEST(Graph, ConcurrentCallsFromSeveralThreads) {

@@ -110,8 +110,7 @@ TEST(DLPack, WhatIsRefusedSaysWhy) {
   graph g;
   g.output("y", g.relu(g.input("x", dtype::f32, {3, 4})));
   std::vector<float> y(12);
-  EXPECT_NE(message_of([&] { compile(g).run({from_dlpack(t)}, {y}, device::cpu()); }),
-            "no error");
+  EXPECT_NE(message_of([&] { compile(g).run({from_dlpack(t)}, {y}, device::cpu()); }), "no error");
   t.data = data.data();
   t.byte_offset = 0;
   DLManagedTensor foreign{};

@@ -460,9 +460,7 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
             }).find("not the broadcast of its operands'"),
             std::string::npos);
   // An input node whose extents differ from its declaration's.
-  EXPECT_NE(broken([](auto& m) {
-              m.plan.graph.nodes[0].dims.dims[0] += 1;
-            }).find("declaration"),
+  EXPECT_NE(broken([](auto& m) { m.plan.graph.nodes[0].dims.dims[0] += 1; }).find("declaration"),
             std::string::npos);
 }
 
@@ -504,8 +502,7 @@ TEST(Modules, TheirKernelsRunAsTheyAreOnTheSameTargetWhereTrusted) {
   EXPECT_EQ(p2, p1);
   EXPECT_EQ(s2, s1);
   auto load_error = [&](const runtime::module_contents& m) {
-    return error_of(
-        [&] { (void)module::from_bytes(runtime::encode_module(m), "m.kiln", true); });
+    return error_of([&] { (void)module::from_bytes(runtime::encode_module(m), "m.kiln", true); });
   };
   runtime::module_contents m = runtime::decode_module(bytes, "m.kiln", true);
   ASSERT_FALSE(m.kernels.empty());

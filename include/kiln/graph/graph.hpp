@@ -74,6 +74,10 @@ class graph {
   }
   // The same from untyped data: `count` elements of dtype t.
   value constant(const void* data, dtype t, std::size_t count, const shape& dims);
+  // The same from a buffer moved in (its elements of dtype t, row-major): no copy. With
+  // compile(std::move(g)) the executable takes it over in turn, so an importer's weights are
+  // held once.
+  value constant(std::vector<unsigned char>&& bytes, dtype t, const shape& dims);
 
   // Any op of the op table by its ir::op, with its operands (for importers that map op names).
   value apply(ir::op o, std::initializer_list<value> operands);
@@ -289,6 +293,8 @@ class graph {
   const std::vector<std::string>& input_names() const { return inputs_; }
   const std::vector<std::string>& output_names() const { return outputs_; }
   const std::vector<tensor_constant>& constants() const { return constants_; }
+  // Moves the tensor constants out (compile(std::move(g)) does): the graph then has none.
+  std::vector<tensor_constant> take_constants() { return std::move(constants_); }
   // The variables: name, the IR input each is, and the node assigned to it (-1: none).
   struct variable_slot {
     std::string name;
@@ -395,6 +401,26 @@ KILN_RUNTIME_API graph::value graph::constant(const void* data, dtype t, std::si
   const auto* from = static_cast<const unsigned char*>(data);
   constants_.push_back(
       {b_.get().nodes[v.id].arg, std::vector<unsigned char>(from, from + (data ? bytes : 0))});
+  return v;
+}
+
+KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes, dtype t,
+                                              const shape& dims) {
+  if (!is_valid(t))
+    throw error(errc::invalid_argument, "constant",
+                "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
+  if (!dims.is_static())
+    throw error(errc::invalid_argument, "constant",
+                "a tensor constant needs static extents, got " + to_string(dims));
+  const std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+  const auto want = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
+  if (bytes.size() != want)
+    throw error(errc::shape_mismatch, "constant",
+                "the extents " + to_string(dims) + " of " + std::string(name(t)) + " hold " +
+                    std::to_string(want) + " bytes but the buffer has " +
+                    std::to_string(bytes.size()));
+  value v = wrap(b_.input(t, dims));
+  constants_.push_back({b_.get().nodes[v.id].arg, std::move(bytes)});
   return v;
 }
 

@@ -78,6 +78,7 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
 #include <cstring>
 
 #include "kiln/core/thread_kept.hpp"
+#include "kiln/runtime/cpu/parallel.hpp"
 #include "kiln/runtime/host_memory.hpp"
 #include "kiln/runtime/vulkan/executor.hpp"
 
@@ -346,7 +347,9 @@ KILN_RUNTIME_API fence submit(const device& d, const program& prog, owned_call c
   state->line = line;
   submission_queue& q = detail::host_queue_of(d);
   // The task holds the device (a Vulkan context stays open until it has run).
-  state->value = q.push([d, &prog, h, order, state, line, &q](std::uint64_t number) {
+  state->value = q.push([d, &prog, h, order, state, line, &q,
+                         limit = cpu::thread_limit_of_this_thread()](std::uint64_t number) {
+    const thread_limit threads(limit);  // the submitting thread's
     try {
       // A failure there is this call's. A fence that is not reached by the time the queue stops
       // (the process exits; the device closes) is given up, so that exit never waits on it.

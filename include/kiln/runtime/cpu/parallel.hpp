@@ -12,15 +12,41 @@ namespace kiln::cpu {
 // fn(first, last) runs tasks [first, last) on the calling thread; it must not throw.
 using task_range = function_ref<void(std::int64_t, std::int64_t)>;
 
-// Threads for large regions, read once: KILN_NUM_THREADS when it is a positive integer (clamped to
-// 4 x the hardware threads), else the hardware threads. A value that is not used says so once.
+// Threads for large regions: the process's (read once: KILN_NUM_THREADS when it is a positive
+// integer, clamped to 4 x the hardware threads, else the hardware threads; a value that is not
+// used says so once), or fewer where the calling thread set a limit (thread_limit).
 KILN_RUNTIME_API int thread_count();
 
+// The most threads this thread's CPU work may use (0: no limit of its own), and setting it.
+KILN_RUNTIME_API int thread_limit_of_this_thread();
+KILN_RUNTIME_API void set_thread_limit_of_this_thread(int threads);
+
 // Runs fn over [0, tasks) in pieces of `chunk` tasks on the calling thread and the process's
-// worker pool (made at first use, thread_count() threads in all); returns when all have run.
+// worker pool (made at first use); at most thread_count() threads take part, the calling thread
+// among them. Returns when all have run.
 KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn);
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+// The threads of the CPU calls this thread makes while it lives, as ONNX Runtime's intra-op
+// setting: at most `threads` (1: the calling thread alone), within the process's count. A call
+// submitted meanwhile keeps the limit when it runs. Scopes nest; the inner one holds.
+class thread_limit {
+ public:
+  explicit thread_limit(int threads) : before_(cpu::thread_limit_of_this_thread()) {
+    cpu::set_thread_limit_of_this_thread(threads);
+  }
+  ~thread_limit() { cpu::set_thread_limit_of_this_thread(before_); }
+  thread_limit(const thread_limit&) = delete;
+  thread_limit& operator=(const thread_limit&) = delete;
+
+ private:
+  int before_;
+};
+
+}  // namespace kiln
 
 #if KILN_RUNTIME_BODY
 #include "kiln/runtime/cpu/thread_pool.hpp"

@@ -68,11 +68,11 @@ class thread_pool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(first, last) over [0, tasks) in pieces of `chunk` tasks, on the calling thread and
-  // the workers; returns when every piece has run. fn must not throw. While another thread's job
-  // holds the pool, the whole range runs on the calling thread.
-  void run(std::int64_t tasks, std::int64_t chunk, task_range fn) {
+  // at most participants - 1 workers; returns when every piece has run. fn must not throw. While
+  // another thread's job holds the pool, the whole range runs on the calling thread.
+  void run(std::int64_t tasks, std::int64_t chunk, task_range fn, int participants) {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
-    if (!busy || workers_.empty() || tasks <= chunk || solo_calls_ > 0) {
+    if (!busy || workers_.empty() || tasks <= chunk || solo_calls_ > 0 || participants < 2) {
       if (busy && solo_calls_ > 0) --solo_calls_;
       fn(std::int64_t{0}, tasks);
       return;
@@ -80,6 +80,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       job_ = &fn;
+      seats_ = participants - 1;
       tasks_ = tasks;
       chunk_ = std::max<std::int64_t>(chunk, 1);
       next_.store(0, std::memory_order_relaxed);
@@ -137,6 +138,8 @@ class thread_pool {
       wake_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
       if (stop_) return;
       seen = generation_;
+      if (seats_ == 0) continue;  // the job has the threads it may use
+      --seats_;
       ++active_;
       lock.unlock();
       claim();
@@ -152,6 +155,7 @@ class thread_pool {
   std::condition_variable wake_, done_;
   const task_range* job_ = nullptr;  // the running job's, alive until run() returns
   std::int64_t tasks_ = 0, chunk_ = 1;
+  int seats_ = 0;  // workers the running job may still take
   std::atomic<std::int64_t> next_{0};
   // Read without the mutex by spinning threads; written with it.
   std::atomic<std::uint64_t> generation_{0};
@@ -161,15 +165,28 @@ class thread_pool {
 
 // The definitions behind parallel.hpp's declarations (core/runtime_boundary.hpp).
 #if KILN_RUNTIME_BODY
-KILN_RUNTIME_API int thread_count() {
+namespace detail {
+inline int process_thread_count() {
   static const int n = parse_thread_count(std::getenv("KILN_NUM_THREADS"),
                                           static_cast<int>(std::thread::hardware_concurrency()));
   return n;
 }
+inline thread_local int this_thread_limit = 0;
+}  // namespace detail
+
+KILN_RUNTIME_API int thread_limit_of_this_thread() { return detail::this_thread_limit; }
+KILN_RUNTIME_API void set_thread_limit_of_this_thread(int threads) {
+  detail::this_thread_limit = std::max(threads, 0);
+}
+
+KILN_RUNTIME_API int thread_count() {
+  const int n = detail::process_thread_count(), limit = detail::this_thread_limit;
+  return limit > 0 ? std::min(n, limit) : n;
+}
 
 KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn) {
-  static thread_pool pool(thread_count());
-  pool.run(tasks, chunk, fn);
+  static thread_pool pool(detail::process_thread_count());
+  pool.run(tasks, chunk, fn, thread_count());
 }
 #endif  // KILN_RUNTIME_BODY
 

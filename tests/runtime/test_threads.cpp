@@ -1,0 +1,80 @@
+// Threads per call and per executable (kiln::thread_limit, executable::set_threads): a limit of one
+// keeps the work on the calling thread; a limit of n lets at most n threads take part; the
+// process's count holds outside any limit; calls under a limit, synchronous or submitted, compute
+// what they compute without one.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <kiln/executable.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/runtime/cpu/parallel.hpp>
+
+#include "../support/errors.hpp"
+
+using namespace kiln;
+
+namespace {
+
+// The threads that ran a job of many small tasks.
+std::set<std::thread::id> threads_of_a_job() {
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  cpu::parallel_for(2000, 1, [&](std::int64_t first, std::int64_t last) {
+    volatile double sink = 0;
+    for (std::int64_t t = first; t < last; ++t)
+      for (int k = 0; k < 2000; ++k) sink = sink + double(k) * double(t);
+    std::lock_guard lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids;
+}
+
+TEST(Threads, ALimitBoundsTheThreadsOfTheCallingThreadsWork) {
+  const int process = cpu::thread_count();
+  {
+    thread_limit one(1);
+    EXPECT_EQ(cpu::thread_count(), 1);
+    EXPECT_EQ(threads_of_a_job(), std::set<std::thread::id>{std::this_thread::get_id()});
+    {
+      thread_limit two(2);  // the inner scope holds
+      EXPECT_EQ(cpu::thread_count(), std::min(process, 2));
+      EXPECT_LE(threads_of_a_job().size(), 2u);
+    }
+    EXPECT_EQ(cpu::thread_count(), 1);
+  }
+  EXPECT_EQ(cpu::thread_count(), process);
+  // Another thread's limit is its own.
+  std::thread other([&] {
+    thread_limit one(1);
+    EXPECT_EQ(cpu::thread_count(), 1);
+  });
+  other.join();
+  EXPECT_EQ(cpu::thread_count(), process);
+}
+
+TEST(Threads, CallsUnderALimitComputeTheSame) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  g.output("y", g.add(g.mul(x, x), g.reduce_sum(x, {0}, true)));
+  executable e = compile(g);
+  const std::int64_t n = 1 << 18;
+  std::vector<float> xs(n), free_y(n), one_y(n), submitted_y(n);
+  for (std::int64_t i = 0; i < n; ++i) xs[i] = float(i % 13) * 0.125f - 0.75f;
+  const device cpu = device::cpu();
+  e.run({xs}, {free_y}, cpu);
+  e.set_threads(1);
+  e.run({xs}, {one_y}, cpu);
+  EXPECT_EQ(one_y, free_y);  // the same bits: folds have one order whatever the threads
+  e.set_threads(0);
+  {
+    thread_limit one(1);
+    e.submit({xs}, {submitted_y}, cpu).wait();
+  }
+  EXPECT_EQ(submitted_y, free_y);
+  EXPECT_NE(error_of([&] { e.set_threads(-1); }).find("set_threads takes 0"), std::string::npos);
+}
+
+}  // namespace
