@@ -88,10 +88,12 @@ namespace detail {
 [[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e) {
   const std::string folder = runtime::reproducer_folder("graph");
   if (folder.empty()) throw e;
+  bool whole = true;
   for (const auto& [file, body] : {std::pair<std::string, std::string>{"graph.ir", ir::print(ir)},
                                    {"error.txt", std::string(e.what()) + "\n"}})
-    runtime::write_file(folder + "/" + file, body.data(), body.size());
-  runtime::rethrow_naming(e, folder);
+    whole = runtime::write_file(folder + "/" + file, body.data(), body.size(), "KILN_REPRO_DIR") &&
+            whole;
+  runtime::rethrow_naming(e, folder, whole);
 }
 
 KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_constant> constants,

@@ -620,8 +620,10 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
                                                    const error& e) const {
   const std::string folder = runtime::reproducer_folder(name());
   if (folder.empty()) return;
+  bool whole = true;  // every part written: only then does the error name the folder
   auto text = [&](const std::string& file, const std::string& body) {
-    runtime::write_file(folder + "/" + file, body.data(), body.size());
+    whole = runtime::write_file(folder + "/" + file, body.data(), body.size(), "KILN_REPRO_DIR") &&
+            whole;
   };
   text("error.txt", std::string(e.what()) + "\n");
   std::string device_name = d.name();  // "vulkan:0 (llvmpipe ...)": kiln-run takes "vulkan:0"
@@ -630,8 +632,10 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
   text("plan.txt", compiler::print(plan()));
   std::vector<spirv::kernel> emitted = kernels();
   for (std::size_t k = 0; k < emitted.size(); ++k)
-    runtime::write_file(folder + "/kernel-" + std::to_string(k) + ".spv", emitted[k].code.data(),
-                        emitted[k].code.size() * sizeof(std::uint32_t));
+    whole = runtime::write_file(folder + "/kernel-" + std::to_string(k) + ".spv",
+                                emitted[k].code.data(),
+                                emitted[k].code.size() * sizeof(std::uint32_t), "KILN_REPRO_DIR") &&
+            whole;
   std::string command = "kiln-run module.kiln --device " + device_name;
   try {
     save(folder + "/module.kiln");
@@ -652,10 +656,11 @@ KILN_RUNTIME_API void executable::write_reproducer(const device& d,
     }
   } catch (const error&) {
     command = "# the module or an argument could not be written: " + command;
+    whole = false;
   }
   text("command.sh", "#!/bin/sh\n# Reproduces: " + std::string(e.what()) +
                          "\ncd \"$(dirname \"$0\")\" && " + command + "\n");
-  runtime::rethrow_naming(e, folder);
+  runtime::rethrow_naming(e, folder, whole);
 }
 
 KILN_RUNTIME_API kiln::variable executable::variable(std::string_view name) const {
@@ -668,7 +673,8 @@ KILN_RUNTIME_API void executable::share_variable(std::string_view name,
   std::lock_guard lock(st().variables_mutex);
   state::variable_use& v = st().find_variable(name);
   if (given.type() != v.value.type() || !(given.dims() == v.value.dims()))
-    throw error(errc::dtype_mismatch, st().program.name(),
+    throw error(given.type() != v.value.type() ? errc::dtype_mismatch : errc::shape_mismatch,
+                st().program.name(),
                 "variable '" + v.name + "' is " + std::string(kiln::name(v.value.type())) +
                     to_string(v.value.dims()) + " but the one given ('" + given.name() + "') is " +
                     std::string(kiln::name(given.type())) + to_string(given.dims()));

@@ -290,6 +290,20 @@ TEST(Modules, AFailedCallLeavesAReproducer) {
   EXPECT_EQ(status, 1);
   EXPECT_NE(again.find(plain.substr(plain.find(": ", 6))), std::string::npos) << again;
   std::filesystem::remove_all(root);
+  // KILN_REPRO_DIR where no folder can be made (a file): the error is the plain one, naming no
+  // reproducer, and stderr says why once.
+  const std::string file = temp_path("repro-is-a-file");
+  std::ofstream(file) << "x";
+  setenv("KILN_REPRO_DIR", file.c_str(), 1);
+  testing::internal::CaptureStderr();
+  const std::string unwritten = error_of([&] {
+    exe.run({view(empty.data(), {3, 0})}, {out}, device::cpu());
+  });
+  const std::string said = testing::internal::GetCapturedStderr();
+  unsetenv("KILN_REPRO_DIR");
+  EXPECT_EQ(unwritten, plain);
+  EXPECT_NE(said.find("kiln: KILN_REPRO_DIR: cannot write " + file), std::string::npos) << said;
+  std::filesystem::remove(file);
 }
 // A kiln::fn's own call that fails, and a submitted call that fails, leave reproducers too: the
 // error (the fn's at once, the submission's at its fence) names the folder, which holds the

@@ -158,6 +158,17 @@ TEST(Variables, MistakesAreNamed) {
             "kiln: variable::load: 'w' is f32[4] but the host data is f64");
   EXPECT_EQ(error_of([&] { exe.share_variable("w", kiln::variable("u", dtype::f32, {5})); }),
             "kiln: " + exe.name() + ": variable 'w' is f32[4] but the one given ('u') is f32[5]");
+  // The code says which of the two differs.
+  try {
+    exe.share_variable("w", kiln::variable("u", dtype::f32, {5}));
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::shape_mismatch);
+  }
+  try {
+    exe.share_variable("w", kiln::variable("u", dtype::f64, {4}));
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::dtype_mismatch);
+  }
   EXPECT_EQ(error_of([&] { exe.variable("w").load_bytes(nullptr, 16); }),
             "kiln: variable::load: 'w': the data pointer is null (16 bytes)");
   EXPECT_EQ(error_of([&] { exe.variable("w").save_bytes(nullptr, 16); }),

@@ -218,9 +218,11 @@ inline const spirv::kernel& keep_kernel(const runtime::program& prog, const std:
         throw error(errc::device_error, "spirv-val", prog.name() + " " + what + ": " + msg);
     if (const auto& dir = dump_directory(); !dir.empty()) {
       auto base = dir / prog.name() / stem;
-      runtime::write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4);
+      runtime::write_file(base.string() + ".spv", k.code.data(), k.code.size() * 4,
+                          "KILN_DUMP_DIR");
       std::string text = spirv::disassemble(k.code);
-      if (!text.empty()) runtime::write_file(base.string() + ".spvasm", text.data(), text.size());
+      if (!text.empty())
+        runtime::write_file(base.string() + ".spvasm", text.data(), text.size(), "KILN_DUMP_DIR");
     }
   }
   return prog.vulkan_kernels().kernels.emplace(key, std::move(k)).first->second;
@@ -287,7 +289,7 @@ KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, c
                               {"2-regions.txt", compiler::print_regions(plan_)},
                               {"3-plan.txt", text}};
     for (auto& [file, body] : files)
-      runtime::write_file((dir / name_ / file).string(), body.data(), body.size());
+      runtime::write_file((dir / name_ / file).string(), body.data(), body.size(), "KILN_DUMP_DIR");
   }
 }
 
