@@ -1,10 +1,12 @@
-// Unary f32 functions over their whole range: every 4093rd bit pattern of all 2^32 (about a
-// million values: every binade and sign, subnormals, ±0, ±inf and NaNs; KILN_SWEEP_STRIDE=1 takes
-// them all), against std:: in long double. Each function has its documented bound (README, "What
-// holds on which device"): ulp of the correctly rounded result, or an absolute bound where the
-// result is tiny. Runs on Vulkan and (by ctest) again on the CPU. On a device that flushes
-// subnormals (support/subnormals.hpp) a subnormal input may be read as ±0 and a subnormal result
-// given as ±0; every other value is held to the same bound.
+// Unary f32 functions over their whole range: every 4093rd bit pattern of all
+// 2^32 (about a million values: every binade and sign, subnormals, ±0, ±inf and
+// NaNs; KILN_SWEEP_STRIDE=1 takes them all), against std:: in long double. Each
+// function has its documented bound (README, "What holds on which device"): ulp
+// of the correctly rounded result, or an absolute bound where the result is
+// tiny. Runs on Vulkan and (by ctest) again on the CPU. On a device that
+// flushes subnormals (support/subnormals.hpp) a subnormal input may be read as
+// ±0 and a subnormal result given as ±0; every other value is held to the same
+// bound.
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +21,8 @@ using namespace kiln;
 
 namespace {
 
-// Every KILN_SWEEP_STRIDE-th bit pattern (default 4093; 1 sweeps all 2^32, which takes minutes
-// per function).
+// Every KILN_SWEEP_STRIDE-th bit pattern (default 4093; 1 sweeps all 2^32,
+// which takes minutes per function).
 std::uint64_t stride() {
   const char* v = std::getenv("KILN_SWEEP_STRIDE");
   std::uint64_t n = v ? std::strtoull(v, nullptr, 10) : 4093;
@@ -38,8 +40,8 @@ std::vector<float> sweep() {
   return x;
 }
 
-// Distance in units in the last place of `want` (as T: float or double), NaN and infinities
-// matched exactly.
+// Distance in units in the last place of `want` (as T: float or double), NaN
+// and infinities matched exactly.
 template <class T>
 double ulp_error(T got, long double want) {
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
@@ -53,10 +55,12 @@ double ulp_error(T got, long double want) {
 
 struct bound {
   double ulps;          // allowed error in ulp of the result
-  double absolute = 0;  // or this much absolute error (results near zero of cancelling formulas)
+  double absolute = 0;  // or this much absolute error (results near zero of
+                        // cancelling formulas)
 };
 
-// Runs f on x and compares every result with reference (in long double) within bound b.
+// Runs f on x and compares every result with reference (in long double) within
+// bound b.
 template <class T, class F, class Ref>
 void check_values(const F& f, const std::vector<T>& x, Ref reference, bound b, const char* name) {
   std::vector<T> out(x.size());
@@ -142,7 +146,8 @@ TEST(Sweep, TanhSigmoidErf) {
 }
 
 TEST(Sweep, SinCos) {
-  // Over the whole range: kiln reduces the argument itself on Vulkan (lavapipe's sin(1e10) was -1).
+  // Over the whole range: kiln reduces the argument itself on Vulkan
+  // (lavapipe's sin(1e10) was -1).
   constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return sin(x); });
   constexpr auto c = fn<tensor<f32, dyn>>([](auto x) { return cos(x); });
   check_sweep(
@@ -159,7 +164,8 @@ TEST(Sweep, SinCos) {
 }
 
 TEST(Sweep, ReciprocalAndSoftsign) {
-  // Vulkan's OpFDiv may be 2.5 ulp off (the spec's precision) and flush subnormal results.
+  // Vulkan's OpFDiv may be 2.5 ulp off (the spec's precision) and flush
+  // subnormal results.
   constexpr auto r = fn<tensor<f32, dyn>>([](auto x) { return reciprocal(x); });
   constexpr auto s = fn<tensor<f32, dyn>>([](auto x) { return softsign(x); });
   check_sweep(
@@ -241,9 +247,50 @@ TEST(Sweep, ExpAndLogRelatives) {
       ec, [](long double x) { return std::erfc(x); }, {6}, "erfc");
 }
 
-// The f64 forms (they run on the CPU on every device: GLSL.std.450 has no 64-bit forms): random
-// bit patterns over every exponent, against std:: in long double, each within its stated bound
-// (README: xsimd's functions with C's edges fixed).
+// pow(x, y) = e^(y ln x) over every binade of x > 0 and exponents that keep the result a normal
+// f32 (|y log2 x| up to 126, both signs), against powl. Its bound is not a fixed number of ulps:
+// the exponent y ln x is computed in f32 (the product's rounding and the logarithm's few ulps),
+// and its absolute error is the result's relative error: 2 ulp + 2^-22 |y ln x|, up to 2.1e-5
+// for results near f32's largest (pow(10, 38) is 4.0e-6 off on the CPU).
+TEST(Sweep, Pow) {
+  constexpr auto f =
+      fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return pow(x, y); });
+  std::vector<float> xs, ys;
+  for (float x : sweep()) {
+    if (!(x > 0) || std::isinf(x) || x == 1.0f || x < FLT_MIN) continue;
+    const double l2 = std::log2(double(x));
+    for (double part : {-1.0, -0.61, -0.25, -0.03, 0.02, 0.37, 0.8, 1.0}) {
+      xs.push_back(x);
+      ys.push_back(static_cast<float>(part * 125.5 / std::fabs(l2)));
+    }
+  }
+  xs.push_back(10.0f);
+  ys.push_back(38.0f);
+  std::vector<float> out(xs.size());
+  f(xs, ys, into(out));
+  double worst = 0, worst_x = 0, worst_y = 0;
+  int failures = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const long double want =
+        std::pow(static_cast<long double>(xs[i]), static_cast<long double>(ys[i]));
+    if (!(std::fabs(want) >= FLT_MIN && std::fabs(want) <= FLT_MAX)) continue;
+    const double t = std::fabs(double(ys[i]) * std::log(double(xs[i])));
+    const double rel = static_cast<double>(std::fabs((out[i] - want) / want));
+    const double allowed = 2 * 5.96046448e-8 + t * 2.38418579e-7;
+    if (rel / allowed > worst) worst = rel / allowed, worst_x = xs[i], worst_y = ys[i];
+    if (!(rel <= allowed) && ++failures <= 3)
+      ADD_FAILURE() << "pow(" << xs[i] << ", " << ys[i] << ") = " << out[i] << ", expected "
+                    << static_cast<double>(want) << ": " << rel << " relative, above " << allowed;
+  }
+  std::printf("f32 pow      worst %.2f of the bound at pow(%g, %g) over %zu pairs\n", worst,
+              worst_x, worst_y, xs.size());
+  EXPECT_EQ(failures, 0);
+}
+
+// The f64 forms (they run on the CPU on every device: GLSL.std.450 has no
+// 64-bit forms): random bit patterns over every exponent, against std:: in long
+// double, each within its stated bound (README: xsimd's functions with C's
+// edges fixed).
 namespace {
 template <class F, class Ref>
 void check_f64(const F& f, Ref reference, double bound, const char* name) {
@@ -251,7 +298,8 @@ void check_f64(const F& f, Ref reference, double bound, const char* name) {
   std::vector<double> x(200000);
   for (auto& v : x) {
     std::uint64_t b = gen();
-    // Half of the values with small exponents, where these functions do their work.
+    // Half of the values with small exponents, where these functions do their
+    // work.
     if (b & 1) b = (b & 0x800FFFFFFFFFFFFFull) | ((0x3F0ull + (b >> 52) % 48) << 52);
     std::memcpy(&v, &b, 8);
   }

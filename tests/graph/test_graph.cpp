@@ -271,6 +271,8 @@ TEST(Graph, ConstantsMovedInAreHeldOnce) {
   graph h;
   EXPECT_EQ(error_of([&] { h.constant(std::vector<unsigned char>(12), dtype::f32, {4}); }),
             "kiln: constant: the extents [4] of f32 hold 16 bytes but the buffer has 12");
+  EXPECT_EQ(error_of([&] { h.constant(nullptr, dtype::f32, 4, shape{4}); }),
+            "kiln: constant: the data pointer is null (4 elements)");
 }
 
 TEST(Graph, ConcurrentCallsFromSeveralThreads) {

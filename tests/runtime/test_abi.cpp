@@ -94,6 +94,34 @@ TEST(Signature, MalformedStringsNameTheirByte) {
   EXPECT_EQ(error_of("I1!R1!B"), "kiln: parse_signature: at byte 6: text after the results");
   EXPECT_EQ(error_of("I1!R99999999999999999999!"),
             "kiln: parse_signature: at byte 4: the number does not fit in 64 bits");
+  // Every int64 is a number: the largest extents and lengths are read (and refused only for what
+  // they are), one past them is not.
+  EXPECT_EQ(error_of("I1!R9223372036854775807!"),
+            "kiln: parse_signature: at byte 24: a length of 9223372036854775807 runs past the end "
+            "of its span");
+  EXPECT_EQ(error_of("I1!R9223372036854775808!"),
+            "kiln: parse_signature: at byte 4: the number does not fit in 64 bits");
+  for (const char* extent : {"922337203685477580", "922337203685477587", "9223372036854775807"}) {
+    const std::string body = std::string("t1d") + extent;
+    const std::string buffer = "B" + std::to_string(body.size() + 1) + "!" + body;
+    const std::string text = "I" + std::to_string(buffer.size() + 1) + "!" + buffer + "R1!";
+    signature s = parse_signature(text);
+    ASSERT_EQ(s.inputs.size(), 1u) << text;
+    EXPECT_EQ(std::to_string(s.inputs[0].dims[0]), extent);
+    EXPECT_EQ(to_string(s), text);
+  }
+}
+
+// The oracle refuses what the call refuses: extents whose bytes do not fit in 64 bits.
+TEST(Signature, TheOracleRefusesWhatTheCallRefuses) {
+  graph g;
+  g.output("y", g.relu(g.input("x", dtype::f32, {dyn, dyn})));
+  executable e = compile(g);
+  const std::int64_t big = std::int64_t{1} << 40;
+  acceptance a = e.accepts(0, {dtype::f32, {big, big}, {}});
+  EXPECT_EQ(a.answer, acceptance::verdict::unsupported);
+  EXPECT_NE(a.why.find("fit in 64 bits"), std::string::npos) << a.why;
+  EXPECT_EQ(e.accepts(0, {dtype::f32, {big, 1}, {}}).answer, acceptance::verdict::as_is);
 }
 
 // The DSL door gives the signature the graph door gives for the same function.

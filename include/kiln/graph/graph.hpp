@@ -383,36 +383,37 @@ KILN_RUNTIME_API graph::value graph::constant(double v, dtype t) {
 
 KILN_RUNTIME_API graph::value graph::constant(const scalar& v) { return wrap(b_.constant(v)); }
 
-KILN_RUNTIME_API graph::value graph::constant(const void* data, dtype t, std::size_t count,
-                                              const shape& dims) {
+namespace detail {
+// A tensor constant's element count, its dtype and extents checked.
+inline std::int64_t constant_count(dtype t, const shape& dims) {
   if (!is_valid(t))
     throw error(errc::invalid_argument, "constant",
                 "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
   if (!dims.is_static())
     throw error(errc::invalid_argument, "constant",
                 "a tensor constant needs static extents, got " + to_string(dims));
-  std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+  return checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+}
+}  // namespace detail
+
+KILN_RUNTIME_API graph::value graph::constant(const void* data, dtype t, std::size_t count,
+                                              const shape& dims) {
+  const std::int64_t n = detail::constant_count(t, dims);
   if (static_cast<std::int64_t>(count) != n)
     throw error(errc::shape_mismatch, "constant",
                 "the extents " + to_string(dims) + " hold " + std::to_string(n) +
                     " elements but the data has " + std::to_string(count));
-  value v = wrap(b_.input(t, dims));
-  auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
+  const auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
+  if (!data && bytes > 0)
+    throw error(errc::invalid_argument, "constant",
+                "the data pointer is null (" + std::to_string(n) + " elements)");
   const auto* from = static_cast<const unsigned char*>(data);
-  constants_.push_back(
-      {b_.get().nodes[v.id].arg, std::vector<unsigned char>(from, from + (data ? bytes : 0))});
-  return v;
+  return constant(std::vector<unsigned char>(from, from + bytes), t, dims);
 }
 
 KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes, dtype t,
                                               const shape& dims) {
-  if (!is_valid(t))
-    throw error(errc::invalid_argument, "constant",
-                "dtype value " + std::to_string(static_cast<int>(t)) + " is not a kiln::dtype");
-  if (!dims.is_static())
-    throw error(errc::invalid_argument, "constant",
-                "a tensor constant needs static extents, got " + to_string(dims));
-  const std::int64_t n = checked_element_count(dims, size_in_bytes(t), "constant", "the extents");
+  const std::int64_t n = detail::constant_count(t, dims);
   const auto want = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
   if (bytes.size() != want)
     throw error(errc::shape_mismatch, "constant",

@@ -117,12 +117,16 @@ class signature_reader {
     const bool negative = peek() == '-';
     if (negative) ++at_;
     if (!(peek() >= '0' && peek() <= '9')) fail("expected a number");
-    std::int64_t v = 0;
+    // In unsigned arithmetic up to the magnitude allowed: every int64 is taken, INT64_MIN too.
+    const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : INT64_MAX;
+    std::uint64_t v = 0;
     while (peek() >= '0' && peek() <= '9') {
-      if (v > (INT64_MAX - 9) / 10) fail_at_number("the number does not fit in 64 bits");
-      v = v * 10 + (text_[at_++] - '0');
+      const auto digit = static_cast<std::uint64_t>(text_[at_] - '0');
+      if (v > (limit - digit) / 10) fail_at_number("the number does not fit in 64 bits");
+      v = v * 10 + digit;
+      ++at_;
     }
-    return negative ? -v : v;
+    return negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
   }
   // tag, then length-prefixed(body): a reader over the body.
   signature_reader span(char tag) {
@@ -255,6 +259,14 @@ KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
   dims.rank = static_cast<int>(given.shape.size());
   stride_list steps{};
   std::copy(given.shape.begin(), given.shape.end(), dims.dims.begin());
+  // The call's own size check (one function for both): extents whose bytes overflow are refused
+  // here too, before any stride is computed from them.
+  try {
+    checked_element_count(dims, size_in_bytes(given.type), "accepts", what);
+  } catch (const error& e) {
+    const std::string text = e.what(), prefix = "kiln: accepts: ";
+    return refuse(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+  }
   std::copy(given.strides.begin(), given.strides.end(), steps.begin());
   const stride_list row_major = row_major_strides(dims);
   a.wanted.strides.assign(row_major.begin(), row_major.begin() + dims.rank);
