@@ -43,7 +43,9 @@ namespace {
 // its range (nothing truncated or saturated), bool takes true, false, 1 and 0, a float type
 // decimals (rounded to the nearest value), inf and nan, but nothing past its largest finite value.
 kiln::scalar literal_element(const std::string& name, const std::string& one, kiln::dtype t) {
-  auto refuse = [&](const std::string& why) { usage("input '" + name + "': '" + one + "' " + why); };
+  auto refuse = [&](const std::string& why) {
+    usage("input '" + name + "': '" + one + "' " + why);
+  };
   const std::string type = std::string(kiln::name(t));
   if (t == kiln::dtype::boolean) {
     if (one == "true" || one == "1") return kiln::scalar::of_integer(t, 1);
@@ -100,10 +102,16 @@ kiln::runtime::npy_array parse_literal(const std::string& name, const std::strin
     at = end + 1;
   }
   if (!explicit_dims && elements.size() != 1) a.dims = kiln::shape{std::int64_t(elements.size())};
-  if (a.dims.element_count() != static_cast<std::int64_t>(elements.size()))
+  std::int64_t count = 0;
+  try {
+    count = kiln::checked_element_count(a.dims, kiln::size_in_bytes(t), "input '" + name + "'",
+                                        "extents");
+  } catch (const kiln::error& e) {
+    usage(e.what());
+  }
+  if (count != static_cast<std::int64_t>(elements.size()))
     usage("input '" + name + "': extents " + kiln::to_string(a.dims) + " hold " +
-          std::to_string(a.dims.element_count()) + " elements, " +
-          std::to_string(elements.size()) + " given");
+          std::to_string(count) + " elements, " + std::to_string(elements.size()) + " given");
   a.bytes = kiln::runtime::tensor_bytes(t, elements);
   return a;
 }

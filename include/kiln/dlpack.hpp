@@ -123,6 +123,7 @@ inline tensor_ref from_dlpack(const DLTensor& t) {
                     "the DLManagedTensor kiln exported");
   dtype type = detail::dtype_of_dl(t.dtype, who);
   shape dims = detail::dl_dims(t, who);
+  checked_element_count(dims, size_in_bytes(type), who, "the DLTensor");  // before any stride
   // A null data pointer stays null whatever the offset (the call then refuses it where the
   // tensor has elements), rather than becoming a small address.
   unsigned char* data = t.data ? static_cast<unsigned char*>(t.data) + t.byte_offset : nullptr;

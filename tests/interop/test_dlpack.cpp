@@ -103,6 +103,10 @@ TEST(DLPack, WhatIsRefusedSaysWhy) {
   std::int64_t negative[2] = {3, -4};
   t.shape = negative;
   EXPECT_NE(message_of([&] { (void)from_dlpack(t); }).find("below zero"), std::string::npos);
+  std::int64_t huge[2] = {std::int64_t{1} << 62, 4};  // its bytes overflow: refused, no stride made
+  t.shape = huge;
+  EXPECT_NE(message_of([&] { (void)from_dlpack(t); }).find("does not fit in 64 bits"),
+            std::string::npos);
   t.shape = sizes;
   t.data = nullptr;
   t.byte_offset = 64;

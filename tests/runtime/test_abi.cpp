@@ -122,6 +122,11 @@ TEST(Signature, TheOracleRefusesWhatTheCallRefuses) {
   EXPECT_EQ(a.answer, acceptance::verdict::unsupported);
   EXPECT_NE(a.why.find("fit in 64 bits"), std::string::npos) << a.why;
   EXPECT_EQ(e.accepts(0, {dtype::f32, {big, 1}, {}}).answer, acceptance::verdict::as_is);
+  // Strides that reach past the address space: refused as the call refuses them, before the
+  // aliasing test multiplies them.
+  acceptance far = e.accepts_result(0, {dtype::f32, {4, 4}, {std::int64_t{1} << 62, 1}});
+  EXPECT_EQ(far.answer, acceptance::verdict::unsupported);
+  EXPECT_NE(far.why.find("reaches beyond the address space"), std::string::npos) << far.why;
 }
 
 // The DSL door gives the signature the graph door gives for the same function.

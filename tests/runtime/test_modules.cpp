@@ -380,7 +380,8 @@ TEST(Modules, KilnRunTakesIntegerLiteralsExactly) {
   for (const auto& [literal, why] : std::vector<std::pair<std::string, std::string>>{
            {"3000000000,1", "'3000000000' is out of i32's range"},
            {"1.5,2", "'1.5' is not an integer, as i32 needs"},
-           {"1,2,", "'' is not an integer"}}) {
+           {"1,2,", "'' is not an integer"},
+           {"9223372036854775807x2=1,2", "does not fit in 64 bits"}}) {
     auto [text, status] = kiln_run(path + " --device cpu --input n=" + literal);
     EXPECT_EQ(status, 2) << literal << "\n" << text;
     EXPECT_NE(text.find(why), std::string::npos) << literal << "\n" << text;

@@ -268,6 +268,12 @@ KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
     return refuse(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
   }
   std::copy(given.strides.begin(), given.strides.end(), steps.begin());
+  if (!given.strides.empty()) try {
+      check_strides(dims, steps, size_in_bytes(given.type), "accepts", what);
+    } catch (const error& e) {
+      const std::string text = e.what(), prefix = "kiln: accepts: ";
+      return refuse(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+    }
   const stride_list row_major = row_major_strides(dims);
   a.wanted.strides.assign(row_major.begin(), row_major.begin() + dims.rank);
   // Row-major, where an axis of extent 1 may have any stride (it is never stepped along).
