@@ -160,10 +160,9 @@ namespace kiln {
 struct host_timeline::owner {
   std::shared_ptr<runtime::host_counter> line = std::make_shared<runtime::host_counter>();
   ~owner() {
-    line->abandon(std::make_exception_ptr(
-        error(errc::invalid_argument, "host_timeline",
-              "destroyed at " + std::to_string(line->reached()) +
-                  ": a point beyond it is never reached")));
+    line->abandon(std::make_exception_ptr(error(errc::invalid_argument, "host_timeline",
+                                                "destroyed at " + std::to_string(line->reached()) +
+                                                    ": a point beyond it is never reached")));
   }
 };
 

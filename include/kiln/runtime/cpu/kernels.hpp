@@ -27,8 +27,8 @@ struct kernel_table {
   const char* level;  // its name in KILN_CPU_ISA: "sse2", "avx2", "avx512" (elsewhere: isa)
   void (*run_matmul)(dtype, const matmul_operand&, const matmul_operand&, tile_ref);
   bool (*packing_computes_once)(dtype, int, std::int64_t);
-  void (*run_conv)(dtype, const shape&, const operand_layout&, const shape&,
-                   const operand_layout&, const shape&, const conv_geometry&, tile_ref);
+  void (*run_conv)(dtype, const shape&, const operand_layout&, const shape&, const operand_layout&,
+                   const shape&, const conv_geometry&, tile_ref);
   void (*run_reduction)(row_ref, fold_fn, ir::op, dtype, const shape&, const ir::attributes&,
                         std::span<const std::int32_t>, std::span<const operand_layout>,
                         std::span<const std::int32_t>, std::span<const operand_layout>, int,
@@ -109,9 +109,9 @@ inline void run_interpreted(const compiler::plan& p, const void* programs,
 }
 
 inline const kernel_table& table() {
-  static constexpr kernel_table t{KILN_CPU_ISA_NAME, KILN_CPU_LEVEL,   &run_matmul,
-                                  &packing_computes_once, &run_conv, &run_reduction,
-                                  &reduce_rows,       &interpret,      &run_interpreted};
+  static constexpr kernel_table t{KILN_CPU_ISA_NAME,      KILN_CPU_LEVEL, &run_matmul,
+                                  &packing_computes_once, &run_conv,      &run_reduction,
+                                  &reduce_rows,           &interpret,     &run_interpreted};
   return t;
 }
 

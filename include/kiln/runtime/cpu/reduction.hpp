@@ -649,7 +649,7 @@ inline void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type, co
       if (row_walks(space, attrs.axes, true, in_slots, ins, out_slots, outs, walks)) {
         auto block = [&](std::int64_t first, std::int64_t last) {
           kernels::reduce_rows(row, fold, kind, type, attrs, walks, ins.size(), outs.size(), direct,
-                      row_size, {first, last});
+                               row_size, {first, last});
         };
         if (threads > 1)
           parallel_for(rows_total,
