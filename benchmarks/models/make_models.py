@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""The model blocks kiln is measured on against ONNX Runtime, written as ONNX files the way
+exporters write them (opset 17, seeded weights, a dynamic batch): a BERT-base encoder layer with
+an attention mask, an MLP (256x1024 -> 4096 -> 1024), two ResNet-50 bottleneck blocks and a
+MobileNetV3-small-style block (depthwise convolutions, squeeze-excite, hard-swish).
+
+Usage: make_models.py OUT_DIR   (writes OUT_DIR/<name>.onnx; Debian's python3-onnx, numpy)
+"""
+import sys
+import warnings
+
+import numpy as np
+
+# python3-onnx 1.12's helpers use numpy aliases that newer numpy removed.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for alias, real in (("float", float), ("int", int), ("bool", bool), ("object", object)):
+        if not hasattr(np, alias):
+            setattr(np, alias, real)
+
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+OPSET = 17
+
+
+class Builder:
+    """Nodes, initializers and value names for one graph; weights drawn from one seed."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.count = [], [], 0
+
+    def name(self, base):
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def weight(self, shape, scale=None):
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+        scale = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
+        data = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        n = self.name("w")
+        self.inits.append(numpy_helper.from_array(data, n))
+        return n
+
+    def const(self, values, dtype=np.float32):
+        n = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), n))
+        return n
+
+    def op(self, kind, inputs, **attrs):
+        out = self.name(kind.lower())
+        self.nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    def model(self, name, inputs, outputs):
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        onnx.checker.check_model(m)
+        return m
+
+
+def dense(b, x, n_in, n_out):
+    return b.op("Add", [b.op("MatMul", [x, b.weight([n_in, n_out])]), b.weight([n_out], 0.02)])
+
+
+def layer_norm(b, x, width):
+    return b.op("LayerNormalization", [x, b.const(np.ones(width)), b.const(np.zeros(width))],
+                axis=-1, epsilon=1e-12)
+
+
+def gelu(b, x):  # erf form, as PyTorch exports nn.GELU
+    inner = b.op("Erf", [b.op("Div", [x, b.const(np.sqrt(2.0))])])
+    return b.op("Mul", [b.op("Mul", [x, b.op("Add", [inner, b.const(1.0)])]), b.const(0.5)])
+
+
+def bert_layer(seq=128, width=768, heads=12, hidden=3072):
+    """One encoder layer: self-attention with an additive mask from a [batch, seq] 0/1 mask."""
+    b = Builder(1)
+    head = width // heads
+    x, mask = "hidden_states", "attention_mask"
+
+    def split_heads(t):  # [B, S, W] -> [B, H, S, D]
+        t = b.op("Reshape", [t, b.const([0, 0, heads, head], np.int64)])
+        return b.op("Transpose", [t], perm=[0, 2, 1, 3])
+
+    q = split_heads(dense(b, x, width, width))
+    k = split_heads(dense(b, x, width, width))
+    v = split_heads(dense(b, x, width, width))
+    scores = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                          b.const(np.sqrt(head))])
+    # (1 - mask) * -10000, broadcast over heads and query rows: [B, 1, 1, S]
+    m = b.op("Unsqueeze", [b.op("Cast", [mask], to=TensorProto.FLOAT), b.const([1, 2], np.int64)])
+    additive = b.op("Mul", [b.op("Sub", [b.const(1.0), m]), b.const(-10000.0)])
+    probs = b.op("Softmax", [b.op("Add", [scores, additive])], axis=-1)
+    context = b.op("Transpose", [b.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.op("Reshape", [context, b.const([0, 0, width], np.int64)])
+    attn = layer_norm(b, b.op("Add", [dense(b, context, width, width), x]), width)
+    ffn = dense(b, gelu(b, dense(b, attn, width, hidden)), hidden, width)
+    out = layer_norm(b, b.op("Add", [ffn, attn]), width)
+    b.nodes[-1].output[0] = "output"
+    return b.model(
+        "bert_layer",
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", seq, width]),
+         helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", seq])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", seq, width])])
+
+
+def mlp(tokens=256, width=1024, hidden=4096):
+    b = Builder(2)
+    h = b.op("Relu", [dense(b, "x", width, hidden)])
+    dense(b, h, hidden, width)
+    b.nodes[-1].output[0] = "y"
+    return b.model("mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, width])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, width])])
+
+
+def conv(b, x, c_in, c_out, k, stride=1, group=1):
+    w = b.weight([c_out, c_in // group, k, k])
+    return b.op("Conv", [x, w, b.weight([c_out], 0.02)], kernel_shape=[k, k],
+                strides=[stride, stride], pads=[k // 2] * 4, group=group)
+
+
+def resnet_stages(size=56):
+    """Two ResNet-50 bottleneck blocks of the first stage (256 channels, 64 inside)."""
+    b = Builder(3)
+    x = "x"
+    for _ in range(2):
+        y = b.op("Relu", [conv(b, x, 256, 64, 1)])
+        y = b.op("Relu", [conv(b, y, 64, 64, 3)])
+        y = conv(b, y, 64, 256, 1)
+        x = b.op("Relu", [b.op("Add", [y, x])])
+    b.nodes[-1].output[0] = "y"
+    return b.model("resnet_stages",
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256, size, size])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256, size, size])])
+
+
+def mobilenet_block(height=224, width=224):
+    """A MobileNetV3-small-style head: stem, an inverted residual with squeeze-excite, pooling and
+    a classifier, hard-swish between."""
+    b = Builder(4)
+    hswish = lambda t: b.op("HardSwish", [t])  # noqa: E731
+    x = hswish(conv(b, "x", 3, 16, 3, stride=2))
+    y = hswish(conv(b, x, 16, 72, 1))
+    y = hswish(conv(b, y, 72, 72, 3, stride=2, group=72))  # depthwise
+    s = b.op("GlobalAveragePool", [y])
+    s = b.op("HardSigmoid", [conv(b, b.op("Relu", [conv(b, s, 72, 24, 1)]), 24, 72, 1)],
+             alpha=1.0 / 6, beta=0.5)
+    y = b.op("Mul", [y, s])
+    y = conv(b, y, 72, 24, 1)
+    y = hswish(conv(b, y, 24, 96, 1))
+    p = b.op("Flatten", [b.op("GlobalAveragePool", [y])], axis=1)
+    dense(b, p, 96, 1000)
+    b.nodes[-1].output[0] = "logits"
+    return b.model(f"mobilenet_{height}x{width}",
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, height, width])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])])
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    models = {"bert_layer": bert_layer(), "mlp": mlp(), "resnet_stages": resnet_stages(),
+              "mobilenet_224": mobilenet_block(), "mobilenet_48x192": mobilenet_block(48, 192)}
+    for name, m in models.items():
+        onnx.save(m, f"{out}/{name}.onnx")
+        print(f"{out}/{name}.onnx: {len(m.graph.node)} nodes, "
+              f"{sum(np.prod(t.dims) for t in m.graph.initializer) / 1e6:.1f} M weights")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+// ONNX Runtime's CPU provider on the model blocks of make_models.py: session creation plus the
+// first run, then the median of timed runs, and the process's peak resident memory. The anchor
+// side of the model benchmark (kiln's side needs the ONNX importer; README, issue list).
+// Usage: node ort_bench.js MODEL_DIR [THREADS]   (npm install --ignore-scripts onnxruntime-node)
+const ort = require('onnxruntime-node');
+const fs = require('fs');
+
+const shapes = {  // batch 1 inputs
+  bert_layer: {hidden_states: ['float32', [1, 128, 768]], attention_mask: ['int64', [1, 128]]},
+  mlp: {x: ['float32', [256, 1024]]},
+  resnet_stages: {x: ['float32', [1, 256, 56, 56]]},
+  mobilenet_224: {x: ['float32', [1, 3, 224, 224]]},
+  mobilenet_48x192: {x: ['float32', [1, 3, 48, 192]]},
+};
+
+function feed(spec) {
+  const out = {};
+  for (const [name, [type, dims]] of Object.entries(spec)) {
+    const n = dims.reduce((a, b) => a * b, 1);
+    const data = type === 'int64' ? BigInt64Array.from({length: n}, (_, i) => BigInt(i % 100 < 90))
+                                  : Float32Array.from({length: n}, (_, i) => Math.sin(0.37 * i));
+    out[name] = new ort.Tensor(type, data, dims);
+  }
+  return out;
+}
+
+async function main() {
+  const dir = process.argv[2] || '.';
+  const threads = Number(process.argv[3] || 2);
+  for (const [model, spec] of Object.entries(shapes)) {
+    const path = `${dir}/${model}.onnx`;
+    if (!fs.existsSync(path)) continue;
+    const inputs = feed(spec);
+    const t0 = process.hrtime.bigint();
+    const session = await ort.InferenceSession.create(path, {
+      intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
+    await session.run(inputs);
+    const first = Number(process.hrtime.bigint() - t0) / 1e6;
+    const times = [];
+    for (let i = 0; i < 20; ++i) {
+      const s = process.hrtime.bigint();
+      await session.run(inputs);
+      times.push(Number(process.hrtime.bigint() - s) / 1e6);
+    }
+    times.sort((a, b) => a - b);
+    console.log(`${model}: median ${times[10].toFixed(3)} ms, min ${times[0].toFixed(3)} ms, ` +
+                `first call ${first.toFixed(1)} ms, ${threads} threads`);
+  }
+  console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
+}
+main();
