@@ -1,4 +1,4 @@
-// ONNX Runtime's CPU provider on the model blocks of make_models.py: session creation plus the
+// ONNX Runtime's CPU provider on the model blocks of make_models.py: loading the model plus the
 // first run, then the median of timed runs, and the process's peak resident memory. The anchor
 // side of the model benchmark (kiln's side needs the ONNX importer; README, issue list).
 // Usage: node ort_bench.js MODEL_DIR [THREADS]   (npm install --ignore-scripts onnxruntime-node)
@@ -32,14 +32,14 @@ async function main() {
     if (!fs.existsSync(path)) continue;
     const inputs = feed(spec);
     const t0 = process.hrtime.bigint();
-    const session = await ort.InferenceSession.create(path, {
+    const model_run = await ort.InferenceSession.create(path, {
       intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
-    await session.run(inputs);
+    await model_run.run(inputs);
     const first = Number(process.hrtime.bigint() - t0) / 1e6;
     const times = [];
     for (let i = 0; i < 20; ++i) {
       const s = process.hrtime.bigint();
-      await session.run(inputs);
+      await model_run.run(inputs);
       times.push(Number(process.hrtime.bigint() - s) / 1e6);
     }
     times.sort((a, b) => a - b);

@@ -259,21 +259,16 @@ KILN_RUNTIME_API acceptance accept_buffer(const signature_buffer& declared,
   dims.rank = static_cast<int>(given.shape.size());
   stride_list steps{};
   std::copy(given.shape.begin(), given.shape.end(), dims.dims.begin());
-  // The call's own size check (one function for both): extents whose bytes overflow are refused
-  // here too, before any stride is computed from them.
+  std::copy(given.strides.begin(), given.strides.end(), steps.begin());
+  // The call's own checks (one function for both): extents whose bytes overflow, and strides that
+  // reach past the address space (none given: nothing to check), refused here too, before any
+  // stride is computed or multiplied.
   try {
     checked_element_count(dims, size_in_bytes(given.type), "accepts", what);
+    check_strides(dims, steps, size_in_bytes(given.type), "accepts", what);
   } catch (const error& e) {
-    const std::string text = e.what(), prefix = "kiln: accepts: ";
-    return refuse(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+    return refuse(std::string(e.what()).substr(std::string("kiln: accepts: ").size()));
   }
-  std::copy(given.strides.begin(), given.strides.end(), steps.begin());
-  if (!given.strides.empty()) try {
-      check_strides(dims, steps, size_in_bytes(given.type), "accepts", what);
-    } catch (const error& e) {
-      const std::string text = e.what(), prefix = "kiln: accepts: ";
-      return refuse(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
-    }
   const stride_list row_major = row_major_strides(dims);
   a.wanted.strides.assign(row_major.begin(), row_major.begin() + dims.rank);
   // Row-major, where an axis of extent 1 may have any stride (it is never stepped along).
