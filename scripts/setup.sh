@@ -10,4 +10,5 @@ apt=(apt-get -o DPkg::Lock::Timeout=600)
   libxsimd-dev librange-v3-dev libgtest-dev libgmock-dev libbenchmark-dev \
   libeigen3-dev libdlpack-dev \
   libvulkan-dev spirv-headers spirv-tools mesa-vulkan-drivers vulkan-validationlayers \
-  glslang-tools libdnnl-dev libopenblas-dev python3 python3-onnx python3-numpy >/dev/null
+  glslang-tools libdnnl-dev libopenblas-dev python3 python3-onnx python3-numpy \
+  libonnx-dev libprotobuf-dev libonnx-testdata python3-matplotlib >/dev/null

@@ -1,6 +1,6 @@
 // ONNX Runtime's CPU provider on the model blocks of make_models.py: loading the model plus the
-// first run, then the median of timed runs, and the process's peak resident memory. The anchor
-// side of the model benchmark (kiln's side needs the ONNX importer; README, issue list).
+// first run, then the median of timed runs, and the process's peak resident memory; the first
+// output is written beside the model (<model>.ort.bin) for kiln_bench to compare with.
 // Usage: node ort_bench.js MODEL_DIR [THREADS]   (npm install --ignore-scripts onnxruntime-node)
 const ort = require('onnxruntime-node');
 const fs = require('fs');
@@ -34,7 +34,11 @@ async function main() {
     const t0 = process.hrtime.bigint();
     const model_run = await ort.InferenceSession.create(path, {
       intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
-    await model_run.run(inputs);
+    const outputs = await model_run.run(inputs);
+    // The first output beside the model, for kiln_bench to compare with.
+    const result = outputs[model_run.outputNames[0]].data;
+    fs.writeFileSync(`${dir}/${model}.ort.bin`, Buffer.from(result.buffer, result.byteOffset,
+                                                            result.byteLength));
     const first = Number(process.hrtime.bigint() - t0) / 1e6;
     const times = [];
     for (let i = 0; i < 20; ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -32,6 +33,20 @@ struct shape {
                       ", above kiln::max_rank (" + detail::to_text(max_rank) + ")");
     int i = 0;
     for (auto v : d) dims[i++] = v;
+  }
+  // From any sized range of integers (a std::vector, a span, an importer's list).
+  template <class R>
+  requires requires(const R& r) {
+    { *r.begin() } -> std::convertible_to<std::int64_t>;
+    { r.size() } -> std::convertible_to<std::size_t>;
+  }
+  constexpr explicit shape(const R& d) : rank(static_cast<int>(d.size())) {
+    if (d.size() > static_cast<std::size_t>(max_rank))
+      throw error(errc::invalid_argument, "shape",
+                  "a shape of rank " + detail::to_text(static_cast<std::int64_t>(d.size())) +
+                      ", above kiln::max_rank (" + detail::to_text(max_rank) + ")");
+    int i = 0;
+    for (auto v : d) dims[i++] = static_cast<std::int64_t>(v);
   }
   constexpr std::int64_t operator[](int i) const { return dims[i]; }
   constexpr std::int64_t& operator[](int i) { return dims[i]; }

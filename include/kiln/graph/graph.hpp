@@ -212,6 +212,22 @@ class graph {
   // RMSNormalization.
   value rms_norm(value x, value scale, std::int64_t axis = -1, double epsilon = 1e-5);
 
+  // Activations as ONNX defines them (attributes with ONNX's defaults), made of elementwise ops so
+  // that they fuse with their neighbours. x is floating.
+  value leaky_relu(value x, double alpha = 0.01);
+  value prelu(value x, value slope);  // slope broadcasts to x
+  value elu(value x, double alpha = 1.0);
+  value selu(value x, double alpha = 1.67326319217681884765625,
+             double gamma = 1.05070102214813232421875);
+  value celu(value x, double alpha = 1.0);
+  value hard_sigmoid(value x, double alpha = 0.2, double beta = 0.5);
+  value hard_swish(value x);
+  value mish(value x);
+  value thresholded_relu(value x, double alpha = 1.0);
+  value shrink(value x, double bias = 0.0, double lambd = 0.5);
+  // approximate "none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  value gelu(value x, std::string_view approximate = "none");
+
   // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are
   // written above).
 #define KILN_GRAPH_FORM_unary_1(NAME) \
@@ -874,6 +890,69 @@ KILN_RUNTIME_API graph::value graph::rms_norm(value x, value scale, std::int64_t
   std::int32_t id = id_of(x, "rms_norm", 1);
   std::int32_t s = id_of(scale, "rms_norm", 2);
   return wrap(ir::rms_norm(b_, id, s, axis_of("rms_norm", id, axis), epsilon));
+}
+
+KILN_RUNTIME_API graph::value graph::leaky_relu(value x, double alpha) {
+  value zero = constant(0.0, type_of(x));
+  return select(lt(x, zero), mul(x, constant(alpha, type_of(x))), x);
+}
+
+KILN_RUNTIME_API graph::value graph::prelu(value x, value slope) {
+  return select(lt(x, constant(0.0, type_of(x))), mul(x, slope), x);
+}
+
+KILN_RUNTIME_API graph::value graph::elu(value x, double alpha) {
+  return select(lt(x, constant(0.0, type_of(x))), mul(constant(alpha, type_of(x)), expm1(x)), x);
+}
+
+KILN_RUNTIME_API graph::value graph::selu(value x, double alpha, double gamma) {
+  const dtype t = type_of(x);
+  value negative = mul(constant(alpha, t), expm1(x));
+  return mul(constant(gamma, t), select(le(x, constant(0.0, t)), negative, x));
+}
+
+KILN_RUNTIME_API graph::value graph::celu(value x, double alpha) {
+  const dtype t = type_of(x);
+  value zero = constant(0.0, t);
+  value a = constant(alpha, t);
+  return add(max(zero, x), min(zero, mul(a, expm1(div(x, a)))));
+}
+
+KILN_RUNTIME_API graph::value graph::hard_sigmoid(value x, double alpha, double beta) {
+  const dtype t = type_of(x);
+  value y = add(mul(constant(alpha, t), x), constant(beta, t));
+  return clip(y, constant(0.0, t), constant(1.0, t));
+}
+
+KILN_RUNTIME_API graph::value graph::hard_swish(value x) {
+  return mul(x, hard_sigmoid(x, 1.0 / 6.0, 0.5));
+}
+
+KILN_RUNTIME_API graph::value graph::mish(value x) { return mul(x, tanh(softplus(x))); }
+
+KILN_RUNTIME_API graph::value graph::thresholded_relu(value x, double alpha) {
+  const dtype t = type_of(x);
+  return select(gt(x, constant(alpha, t)), x, constant(0.0, t));
+}
+
+KILN_RUNTIME_API graph::value graph::shrink(value x, double bias, double lambd) {
+  const dtype t = type_of(x);
+  value above = select(gt(x, constant(lambd, t)), sub(x, constant(bias, t)), constant(0.0, t));
+  return select(lt(x, constant(-lambd, t)), add(x, constant(bias, t)), above);
+}
+
+KILN_RUNTIME_API graph::value graph::gelu(value x, std::string_view approximate) {
+  const dtype t = type_of(x);
+  value half_x = mul(constant(0.5, t), x);
+  value one = constant(1.0, t);
+  if (approximate == "none")
+    return mul(half_x, add(one, erf(mul(x, constant(0.70710678118654752440, t)))));
+  if (approximate != "tanh")
+    throw error(errc::invalid_argument, "gelu",
+                "approximate is '" + std::string(approximate) + "', expected 'none' or 'tanh'");
+  value cube = mul(mul(x, x), x);
+  value inner = mul(constant(0.79788456080286535588, t), add(x, mul(constant(0.044715, t), cube)));
+  return mul(half_x, add(one, tanh(inner)));
 }
 
 KILN_RUNTIME_API void graph::output(std::string_view name, value v) {

@@ -1,0 +1,98 @@
+// kiln's side of the model benchmark: each model of make_models.py imported by kiln::onnx (the
+// batch bound to 1), with the inputs ort_bench.js feeds ONNX Runtime; import plus compile plus the
+// first call, then the median and minimum of 20 timed calls. Where ort_bench.js left ONNX
+// Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
+// written beside it (<model>.kiln.bin).
+// Usage: kiln_bench MODEL_DIR [THREADS]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include <kiln/onnx.hpp>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+// ort_bench.js's inputs: floats sin(0.37 i), the int64 mask 1 for i % 100 < 90.
+std::vector<unsigned char> input_bytes(kiln::dtype t, std::int64_t n) {
+  std::vector<unsigned char> b(static_cast<std::size_t>(n * kiln::size_in_bytes(t)));
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (t == kiln::dtype::i64) {
+      std::int64_t v = i % 100 < 90;
+      std::memcpy(b.data() + i * 8, &v, 8);
+    } else {
+      float v = std::sin(0.37f * static_cast<float>(i));
+      std::memcpy(b.data() + i * 4, &v, 4);
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::filesystem::path dir = argc > 1 ? argv[1] : ".";
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  for (const char* model :
+       {"bert_layer", "mlp", "resnet_stages", "mobilenet_224", "mobilenet_48x192"}) {
+    const auto path = dir / (std::string(model) + ".onnx");
+    if (!std::filesystem::exists(path)) continue;
+    auto t0 = clock_type::now();
+    kiln::onnx::import_options opt;
+    opt.dims["batch"] = 1;
+    kiln::executable exe = kiln::onnx::compile(path, opt);
+    exe.set_threads(threads);
+    const auto sig = exe.signature();
+    std::vector<std::vector<unsigned char>> data;
+    std::vector<kiln::tensor_ref> args, results;
+    for (const auto& p : sig.inputs) {
+      kiln::shape d(p.dims);
+      data.push_back(input_bytes(p.type, d.element_count()));
+      args.emplace_back(static_cast<const void*>(data.back().data()), p.type, d);
+    }
+    std::vector<kiln::shape> in_dims;
+    for (const auto& p : sig.inputs) in_dims.emplace_back(p.dims);
+    auto out_dims = exe.result_dims(in_dims);
+    std::vector<std::vector<float>> out;
+    for (const auto& d : out_dims) out.emplace_back(static_cast<std::size_t>(d.element_count()));
+    for (std::size_t r = 0; r < out.size(); ++r)
+      results.emplace_back(static_cast<void*>(out[r].data()), kiln::dtype::f32, out_dims[r]);
+    exe.run(args, results, kiln::device::cpu());
+    const double first = ms_since(t0);
+    std::vector<double> times;
+    for (int i = 0; i < 20; ++i) {
+      auto s = clock_type::now();
+      exe.run(args, results, kiln::device::cpu());
+      times.push_back(ms_since(s));
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %d dispatches",
+                model, times[10], times[0], first, threads, exe.dispatch_count());
+    std::ofstream(dir / (std::string(model) + ".kiln.bin"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(out[0].data()),
+               static_cast<std::streamsize>(out[0].size() * sizeof(float)));
+    std::ifstream ort(dir / (std::string(model) + ".ort.bin"), std::ios::binary);
+    std::vector<float> want(out[0].size());
+    if (ort.read(reinterpret_cast<char*>(want.data()),
+                 static_cast<std::streamsize>(want.size() * sizeof(float)))) {
+      double worst = 0, scale = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(out[0][i]) - want[i]));
+        scale = std::max(scale, std::fabs(double(want[i])));
+      }
+      std::printf(", max |kiln - ORT| %.3g (outputs up to %.3g)", worst, scale);
+    }
+    std::printf("\n");
+  }
+}

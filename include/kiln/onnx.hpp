@@ -1,0 +1,69 @@
+// kiln::onnx: ONNX models (.onnx files or their bytes) imported as a kiln::graph, compiled by the
+// same compiler as a hand-built graph. Not included by kiln.hpp; link kiln::onnx
+// (find_package(kiln COMPONENTS onnx)). The protobuf side is compiled once into that library.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/executable.hpp"
+#include "kiln/graph/graph.hpp"
+
+namespace kiln::onnx {
+
+// A tensor's element type, extents and row-major elements: what an ONNX TensorProto holds.
+struct tensor_data {
+  dtype type = dtype::f32;
+  shape dims;
+  std::vector<unsigned char> bytes;
+};
+
+struct import_options {
+  // Sizes for the model's named (symbolic) dimensions, by dim_param: a bound dimension is a
+  // static size of the graph. An unbound one stays a run-time size (kiln::dyn) of its input.
+  std::map<std::string, std::int64_t, std::less<>> dims;
+  // The folder that external tensor data is read from; empty: the model file's own folder (for a
+  // model given as bytes, a model with external data then needs it).
+  std::filesystem::path external_data_folder;
+  // Graph inputs given their values at import: each becomes a tensor constant (no longer an input
+  // of the graph), so that what depends on it only (a shape, axes, pads) is computed then.
+  std::map<std::string, tensor_data, std::less<>> input_values;
+  // ONNX's checker on the model before import (its verdict, when it refuses, is a kiln::error).
+  bool check = true;
+};
+
+// What import() learned about the model beside its graph.
+struct model_info {
+  std::int64_t opset = 0;                  // the default domain's opset the model was written for
+  std::int64_t imported_opset = 0;         // the opset its nodes were read at (after conversion)
+  std::string producer;                    // producer_name and producer_version
+  std::int64_t nodes = 0;                  // nodes of the model's graph
+  std::int64_t folded_nodes = 0;           // nodes computed at import (shape arithmetic, constants)
+  std::vector<std::string> symbolic_dims;  // named dimensions left as run-time sizes
+};
+
+struct imported {
+  kiln::graph graph;
+  model_info info;
+};
+
+// The model's graph: inputs and outputs keep the model's names (initializers are not inputs),
+// initializers and Constant nodes become tensor constants, nodes whose inputs are all known at
+// import are computed then (on kiln's CPU path). Anything kiln cannot run (an op, an attribute
+// value, a dtype) is a kiln::error naming the node: its index, name and op type.
+imported import(const std::filesystem::path& model, const import_options& opt = {});
+imported import_bytes(std::span<const std::uint8_t> model, const import_options& opt = {});
+
+// A serialized ONNX TensorProto (the .pb files of ONNX's test data), or the file holding one.
+tensor_data parse_tensor(std::span<const std::uint8_t> bytes);
+tensor_data read_tensor(const std::filesystem::path& file);
+
+// import() then kiln::compile(): the model as an executable for any device (chosen at the call).
+executable compile(const std::filesystem::path& model, const import_options& opt = {});
+
+}  // namespace kiln::onnx

@@ -1,0 +1,419 @@
+// kiln::onnx::import: an ONNX model read with ONNX's own library (protobuf classes, checker,
+// version converter, shape inference), its nodes lowered in order onto a kiln::graph, nodes whose
+// inputs are all known computed at import on kiln's CPU path.
+#include "kiln/onnx.hpp"
+
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+
+#include <climits>
+#include <fstream>
+#include <unordered_map>
+
+#include "kiln/runtime/files.hpp"
+#include "node_context.hpp"
+
+namespace kiln::onnx_import {
+
+const lowering* find_lowering(std::string_view op_type) {
+  static const lowering_table table = [] {
+    lowering_table t;
+    add_elementwise_lowerings(t);
+    add_tensor_lowerings(t);
+    add_composite_lowerings(t);
+    return t;
+  }();
+  auto it = table.find(op_type);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+bool foldable(std::string_view op_type) {
+  return op_type != "RandomNormal" && op_type != "RandomUniform" && op_type != "RandomNormalLike" &&
+         op_type != "RandomUniformLike" && op_type != "Multinomial" && op_type != "Bernoulli";
+}
+
+}  // namespace kiln::onnx_import
+
+namespace kiln::onnx {
+
+namespace {
+
+using namespace kiln::onnx_import;
+using ::onnx::ModelProto;
+
+// The default domain's opsets kiln reads directly: older models go through ONNX's version
+// converter first; newer ones are beyond this build's ONNX.
+constexpr std::int64_t oldest_opset = 7;
+constexpr std::int64_t newest_opset = 17;
+
+[[noreturn]] void fail(errc code, const std::string& message) {
+  throw error(code, "onnx import", message);
+}
+
+ModelProto parse(std::span<const std::uint8_t> bytes) {
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX))
+    fail(errc::unsupported, "the model is " + std::to_string(bytes.size()) +
+                                " bytes; protobuf reads at most 2 GiB (keep the weights as "
+                                "external data)");
+  ModelProto m;
+  if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    fail(errc::invalid_argument, "the bytes are not an ONNX model (protobuf could not parse them)");
+  if (!m.has_graph()) fail(errc::invalid_argument, "the model has no graph");
+  return m;
+}
+
+std::int64_t default_opset(const ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
+// Reads a tensor's external data (location, offset, length) from inside `folder` into raw_data.
+void read_external(::onnx::TensorProto& t, const std::filesystem::path& folder) {
+  if (t.data_location() != ::onnx::TensorProto::EXTERNAL) return;
+  std::string location;
+  std::int64_t offset = 0, length = -1;
+  for (const auto& e : t.external_data()) {
+    try {
+      if (e.key() == "location") location = e.value();
+      if (e.key() == "offset") offset = std::stoll(e.value());
+      if (e.key() == "length") length = std::stoll(e.value());
+    } catch (const std::exception&) {
+      fail(errc::invalid_argument, "tensor '" + t.name() + "': external data " + e.key() + " is '" +
+                                       e.value() + "', not a number");
+    }
+  }
+  const std::string who = "tensor '" + t.name() + "'";
+  if (folder.empty())
+    fail(errc::invalid_argument,
+         who + " keeps its data in '" + location + "': give import_options::external_data_folder");
+  const std::filesystem::path rel(location);
+  if (location.empty() || rel.is_absolute())
+    fail(errc::invalid_argument,
+         who + ": external data location '" + location + "' is not a relative path");
+  for (const auto& part : rel)
+    if (part == "..")
+      fail(errc::invalid_argument,
+           who + ": external data location '" + location + "' leaves the model's folder");
+  const std::filesystem::path file = folder / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(errc::invalid_argument, who + ": cannot open external data file " + file.string());
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = in.tellg();
+  if (offset < 0 || offset > size || (length >= 0 && length > size - offset))
+    fail(errc::invalid_argument, who + ": external data [" + std::to_string(offset) + ", +" +
+                                     std::to_string(length) + ") lies outside " + file.string() +
+                                     " (" + std::to_string(size) + " bytes)");
+  if (length < 0) length = size - offset;
+  std::string data(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(data.data(), length);
+  t.set_raw_data(std::move(data));
+  t.clear_external_data();
+  t.set_data_location(::onnx::TensorProto::DEFAULT);
+}
+
+void read_external(ModelProto& m, const std::filesystem::path& folder) {
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) read_external(t, folder);
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    for (auto& a : *n.mutable_attribute())
+      if (a.has_t()) read_external(*a.mutable_t(), folder);
+}
+
+// ONNX 1.12's shape inference divides by window attributes unchecked (a Conv with stride 0 stops
+// the process with SIGFPE): before it runs, they must be positive.
+void sane_for_inference(const ModelProto& m) {
+  for (const auto& n : m.graph().node())
+    for (const auto& a : n.attribute()) {
+      const std::string& k = a.name();
+      if (k != "strides" && k != "dilations" && k != "kernel_shape" && k != "group" &&
+          k != "blocksize")
+        continue;
+      bool positive = a.i() > 0 || a.type() == ::onnx::AttributeProto::INTS;
+      for (auto v : a.ints()) positive = positive && v > 0;
+      if (!positive)
+        fail(errc::invalid_argument, "node '" + n.name() + "' (" + n.op_type() + "): attribute '" +
+                                         k + "' must be positive");
+    }
+}
+
+// ONNX's checker and, for opsets before 7, its version converter; their exceptions as
+// kiln::errors. ONNX's shape inference is not run otherwise: kiln's graph computes every type and
+// extent itself, and the model's declared outputs are checked against them.
+void prepare(ModelProto& m, const import_options& opt, model_info& info) {
+  info.opset = default_opset(m);
+  if (info.opset == 0)
+    fail(
+        errc::unsupported,
+        "the model imports no opset of the default domain (kiln reads ai.onnx "
+        "ops only; its domains: " +
+            [&] {
+              std::string d;
+              for (const auto& o : m.opset_import()) d += " " + o.domain();
+              return d;
+            }() +
+            ")");
+  if (opt.check) try {
+      ::onnx::checker::check_model(m);
+    } catch (const std::exception& e) {
+      fail(errc::invalid_argument, std::string("ONNX's checker refuses the model: ") + e.what());
+    }
+  if (info.opset > newest_opset)
+    fail(errc::unsupported, "opset " + std::to_string(info.opset) + " is newer than kiln reads (" +
+                                std::to_string(oldest_opset) + " to " +
+                                std::to_string(newest_opset) + ")");
+  if (info.opset < oldest_opset) {
+    sane_for_inference(m);
+    try {
+      // The converter's adapters need the shapes that inference gives.
+      ::onnx::shape_inference::InferShapes(m);
+      m = ::onnx::version_conversion::ConvertVersion(m, static_cast<int>(oldest_opset));
+    } catch (const std::exception& e) {
+      fail(errc::unsupported, "ONNX's version converter could not bring opset " +
+                                  std::to_string(info.opset) + " to " +
+                                  std::to_string(oldest_opset) + ": " + e.what());
+    }
+  }
+  info.imported_opset = default_opset(m);
+}
+
+// A value_info's tensor type: kiln's dtype and its dims (symbolic ones bound by the options or
+// left dyn). Nullopt where the value_info says nothing of its shape.
+struct declared {
+  dtype type;
+  std::optional<shape> dims;
+};
+
+declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& opt, model_info& info,
+                       bool is_input) {
+  const std::string who = "graph value '" + v.name() + "'";
+  if (!v.type().has_tensor_type())
+    fail(errc::unsupported,
+         who + " is not a tensor (sequences, maps and optionals are not kiln's)");
+  const auto& tt = v.type().tensor_type();
+  auto t = dtype_from_onnx(tt.elem_type());
+  if (!t)
+    fail(errc::unsupported, who + " has element type " + onnx_type_name(tt.elem_type()) +
+                                ", which kiln does not have");
+  declared d{*t, std::nullopt};
+  if (!tt.has_shape()) return d;
+  if (tt.shape().dim_size() > max_rank)
+    fail(errc::unsupported,
+         who + " has rank " + std::to_string(tt.shape().dim_size()) + ", above kiln::max_rank");
+  shape s;
+  s.rank = tt.shape().dim_size();
+  for (int i = 0; i < s.rank; ++i) {
+    const auto& dim = tt.shape().dim(i);
+    s.dims[i] = dyn;
+    if (dim.has_dim_value()) {
+      if (dim.dim_value() < 0)
+        fail(errc::invalid_argument, who + " has size " + std::to_string(dim.dim_value()) +
+                                         " at axis " + std::to_string(i));
+      s.dims[i] = dim.dim_value();
+    } else if (dim.has_dim_param()) {
+      auto bound = opt.dims.find(dim.dim_param());
+      if (bound != opt.dims.end()) {
+        if (bound->second < 0)
+          fail(errc::invalid_argument, "import_options::dims binds '" + dim.dim_param() + "' to " +
+                                           std::to_string(bound->second));
+        s.dims[i] = bound->second;
+      } else if (is_input && std::find(info.symbolic_dims.begin(), info.symbolic_dims.end(),
+                                       dim.dim_param()) == info.symbolic_dims.end()) {
+        info.symbolic_dims.push_back(dim.dim_param());
+      }
+    }
+  }
+  d.dims = s;
+  return d;
+}
+
+// Runs a node whose inputs are all known on kiln's CPU path; its outputs become known tensors.
+std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t opset,
+                       const lowering& lower, const std::vector<slot*>& inputs) {
+  graph scratch;
+  std::vector<slot> copies;
+  copies.reserve(inputs.size());
+  std::vector<slot*> pointers;
+  for (slot* s : inputs) {
+    copies.push_back(s ? slot{std::nullopt, s->known} : slot{});
+    pointers.push_back(s ? &copies.back() : nullptr);
+  }
+  node_context c(scratch, node, index, opset, pointers);
+  lower(c);
+  std::vector<slot> out = std::move(c.produced());
+  std::vector<std::size_t> computed;
+  for (std::size_t o = 0; o < out.size(); ++o)
+    if (out[o].value && !out[o].known) {
+      scratch.output("o" + std::to_string(o), *out[o].value);
+      computed.push_back(o);
+    }
+  if (computed.empty()) return out;
+  std::vector<host_tensor> results;
+  std::vector<tensor_ref> refs;
+  for (std::size_t o : computed) {
+    host_tensor t;
+    t.type = scratch.type_of(*out[o].value);
+    t.dims = scratch.dims_of(*out[o].value);
+    t.bytes.resize(static_cast<std::size_t>(
+        checked_element_count(t.dims, size_in_bytes(t.type), c.who(), "the folded result") *
+        size_in_bytes(t.type)));
+    results.push_back(std::move(t));
+  }
+  for (auto& t : results) refs.emplace_back(static_cast<void*>(t.bytes.data()), t.type, t.dims);
+  executable e = kiln::compile(std::move(scratch));
+  e.run({}, refs, device::cpu());
+  for (std::size_t k = 0; k < computed.size(); ++k) {
+    out[computed[k]].value.reset();
+    out[computed[k]].known = std::move(results[k]);
+  }
+  return out;
+}
+
+imported import_model(ModelProto m, const import_options& opt,
+                      const std::filesystem::path& folder) {
+  imported result;
+  model_info& info = result.info;
+  info.producer =
+      m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  read_external(m, folder);
+  prepare(m, opt, info);
+  const auto& gp = m.graph();
+  graph& g = result.graph;
+  std::unordered_map<std::string, slot> values;
+
+  for (const auto& init : gp.initializer())
+    values[init.name()].known = tensor_of(init, "initializer '" + init.name() + "'");
+  for (const auto& [name, t] : opt.input_values) {
+    auto it = std::find_if(gp.input().begin(), gp.input().end(),
+                           [&](const auto& in) { return in.name() == name; });
+    if (it == gp.input().end())
+      fail(errc::invalid_argument,
+           "import_options::input_values names '" + name + "', which is not an input of the model");
+    declared d = declared_type(*it, opt, info, false);
+    if (d.type != t.type)
+      fail(errc::dtype_mismatch, "import_options::input_values['" + name + "'] is " +
+                                     std::string(kiln::name(t.type)) + ", the input " +
+                                     std::string(kiln::name(d.type)));
+    checked_element_count(t.dims, size_in_bytes(t.type), "onnx import",
+                          "input_values['" + name + "']");
+    if (static_cast<std::size_t>(t.dims.element_count() * size_in_bytes(t.type)) != t.bytes.size())
+      fail(errc::shape_mismatch, "import_options::input_values['" + name + "'] holds " +
+                                     std::to_string(t.bytes.size()) + " bytes for dims " +
+                                     to_string(t.dims));
+    values[name].known = host_tensor{t.type, t.dims, t.bytes};
+  }
+  for (const auto& in : gp.input()) {
+    // An initializer listed as an input (IR < 4), or an input given its value.
+    if (values.count(in.name())) continue;
+    declared d = declared_type(in, opt, info, true);
+    if (!d.dims) fail(errc::unsupported, "graph input '" + in.name() + "' has no shape");
+    values[in.name()].value = g.input(in.name(), d.type, *d.dims);
+  }
+
+  info.nodes = gp.node_size();
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const auto& node = gp.node(k);
+    auto where = [&] {
+      return "node " + std::to_string(k) + (node.name().empty() ? "" : " '" + node.name() + "'") +
+             " (" + node.op_type() + ")";
+    };
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      fail(errc::unsupported, where() + ": domain '" + node.domain() + "' is not kiln's");
+    const lowering* lower = find_lowering(node.op_type());
+    if (!lower)
+      fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
+                                  " (opset " + std::to_string(info.imported_opset) + ")");
+    std::vector<slot*> inputs;
+    bool all_known = node.input_size() > 0;
+    for (const auto& name : node.input()) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      auto it = values.find(name);
+      if (it == values.end())
+        fail(errc::invalid_argument, where() + ": input '" + name + "' is not computed before it");
+      inputs.push_back(&it->second);
+      all_known = all_known && it->second.known.has_value();
+    }
+    std::vector<slot> out;
+    if (all_known && foldable(node.op_type())) {
+      out = fold(node, k, info.imported_opset, *lower, inputs);
+      ++info.folded_nodes;
+    } else {
+      node_context c(g, node, k, info.imported_opset, inputs);
+      (*lower)(c);
+      out = std::move(c.produced());
+    }
+    for (int o = 0; o < node.output_size(); ++o) {
+      if (node.output(o).empty()) continue;
+      const auto u = static_cast<std::size_t>(o);
+      if (u >= out.size() || (!out[u].value && !out[u].known))
+        fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
+                                    "' is not produced by kiln's lowering");
+      values[node.output(o)] = std::move(out[u]);
+    }
+  }
+
+  for (const auto& o : gp.output()) {
+    auto it = values.find(o.name());
+    if (it == values.end())
+      fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
+    slot& s = it->second;
+    if (!s.value)
+      s.value =
+          g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);
+    // What the model declares for its outputs is checked against what kiln computed: a
+    // difference is an error here, never a silently different result.
+    declared d = declared_type(o, opt, info, false);
+    if (d.type != g.type_of(*s.value))
+      fail(errc::dtype_mismatch, "graph output '" + o.name() + "' is " +
+                                     std::string(name(g.type_of(*s.value))) + " in kiln, " +
+                                     std::string(name(d.type)) + " in the model");
+    shape got = g.dims_of(*s.value);
+    if (d.dims) {
+      bool same = d.dims->rank == got.rank;
+      for (int i = 0; same && i < got.rank; ++i)
+        same = d.dims->dims[i] == dyn || got.dims[i] == dyn || d.dims->dims[i] == got.dims[i];
+      if (!same)
+        fail(errc::shape_mismatch, "graph output '" + o.name() + "' has dims " + to_string(got) +
+                                       " in kiln, " + to_string(*d.dims) + " in the model");
+    }
+    g.output(o.name(), *s.value);
+  }
+  return result;
+}
+
+}  // namespace
+
+tensor_data parse_tensor(std::span<const std::uint8_t> bytes) {
+  ::onnx::TensorProto t;
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX) ||
+      !t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    fail(errc::invalid_argument, "the bytes are not an ONNX TensorProto");
+  host_tensor h = tensor_of(t, "tensor '" + t.name() + "'");
+  return {h.type, h.dims, std::move(h.bytes)};
+}
+
+tensor_data read_tensor(const std::filesystem::path& file) {
+  return parse_tensor(runtime::read_file(file.string(), "onnx::read_tensor"));
+}
+
+imported import_bytes(std::span<const std::uint8_t> model, const import_options& opt) {
+  return import_model(parse(model), opt, opt.external_data_folder);
+}
+
+imported import(const std::filesystem::path& model, const import_options& opt) {
+  std::vector<std::uint8_t> bytes = runtime::read_file(model.string(), "onnx import");
+  const auto folder =
+      opt.external_data_folder.empty() ? model.parent_path() : opt.external_data_folder;
+  return import_model(parse(bytes), opt, folder.empty() ? std::filesystem::path(".") : folder);
+}
+
+executable compile(const std::filesystem::path& model, const import_options& opt) {
+  imported m = import(model, opt);
+  return kiln::compile(std::move(m.graph));
+}
+
+}  // namespace kiln::onnx

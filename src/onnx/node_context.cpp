@@ -1,0 +1,333 @@
+// ONNX tensors read into host tensors, and the node context's accessors.
+#include "node_context.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/core/minifloat.hpp"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ::onnx::TensorProto;
+
+template <class T>
+T load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Element i of a host tensor as a double (every integer kiln's shapes use fits exactly).
+double element(const host_tensor& t, std::int64_t i) {
+  const unsigned char* p = t.bytes.data() + i * size_in_bytes(t.type);
+  switch (t.type) {
+    case dtype::f32:
+      return load<float>(p);
+    case dtype::f64:
+      return load<double>(p);
+    case dtype::f16:
+      return static_cast<float>(float16::from_bits(load<std::uint16_t>(p)));
+    case dtype::bf16:
+      return static_cast<float>(bfloat16::from_bits(load<std::uint16_t>(p)));
+    case dtype::f8e4m3:
+      return static_cast<float>(float8_e4m3::from_bits(*p));
+    case dtype::f8e5m2:
+      return static_cast<float>(float8_e5m2::from_bits(*p));
+    case dtype::i8:
+      return load<std::int8_t>(p);
+    case dtype::i16:
+      return load<std::int16_t>(p);
+    case dtype::i32:
+      return load<std::int32_t>(p);
+    case dtype::i64:
+      return static_cast<double>(load<std::int64_t>(p));
+    case dtype::u8:
+    case dtype::boolean:
+      return *p;
+    case dtype::u32:
+      return load<std::uint32_t>(p);
+  }
+  return 0;
+}
+
+// Typed fields: values of `field` narrowed (or bit-copied, for f16 / bf16) into the tensor.
+template <class Field>
+void copy_typed(const Field& field, host_tensor& t, const std::string& who) {
+  if (static_cast<std::int64_t>(field.size()) != t.count())
+    throw error(errc::invalid_argument, "onnx import",
+                who + " holds " + std::to_string(field.size()) + " values, expected " +
+                    std::to_string(t.count()) + " for dims " + to_string(t.dims));
+  const int size = size_in_bytes(t.type);
+  for (int i = 0; i < field.size(); ++i) {
+    unsigned char* p = t.bytes.data() + static_cast<std::size_t>(i) * size;
+    auto v = field.Get(i);
+    switch (t.type) {
+      case dtype::f32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case dtype::f64: {
+        double d = static_cast<double>(v);
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case dtype::i64: {
+        auto x = static_cast<std::int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      default: {  // little-endian narrowing: the low bytes (f16 / bf16 are stored as their bits)
+        auto x = static_cast<std::uint64_t>(v);
+        std::memcpy(p, &x, static_cast<std::size_t>(size));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t host_tensor::count() const { return dims.element_count(); }
+
+std::vector<std::int64_t> host_tensor::ints() const {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(count()));
+  for (std::int64_t i = 0; i < count(); ++i)
+    v[static_cast<std::size_t>(i)] = type == dtype::i64
+                                         ? load<std::int64_t>(bytes.data() + i * 8)
+                                         : static_cast<std::int64_t>(element(*this, i));
+  return v;
+}
+
+std::vector<double> host_tensor::doubles() const {
+  std::vector<double> v(static_cast<std::size_t>(count()));
+  for (std::int64_t i = 0; i < count(); ++i) v[static_cast<std::size_t>(i)] = element(*this, i);
+  return v;
+}
+
+std::optional<dtype> dtype_from_onnx(int t) {
+  switch (t) {
+    case TensorProto::FLOAT:
+      return dtype::f32;
+    case TensorProto::UINT8:
+      return dtype::u8;
+    case TensorProto::INT8:
+      return dtype::i8;
+    case TensorProto::INT16:
+      return dtype::i16;
+    case TensorProto::INT32:
+      return dtype::i32;
+    case TensorProto::INT64:
+      return dtype::i64;
+    case TensorProto::BOOL:
+      return dtype::boolean;
+    case TensorProto::FLOAT16:
+      return dtype::f16;
+    case TensorProto::DOUBLE:
+      return dtype::f64;
+    case TensorProto::UINT32:
+      return dtype::u32;
+    case TensorProto::BFLOAT16:
+      return dtype::bf16;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string onnx_type_name(int t) {
+  if (::onnx::TensorProto_DataType_IsValid(t))
+    return ::onnx::TensorProto_DataType_Name(static_cast<TensorProto::DataType>(t));
+  return "data type " + std::to_string(t);
+}
+
+host_tensor tensor_of(const TensorProto& p, const std::string& who) {
+  auto type = dtype_from_onnx(p.data_type());
+  if (!type)
+    throw error(errc::unsupported, "onnx import",
+                who + " has element type " + onnx_type_name(p.data_type()) +
+                    ", which kiln does not have (kiln: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 "
+                    "bool)");
+  if (p.data_location() == TensorProto::EXTERNAL)
+    throw error(errc::invalid_argument, "onnx import", who + ": external data was not read in");
+  host_tensor t;
+  t.type = *type;
+  if (p.dims_size() > max_rank)
+    throw error(errc::unsupported, "onnx import",
+                who + " has rank " + std::to_string(p.dims_size()) + ", above kiln::max_rank (" +
+                    std::to_string(max_rank) + ")");
+  t.dims.rank = p.dims_size();
+  for (int i = 0; i < p.dims_size(); ++i) t.dims.dims[i] = p.dims(i);
+  const std::int64_t n = checked_element_count(t.dims, size_in_bytes(t.type), "onnx import", who);
+  const auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t.type));
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != bytes)
+      throw error(errc::invalid_argument, "onnx import",
+                  who + " holds " + std::to_string(p.raw_data().size()) + " bytes, expected " +
+                      std::to_string(bytes) + " for " + std::string(name(t.type)) + " dims " +
+                      to_string(t.dims));
+    t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
+    return t;
+  }
+  t.bytes.assign(bytes, 0);
+  switch (p.data_type()) {
+    case TensorProto::FLOAT:
+      copy_typed(p.float_data(), t, who);
+      break;
+    case TensorProto::DOUBLE:
+      copy_typed(p.double_data(), t, who);
+      break;
+    case TensorProto::INT64:
+      copy_typed(p.int64_data(), t, who);
+      break;
+    case TensorProto::UINT32:
+      copy_typed(p.uint64_data(), t, who);
+      break;
+    default:  // INT32, INT16, INT8, UINT8, BOOL, FLOAT16, BFLOAT16: int32_data
+      copy_typed(p.int32_data(), t, who);
+  }
+  if (t.type == dtype::boolean)  // any nonzero is true; kiln's bool is 0 or 1
+    for (auto& b : t.bytes) b = b != 0;
+  return t;
+}
+
+std::string node_context::who() const {
+  std::string s = "node " + std::to_string(index_);
+  if (!node_.name().empty()) s += " '" + node_.name() + "'";
+  return s + " (" + node_.op_type() + ")";
+}
+
+void node_context::fail(errc code, const std::string& message) const {
+  throw error(code, "onnx import", who() + ": " + message);
+}
+
+graph::value node_context::in(int i) {
+  if (!has(i))
+    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
+  slot& s = *inputs_[static_cast<std::size_t>(i)];
+  if (!s.value) {
+    const host_tensor& t = *s.known;
+    s.value = t.dims.rank == 0 && t.type != dtype::boolean
+                  ? g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims)
+                  : g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims);
+  }
+  return *s.value;
+}
+
+const host_tensor* node_context::known(int i) const {
+  if (!has(i)) return nullptr;
+  const slot& s = *inputs_[static_cast<std::size_t>(i)];
+  return s.known ? &*s.known : nullptr;
+}
+
+std::vector<std::int64_t> node_context::ints_input(int i, std::string_view what) const {
+  if (!has(i))
+    fail(errc::invalid_argument,
+         std::string(what) + " (input " + std::to_string(i) + ") is required and absent");
+  const host_tensor* t = known(i);
+  if (!t)
+    fail(errc::unsupported,
+         std::string(what) + " (input " + std::to_string(i) + " '" + node_.input(i) +
+             "') is computed at run time; kiln needs it at import. It depends on a run-time size "
+             "or on the data: bind the model's symbolic dimensions (import_options::dims)");
+  if (is_floating(t->type))
+    fail(errc::dtype_mismatch, std::string(what) + " (input " + std::to_string(i) + ") is " +
+                                   std::string(name(t->type)) + ", expected an integer type");
+  return t->ints();
+}
+
+double node_context::scalar_input(int i, std::string_view what) const {
+  const host_tensor* t = known(i);
+  if (!t)
+    fail(errc::unsupported, std::string(what) + " (input " + std::to_string(i) +
+                                ") is computed at run time; kiln needs it at import");
+  if (t->count() != 1)
+    fail(errc::shape_mismatch, std::string(what) + " (input " + std::to_string(i) + ") has dims " +
+                                   to_string(t->dims) + ", expected one element");
+  return t->doubles()[0];
+}
+
+dtype node_context::type_of(int i) const {
+  if (const host_tensor* t = known(i)) return t->type;
+  return g.type_of(*inputs_.at(static_cast<std::size_t>(i))->value);
+}
+
+shape node_context::dims_of(int i) const {
+  if (const host_tensor* t = known(i)) return t->dims;
+  return g.dims_of(*inputs_.at(static_cast<std::size_t>(i))->value);
+}
+
+std::vector<graph::value> node_context::present_inputs() {
+  std::vector<graph::value> v;
+  for (int i = 0; i < inputs(); ++i)
+    if (has(i)) v.push_back(in(i));
+  return v;
+}
+
+const ::onnx::AttributeProto* node_context::attr(std::string_view name) const {
+  for (const auto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+std::int64_t node_context::attr_int(std::string_view name, std::int64_t otherwise) const {
+  const auto* a = attr(name);
+  if (!a) return otherwise;
+  if (a->type() != ::onnx::AttributeProto::INT)
+    fail(errc::invalid_argument, "attribute '" + std::string(name) + "' is not an integer");
+  return a->i();
+}
+
+double node_context::attr_float(std::string_view name, double otherwise) const {
+  const auto* a = attr(name);
+  if (!a) return otherwise;
+  if (a->type() != ::onnx::AttributeProto::FLOAT)
+    fail(errc::invalid_argument, "attribute '" + std::string(name) + "' is not a float");
+  return a->f();
+}
+
+std::string node_context::attr_string(std::string_view name, std::string_view otherwise) const {
+  const auto* a = attr(name);
+  if (!a) return std::string(otherwise);
+  if (a->type() != ::onnx::AttributeProto::STRING)
+    fail(errc::invalid_argument, "attribute '" + std::string(name) + "' is not a string");
+  return a->s();
+}
+
+std::vector<std::int64_t> node_context::attr_ints(std::string_view name) const {
+  const auto* a = attr(name);
+  if (!a) return {};
+  if (a->type() != ::onnx::AttributeProto::INTS)
+    fail(errc::invalid_argument, "attribute '" + std::string(name) + "' is not a list of integers");
+  return {a->ints().begin(), a->ints().end()};
+}
+
+std::vector<double> node_context::attr_floats(std::string_view name) const {
+  const auto* a = attr(name);
+  if (!a) return {};
+  if (a->type() != ::onnx::AttributeProto::FLOATS)
+    fail(errc::invalid_argument, "attribute '" + std::string(name) + "' is not a list of floats");
+  return {a->floats().begin(), a->floats().end()};
+}
+
+void node_context::only_attrs(std::initializer_list<std::string_view> read) const {
+  for (const auto& a : node_.attribute())
+    if (std::find(read.begin(), read.end(), a.name()) == read.end())
+      fail(errc::unsupported, "attribute '" + a.name() + "' is not supported by kiln's " + op());
+}
+
+void node_context::out(int o, graph::value v) {
+  if (!wants(o)) return;
+  if (produced_.size() <= static_cast<std::size_t>(o))
+    produced_.resize(static_cast<std::size_t>(o) + 1);
+  produced_[static_cast<std::size_t>(o)].value = v;
+}
+
+void node_context::out_known(int o, host_tensor t) {
+  if (!wants(o)) return;
+  if (produced_.size() <= static_cast<std::size_t>(o))
+    produced_.resize(static_cast<std::size_t>(o) + 1);
+  produced_[static_cast<std::size_t>(o)].known = std::move(t);
+}
+
+}  // namespace kiln::onnx_import

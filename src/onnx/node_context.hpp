@@ -1,0 +1,107 @@
+// What one ONNX node's lowering sees: its inputs (graph values, or tensors known at import),
+// its attributes read per the ONNX spec, and where its outputs go. Internal to kiln::onnx.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/graph/graph.hpp"
+
+namespace kiln::onnx_import {
+
+// A tensor whose elements are known at import: an initializer, a Constant node, a folded node.
+struct host_tensor {
+  dtype type = dtype::f32;
+  shape dims;
+  std::vector<unsigned char> bytes;  // row-major
+
+  std::int64_t count() const;
+  // The elements as integers or doubles (any numeric dtype).
+  std::vector<std::int64_t> ints() const;
+  std::vector<double> doubles() const;
+};
+
+// Element types: ONNX's TensorProto_DataType to kiln's; nullopt where kiln has none.
+std::optional<dtype> dtype_from_onnx(int onnx_type);
+std::string onnx_type_name(int onnx_type);
+// An initializer or attribute tensor (raw or typed fields; external data already read in).
+host_tensor tensor_of(const ::onnx::TensorProto& t, const std::string& who);
+
+// One ONNX value while importing: a graph value, a known tensor, or both (a known tensor once
+// used by a graph op is materialized as a constant, once).
+struct slot {
+  std::optional<graph::value> value;
+  std::optional<host_tensor> known;
+};
+
+class node_context {
+ public:
+  node_context(graph& g, const ::onnx::NodeProto& node, int index, std::int64_t opset,
+               std::vector<slot*> inputs)
+      : g(g), node_(node), index_(index), opset_(opset), inputs_(std::move(inputs)) {}
+
+  graph& g;
+
+  std::int64_t opset() const { return opset_; }
+  const std::string& op() const { return node_.op_type(); }
+  // "node 12 'Conv_12' (Conv)": how errors name the node.
+  std::string who() const;
+  [[noreturn]] void fail(errc code, const std::string& message) const;
+
+  // Inputs: count (trailing optional ones included), presence (an empty name is absent).
+  int inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has(int i) const { return i < inputs() && inputs_[static_cast<std::size_t>(i)] != nullptr; }
+  graph::value in(int i);                 // as a graph value (a known tensor becomes a constant)
+  const host_tensor* known(int i) const;  // the tensor when known at import, else null
+  // An input that kiln needs at import (shapes, axes, pads): its elements as integers, naming the
+  // input in the error where it is computed at run time.
+  std::vector<std::int64_t> ints_input(int i, std::string_view what) const;
+  double scalar_input(int i, std::string_view what) const;
+  dtype type_of(int i) const;
+  shape dims_of(int i) const;
+  std::vector<graph::value> present_inputs();
+
+  // Attributes, with the spec's default where absent.
+  bool has_attr(std::string_view name) const { return attr(name) != nullptr; }
+  std::int64_t attr_int(std::string_view name, std::int64_t otherwise) const;
+  double attr_float(std::string_view name, double otherwise) const;
+  std::string attr_string(std::string_view name, std::string_view otherwise) const;
+  std::vector<std::int64_t> attr_ints(std::string_view name) const;
+  std::vector<double> attr_floats(std::string_view name) const;
+  const ::onnx::AttributeProto* attr(std::string_view name) const;
+  // Refuses attributes the node sets that its lowering does not read (never silently ignored).
+  void only_attrs(std::initializer_list<std::string_view> read) const;
+
+  int outputs() const { return node_.output_size(); }
+  bool wants(int o) const { return o < outputs() && !node_.output(o).empty(); }
+  void out(int o, graph::value v);
+  void out_known(int o, host_tensor t);
+  // What the lowering produced, by output position.
+  std::vector<slot>& produced() { return produced_; }
+
+ private:
+  const ::onnx::NodeProto& node_;
+  int index_;
+  std::int64_t opset_;
+  std::vector<slot*> inputs_;
+  std::vector<slot> produced_;
+};
+
+// One lowering per op type; each reads what its opset defines.
+using lowering = void (*)(node_context&);
+using lowering_table = std::map<std::string, lowering, std::less<>>;
+void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
+void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
+void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
+const lowering* find_lowering(std::string_view op_type);
+// Ops whose result depends only on their inputs' values, so that known inputs give a known
+// result (everything but the random generators).
+bool foldable(std::string_view op_type);
+
+}  // namespace kiln::onnx_import
