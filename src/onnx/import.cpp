@@ -340,12 +340,14 @@ imported import_model(ModelProto m, const import_options& opt,
     std::vector<slot> out;
     if (all_known && foldable(node.op_type())) {
       out = fold(node, k, info.imported_opset, *lower, inputs);
-      ++info.folded_nodes;
     } else {
       node_context c(g, node, k, info.imported_opset, inputs);
       (*lower)(c);
       out = std::move(c.produced());
     }
+    if (!out.empty() &&
+        std::all_of(out.begin(), out.end(), [](const slot& s) { return s.known || !s.value; }))
+      ++info.folded_nodes;
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty()) continue;
       const auto u = static_cast<std::size_t>(o);

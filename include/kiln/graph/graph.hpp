@@ -669,6 +669,14 @@ KILN_RUNTIME_API graph::value graph::flatten(value x, std::int64_t axis) {
                     std::to_string(d.rank) + " (expected " + std::to_string(-d.rank) + " to " +
                     std::to_string(d.rank) + ")");
   if (axis < 0) axis += d.rank;
+  // [N, C, H, W] -> [N, C H W] with N known only at the call (a classifier's head): N is copied
+  // (the 0 of a reshape) where the rest is static.
+  if (axis == 1 && d.dims[0] < 0) {
+    std::int64_t inner = 1;
+    for (int i = 1; i < d.rank; ++i) inner *= static_dim(d, i, "flatten");
+    std::int64_t result[2] = {0, inner};
+    return wrap(b_.reshape(id, result));
+  }
   std::int64_t outer = 1;
   for (int i = 0; i < axis; ++i) outer *= static_dim(d, i, "flatten");
   std::int64_t result[2] = {outer, -1};

@@ -1,0 +1,314 @@
+// kiln::onnx's options and refusals on models built here with ONNX's protobuf classes: named
+// dimensions bound or left to the call, inputs given at import, external data (and paths that
+// leave the model's folder), the checker's verdict, opsets, errors naming the node, the model's
+// declared outputs checked against kiln's. Results are checked against values worked out here.
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include <kiln/onnx.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dim = std::variant<std::int64_t, std::string>;
+
+struct model_builder {
+  ::onnx::ModelProto m;
+  ::onnx::GraphProto* g;
+
+  explicit model_builder(std::int64_t opset = 17) {
+    m.set_ir_version(8);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("test");
+  }
+  static void typed(::onnx::ValueInfoProto* v, const std::string& name, int elem,
+                    const std::vector<dim>& dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* s = t->mutable_shape();
+    for (const auto& d : dims) {
+      auto* x = s->add_dim();
+      if (std::holds_alternative<std::int64_t>(d))
+        x->set_dim_value(std::get<std::int64_t>(d));
+      else
+        x->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  void input(const std::string& name, const std::vector<dim>& dims,
+             int elem = ::onnx::TensorProto::FLOAT) {
+    typed(g->add_input(), name, elem, dims);
+  }
+  void output(const std::string& name, const std::vector<dim>& dims,
+              int elem = ::onnx::TensorProto::FLOAT) {
+    typed(g->add_output(), name, elem, dims);
+  }
+  ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> in,
+                          std::vector<std::string> out, const std::string& name = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return n;
+  }
+  ::onnx::TensorProto* ints(const std::string& name, const std::vector<std::int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+    return t;
+  }
+  ::onnx::TensorProto* floats(const std::string& name, const std::vector<float>& v,
+                              const std::vector<std::int64_t>& dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    return t;
+  }
+  std::vector<std::uint8_t> bytes() const {
+    std::string s = m.SerializeAsString();
+    return {s.begin(), s.end()};
+  }
+};
+
+std::string refusal(const std::vector<std::uint8_t>& model, const kiln::onnx::import_options& opt,
+                    kiln::errc want) {
+  try {
+    kiln::onnx::import_bytes(model, opt);
+  } catch (const kiln::error& e) {
+    EXPECT_EQ(e.code(), want) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "imported without an error";
+  return "";
+}
+
+// y = Reshape(x, Concat(Shape(x)[1:], Shape(x)[:1])): [batch, 4] -> [4, batch], the shape
+// arithmetic exporters write.
+model_builder transposing_reshape() {
+  model_builder b;
+  b.input("x", {std::string("batch"), std::int64_t{4}});
+  b.ints("one", {1});
+  b.ints("zero", {0});
+  b.ints("end", {2});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "one", "end"}, {"tail"});
+  b.node("Slice", {"s", "zero", "one"}, {"head"});
+  b.node("Concat", {"tail", "head"}, {"shape"})->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(::onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  b.node("Reshape", {"x", "shape"}, {"y"}, "the_reshape");
+  b.output("y", {std::int64_t{4}, std::string("batch")});
+  return b;
+}
+
+TEST(OnnxOptions, NamedDimensionBoundAtImportFoldsTheShapeArithmetic) {
+  auto model = transposing_reshape().bytes();
+  // Left to the call, the batch reaches Shape, whose result kiln needs at import.
+  std::string why = refusal(model, {}, kiln::errc::unsupported);
+  EXPECT_NE(why.find("node 0 (Shape)"), std::string::npos) << why;
+  EXPECT_NE(why.find("import_options::dims"), std::string::npos) << why;
+
+  kiln::onnx::import_options opt;
+  opt.dims["batch"] = 3;
+  auto m = kiln::onnx::import_bytes(model, opt);
+  EXPECT_EQ(m.info.folded_nodes, 4);  // Shape, both Slices and Concat
+  EXPECT_TRUE(m.info.symbolic_dims.empty());
+  auto exe = kiln::compile(std::move(m.graph));
+  std::vector<float> x(12), y(12, -1);
+  for (int i = 0; i < 12; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {3, 4})},
+          {kiln::tensor_ref(y.data(), kiln::dtype::f32, {4, 3})});
+  EXPECT_EQ(y, x);  // a reshape keeps the row-major order
+}
+
+TEST(OnnxOptions, NamedDimensionLeftToTheCallRunsAtAnySize) {
+  model_builder b;
+  b.input("x", {std::string("batch"), std::int64_t{3}});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Flatten", {"r"}, {"y"});
+  b.output("y", {std::string("batch"), std::int64_t{3}});
+  auto m = kiln::onnx::import_bytes(b.bytes());
+  ASSERT_EQ(m.info.symbolic_dims, std::vector<std::string>{"batch"});
+  auto exe = kiln::compile(std::move(m.graph));
+  for (std::int64_t n : {1, 2, 5}) {
+    std::vector<float> x(static_cast<std::size_t>(3 * n)), y(x.size(), 7);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 2 ? -1.5 * i : i);
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {n, 3})},
+            {kiln::tensor_ref(y.data(), kiln::dtype::f32, {n, 3})});
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] > 0 ? x[i] : 0.0f) << n;
+  }
+}
+
+TEST(OnnxOptions, InputValuesGivenAtImportAreConstants) {
+  model_builder b;
+  b.input("x", {std::int64_t{2}, std::int64_t{3}});
+  b.input("shape", {std::int64_t{2}}, ::onnx::TensorProto::INT64);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y", {std::int64_t{3}, std::int64_t{2}});
+  std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+  EXPECT_NE(why.find("shape (input 1 'shape') is computed at run time"), std::string::npos) << why;
+  kiln::onnx::import_options opt;
+  std::int64_t dims[] = {3, 2};
+  opt.input_values["shape"] = {
+      kiln::dtype::i64, kiln::shape{2},
+      std::vector<unsigned char>(reinterpret_cast<unsigned char*>(dims),
+                                 reinterpret_cast<unsigned char*>(dims) + 16)};
+  auto m = kiln::onnx::import_bytes(b.bytes(), opt);
+  EXPECT_EQ(m.graph.input_names(), std::vector<std::string>{"x"});
+  // A value for a name that is not an input, or of the wrong type, is refused.
+  opt.input_values["nothing"] = opt.input_values["shape"];
+  refusal(b.bytes(), opt, kiln::errc::invalid_argument);
+  opt.input_values.erase("nothing");
+  opt.input_values["shape"].type = kiln::dtype::i32;
+  refusal(b.bytes(), opt, kiln::errc::dtype_mismatch);
+}
+
+TEST(OnnxOptions, ExternalDataIsReadFromTheModelsFolderOnly) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_onnx_external_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // w: [2, 2] = {1, 2, 3, 4} at offset 8 of weights.bin.
+  std::vector<float> w = {1, 2, 3, 4};
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    f.write("padding!", 8);
+    f.write(reinterpret_cast<const char*>(w.data()), 16);
+  }
+  auto write_model = [&](const std::string& location) {
+    model_builder b;
+    b.input("x", {std::int64_t{1}, std::int64_t{2}});
+    auto* t = b.floats("w", {}, {2, 2});
+    t->clear_raw_data();
+    t->set_data_location(::onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair{"location", location}, {"offset", "8"}, {"length", "16"}}) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    b.node("MatMul", {"x", "w"}, {"y"});
+    b.output("y", {std::int64_t{1}, std::int64_t{2}});
+    std::ofstream(dir / "model.onnx", std::ios::binary) << b.m.SerializeAsString();
+    return b.bytes();
+  };
+  write_model("weights.bin");
+  auto exe = kiln::onnx::compile(dir / "model.onnx");
+  float x[2] = {10, 100}, y[2] = {};
+  exe.run({kiln::tensor_ref(x, kiln::dtype::f32, {1, 2})},
+          {kiln::tensor_ref(y, kiln::dtype::f32, {1, 2})});
+  EXPECT_EQ(y[0], 10 * 1 + 100 * 3);
+  EXPECT_EQ(y[1], 10 * 2 + 100 * 4);
+  // Given as bytes, the model needs the folder named.
+  auto bytes = write_model("weights.bin");
+  refusal(bytes, {}, kiln::errc::invalid_argument);
+  kiln::onnx::import_options opt;
+  opt.external_data_folder = dir;
+  EXPECT_NO_THROW(kiln::onnx::import_bytes(bytes, opt));
+  // Locations outside the folder, and data beyond the file's end, are refused.
+  for (const char* bad : {"../weights.bin", "/etc/passwd", "missing.bin"})
+    refusal(write_model(bad), opt, kiln::errc::invalid_argument);
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    f.write("short", 5);
+  }
+  std::string why = refusal(write_model("weights.bin"), opt, kiln::errc::invalid_argument);
+  EXPECT_NE(why.find("lies outside"), std::string::npos) << why;
+  fs::remove_all(dir);
+}
+
+TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
+  {
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Unique", {"r"}, {"y"}, "dedupe");
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("node 1 'dedupe' (Unique): kiln has no lowering for Unique"),
+              std::string::npos)
+        << why;
+  }
+  {  // an attribute kiln does not read is refused, never ignored
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    auto* n = b.node("LayerNormalization", {"x", "x"}, {"y"});
+    auto* a = n->add_attribute();
+    a->set_name("stash_type");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(11);
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("node 0 (LayerNormalization): stash_type"), std::string::npos) << why;
+  }
+  {  // ONNX's checker: Add takes two inputs
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.node("Add", {"x"}, {"y"});
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::invalid_argument);
+    EXPECT_NE(why.find("ONNX's checker refuses the model"), std::string::npos) << why;
+  }
+  {  // an opset beyond the ONNX kiln was built with
+    model_builder b(19);
+    b.input("x", {std::int64_t{4}});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y", {std::int64_t{4}});
+    kiln::onnx::import_options unchecked;
+    unchecked.check = false;
+    std::string why = refusal(b.bytes(), unchecked, kiln::errc::unsupported);
+    EXPECT_NE(why.find("opset 19 is newer"), std::string::npos) << why;
+  }
+  {  // the model's declared output against what kiln computes
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y", {std::int64_t{5}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::shape_mismatch);
+    EXPECT_NE(why.find("graph output 'y' has dims [4] in kiln, [5] in the model"),
+              std::string::npos)
+        << why;
+  }
+  {  // not a model at all
+    std::vector<std::uint8_t> junk = {0xFF, 0xFF, 0xFF, 0x01, 0x02};
+    refusal(junk, {}, kiln::errc::invalid_argument);
+  }
+}
+
+TEST(OnnxOptions, OpsetsBeforeSevenGoThroughOnnxsConverter) {
+  model_builder b(6);  // Add with opset 6's broadcast attribute
+  b.input("x", {std::int64_t{2}, std::int64_t{3}});
+  b.floats("bias", {1, 2, 3}, {3});
+  auto* n = b.node("Add", {"x", "bias"}, {"y"});
+  auto* a = n->add_attribute();
+  a->set_name("broadcast");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(1);
+  b.output("y", {std::int64_t{2}, std::int64_t{3}});
+  auto m = kiln::onnx::import_bytes(b.bytes());
+  EXPECT_EQ(m.info.opset, 6);
+  EXPECT_EQ(m.info.imported_opset, 7);
+  auto exe = kiln::compile(std::move(m.graph));
+  float x[6] = {0, 0, 0, 10, 10, 10}, y[6] = {};
+  exe.run({kiln::tensor_ref(x, kiln::dtype::f32, {2, 3})},
+          {kiln::tensor_ref(y, kiln::dtype::f32, {2, 3})});
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{1, 2, 3, 11, 12, 13}));
+}
+
+}  // namespace
