@@ -50,6 +50,9 @@ struct model_info {
 struct imported {
   kiln::graph graph;
   model_info info;
+  // The model's outputs by name (already outputs of the graph): what a program computes further
+  // from them becomes another output.
+  std::map<std::string, graph::value, std::less<>> outputs;
 };
 
 // The model's graph: inputs and outputs keep the model's names (initializers are not inputs),

@@ -383,6 +383,7 @@ imported import_model(ModelProto m, const import_options& opt,
                                        " in kiln, " + to_string(*d.dims) + " in the model");
     }
     g.output(o.name(), *s.value);
+    result.outputs[o.name()] = *s.value;
   }
   return result;
 }

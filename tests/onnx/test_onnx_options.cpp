@@ -6,6 +6,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -312,3 +317,41 @@ TEST(OnnxOptions, OpsetsBeforeSevenGoThroughOnnxsConverter) {
 }
 
 }  // namespace
+
+#if defined(KILN_IMPORT_ONNX_PATH) && defined(KILN_RUN_PATH)
+// kiln-import-onnx writes a module that kiln-run and executable::load run without ONNX's library.
+TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
+  const char* root = KILN_ONNX_DATA_DIR;
+  const fs::path test = fs::path(root) / "node" / "test_gemm_all_attributes";
+  const fs::path module =
+      fs::temp_directory_path() / ("kiln_gemm_" + std::to_string(::getpid()) + ".kiln");
+  std::string cmd = std::string(KILN_IMPORT_ONNX_PATH) + " " + (test / "model.onnx").string() +
+                    " -o " + module.string() + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string run = std::string(KILN_RUN_PATH) + " " + module.string() + " --signature > /dev/null";
+  EXPECT_EQ(std::system(run.c_str()), 0) << run;
+  kiln::executable exe = kiln::module::load(module.string());
+  std::vector<kiln::onnx::tensor_data> in;
+  for (int i = 0; i < 3; ++i)
+    in.push_back(
+        kiln::onnx::read_tensor(test / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")));
+  auto want = kiln::onnx::read_tensor(test / "test_data_set_0" / "output_0.pb");
+  std::vector<float> got(want.bytes.size() / 4);
+  std::vector<kiln::tensor_ref> args;
+  for (auto& t : in) args.emplace_back(static_cast<const void*>(t.bytes.data()), t.type, t.dims);
+  std::vector<kiln::tensor_ref> results = {kiln::tensor_ref(got.data(), want.type, want.dims)};
+  exe.run(args, results);
+  const auto* w = reinterpret_cast<const float*>(want.bytes.data());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], w[i], 1e-7 + 1e-3 * std::fabs(w[i])) << i;
+  // A usage mistake exits 2, a model kiln refuses 1.
+  EXPECT_EQ(WEXITSTATUS(std::system((std::string(KILN_IMPORT_ONNX_PATH) + " 2>/dev/null").c_str())),
+            2);
+  std::string refused =
+      std::string(KILN_IMPORT_ONNX_PATH) + " " +
+      (fs::path(root) / "node" / "test_unique_not_sorted_without_axis" / "model.onnx").string() +
+      " -o " + module.string() + " 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(refused.c_str())), 1);
+  fs::remove(module);
+}
+#endif
