@@ -1,7 +1,10 @@
 // ONNX ops that kiln builds from several graph ops: the classification losses, CumSum and LRN (as
-// products with a constant 0/1 matrix), DynamicQuantizeLinear.
+// products with a constant 0/1 matrix), DynamicQuantizeLinear, the window generators, integer
+// convolutions and QLinearMatMul, Resize and Upsample (as weighted gathers), GatherND, Einsum.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "node_context.hpp"
@@ -187,9 +190,334 @@ void lower_qlinear_matmul(node_context& c) {
   c.out(0, g.cast(g.clip(y, g.constant(lo, dtype::f32), g.constant(hi, dtype::f32)), to));
 }
 
+// Resize and Upsample, separably: along each resized axis, every output position reads one, two
+// or four input positions (nearest, linear, cubic) with weights, all worked out here from the
+// sizes, which are static. An axis is a gather of each tap, weighted and summed; gathers read in
+// place, so a resize fuses into the region that consumes it.
+struct resize_mode {
+  std::string mode = "nearest", transform = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0;
+  bool exclude_outside = false;
+};
+
+// The input coordinate of output position x, as ONNX's reference maps it (the output's length
+// there is scale * in, not rounded, as ONNX's reference has it).
+double source_coordinate(const resize_mode& m, double x, double scale, std::int64_t in,
+                         double roi_start, double roi_end) {
+  const auto length_in = static_cast<double>(in);
+  const double length_out = scale * length_in;
+  const bool out = length_out != 1;  // (the spec's "length_resized > 1")
+  const std::string& t = m.transform;
+  if (t == "align_corners") return !out ? 0 : x * (length_in - 1) / (length_out - 1);
+  if (t == "asymmetric") return x / scale;
+  if (t == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (t == "pytorch_half_pixel") return !out ? -0.5 : (x + 0.5) / scale - 0.5;
+  if (t == "tf_crop_and_resize")
+    return (!out ? (roi_end - roi_start) * (length_in - 1) / 2
+                 : x * (roi_end - roi_start) * (length_in - 1) / (length_out - 1)) +
+           roi_start * (length_in - 1);
+  return (x + 0.5) / scale - 0.5;  // half_pixel
+}
+
+// The taps' weights at `ratio` in (0, 1], the distance past the left neighbour.
+std::vector<double> tap_weights(const resize_mode& m, double ratio) {
+  if (m.mode == "linear") return {1 - ratio, ratio};
+  if (m.mode == "cubic") {
+    const double a = m.cubic_a;
+    auto far = [&](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < d < 2
+    auto near = [&](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // d <= 1
+    return {far(ratio + 1), near(ratio), near(1 - ratio), far(2 - ratio)};
+  }
+  if (ratio == 1) return {0, 1};  // on an input position
+  const std::string& n = m.nearest;
+  if (n == "floor") return {1, 0};
+  if (n == "ceil") return {0, 1};
+  if (n == "round_prefer_ceil") return {double(ratio < 0.5), double(ratio >= 0.5)};
+  return {double(ratio <= 0.5), double(ratio > 0.5)};  // round_prefer_floor
+}
+
+value resize_axis(node_context& c, value x, int axis, std::int64_t out, double scale,
+                  const resize_mode& m, double roi_start, double roi_end) {
+  graph& g = c.g;
+  const shape d = g.dims_of(x);
+  const std::int64_t in = d.dims[axis];
+  const std::size_t taps = m.mode == "nearest" ? 2 : m.mode == "linear" ? 2 : 4;
+  std::vector<std::vector<std::int64_t>> index(
+      taps, std::vector<std::int64_t>(static_cast<std::size_t>(out)));
+  std::vector<std::vector<double>> weight(taps, std::vector<double>(static_cast<std::size_t>(out)));
+  std::vector<unsigned char> outside(static_cast<std::size_t>(out), 0);
+  for (std::int64_t j = 0; j < out; ++j) {
+    const double x = source_coordinate(m, static_cast<double>(j), scale, in, roi_start, roi_end);
+    const auto u = static_cast<std::size_t>(j);
+    if (m.transform == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1)))
+      outside[u] = 1;
+    // Neighbours: the two around x (x itself on the right when x is an input position), and one
+    // more on each side for cubic; positions outside the axis read its edge.
+    const auto right = static_cast<std::int64_t>(std::ceil(x));
+    const double ratio = x - static_cast<double>(right - 1);
+    std::vector<double> w = tap_weights(m, ratio);
+    const std::int64_t first = right - static_cast<std::int64_t>(taps / 2);
+    if (m.exclude_outside) {
+      double sum = 0;
+      for (std::size_t k = 0; k < taps; ++k) {
+        const std::int64_t p = first + static_cast<std::int64_t>(k);
+        if (p < 0 || p >= in) w[k] = 0;
+        sum += w[k];
+      }
+      for (auto& v : w) v = sum != 0 ? v / sum : 0;
+    }
+    for (std::size_t k = 0; k < taps; ++k) {
+      index[k][u] = std::clamp<std::int64_t>(first + static_cast<std::int64_t>(k), 0, in - 1);
+      weight[k][u] = w[k];
+    }
+  }
+  const dtype t = g.type_of(x);
+  std::vector<std::int64_t> along(static_cast<std::size_t>(d.rank), 1);
+  along[static_cast<std::size_t>(axis)] = out;
+  auto positions = [&](const std::vector<std::int64_t>& p) {
+    return g.constant(p.data(), dtype::i64, p.size(), shape{out});
+  };
+  value y{};
+  if (m.mode == "nearest") {
+    std::vector<std::int64_t> chosen(static_cast<std::size_t>(out));
+    for (std::size_t j = 0; j < chosen.size(); ++j)
+      chosen[j] = weight[0][j] > 0 ? index[0][j] : index[1][j];
+    y = g.gather(x, positions(chosen), axis);
+  } else {
+    for (std::size_t k = 0; k < taps; ++k) {
+      value w = g.reshape(
+          g.cast(g.constant(weight[k].data(), dtype::f64, weight[k].size(), shape{out}), t), along);
+      value term = g.mul(g.gather(x, positions(index[k]), axis), w);
+      y = k == 0 ? term : g.add(y, term);
+    }
+  }
+  if (std::find(outside.begin(), outside.end(), 1) != outside.end()) {
+    value mask = g.reshape(
+        g.constant(std::vector<unsigned char>(outside), dtype::boolean, shape{out}), along);
+    y = g.select(mask, g.constant(m.extrapolation, t), y);
+  }
+  return y;
+}
+
+void lower_resize(node_context& c) {
+  resize_mode m;
+  const shape d = c.dims_of(0);
+  if (!d.is_static()) c.fail(errc::unsupported, "input dims " + to_string(d) + " (kiln: static)");
+  std::vector<double> scales, roi;
+  std::vector<std::int64_t> sizes;
+  if (c.op() == "Upsample") {  // nearest as floor, linear as asymmetric
+    c.only_attrs({"mode", "scales", "height_scale", "width_scale"});
+    m.transform = "asymmetric";
+    m.nearest = "floor";
+    scales = c.opset() < 9 ? c.attr_floats("scales") : c.known(1) ? c.known(1)->doubles() : scales;
+    if (c.opset() >= 9 && !c.known(1)) c.ints_input(1, "scales");  // the refusal, naming it
+  } else if (c.opset() < 11) {
+    c.only_attrs({"mode"});
+    m.transform = "asymmetric";
+    m.nearest = "floor";
+    if (!c.known(1)) c.ints_input(1, "scales");
+    scales = c.known(1)->doubles();
+  } else {
+    c.only_attrs({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                  "exclude_outside", "extrapolation_value"});
+    m.transform = c.attr_string("coordinate_transformation_mode", "half_pixel");
+    m.nearest = c.attr_string("nearest_mode", "round_prefer_floor");
+    m.cubic_a = c.attr_float("cubic_coeff_a", -0.75);
+    m.exclude_outside = c.attr_int("exclude_outside", 0) != 0;
+    m.extrapolation = c.attr_float("extrapolation_value", 0);
+    auto read = [&](int i, const char* what) -> const host_tensor* {
+      if (!c.has(i)) return nullptr;
+      if (!c.known(i)) c.ints_input(i, what);  // the refusal, naming the input
+      return c.known(i);
+    };
+    if (const host_tensor* r = read(1, "roi")) roi = r->doubles();
+    if (const host_tensor* s = read(2, "scales")) scales = s->doubles();
+    if (c.has(3)) sizes = c.ints_input(3, "sizes");
+  }
+  m.mode = c.attr_string("mode", "nearest");
+  if (m.mode != "nearest" && m.mode != "linear" && m.mode != "cubic")
+    c.fail(errc::invalid_argument, "mode is '" + m.mode + "', expected nearest, linear or cubic");
+  for (const char* t : {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                        "tf_half_pixel_for_nn", "tf_crop_and_resize"})
+    if (m.transform == t) goto known_transform;
+  c.fail(errc::invalid_argument, "coordinate_transformation_mode '" + m.transform + "'");
+known_transform:
+  const auto rank = static_cast<std::size_t>(d.rank);
+  if (sizes.empty() && scales.size() != rank)
+    c.fail(errc::shape_mismatch, "scales has " + std::to_string(scales.size()) +
+                                     " values for an input of rank " + std::to_string(rank));
+  if (!sizes.empty() && sizes.size() != rank)
+    c.fail(errc::shape_mismatch, "sizes has " + std::to_string(sizes.size()) +
+                                     " values for an input of rank " + std::to_string(rank));
+  if (m.transform == "tf_crop_and_resize" && roi.size() != 2 * rank)
+    c.fail(errc::shape_mismatch, "roi has " + std::to_string(roi.size()) + " values, expected " +
+                                     std::to_string(2 * rank));
+  value y = c.in(0);
+  for (int a = 0; a < d.rank; ++a) {
+    const auto u = static_cast<std::size_t>(a);
+    const std::int64_t in = d.dims[a];
+    double scale =
+        sizes.empty() ? scales[u] : static_cast<double>(sizes[u]) / static_cast<double>(in);
+    if (!(scale > 0))
+      c.fail(errc::invalid_argument,
+             "scale " + std::to_string(scale) + " at axis " + std::to_string(a));
+    const std::int64_t out =
+        sizes.empty() ? static_cast<std::int64_t>(scale * static_cast<double>(in)) : sizes[u];
+    if (out < 1)
+      c.fail(errc::invalid_argument,
+             "axis " + std::to_string(a) + " resizes to " + std::to_string(out));
+    if (out == in && scale == 1 && m.transform != "tf_crop_and_resize") continue;
+    y = resize_axis(c, y, a, out, scale, m, roi.empty() ? 0 : roi[u],
+                    roi.empty() ? 1 : roi[u + rank]);
+  }
+  c.out(0, y);
+}
+
+// GatherND: each index tuple of the last axis of `indices` (after batch_dims shared leading axes)
+// becomes one position of data's leading axes flattened, read by a gather along that axis.
+void lower_gather_nd(node_context& c) {
+  c.only_attrs({"batch_dims"});
+  graph& g = c.g;
+  const shape dd = c.dims_of(0), id = c.dims_of(1);
+  const std::int64_t b = c.attr_int("batch_dims", 0);
+  if (id.rank < 1 || id.dims[id.rank - 1] == dyn)
+    c.fail(errc::unsupported, "indices dims " + to_string(id) + " (kiln: the last axis static)");
+  const std::int64_t k = id.dims[id.rank - 1];
+  if (b < 0 || b >= id.rank || b + k > dd.rank)
+    c.fail(errc::invalid_argument, "batch_dims " + std::to_string(b) + " and index tuples of " +
+                                       std::to_string(k) + " for data dims " + to_string(dd));
+  for (std::int64_t a = 0; a < b + k; ++a)
+    if (dd.dims[a] == dyn)
+      c.fail(errc::unsupported, "data axis " + std::to_string(a) + " has a run-time size");
+  // linear = batch position * (the indexed axes' count) + the tuple in row-major order.
+  value tuple = g.cast(c.in(1), dtype::i64);
+  value linear = g.constant(0, dtype::i64);
+  std::int64_t stride = 1;
+  for (std::int64_t j = k - 1; j >= 0; --j) {
+    const std::int64_t start[] = {j}, end[] = {j + 1}, axis[] = {id.rank - 1};
+    value part = g.squeeze(g.slice(tuple, start, end, axis), axis);
+    value size = g.constant(dd.dims[b + j], dtype::i64);
+    part = g.select(g.lt(part, g.constant(0, dtype::i64)), g.add(part, size), part);
+    linear = g.add(linear, g.mul(part, g.constant(stride, dtype::i64)));
+    stride *= dd.dims[b + j];
+  }
+  std::int64_t batches = 1;
+  for (std::int64_t a = 0; a < b; ++a) batches *= dd.dims[a];
+  if (b > 0) {
+    std::vector<std::int64_t> base(static_cast<std::size_t>(batches));
+    for (std::int64_t i = 0; i < batches; ++i) base[static_cast<std::size_t>(i)] = i * stride;
+    ints dims(id.dims.begin(), id.dims.begin() + b);
+    dims.resize(static_cast<std::size_t>(id.rank - 1), 1);  // ones for the other index axes
+    linear = g.add(
+        linear, g.reshape(g.constant(base.data(), dtype::i64, base.size(), shape{batches}), dims));
+  }
+  ints flat = {batches * stride};
+  for (int a = static_cast<int>(b + k); a < dd.rank; ++a)
+    flat.push_back(dd.dims[a] == dyn ? 0 : dd.dims[a]);
+  value result = g.gather(g.reshape(c.in(0), flat), linear, 0);
+  c.out(0, result);
+}
+
+// Einsum of one or two operands without ellipses or repeated letters in one operand: letters
+// only one side has and the output lacks are summed first; then the shared letters the output
+// keeps are batch axes, the shared ones it drops are contracted, and the product is one batched
+// matmul of the operands transposed to [batch, kept, contracted] and [batch, contracted, kept].
+void lower_einsum(node_context& c) {
+  c.only_attrs({"equation"});
+  graph& g = c.g;
+  std::string eq;
+  for (char ch : c.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  if (eq.find("...") != std::string::npos) c.fail(errc::unsupported, "an ellipsis in '" + eq + "'");
+  const auto arrow = eq.find("->");
+  std::vector<std::string> terms;
+  const std::string lhs = eq.substr(0, arrow);
+  for (std::size_t at = 0; at <= lhs.size();) {
+    const std::size_t comma = std::min(lhs.find(',', at), lhs.size());
+    terms.push_back(lhs.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit: the letters that appear once, in alphabetical order
+    for (char ch = 'A'; ch <= 'z'; ++ch)
+      if (std::count(lhs.begin(), lhs.end(), ch) == 1) out += ch;
+  }
+  if (terms.size() != static_cast<std::size_t>(c.inputs()) || terms.size() > 2)
+    c.fail(errc::unsupported, "'" + eq + "' (kiln: one or two operands, one term each)");
+  std::vector<value> v;
+  std::map<char, std::int64_t> size;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const shape d = c.dims_of(static_cast<int>(i));
+    if (static_cast<int>(terms[i].size()) != d.rank)
+      c.fail(errc::shape_mismatch,
+             "term '" + terms[i] + "' for an operand of dims " + to_string(d));
+    for (int a = 0; a < d.rank; ++a) {
+      const char ch = terms[i][static_cast<std::size_t>(a)];
+      if (std::count(terms[i].begin(), terms[i].end(), ch) > 1)
+        c.fail(errc::unsupported, "a repeated letter in '" + terms[i] + "' (a diagonal)");
+      if (d.dims[a] == dyn) c.fail(errc::unsupported, "operand axes with run-time sizes");
+      if (size.count(ch) && size[ch] != d.dims[a])
+        c.fail(errc::shape_mismatch, std::string("letter ") + ch + " has sizes " +
+                                         std::to_string(size[ch]) + " and " +
+                                         std::to_string(d.dims[a]));
+      size[ch] = d.dims[a];
+    }
+    v.push_back(c.in(static_cast<int>(i)));
+  }
+  auto has = [](const std::string& s, char ch) { return s.find(ch) != std::string::npos; };
+  // Sums over the letters only this operand has and the output drops.
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const std::string other = terms.size() == 2 ? terms[1 - i] : "";
+    ints axes;
+    std::string kept;
+    for (std::size_t a = 0; a < terms[i].size(); ++a) {
+      const char ch = terms[i][a];
+      if (!has(out, ch) && !has(other, ch))
+        axes.push_back(static_cast<std::int64_t>(a));
+      else
+        kept += ch;
+    }
+    if (!axes.empty()) v[i] = g.reduce(ir::op::reduce_sum, v[i], axes, false);
+    terms[i] = kept;
+  }
+  auto permuted = [&](value x, const std::string& from, const std::string& to) {
+    ints perm;
+    for (char ch : to) perm.push_back(static_cast<std::int64_t>(from.find(ch)));
+    return from == to ? x : g.transpose(x, perm);
+  };
+  auto count = [&](const std::string& letters) {
+    std::int64_t n = 1;
+    for (char ch : letters) n *= size[ch];
+    return n;
+  };
+  if (terms.size() == 1) return c.out(0, permuted(v[0], terms[0], out));
+  std::string batch, left, right, contracted;
+  for (char ch : terms[0]) {
+    if (has(terms[1], ch))
+      (has(out, ch) ? batch : contracted) += ch;
+    else
+      left += ch;
+  }
+  for (char ch : terms[1])
+    if (!has(terms[0], ch)) right += ch;
+  value a = g.reshape(permuted(v[0], terms[0], batch + left + contracted),
+                      ints{count(batch), count(left), count(contracted)});
+  value b = g.reshape(permuted(v[1], terms[1], batch + contracted + right),
+                      ints{count(batch), count(contracted), count(right)});
+  ints dims;
+  for (char ch : batch + left + right) dims.push_back(size[ch]);
+  c.out(0, permuted(g.reshape(g.matmul(a, b), dims), batch + left + right, out));
+}
+
 }  // namespace
 
 void add_composite_lowerings(lowering_table& t) {
+  t["Einsum"] = lower_einsum;
+  t["GatherND"] = lower_gather_nd;
+  t["Resize"] = lower_resize;
+  t["Upsample"] = lower_resize;
   t["HannWindow"] = [](node_context& c) { lower_window(c, 0.5, 0.5, 0); };
   t["HammingWindow"] = [](node_context& c) { lower_window(c, 25.0 / 46.0, 21.0 / 46.0, 0); };
   t["BlackmanWindow"] = [](node_context& c) { lower_window(c, 0.42, 0.5, 0.08); };

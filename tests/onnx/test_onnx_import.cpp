@@ -222,7 +222,7 @@ void run_suite(const char* suite, int at_least) {
   }
 }
 
-TEST(OnnxImport, NodeTests) { run_suite("node", 748); }
+TEST(OnnxImport, NodeTests) { run_suite("node", 779); }
 TEST(OnnxImport, PytorchConverted) { run_suite("pytorch-converted", 82); }
 TEST(OnnxImport, PytorchOperator) { run_suite("pytorch-operator", 35); }
 TEST(OnnxImport, Simple) { run_suite("simple", 7); }
