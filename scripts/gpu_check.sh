@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs kiln's Vulkan tests and benchmarks on a lent GPU machine (the workplace's `device` tool):
+# Runs kiln's Vulkan tests and benchmarks on a machine with an NVIDIA GPU and no build tools:
 # `pack` here builds build/test (Release, configured with benchmarks) and puts the test and benchmark
 # binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
 # `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation

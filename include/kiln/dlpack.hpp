@@ -198,4 +198,18 @@ DLManagedTensor* to_dlpack(const buffer<T>& b) {
   return &e.release()->managed;
 }
 
+// An exported tensor owned by the caller: its deleter runs when the handle goes, unless
+// `.release()` handed the pointer to a framework (which then calls the deleter, as DLPack asks).
+struct dlpack_deleter {
+  void operator()(DLManagedTensor* t) const {
+    if (t && t->deleter) t->deleter(t);
+  }
+};
+using dlpack_tensor = std::unique_ptr<DLManagedTensor, dlpack_deleter>;
+
+template <element_type T>
+dlpack_tensor to_dlpack_owned(const buffer<T>& b) {
+  return dlpack_tensor(to_dlpack(b));
+}
+
 }  // namespace kiln

@@ -175,3 +175,22 @@ TEST(DLPack, ExportedBuffersComeBackAsTheSameMemory) {
   EXPECT_EQ(from_dlpack(fm->dl_tensor).type, dtype::boolean);
   fm->deleter(fm);
 }
+
+// An owned export keeps the buffer's memory alive while it lives and lets go of it when it goes;
+// released, the pointer is the framework's to delete.
+TEST(DLPack, OwnedExportsReleaseTheirMemory) {
+  buffer<float> b = device::cpu().upload(std::vector<float>{1, 2, 3});
+  std::weak_ptr<const void> memory = b.memory()->shared_from_this();
+  const long owners = memory.use_count();
+  {
+    dlpack_tensor t = to_dlpack_owned(b);
+    EXPECT_EQ(memory.use_count(), owners + 1);
+    EXPECT_EQ(t->dl_tensor.shape[0], 3);
+  }
+  EXPECT_EQ(memory.use_count(), owners);
+  dlpack_tensor handed = to_dlpack_owned(b);
+  DLManagedTensor* raw = handed.release();
+  EXPECT_EQ(memory.use_count(), owners + 1);
+  raw->deleter(raw);
+  EXPECT_EQ(memory.use_count(), owners);
+}

@@ -167,7 +167,7 @@ KILN_RUNTIME_API void stream_copy(void* to, const void* from, std::size_t bytes,
   d += head, s += head, bytes -= head;
 #if defined(__GNUC__) || defined(__clang__)
   // 32-byte stores: 1-7 % less time than 16-byte ones for layer_norm 8192x768 on the development
-  // VM's Zen 3, timed in one process (docs/PERFORMANCE.md, thirty-seventh session).
+  // VM's Zen 3, timed in one process (docs/PERFORMANCE.md, "Normalizations").
   if (wide) detail::stream_lines_32(d, s, bytes);
 #endif
   // A line (64 bytes) a trip: with one store a trip the loop's own instructions outnumbered the
