@@ -224,13 +224,13 @@ inline void check_compilable(const graph& g) {
 KILN_RUNTIME_API executable compile(const graph& g, compiler::options opt) {
   detail::check_compilable(g);
   return detail::compile_ir(g.ir(), g.constants(), g.variables(), g.input_names(), g.output_names(),
-                            opt, "graph");
+                            opt, g.name().c_str());
 }
 
 KILN_RUNTIME_API executable compile(graph&& g, compiler::options opt) {
   detail::check_compilable(g);
   return detail::compile_ir(g.ir(), g.take_constants(), g.variables(), g.input_names(),
-                            g.output_names(), opt, "graph");
+                            g.output_names(), opt, g.name().c_str());
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <cctype>
 #include <climits>
 #include <fstream>
 #include <unordered_map>
@@ -280,6 +281,11 @@ imported import_model(ModelProto m, const import_options& opt,
   prepare(m, opt, info);
   const auto& gp = m.graph();
   graph& g = result.graph;
+  // The executable is named after the model's graph (its characters outside a plain name as '_').
+  std::string graph_name;
+  for (char c : gp.name().substr(0, 63))
+    graph_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  g.set_name(kiln::detail::is_function_name(graph_name) ? graph_name : "onnx");
   std::unordered_map<std::string, slot> values;
 
   for (const auto& init : gp.initializer())

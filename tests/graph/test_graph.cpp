@@ -449,3 +449,21 @@ TEST(GraphErrors, DeviceMemoryOnTheCpuIsRefused) {
 }
 
 }  // namespace
+
+// A graph's name starts its executable's (and so its dumps', traces' and modules') name; names
+// that would not be a plain folder name are refused, in a graph and in a module file alike.
+TEST(Graph, NamesItsExecutable) {
+  kiln::graph g;
+  EXPECT_EQ(g.name(), "graph");
+  g.set_name("encoder_layer.1");
+  g.output("y", g.relu(g.input("x", kiln::dtype::f32, {4})));
+  kiln::executable e = kiln::compile(g);
+  EXPECT_EQ(e.name().rfind("encoder_layer.1-", 0), 0u) << e.name();
+  EXPECT_EQ(kiln::executable::from_bytes(e.to_bytes()).name(), e.name());
+  for (const char* bad : {"", ".hidden", "-dash", "a/b", "../up", "with space",
+                          "a_name_of_sixty_four_characters_is_one_character_too_long_for_it"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(g.set_name(bad), kiln::error);
+  }
+  EXPECT_EQ(g.name(), "encoder_layer.1");
+}

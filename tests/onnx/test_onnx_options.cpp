@@ -152,6 +152,7 @@ TEST(OnnxOptions, NamedDimensionLeftToTheCallRunsAtAnySize) {
   b.output("y", {std::string("batch"), std::int64_t{3}});
   auto m = kiln::onnx::import_bytes(b.bytes());
   ASSERT_EQ(m.info.symbolic_dims, std::vector<std::string>{"batch"});
+  EXPECT_EQ(m.graph.name(), "test");  // the model's graph's name
   auto exe = kiln::compile(std::move(m.graph));
   for (std::int64_t n : {1, 2, 5}) {
     std::vector<float> x(static_cast<std::size_t>(3 * n)), y(x.size(), 7);

@@ -27,6 +27,17 @@ constexpr std::string sizes_text(std::span<const std::int64_t> sizes) {
   return t + "]";
 }
 
+// A compiled function's name (graph::set_name, a module's): 1 to 63 letters, digits, '_', '-' or
+// '.', not starting with '.' or '-': it names a folder under KILN_DUMP_DIR and KILN_REPRO_DIR.
+constexpr bool is_function_name(std::string_view name) {
+  if (name.empty() || name.size() > 63 || name[0] == '.' || name[0] == '-') return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-' || c == '.'))
+      return false;
+  return true;
+}
+
 // "'name'": a name quoted for a message. Appended, not "'" + std::string(name) + "'": at -O3
 // GCC 12 takes the literal's insertion before the string for an overflow (-Wstringop-overflow)
 // in every program that calls graph::input.

@@ -304,6 +304,12 @@ class graph {
     return s;
   }
 
+  // The compiled function's name: `name`-<hash of its plan> (default "graph"), in notices,
+  // errors, traces and the folders of KILN_DUMP_DIR and KILN_REPRO_DIR. 1 to 63 letters, digits,
+  // '_', '-' or '.', not starting with '.' or '-'.
+  void set_name(std::string_view name);
+  const std::string& name() const { return name_; }
+
   const ir::graph& ir() const { return b_.get(); }
   // The names of the inputs (the compiled function's parameters: tensor constants are not).
   const std::vector<std::string>& input_names() const { return inputs_; }
@@ -361,6 +367,7 @@ class graph {
   std::vector<std::string> inputs_, outputs_;
   std::vector<tensor_constant> constants_;
   std::vector<variable_slot> variables_;
+  std::string name_ = "graph";
 };
 
 // The methods behind the declarations above, compiled once with the runtime
@@ -433,7 +440,7 @@ KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes
   const auto want = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
   if (bytes.size() != want)
     throw error(errc::shape_mismatch, "constant",
-                "the extents " + to_string(dims) + " of " + std::string(name(t)) + " hold " +
+                "the extents " + to_string(dims) + " of " + std::string(kiln::name(t)) + " hold " +
                     std::to_string(want) + " bytes but the buffer has " +
                     std::to_string(bytes.size()));
   value v = wrap(b_.input(t, dims));
@@ -961,6 +968,14 @@ KILN_RUNTIME_API graph::value graph::gelu(value x, std::string_view approximate)
   value cube = mul(mul(x, x), x);
   value inner = mul(constant(0.79788456080286535588, t), add(x, mul(constant(0.044715, t), cube)));
   return mul(half_x, add(one, tanh(inner)));
+}
+
+KILN_RUNTIME_API void graph::set_name(std::string_view name) {
+  if (!detail::is_function_name(name))
+    throw error(errc::invalid_argument, "graph::set_name",
+                "the name " + detail::quoted(name) +
+                    " is not 1 to 63 letters, digits, '_', '-' or '.' (not first: '.', '-')");
+  name_ = name;
 }
 
 KILN_RUNTIME_API void graph::output(std::string_view name, value v) {

@@ -14,6 +14,7 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/text.hpp"
 
 namespace kiln::runtime {
 
@@ -501,6 +502,8 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   detail::module_reader r(payload, source);
   module_contents m;
   m.prefix = r.text("the name");
+  if (!kiln::detail::is_function_name(m.prefix))
+    r.fail("the function's name is not a plain name (1 to 63 letters, digits, '_', '-', '.')");
   ir::graph& g = m.plan.graph;
   g.inputs.resize(r.count("inputs", 2));
   for (auto& in : g.inputs) {

@@ -3,6 +3,7 @@
 // (default ~/.cache/kiln), in a file named by device UUID, driver version and kiln version.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -188,10 +189,25 @@ class pipeline_cache {
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;
     if (feedback_) ci.pNext = &fb;
+    const auto started = std::chrono::steady_clock::now();
     VkResult r = attempt([&] {
       return vkCreateComputePipelines(device_, cache_.get(), 1, &ci, nullptr,
                                       p.handle.receive(device_));
     });
+    building_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    // A first call that builds many pipelines on a slow compiler (lavapipe's LLVM: seconds for
+    // a GEMM region) says so while it waits, once per device, rather than look hung.
+    if (!said_slow_ && building_seconds_ > 2.0) {
+      said_slow_ = true;
+      std::fprintf(stderr,
+                   "kiln: building Vulkan pipelines takes a while on this device (%.1f s for the "
+                   "%d so far); %s\n",
+                   building_seconds_, stats_.created + 1,
+                   file_.empty() ? "no pipeline cache is kept (KILN_CACHE_DIR)"
+                                 : ("they are kept in " + file_.string() + " for the next process")
+                                       .c_str());
+    }
     if (r != VK_SUCCESS) {
       p.handle.abandon();
       fail(r, "vkCreateComputePipelines");
@@ -233,6 +249,8 @@ class pipeline_cache {
   std::map<std::uint64_t, pipeline> pipelines_;
   statistics stats_;
   bool dirty_ = false;
+  double building_seconds_ = 0;  // in vkCreateComputePipelines, this process
+  bool said_slow_ = false;
 };
 
 }  // namespace kiln::vulkan
