@@ -162,18 +162,7 @@ value centred_f64(node_context& c, int x, int zero_point) {
 
 void lower_conv_integer(node_context& c) {
   c.only_attrs({"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
-  ir::conv_window w;
-  w.strides = c.attr_ints("strides");
-  w.pads = c.attr_ints("pads");
-  w.dilations = c.attr_ints("dilations");
-  w.groups = c.attr_int("group", 1);
-  std::string pad = c.attr_string("auto_pad", "NOTSET");
-  w.auto_pad = pad == "SAME_UPPER"   ? kiln::auto_pad::same_upper
-               : pad == "SAME_LOWER" ? kiln::auto_pad::same_lower
-               : pad == "VALID"      ? kiln::auto_pad::valid
-                                     : kiln::auto_pad::notset;
-  if (pad != "NOTSET" && pad != "SAME_UPPER" && pad != "SAME_LOWER" && pad != "VALID")
-    c.fail(errc::invalid_argument, "auto_pad is '" + pad + "'");
+  const ir::conv_window w = conv_window_of(c);
   c.out(0, c.g.cast(c.g.conv(centred_f64(c, 0, 2), centred_f64(c, 1, 3), w), dtype::i32));
 }
 

@@ -37,17 +37,6 @@ ints axes_of(const node_context& c, const char* name, std::int64_t input_from, i
   return c.has(index) ? c.ints_input(index, name) : ints{};
 }
 
-// ONNX's auto_pad attribute.
-kiln::auto_pad auto_pad_of(const node_context& c) {
-  std::string p = c.attr_string("auto_pad", "NOTSET");
-  if (p == "NOTSET") return kiln::auto_pad::notset;
-  if (p == "SAME_UPPER") return kiln::auto_pad::same_upper;
-  if (p == "SAME_LOWER") return kiln::auto_pad::same_lower;
-  if (p == "VALID") return kiln::auto_pad::valid;
-  c.fail(errc::invalid_argument,
-         "auto_pad is '" + p + "', expected NOTSET, SAME_UPPER, SAME_LOWER or VALID");
-}
-
 void lower_constant(node_context& c) {
   const auto* a = c.attr("value");
   if (a && a->type() == ::onnx::AttributeProto::TENSOR)
@@ -319,26 +308,6 @@ void lower_pool(node_context& c, bool average) {
   c.out(0, average ? c.g.average_pool(c.in(0), w) : c.g.max_pool(c.in(0), w));
 }
 
-ir::conv_window conv_window_of(node_context& c) {
-  ir::conv_window w;
-  w.strides = c.attr_ints("strides");
-  w.pads = c.attr_ints("pads");
-  w.dilations = c.attr_ints("dilations");
-  w.groups = c.attr_int("group", 1);
-  w.auto_pad = auto_pad_of(c);
-  w.output_padding = c.attr_ints("output_padding");
-  w.output_shape = c.attr_ints("output_shape");
-  // kernel_shape is the weight's own spatial extents; a different one is refused.
-  ints kernel = c.attr_ints("kernel_shape");
-  shape wd = c.dims_of(1);
-  for (std::size_t i = 0; i < kernel.size(); ++i)
-    if (2 + static_cast<int>(i) >= wd.rank || kernel[i] != wd.dims[2 + i])
-      c.fail(errc::shape_mismatch, "kernel_shape " + std::to_string(kernel[i]) + " at axis " +
-                                       std::to_string(i) + " differs from the weight's dims " +
-                                       to_string(wd));
-  return w;
-}
-
 void lower_conv(node_context& c, bool transpose) {
   if (transpose)
     c.only_attrs({"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad",
@@ -422,6 +391,36 @@ void lower_range(node_context& c) {
 }
 
 }  // namespace
+
+kiln::auto_pad auto_pad_of(const node_context& c) {
+  std::string p = c.attr_string("auto_pad", "NOTSET");
+  if (p == "NOTSET") return kiln::auto_pad::notset;
+  if (p == "SAME_UPPER") return kiln::auto_pad::same_upper;
+  if (p == "SAME_LOWER") return kiln::auto_pad::same_lower;
+  if (p == "VALID") return kiln::auto_pad::valid;
+  c.fail(errc::invalid_argument,
+         "auto_pad is '" + p + "', expected NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+}
+
+ir::conv_window conv_window_of(node_context& c) {
+  ir::conv_window w;
+  w.strides = c.attr_ints("strides");
+  w.pads = c.attr_ints("pads");
+  w.dilations = c.attr_ints("dilations");
+  w.groups = c.attr_int("group", 1);
+  w.auto_pad = auto_pad_of(c);
+  w.output_padding = c.attr_ints("output_padding");
+  w.output_shape = c.attr_ints("output_shape");
+  // kernel_shape is the weight's own spatial extents; a different one is refused.
+  ints kernel = c.attr_ints("kernel_shape");
+  shape wd = c.dims_of(1);
+  for (std::size_t i = 0; i < kernel.size(); ++i)
+    if (2 + static_cast<int>(i) >= wd.rank || kernel[i] != wd.dims[2 + i])
+      c.fail(errc::shape_mismatch, "kernel_shape " + std::to_string(kernel[i]) + " at axis " +
+                                       std::to_string(i) + " differs from the weight's dims " +
+                                       to_string(wd));
+  return w;
+}
 
 void add_tensor_lowerings(lowering_table& t) {
   t["Constant"] = lower_constant;

@@ -93,6 +93,11 @@ class node_context {
   std::vector<slot> produced_;
 };
 
+// Attributes that several lowerings read (lower_tensors.cpp): ONNX's auto_pad, and a Conv's
+// window (strides, pads, dilations, group, auto_pad; kernel_shape checked against the weight).
+kiln::auto_pad auto_pad_of(const node_context& c);
+ir::conv_window conv_window_of(node_context& c);
+
 // One lowering per op type; each reads what its opset defines.
 using lowering = void (*)(node_context&);
 using lowering_table = std::map<std::string, lowering, std::less<>>;
