@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -186,6 +187,34 @@ class bound_function {
   workspace workspace_;
 };
 
+// A function with its leading parameters bound once (f.bind(w, b)): called with the rest, on the
+// default device or on(d)'s. The bound arguments are kept as given: a kiln::buffer stays on its
+// device and is passed as is at every call, a view refers to the caller's memory, a container is
+// copied into the binding.
+template <class Function, class... Bound>
+class bound_arguments {
+ public:
+  explicit bound_arguments(Bound... bound) : bound_(std::move(bound)...) {}
+  template <class... Args>
+  auto operator()(Args&&... args) const {
+    return std::apply(
+        [&](const Bound&... b) {
+          return Function::call(device_ ? *device_ : device::default_device(), workspace{}, b...,
+                                std::forward<Args>(args)...);
+        },
+        bound_);
+  }
+  bound_arguments on(device d) const {
+    bound_arguments c = *this;
+    c.device_ = d;
+    return c;
+  }
+
+ private:
+  std::tuple<Bound...> bound_;
+  std::optional<device> device_;
+};
+
 template <class F, class... P>
 class function {
  public:
@@ -205,6 +234,15 @@ class function {
   }
 
   bound_function<function> on(device d) const { return bound_function<function>(d); }
+
+  // The first sizeof...(Bound) parameters bound once (weights, say): auto layer =
+  // f.bind(wq, bq); layer(x, into(y)). See bound_arguments for what is kept.
+  template <class... Bound>
+  auto bind(Bound&&... bound) const {
+    static_assert(sizeof...(Bound) <= sizeof...(P),
+                  "kiln::fn::bind: more arguments than parameters");
+    return bound_arguments<function, std::decay_t<Bound>...>(std::forward<Bound>(bound)...);
+  }
 
   // Submits a call on the default device and returns at once (runtime/fence.hpp):
   // f.submit([kiln::after(f1, ...),] args..., into(outs...)). The fence is reached when the call

@@ -4,6 +4,7 @@
 // more regions than the descriptor pool first holds.
 #include <gmock/gmock.h>
 
+#include <limits>
 #include <numeric>
 
 #include <kiln/executable.hpp>
@@ -248,4 +249,33 @@ TEST(Scale, MoreRegionsThanTheFirstDescriptorPool) {
   for (int i = 0; i < 300; ++i)
     for (float v : y[i]) ASSERT_EQ(v, 2.f * i) << "result " << i;
   EXPECT_GE(d.context()->queue().descriptor_set_capacity(), 300u);
+}
+
+// Window attributes near the int64 limits (as a damaged ONNX model gives them) are refused before
+// any window arithmetic: no overflow, a kiln::error naming what is out of range.
+TEST(BadInputs, WindowAttributesBeyondTheirBounds) {
+  constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+  for (int field = 0; field < 4; ++field) {
+    SCOPED_TRACE(field);
+    graph g;
+    auto x = g.input("x", dtype::f32, {1, 2, 8, 8});
+    auto w = g.input("w", dtype::f32, {2, 2, 3, 3});
+    ir::conv_window c;
+    c.strides = {field == 0 ? huge : 1, 1};
+    c.pads = {field == 1 ? huge : 0, 0, 0, field == 2 ? huge - 5 : 0};
+    c.dilations = {field == 3 ? huge / 2 : 1, 1};
+    try {
+      g.conv(x, w, c);
+      ADD_FAILURE() << "accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::unsupported) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("of 2^31 or more")) << e.what();
+    }
+    ir::pool_window p;
+    p.kernel = {2, 2};
+    p.strides = c.strides;
+    p.pads = c.pads;
+    p.dilations = c.dilations;
+    EXPECT_THROW(g.max_pool(x, p), error);
+  }
 }

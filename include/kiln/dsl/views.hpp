@@ -291,7 +291,39 @@ constexpr auto pool2d(const A& x) {
         x);
 }
 
+// ONNX's GlobalAveragePool (Average) or GlobalMaxPool of x [N, C, spatial...].
+template <bool Average, tensor_value A>
+constexpr auto global_pool(const A& x) {
+  constexpr shape d = A::extents_type::value();
+  using T = typename A::element;
+  constexpr bool fits =
+      d.rank >= 3 && (Average ? is_floating(dtype_of<T>) : !std::is_same_v<T, bool>);
+  static_assert(fits || Average,
+                "kiln::global_max_pool: the input must be [N, C, spatial...] numbers");
+  static_assert(fits || !Average,
+                "kiln::global_average_pool: the input must be [N, C, spatial...] floats");
+  if constexpr (rejected_value<A> || !fits)
+    return value<T, rejected_extents>{};
+  else
+    return make_views(
+        [](ir::builder& b, std::span<const std::int32_t> ids) {
+          return ir::global_pool(b, ids[0], Average);
+        },
+        x);
+}
+
 }  // namespace detail
+
+// global_average_pool(x), global_max_pool(x): every spatial axis of x [N, C, spatial...] reduced,
+// kept with size 1 (ONNX's GlobalAveragePool and GlobalMaxPool), as the graph API's methods.
+template <tensor_value A>
+constexpr auto global_average_pool(const A& x) {
+  return detail::global_pool<true>(x);
+}
+template <tensor_value A>
+constexpr auto global_max_pool(const A& x) {
+  return detail::global_pool<false>(x);
+}
 
 // max_pool2d<params>(x) and avg_pool2d<params>(x): ONNX's MaxPool and AveragePool of x [N, C, H,
 // W] (H and W static) over the window `params` (kiln::pool_params), its result's extents worked

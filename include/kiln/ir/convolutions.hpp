@@ -123,6 +123,13 @@ constexpr std::int32_t convolve(builder& b, std::int32_t x, std::int32_t w, cons
       fail(errc::invalid_argument,
            "kernel sizes, strides and dilations must be positive, pads and output_padding not "
            "negative");
+    // Bounds under which the window arithmetic below cannot overflow.
+    constexpr std::int64_t limit = 0x7fffffff;
+    if (size > limit || k > limit || s > limit || d > 0x7fff || pads[i] > limit ||
+        pads[i + axes] > limit || extra[i] > limit || wanted[i] > limit)
+      fail(errc::unsupported,
+           "a spatial size, kernel, stride, pad, output_padding or output_shape of 2^31 or more, "
+           "or a dilation of 2^15 or more");
     const std::int64_t span = (k - 1) * d + 1;
     std::int64_t outputs, begin, end;
     if (!transposed) {

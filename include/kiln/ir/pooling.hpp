@@ -94,6 +94,13 @@ constexpr std::int32_t pool(builder& b, std::int32_t x, const pool_window& w, bo
       fail(errc::invalid_argument,
            "kernel sizes, strides and dilations must be positive and pads "
            "not negative");
+    // Bounds under which the window arithmetic cannot overflow.
+    constexpr std::int64_t limit = 0x7fffffff;
+    if (size > limit || k > limit || s > limit || d > 0x7fff || pads[i] > limit ||
+        pads[i + axes] > limit)
+      fail(errc::unsupported,
+           "a spatial size, kernel, stride or pad of 2^31 or more, or a dilation of 2^15 or "
+           "more");
     const axis_window along =
         window_along(size, k, s, d, pads[i], pads[i + axes], w.auto_pad, w.ceil_mode);
     out[i] = along.outputs;
