@@ -59,12 +59,10 @@ int main(int argc, char** argv) {
     const auto info = m.info;
     kiln::executable exe = kiln::compile(std::move(m.graph));
     exe.save(out);
-    std::printf(
-        "%s: opset %lld (read at %lld), %lld nodes (%lld computed at import), "
-        "%d dispatches",
-        model.c_str(), static_cast<long long>(info.opset),
-        static_cast<long long>(info.imported_opset), static_cast<long long>(info.nodes),
-        static_cast<long long>(info.folded_nodes), exe.dispatch_count());
+    std::printf("%s: opset %lld, %lld nodes (%lld computed at import), %d dispatches",
+                model.c_str(), static_cast<long long>(info.opset),
+                static_cast<long long>(info.nodes), static_cast<long long>(info.folded_nodes),
+                exe.dispatch_count());
     for (const auto& d : info.symbolic_dims) std::printf(", '%s' at the call", d.c_str());
     std::printf(" -> %s\n", out.c_str());
   } catch (const kiln::error& e) {

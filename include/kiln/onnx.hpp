@@ -39,11 +39,10 @@ struct import_options {
 
 // What import() learned about the model beside its graph.
 struct model_info {
-  std::int64_t opset = 0;           // the default domain's opset the model was written for
-  std::int64_t imported_opset = 0;  // the opset its nodes were read at (after conversion)
-  std::string producer;             // producer_name and producer_version
-  std::int64_t nodes = 0;           // nodes of the model's graph
-  std::int64_t folded_nodes = 0;    // nodes computed at import (Shape, its arithmetic, constants)
+  std::int64_t opset = 0;         // the default domain's opset the model was written for
+  std::string producer;           // producer_name and producer_version
+  std::int64_t nodes = 0;         // nodes of the model's graph
+  std::int64_t folded_nodes = 0;  // nodes computed at import (Shape, its arithmetic, constants)
   std::vector<std::string> symbolic_dims;  // named dimensions left as run-time sizes
 };
 

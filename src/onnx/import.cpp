@@ -4,8 +4,6 @@
 #include "kiln/onnx.hpp"
 
 #include <onnx/checker.h>
-#include <onnx/shape_inference/implementation.h>
-#include <onnx/version_converter/convert.h>
 
 #include <cctype>
 #include <climits>
@@ -43,9 +41,10 @@ namespace {
 using namespace kiln::onnx_import;
 using ::onnx::ModelProto;
 
-// The default domain's opsets kiln reads directly: older models go through ONNX's version
-// converter first; newer ones are beyond this build's ONNX.
-constexpr std::int64_t oldest_opset = 7;
+// The default domain's opsets kiln reads, each op as its spec for that opset defines it (ONNX's
+// version converter is not used: it crashes on some damaged models, and its adapters need shape
+// inference, which crashes on others). Newer ones are beyond this build's ONNX.
+constexpr std::int64_t oldest_opset = 1;
 constexpr std::int64_t newest_opset = 17;
 
 [[noreturn]] void fail(errc code, const std::string& message) {
@@ -122,26 +121,10 @@ void read_external(ModelProto& m, const std::filesystem::path& folder) {
       if (a.has_t()) read_external(*a.mutable_t(), folder);
 }
 
-// ONNX 1.12's shape inference divides by window attributes unchecked (a Conv with stride 0 stops
-// the process with SIGFPE): before it runs, they must be positive.
-void sane_for_inference(const ModelProto& m) {
-  for (const auto& n : m.graph().node())
-    for (const auto& a : n.attribute()) {
-      const std::string& k = a.name();
-      if (k != "strides" && k != "dilations" && k != "kernel_shape" && k != "group" &&
-          k != "blocksize")
-        continue;
-      bool positive = a.i() > 0 || a.type() == ::onnx::AttributeProto::INTS;
-      for (auto v : a.ints()) positive = positive && v > 0;
-      if (!positive)
-        fail(errc::invalid_argument, "node '" + n.name() + "' (" + n.op_type() + "): attribute '" +
-                                         k + "' must be positive");
-    }
-}
-
-// ONNX's checker and, for opsets before 7, its version converter; their exceptions as
-// kiln::errors. ONNX's shape inference is not run otherwise: kiln's graph computes every type and
-// extent itself, and the model's declared outputs are checked against them.
+// ONNX's checker, its exception as a kiln::error. ONNX's shape inference is not run: kiln's graph
+// computes every type and extent itself (and the model's declared outputs are checked against
+// them), and ONNX 1.12's inference stops the process on some damaged models (a Conv stride of 0:
+// SIGFPE in convPoolShapeInference).
 void prepare(ModelProto& m, const import_options& opt, model_info& info) {
   info.opset = default_opset(m);
   if (info.opset == 0)
@@ -164,19 +147,6 @@ void prepare(ModelProto& m, const import_options& opt, model_info& info) {
     fail(errc::unsupported, "opset " + std::to_string(info.opset) + " is newer than kiln reads (" +
                                 std::to_string(oldest_opset) + " to " +
                                 std::to_string(newest_opset) + ")");
-  if (info.opset < oldest_opset) {
-    sane_for_inference(m);
-    try {
-      // The converter's adapters need the shapes that inference gives.
-      ::onnx::shape_inference::InferShapes(m);
-      m = ::onnx::version_conversion::ConvertVersion(m, static_cast<int>(oldest_opset));
-    } catch (const std::exception& e) {
-      fail(errc::unsupported, "ONNX's version converter could not bring opset " +
-                                  std::to_string(info.opset) + " to " +
-                                  std::to_string(oldest_opset) + ": " + e.what());
-    }
-  }
-  info.imported_opset = default_opset(m);
 }
 
 // A value_info's tensor type: kiln's dtype and its dims (symbolic ones bound by the options or
@@ -329,7 +299,7 @@ imported import_model(ModelProto m, const import_options& opt,
     const lowering* lower = find_lowering(node.op_type());
     if (!lower)
       fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
-                                  " (opset " + std::to_string(info.imported_opset) + ")");
+                                  " (opset " + std::to_string(info.opset) + ")");
     std::vector<slot*> inputs;
     bool all_known = node.input_size() > 0;
     for (const auto& name : node.input()) {
@@ -345,9 +315,9 @@ imported import_model(ModelProto m, const import_options& opt,
     }
     std::vector<slot> out;
     if (all_known && foldable(node.op_type())) {
-      out = fold(node, k, info.imported_opset, *lower, inputs);
+      out = fold(node, k, info.opset, *lower, inputs);
     } else {
-      node_context c(g, node, k, info.imported_opset, inputs);
+      node_context c(g, node, k, info.opset, inputs);
       (*lower)(c);
       out = std::move(c.produced());
     }

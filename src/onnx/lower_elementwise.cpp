@@ -15,7 +15,29 @@ void unary(node_context& c, value (graph::*method)(value)) {
   c.out(0, (c.g.*method)(c.in(0)));
 }
 
+// Before opset 7 a binary op broadcast only with broadcast = 1, B's axes matching A's from
+// `axis` on (else from the right, as numpy): B gets trailing 1s to line up.
+value legacy_broadcast(node_context& c) {
+  value b = c.in(1);
+  if (c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return b;
+  const int ra = c.dims_of(0).rank;
+  const shape bd = c.dims_of(1);
+  std::int64_t axis = c.attr_int("axis", 0);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + bd.rank > ra)
+    c.fail(errc::shape_mismatch, "axis " + std::to_string(axis) + " for B of dims " +
+                                     to_string(bd) + " and A of rank " + std::to_string(ra));
+  std::vector<std::int64_t> dims(bd.dims.begin(), bd.dims.begin() + bd.rank);
+  dims.resize(static_cast<std::size_t>(ra - axis), 1);
+  for (auto& d : dims) d = d == dyn ? 0 : d;
+  return c.g.reshape(b, dims);
+}
+
 void binary(node_context& c, value (graph::*method)(value, value)) {
+  if (c.opset() < 7) {
+    c.only_attrs({"broadcast", "axis"});
+    return c.out(0, (c.g.*method)(c.in(0), legacy_broadcast(c)));
+  }
   c.only_attrs({});
   c.out(0, (c.g.*method)(c.in(0), c.in(1)));
 }
@@ -52,7 +74,14 @@ dtype onnx_dtype(const node_context& c, std::int64_t onnx_type) {
 
 void lower_cast(node_context& c) {
   c.only_attrs({"to"});
-  if (!c.has_attr("to")) c.fail(errc::invalid_argument, "attribute 'to' is required");
+  const auto* to = c.attr("to");
+  if (!to) c.fail(errc::invalid_argument, "attribute 'to' is required");
+  if (to->type() == ::onnx::AttributeProto::STRING) {  // before opset 6: the type's name
+    ::onnx::TensorProto::DataType t{};
+    if (!::onnx::TensorProto::DataType_Parse(to->s(), &t))
+      c.fail(errc::invalid_argument, "attribute 'to' is '" + to->s() + "', not a type's name");
+    return cast_to(c, onnx_dtype(c, t));
+  }
   cast_to(c, onnx_dtype(c, c.attr_int("to", 0)));
 }
 

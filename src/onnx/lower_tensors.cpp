@@ -441,7 +441,14 @@ void add_tensor_lowerings(lowering_table& t) {
   };
   t["Tile"] = [](node_context& c) {
     c.only_attrs({});
-    c.out(0, c.g.tile(c.in(0), c.ints_input(1, "repeats")));
+    if (c.opset() >= 6) return c.out(0, c.g.tile(c.in(0), c.ints_input(1, "repeats")));
+    // Before opset 6: inputs tiles and axis, the input repeated `tiles` times along `axis`.
+    const int rank = c.dims_of(0).rank;
+    ints repeats(static_cast<std::size_t>(rank), 1);
+    const auto axis = static_cast<std::int64_t>(c.scalar_input(2, "axis"));
+    repeats.at(static_cast<std::size_t>(normalized_axis(c, axis, rank))) =
+        static_cast<std::int64_t>(c.scalar_input(1, "tiles"));
+    c.out(0, c.g.tile(c.in(0), repeats));
   };
   t["Squeeze"] = [](node_context& c) {
     c.only_attrs({"axes"});
@@ -461,7 +468,7 @@ void add_tensor_lowerings(lowering_table& t) {
   };
   t["Concat"] = [](node_context& c) {
     c.only_attrs({"axis"});
-    c.out(0, c.g.concat(c.present_inputs(), c.attr_int("axis", 0)));
+    c.out(0, c.g.concat(c.present_inputs(), c.attr_int("axis", c.opset() < 4 ? 1 : 0)));
   };
   t["Gather"] = [](node_context& c) {
     c.only_attrs({"axis"});

@@ -312,7 +312,9 @@ std::vector<double> node_context::attr_floats(std::string_view name) const {
 
 void node_context::only_attrs(std::initializer_list<std::string_view> read) const {
   for (const auto& a : node_.attribute())
-    if (std::find(read.begin(), read.end(), a.name()) == read.end())
+    // consumed_inputs (opsets before 6) was a memory hint with no effect on the result.
+    if (a.name() != "consumed_inputs" &&
+        std::find(read.begin(), read.end(), a.name()) == read.end())
       fail(errc::unsupported, "attribute '" + a.name() + "' is not supported by kiln's " + op());
 }
 

@@ -310,7 +310,9 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
   }
 }
 
-TEST(OnnxOptions, OpsetsBeforeSevenGoThroughOnnxsConverter) {
+// Opsets before 7 are read with their ops' older semantics: opset 6's Add broadcasts only with
+// broadcast = 1, B lined up with A from `axis`.
+TEST(OnnxOptions, OpsetsBeforeSevenAreReadAsTheyWere) {
   model_builder b(6);  // Add with opset 6's broadcast attribute
   b.input("x", {std::int64_t{2}, std::int64_t{3}});
   b.floats("bias", {1, 2, 3}, {3});
@@ -322,12 +324,27 @@ TEST(OnnxOptions, OpsetsBeforeSevenGoThroughOnnxsConverter) {
   b.output("y", {std::int64_t{2}, std::int64_t{3}});
   auto m = kiln::onnx::import_bytes(b.bytes());
   EXPECT_EQ(m.info.opset, 6);
-  EXPECT_EQ(m.info.imported_opset, 7);
   auto exe = kiln::compile(std::move(m.graph));
   float x[6] = {0, 0, 0, 10, 10, 10}, y[6] = {};
   exe.run({kiln::tensor_ref(x, kiln::dtype::f32, {2, 3})},
           {kiln::tensor_ref(y, kiln::dtype::f32, {2, 3})});
   EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{1, 2, 3, 11, 12, 13}));
+  // With axis 0, B [2] lines up with A's first axis.
+  model_builder c(6);
+  c.input("x", {std::int64_t{2}, std::int64_t{3}});
+  c.floats("rows", {100, 200}, {2});
+  auto* add = c.node("Add", {"x", "rows"}, {"y"});
+  for (auto [name, v] : {std::pair{"broadcast", 1}, {"axis", 0}}) {
+    auto* at = add->add_attribute();
+    at->set_name(name);
+    at->set_type(::onnx::AttributeProto::INT);
+    at->set_i(v);
+  }
+  c.output("y", {std::int64_t{2}, std::int64_t{3}});
+  auto rows = kiln::compile(kiln::onnx::import_bytes(c.bytes()).graph);
+  rows.run({kiln::tensor_ref(x, kiln::dtype::f32, {2, 3})},
+           {kiln::tensor_ref(y, kiln::dtype::f32, {2, 3})});
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{100, 100, 100, 210, 210, 210}));
 }
 
 }  // namespace
