@@ -207,9 +207,7 @@ graph::value node_context::in(int i) {
   slot& s = *inputs_[static_cast<std::size_t>(i)];
   if (!s.value) {
     const host_tensor& t = *s.known;
-    s.value = t.dims.rank == 0 && t.type != dtype::boolean
-                  ? g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims)
-                  : g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims);
+    s.value = g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims);
   }
   return *s.value;
 }

@@ -7,8 +7,8 @@
 
 #include "kiln/compiler/compile.hpp"
 #include "kiln/compiler/freeze.hpp"
-#include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/activations.hpp"
+#include "kiln/dsl/contractions.hpp"
 #include "kiln/dsl/normalizations.hpp"
 #include "kiln/dsl/ops.hpp"
 #include "kiln/dsl/tensor.hpp"

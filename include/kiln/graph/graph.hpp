@@ -225,7 +225,8 @@ class graph {
   value mish(value x);
   value thresholded_relu(value x, double alpha = 1.0);
   value shrink(value x, double bias = 0.0, double lambd = 0.5);
-  // approximate "none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  // approximate "none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715
+  // x^3))).
   value gelu(value x, std::string_view approximate = "none");
 
   // One method per row of ir/op.hpp's list, by its class and arity (leaves, select and cast are

@@ -204,9 +204,9 @@ class pipeline_cache {
                    "kiln: building Vulkan pipelines takes a while on this device (%.1f s for the "
                    "%d so far); %s\n",
                    building_seconds_, stats_.created + 1,
-                   file_.empty() ? "no pipeline cache is kept (KILN_CACHE_DIR)"
-                                 : ("they are kept in " + file_.string() + " for the next process")
-                                       .c_str());
+                   file_.empty()
+                       ? "no pipeline cache is kept (KILN_CACHE_DIR)"
+                       : ("they are kept in " + file_.string() + " for the next process").c_str());
     }
     if (r != VK_SUCCESS) {
       p.handle.abandon();
