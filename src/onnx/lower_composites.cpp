@@ -142,8 +142,7 @@ void lower_window(node_context& c, double a0, double a1, double a2) {
   c.only_attrs({"output_datatype", "periodic"});
   const auto size = static_cast<std::int64_t>(c.scalar_input(0, "size"));
   if (size < 0) c.fail(errc::invalid_argument, "size is " + std::to_string(size));
-  auto to = dtype_from_onnx(static_cast<int>(c.attr_int("output_datatype", 1)));
-  if (!to) c.fail(errc::unsupported, "output_datatype is not one of kiln's element types");
+  const dtype to = c.element_type(c.attr_int("output_datatype", 1));
   const double n = static_cast<double>(c.attr_int("periodic", 1) != 0 ? size : size - 1);
   const double pi = 3.14159265358979323846;
   std::vector<double> w(static_cast<std::size_t>(size));
@@ -151,7 +150,7 @@ void lower_window(node_context& c, double a0, double a1, double a2) {
     const double x = 2 * pi * static_cast<double>(i) / n;
     w[i] = a0 - a1 * std::cos(x) + a2 * std::cos(2 * x);
   }
-  c.out(0, c.g.cast(c.g.constant(w.data(), dtype::f64, w.size(), shape{size}), *to));
+  c.out(0, c.g.cast(c.g.constant(w.data(), dtype::f64, w.size(), shape{size}), to));
 }
 
 // x - zero point, exactly, in f64 (every integer product and sum of int8 data up to 2^53).

@@ -64,14 +64,6 @@ void cast_to(node_context& c, dtype to) {
   c.out(0, c.g.cast(c.in(0), to));
 }
 
-dtype onnx_dtype(const node_context& c, std::int64_t onnx_type) {
-  auto t = dtype_from_onnx(static_cast<int>(onnx_type));
-  if (!t)
-    c.fail(errc::unsupported,
-           "element type " + onnx_type_name(static_cast<int>(onnx_type)) + " is not kiln's");
-  return *t;
-}
-
 void lower_cast(node_context& c) {
   c.only_attrs({"to"});
   const auto* to = c.attr("to");
@@ -80,9 +72,9 @@ void lower_cast(node_context& c) {
     ::onnx::TensorProto::DataType t{};
     if (!::onnx::TensorProto::DataType_Parse(to->s(), &t))
       c.fail(errc::invalid_argument, "attribute 'to' is '" + to->s() + "', not a type's name");
-    return cast_to(c, onnx_dtype(c, t));
+    return cast_to(c, c.element_type(t));
   }
-  cast_to(c, onnx_dtype(c, c.attr_int("to", 0)));
+  cast_to(c, c.element_type(c.attr_int("to", 0)));
 }
 
 void lower_cast_like(node_context& c) {
@@ -167,11 +159,10 @@ void lower_dropout(node_context& c) {
   // Inference: the identity. Training mode (opset 12's input, or is_test = 0 before opset 7)
   // with a nonzero ratio draws random numbers, which kiln does not.
   c.only_attrs({"ratio", "seed", "is_test"});
-  bool training = false;
+  bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
   if (c.opset() >= 12 && c.has(2)) training = c.scalar_input(2, "training_mode") != 0;
-  double ratio =
-      c.opset() >= 12 && c.has(1) ? c.scalar_input(1, "ratio") : c.attr_float("ratio", 0.5);
-  if (training && ratio != 0)
+  if (training && (c.opset() >= 12 ? c.has(1) ? c.scalar_input(1, "ratio") : 0.5
+                                   : c.attr_float("ratio", 0.5)) != 0)
     c.fail(errc::unsupported, "training_mode = 1 (kiln: inference only, no random numbers)");
   identity(c);
   if (c.wants(1)) {

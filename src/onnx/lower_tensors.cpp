@@ -358,8 +358,7 @@ void lower_eye_like(node_context& c) {
   shape d = c.dims_of(0);
   if (d.rank != 2 || !d.is_static())
     c.fail(errc::unsupported, "input dims " + to_string(d) + " (kiln: static, rank 2)");
-  const dtype t = c.has_attr("dtype") ? *dtype_from_onnx(static_cast<int>(c.attr_int("dtype", 1)))
-                                      : c.type_of(0);
+  const dtype t = c.has_attr("dtype") ? c.element_type(c.attr_int("dtype", 1)) : c.type_of(0);
   const std::int64_t k = c.attr_int("k", 0);
   std::vector<double> v(static_cast<std::size_t>(d.element_count()), 0.0);
   for (std::int64_t i = 0; i < d.dims[0]; ++i)

@@ -2,6 +2,7 @@
 #include "node_context.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kiln/core/minifloat.hpp"
@@ -248,6 +249,16 @@ double node_context::scalar_input(int i, std::string_view what) const {
 dtype node_context::type_of(int i) const {
   if (const host_tensor* t = known(i)) return t->type;
   return g.type_of(*inputs_.at(static_cast<std::size_t>(i))->value);
+}
+
+dtype node_context::element_type(std::int64_t onnx_type) const {
+  const auto t = onnx_type < INT32_MIN || onnx_type > INT32_MAX
+                     ? std::nullopt
+                     : dtype_from_onnx(static_cast<int>(onnx_type));
+  if (!t)
+    fail(errc::unsupported,
+         "element type " + onnx_type_name(static_cast<int>(onnx_type)) + " is not kiln's");
+  return *t;
 }
 
 shape node_context::dims_of(int i) const {

@@ -64,6 +64,8 @@ class node_context {
   std::vector<std::int64_t> ints_input(int i, std::string_view what) const;
   double scalar_input(int i, std::string_view what) const;
   dtype type_of(int i) const;
+  // An element type an attribute names (Cast's `to`, EyeLike's `dtype`): kiln's, or the refusal.
+  dtype element_type(std::int64_t onnx_type) const;
   shape dims_of(int i) const;
   std::vector<graph::value> present_inputs();
 

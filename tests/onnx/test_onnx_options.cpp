@@ -304,6 +304,30 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
         << why;
     refusal(b.bytes(), {}, kiln::errc::invalid_argument);
   }
+  {  // before opset 7, Dropout without is_test = 1 is training (random numbers); with it, identity
+    model_builder b(6);
+    b.input("x", {std::int64_t{4}});
+    b.node("Dropout", {"x"}, {"y"});
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("node 0 (Dropout): training_mode = 1"), std::string::npos) << why;
+    auto* is_test = b.g->mutable_node(0)->add_attribute();
+    is_test->set_name("is_test");
+    is_test->set_type(::onnx::AttributeProto::INT);
+    is_test->set_i(1);
+    EXPECT_NO_THROW(kiln::onnx::import_bytes(b.bytes()));
+  }
+  {  // an element type kiln does not have, named by an attribute
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    auto* to = b.node("Cast", {"x"}, {"y"})->add_attribute();
+    to->set_name("to");
+    to->set_type(::onnx::AttributeProto::INT);
+    to->set_i(::onnx::TensorProto::UINT64);
+    b.output("y", {std::int64_t{4}}, ::onnx::TensorProto::UINT64);
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("element type UINT64 is not kiln's"), std::string::npos) << why;
+  }
   {  // not a model at all
     std::vector<std::uint8_t> junk = {0xFF, 0xFF, 0xFF, 0x01, 0x02};
     refusal(junk, {}, kiln::errc::invalid_argument);
