@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <type_traits>
 
 #include <kiln/kiln.hpp>
 #include <kiln/runtime/vulkan/executor.hpp>
@@ -142,6 +143,54 @@ void softmax_vs_glsl(benchmark::State& state) {
   state.SetLabel(dev.name());
 }
 BENCHMARK(softmax_vs_glsl)->Args({4096, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// layer_norm over the rows of 8192 x 768 (BERT-base's hidden size) on device buffers: a row group
+// (benchmarks/gpu/compare.py sets PyTorch's time beside it).
+constexpr auto layer_norm_rows = fn<tensor<f32, dyn, 768>, tensor<f32, 768>, tensor<f32, 768>>(
+    [](auto x, auto scale, auto bias) { return layer_norm<1>(x, scale, bias); });
+
+void layer_norm_8192x768(benchmark::State& state) {
+  auto dev = device::vulkan();
+  const std::int64_t rows = 8192, cols = 768;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  buffer<float> x = dev.upload(data(n, 3)).reshaped({rows, cols}),
+                scale = dev.upload(data(cols, 1)).reshaped({cols}),
+                bias = dev.upload(data(cols, 0.5f)).reshaped({cols}),
+                y = dev.alloc<float>(rows * cols).reshaped({rows, cols});
+  auto run_kiln = [&] { layer_norm_rows.on(dev)(x, scale, bias, into(y)); };
+  run_kiln();
+  double k = measure_kiln(state, run_kiln, static_cast<std::int64_t>(n) * 8, 10);
+  state.counters["kiln_us"] = k * 1e6;
+  state.SetLabel(dev.name());
+}
+BENCHMARK(layer_norm_8192x768)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// A 4096 x 4096 x 4096 product on device buffers, f16 (on the matrix units where the device has
+// them) and f32 (the tiled kernel): its TFLOP/s, one synchronous call at a time.
+template <class T>
+void matmul_4096(benchmark::State& state) {
+  constexpr std::int64_t n = 4096;
+  static constexpr auto product =
+      fn<tensor<T, n, n>, tensor<T, n, n>>([](auto a, auto b) { return matmul(a, b); });
+  auto dev = device::vulkan();
+  auto values = [&](float scale) {
+    std::vector<float> f = data(static_cast<std::size_t>(n * n), scale);
+    std::vector<T> v(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) v[i] = T(f[i]);
+    return dev.upload(v).reshaped({n, n});
+  };
+  buffer<T> a = values(1), b = values(0.01f), c = dev.alloc<T>(n * n).reshaped({n, n});
+  auto run_kiln = [&] { product.on(dev)(a, b, into(c)); };
+  run_kiln();
+  double k = measure_kiln(state, run_kiln, 0, 3);
+  state.counters["kiln_ms"] = k * 1e3;
+  state.counters["TFLOPs"] = 2.0 * n * n * n / k / 1e12;
+  state.counters["matrix_units"] =
+      dev.context()->target().gemm(std::is_same_v<T, f16>).on_matrix_units();
+  state.SetLabel(dev.name());
+}
+BENCHMARK(matmul_4096<f16>)->Name("matmul_4096_f16")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(matmul_4096<f32>)->Name("matmul_4096_f32")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // relu(A B + bias), A [n, n], B [n, n], on device buffers: kiln's tiled kernel with its fused
 // epilogue against the hand-written tiled GLSL kernel (64 x 64 tiles, 4 x 4 per invocation,

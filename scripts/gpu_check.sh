@@ -3,8 +3,8 @@
 # `pack` here builds build/test (Release, configured with benchmarks) and puts the test and benchmark
 # binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
 # `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation
-# layer on, then the Vulkan benchmarks and the CPU normalization/reduction benchmarks, writing
-# the logs to $OUT (`run tests`: the suites alone). .gl holds the Vulkan loader's Debian packages
+# layer on, then the Vulkan benchmarks beside PyTorch's same ops (benchmarks/gpu) and the BERT
+# layer through kiln::onnx, writing the logs and compare.md to $OUT (`run tests`: the suites alone). .gl holds the Vulkan loader's Debian packages
 # (docs/TESTING.md says how).
 set -u
 mode=${1:-}
@@ -27,10 +27,13 @@ for t in json.load(sys.stdin)["tests"]:
         seen.append(c[0])
 print(" ".join(p.split("/build/test/", 1)[1] for p in seen))')
   tar -cf - $bins kiln-run benchmarks/bench_vulkan benchmarks/bench_normalizations \
-    benchmarks/bench_reductions benchmarks/*.spv tests/onnx-node-tests.txt |
+    benchmarks/bench_reductions benchmarks/kiln_bench_models benchmarks/*.spv \
+    tests/onnx-node-tests.txt |
     xz -T0 -6 >"$root/.dev/bin.tar.xz"
   cd "$root"
-  cp /lib/x86_64-linux-gnu/libbenchmark.so.1debian /lib/x86_64-linux-gnu/libgomp.so.1 .dev/lib/
+  cp /lib/x86_64-linux-gnu/libbenchmark.so.1debian /lib/x86_64-linux-gnu/libgomp.so.1 \
+    /lib/x86_64-linux-gnu/libonnx.so.1 /lib/x86_64-linux-gnu/libonnx_proto.so.1 \
+    /lib/x86_64-linux-gnu/libprotobuf.so.32 .dev/lib/
   xz -T0 -6 -c /usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so \
     >.dev/lib/libVkLayer_khronos_validation.so.xz
   sed 's#"library_path": "libVkLayer#"library_path": "../lib/libVkLayer#' \
@@ -61,8 +64,10 @@ export KILN_DEVICE=vulkan KILN_VALIDATE=1 KILN_CACHE_DIR=/tmp/kiln-cache
 export KILN_ONNX_CASES=$root/build/test/tests/onnx-node-tests.txt
 mkdir -p /tmp/logs
 start=$(date +%s)
-ls tests/ | grep -v '\.' | grep -v onnx-node | xargs -P 8 -I{} sh -c \
-  'timeout 200 ./tests/{} --gtest_brief=1 >/tmp/logs/{}.log 2>&1; echo "{} rc=$?" >>/tmp/logs/rc'
+# The ONNX suites that read Debian's ONNX test data or run kiln-import-onnx stay here: neither
+# travels.
+ls tests/ | grep -v '\.' | grep -v -E 'onnx-node|onnx_test_onnx_(import|options|fuzz)' | xargs -P 12 -I{} sh -c \
+  'timeout 120 ./tests/{} --gtest_brief=1 >/tmp/logs/{}.log 2>&1; echo "{} rc=$?" >>/tmp/logs/rc'
 echo "tests took $(($(date +%s) - start)) s"
 for f in /tmp/logs/*.log; do echo "=== $f"; cat "$f"; done >"$OUT/tests.log"
 sort /tmp/logs/rc | tee "$OUT/rc.txt"
@@ -70,14 +75,14 @@ grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
 [ "${2:-}" = tests ] && exit 0
 
 unset KILN_VALIDATE  # the layer checks every call: timings without it
-timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.3 2>&1 | tee "$OUT/bench_vulkan.txt"
-unset KILN_DEVICE
-for b in bench_normalizations bench_reductions; do
-  timeout 120 ./benchmarks/$b --benchmark_min_time=0.3 --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true 2>&1 | tee "$OUT/$b.txt"
-done
-# The row groups and folds with the runtime library's baseline kernels (the runs above use the
-# widest set the CPU runs). The GEMM's anchors (oneDNN, OpenBLAS: 75 MB) do not fit what travels.
-KILN_CPU_ISA=sse2 timeout 120 ./benchmarks/bench_normalizations --benchmark_min_time=0.3 \
-  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
-  tee "$OUT/bench_normalizations_sse2.txt"
+timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.2 \
+  --benchmark_out="$OUT/bench_vulkan.json" 2>&1 | tee "$OUT/bench_vulkan.txt"
+# PyTorch on the same GPU, the same ops, then the table of both (benchmarks/gpu).
+timeout 120 python3 "$root/benchmarks/gpu/torch_anchors.py" >"$OUT/torch.json"
+# The BERT-base layer through kiln::onnx on the GPU, with one profiled call.
+mkdir -p /tmp/models/bert && (cd /tmp/models && python3 "$root/benchmarks/models/make_models.py" . >/dev/null) &&
+  mv /tmp/models/bert_layer.onnx /tmp/models/bert/ &&
+  KILN_BENCH_DEVICE=vulkan timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert 2>&1 |
+  tee "$OUT/kiln_models.txt"
+python3 "$root/benchmarks/gpu/compare.py" "$OUT/bench_vulkan.json" "$OUT/torch.json" \
+  "$OUT/kiln_models.txt" | tee "$OUT/compare.md"

@@ -178,7 +178,7 @@ void list_devices() {
         "  %u storage buffers per stage, buffers up to %llu bytes, offset alignment %llu,\n"
         "  float64 %s, int64 %s, subgroup arithmetic %s, memory shared with the host %s,\n"
         "  subnormals kept in f32 %s, inf/NaN/-0 kept in f32 %s, f32 quotients %s,\n"
-        "  matmul tile %ux%u\n",
+        "  matmul tile %ux%u, f16 products on matrix units %s\n",
         d.name().c_str(), t.vulkan_version >> 22, (t.vulkan_version >> 12) & 0x3ff, t.subgroup_size,
         t.max_workgroup_size_x, t.shared_memory_bytes, t.max_storage_buffers,
         static_cast<unsigned long long>(t.max_storage_buffer_range),
@@ -188,7 +188,13 @@ void list_devices() {
         t.cpu_device         ? "the driver's (a CPU's: exact)"
         : t.divides_in_f64() ? "rounded once from f64"
                              : "the driver's OpFDiv (2.5 ulp)",
-        t.gemm().rows(), t.gemm().cols());
+        t.gemm().rows(), t.gemm().cols(),
+        t.gemm(true).on_matrix_units()
+            ? (std::to_string(t.f16_matrix_m) + "x" + std::to_string(t.f16_matrix_n) + "x" +
+               std::to_string(t.f16_matrix_k) + " (VK_NV_cooperative_matrix), tile " +
+               std::to_string(t.gemm(true).rows()) + "x" + std::to_string(t.gemm(true).cols()))
+                  .c_str()
+            : "no");
   }
 }
 

@@ -3,6 +3,9 @@
 // first call, then the median and minimum of 20 timed calls. Where ort_bench.js left ONNX
 // Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
 // written beside it (<model>.kiln.bin).
+// KILN_BENCH_DEVICE=vulkan runs the calls on the Vulkan device instead (host data: each call
+// uploads its inputs and downloads its result), then one call more under KILN_PROFILE=1, whose
+// dispatches' device times kiln prints.
 // Usage: kiln_bench MODEL_DIR [THREADS]
 #include <algorithm>
 #include <chrono>
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include <kiln/onnx.hpp>
@@ -44,6 +48,9 @@ std::vector<unsigned char> input_bytes(kiln::dtype t, std::int64_t n) {
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 1 ? argv[1] : ".";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  const char* on = std::getenv("KILN_BENCH_DEVICE");
+  const bool vulkan = on && std::string_view(on) == "vulkan";
+  const kiln::device dev = vulkan ? kiln::device::vulkan() : kiln::device::cpu();
   for (const char* model :
        {"bert_layer", "mlp", "resnet_stages", "mobilenet_224", "mobilenet_48x192"}) {
     const auto path = dir / (std::string(model) + ".onnx");
@@ -68,15 +75,20 @@ int main(int argc, char** argv) {
     for (const auto& d : out_dims) out.emplace_back(static_cast<std::size_t>(d.element_count()));
     for (std::size_t r = 0; r < out.size(); ++r)
       results.emplace_back(static_cast<void*>(out[r].data()), kiln::dtype::f32, out_dims[r]);
-    exe.run(args, results, kiln::device::cpu());
+    exe.run(args, results, dev);
     const double first = ms_since(t0);
     std::vector<double> times;
     for (int i = 0; i < 20; ++i) {
       auto s = clock_type::now();
-      exe.run(args, results, kiln::device::cpu());
+      exe.run(args, results, dev);
       times.push_back(ms_since(s));
     }
     std::sort(times.begin(), times.end());
+    if (vulkan) {
+      setenv("KILN_PROFILE", "1", 1);
+      exe.run(args, results, dev);
+      unsetenv("KILN_PROFILE");
+    }
     std::printf("%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %d dispatches",
                 model, times[10], times[0], first, threads, exe.dispatch_count());
     std::ofstream(dir / (std::string(model) + ".kiln.bin"), std::ios::binary)

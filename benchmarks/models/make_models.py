@@ -56,6 +56,8 @@ class Builder:
     def model(self, name, inputs, outputs):
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = 8  # what opset 17 needs; a newer onnx writes a later one, which Debian's
+                          # libonnx checker (1.12) refuses
         onnx.checker.check_model(m)
         return m
 

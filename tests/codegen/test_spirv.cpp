@@ -6,6 +6,7 @@
 
 #include <kiln/codegen/spirv/emit_region.hpp>
 #include <kiln/codegen/spirv/tools.hpp>
+#include <kiln/ir/convolutions.hpp>
 #include <kiln/kiln.hpp>
 
 using namespace kiln;
@@ -316,4 +317,66 @@ TEST(SpirvEmitter, MetadataBeyondThePushConstantsGoesToABuffer) {
   auto small = spirv::emit_region(p, p.regions[0], kinds, full_target());
   EXPECT_FALSE(small.metadata_in_buffer);
   EXPECT_EQ(validate(small.code), "");
+}
+
+// f16 products on the matrix units (SPV_NV_cooperative_matrix): where the target offers a shape,
+// a matmul of f16 operands with its epilogue, and an f16 convolution, are cooperative-matrix
+// kernels that spirv-val accepts for each shape NVIDIA's drivers report; products of other types,
+// and targets without the shape, keep the tiled kernel. (Lavapipe has no such extension: the
+// kernels run in VulkanMatmul.F16ProductsRunOnTheMatrixUnits on a GPU that has it.)
+TEST(SpirvEmitter, F16ProductsOnTheMatrixUnitsValidate) {
+  auto product = [](dtype t, bool conv) {
+    ir::builder b;
+    std::int32_t y;
+    if (conv) {
+      auto x = b.input(t, {2, 8, 9, 9});
+      auto w = b.input(t, {16, 8, 3, 3});
+      y = ir::conv(b, x, w, ir::conv_window{.pads = {1, 1, 1, 1}});
+    } else {
+      auto a = b.input(t, {dyn, 96});
+      auto w = b.input(t, {96, 200});
+      y = b.binary(op::add, b.matmul(a, w), b.input(t, {200}));
+    }
+    b.output(b.unary(op::relu, y));
+    return compiler::compile(b.get());
+  };
+  const std::uint32_t shapes[][3] = {{16, 16, 16}, {16, 8, 16}, {16, 8, 8}};
+  for (auto [m, n, k] : shapes) {
+    spirv::target t = full_target();
+    t.max_workgroup_size_x = 1024;
+    t.shared_memory_bytes = 49152;
+    t.f16_matrix_m = m;
+    t.f16_matrix_n = n;
+    t.f16_matrix_k = k;
+    ASSERT_TRUE(t.gemm(true).on_matrix_units());
+    EXPECT_LE(t.gemm(true).shared_bytes(2), t.shared_memory_bytes);
+    EXPECT_EQ(t.gemm(true).invocations(), 256u);  // 8 subgroups of 32
+    EXPECT_FALSE(t.gemm(false).on_matrix_units());
+    for (bool conv : {false, true})
+      for (dtype d : {dtype::f16, dtype::f32, dtype::bf16}) {
+        auto p = product(d, conv);
+        const compiler::region* reg = nullptr;
+        for (const auto& r : p.regions)
+          if (r.contraction >= 0) reg = &r;
+        ASSERT_NE(reg, nullptr);
+        std::vector<operand_kind> kinds(compiler::input_slots(p, *reg).size(), operand_kind::full);
+        auto kernel = spirv::emit_region(p, *reg, kinds, t);
+        std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                           (conv ? " conv " : " matmul ") + std::string(name(d));
+        ASSERT_EQ(kernel.unsupported, "") << what;
+        EXPECT_EQ(validate(kernel.code), "") << what;
+        // Per step of 32 along K, each subgroup's 64 x 32 part of the tile: (64 / m) x (32 / n)
+        // accumulators, 32 / k products each.
+        const int products = d == dtype::f16 ? int(64 / m * (32 / n) * (32 / k)) : 0;
+        EXPECT_EQ(count_ops(kernel.code, spv::Op::OpCooperativeMatrixMulAddNV), products) << what;
+        EXPECT_EQ(kernel.workgroup, 256u) << what;
+      }
+  }
+  spirv::target no_subgroups_of_32 = full_target();  // the subgroup layout needs 8 of 32
+  no_subgroups_of_32.max_workgroup_size_x = 1024;
+  no_subgroups_of_32.shared_memory_bytes = 49152;
+  no_subgroups_of_32.f16_matrix_m = no_subgroups_of_32.f16_matrix_n = 16;
+  no_subgroups_of_32.f16_matrix_k = 16;
+  no_subgroups_of_32.subgroup_size = 64;
+  EXPECT_FALSE(no_subgroups_of_32.gemm(true).on_matrix_units());
 }

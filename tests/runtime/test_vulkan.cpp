@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <kiln/executable.hpp>
@@ -296,4 +298,56 @@ TEST(VulkanQueue, SubmissionStartsOnlyOnceItsWaitListIsReached) {
   std::vector<float> out(4);
   y.download(out);
   EXPECT_EQ(out, (std::vector<float>{2.25f, 4, 9, 0.0625f}));
+}
+
+// KILN_PROFILE=1: after each call that waits, one line per dispatch with its device time and the
+// ops it runs, then their sum; the results are those of a call without it. Unset, nothing.
+TEST(VulkanProfile, EachDispatchsDeviceTimeIsPrinted) {
+  const device d = device::vulkan();
+  const std::int64_t M = 64, K = 48, N = 40;
+  graph g;
+  auto a = g.input("a", dtype::f32, {M, K});
+  auto w = g.input("w", dtype::f32, {K, N});
+  g.output("y", g.softmax(g.relu(g.matmul(a, w)), -1));
+  auto e = compile(g);
+  std::vector<float> av(M * K), wv(K * N), quiet(M * N), profiled(M * N);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(0.37f * float(i));
+  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.11f * float(i));
+  auto run = [&](std::vector<float>& y) {
+    testing::internal::CaptureStderr();
+    e.run({tensor_ref(av.data(), dtype::f32, {M, K}), tensor_ref(wv.data(), dtype::f32, {K, N})},
+          {tensor_ref(y.data(), dtype::f32, {M, N})}, d);
+    return testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(run(quiet).find("kiln profile"), std::string::npos);
+  ASSERT_EQ(setenv("KILN_PROFILE", "1", 1), 0);
+  std::string said = run(profiled);
+  unsetenv("KILN_PROFILE");
+  EXPECT_EQ(quiet, profiled);
+  std::istringstream lines(said);
+  std::string line;
+  int dispatches = 0;
+  double sum = 0, total = -1;
+  bool product = false, row_group = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("kiln profile: ", 0) != 0) continue;
+    if (auto at = line.find(" dispatch "); at != std::string::npos) {
+      EXPECT_EQ(line.find(" dispatch " + std::to_string(dispatches) + ":"), at) << line;
+      double us = std::stod(line.substr(line.find(':', at) + 1));
+      EXPECT_GE(us, 0.0) << line;
+      EXPECT_LT(us, 60e6) << line;
+      sum += us;
+      product = product || line.find("matmul relu") != std::string::npos;
+      row_group = row_group || line.find("reduce_max") != std::string::npos;
+      ++dispatches;
+    } else if (line.find(" dispatches: ") != std::string::npos) {
+      total = std::stod(line.substr(line.find(" dispatches: ") + 13));
+    }
+  }
+  // A row group's regions share one dispatch on the device.
+  EXPECT_GE(dispatches, 2) << said;
+  EXPECT_LE(dispatches, e.dispatch_count()) << said;
+  EXPECT_TRUE(product) << said;
+  EXPECT_TRUE(row_group) << said;
+  EXPECT_NEAR(total, sum, 0.01 * dispatches + 1e-6 * sum) << said;
 }

@@ -669,3 +669,75 @@ TEST(VulkanMatmul, WhatTheDeviceLeavesToTheCpuSaysWhy) {
     }
   }
 }
+
+// f16 products on the matrix units where the device has them (VK_NV_cooperative_matrix: an
+// NVIDIA GPU): relu(a w + bias) of f16 operands, a cooperative-matrix kernel, across the 128 x 128
+// tiles' and the 32-deep steps' edges, batches, and rows that are whole groups of four or not,
+// against a double reference of the f16 values rounded to the f16 result. Lavapipe has no such
+// extension: skipped there.
+TEST(VulkanMatmul, F16ProductsRunOnTheMatrixUnits) {
+  const device d = device::vulkan();
+  const spirv::target& t = d.context()->target();
+  if (!t.gemm(true).on_matrix_units())
+    GTEST_SKIP() << d.context()->name()
+                 << " offers no f16 products on matrix units (VK_NV_cooperative_matrix)";
+  const std::int64_t shapes[][4] = {{1, 1, 1, 4},      {1, 37, 29, 44},     {1, 128, 32, 128},
+                                    {1, 129, 65, 132}, {1, 300, 1000, 260}, {3, 64, 48, 128},
+                                    {1, 130, 17, 6}};
+  unsigned seed = 91;
+  for (auto [B, M, K, N] : shapes) {
+    SCOPED_TRACE(std::to_string(B) + " x " + std::to_string(M) + " x " + std::to_string(K) + " x " +
+                 std::to_string(N));
+    graph g;
+    auto a = g.input("a", dtype::f16, {B, M, K});
+    auto w = g.input("w", dtype::f16, {B, K, N});
+    auto bias = g.input("bias", dtype::f16, {N});
+    // In f32 after the sum, so that rows that are not whole groups of four run on the device too.
+    g.output("y", g.cast(g.relu(g.add(g.matmul(a, w), bias)), dtype::f32));
+    auto e = compile(g);
+    auto halves = [&](std::int64_t n, unsigned s) {
+      std::vector<float> v = ref::floats(ref::random_tensor({n}, s));
+      std::vector<kiln::f16> h(v.begin(), v.end());
+      return h;
+    };
+    auto av = halves(B * M * K, seed += 3), wv = halves(B * K * N, seed + 1),
+         bv = halves(N, seed + 2);
+    std::vector<float> y(B * M * N, -7.0f);
+    std::string said = said_while([&] {
+      e.run({tensor_ref(av.data(), dtype::f16, {B, M, K}),
+             tensor_ref(wv.data(), dtype::f16, {B, K, N}), tensor_ref(bv.data(), dtype::f16, {N})},
+            {ref::view_of(y, {B, M, N})}, d);
+    });
+    EXPECT_EQ(said.find("runs on the CPU"), std::string::npos) << said;
+    int matrix_kernels = 0;
+    for (const spirv::kernel& k : e.kernels())
+      for (std::size_t i = 5; i < k.code.size() && (k.code[i] >> 16) > 0; i += k.code[i] >> 16)
+        matrix_kernels +=
+            (k.code[i] & 0xFFFF) == std::uint32_t(spv::Op::OpCooperativeMatrixMulAddNV);
+    EXPECT_GT(matrix_kernels, 0);
+    int reported = 0;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N && reported < 5; ++j) {
+          // The product summed in f32 (K + 2 roundings of at most its terms' magnitude), then
+          // rounded to f16 (half an ulp: 2^-11 relative, 2^-25 below f16's normal range), the bias
+          // added and rounded again.
+          double product = 0, magnitude = 0;
+          for (std::int64_t k = 0; k < K; ++k) {
+            double term = double(float(av[(b * M + i) * K + k])) * float(wv[(b * K + k) * N + j]);
+            product += term;
+            magnitude += std::fabs(term);
+          }
+          const double want = std::max(product + float(bv[j]), 0.0);
+          const double bound = double(K + 2) * std::ldexp(1.0, -24) * magnitude +
+                               std::ldexp(1.0, -11) * (2 * std::fabs(product) + std::fabs(want)) +
+                               std::ldexp(1.0, -24);
+          const float got = y[(b * M + i) * N + j];
+          if (!(std::fabs(got - want) <= bound)) {
+            ++reported;
+            ADD_FAILURE() << "y[" << b << "," << i << "," << j << "] is " << got << ", expected "
+                          << want << " within " << bound;
+          }
+        }
+  }
+}

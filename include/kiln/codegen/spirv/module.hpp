@@ -83,6 +83,11 @@ class module {
   id type_function(id result) { return unique(spv::Op::OpTypeFunction, {result}); }
   id type_array(id element, id length) { return unique(spv::Op::OpTypeArray, {element, length}); }
   id type_runtime_array(id element) { return unique(spv::Op::OpTypeRuntimeArray, {element}); }
+  // A subgroup's rows x cols matrix of `component` (SPV_NV_cooperative_matrix): scope, rows and
+  // cols are u32 constants.
+  id type_cooperative_matrix(id component, id scope, id rows, id cols) {
+    return unique(spv::Op::OpTypeCooperativeMatrixNV, {component, scope, rows, cols});
+  }
   // Structs are never merged: each carries its own decorations (Block, member offsets).
   id type_struct(std::initializer_list<id> members) {
     id r = fresh();

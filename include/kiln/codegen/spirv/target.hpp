@@ -39,6 +39,11 @@ struct target {
   bool denorm_preserve64 = false;
   std::uint32_t denorm_widths = 0;
   bool cpu_device = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
+  // VK_NV_cooperative_matrix with shaderFloat16: the shape of the subgroup's product of an m x k
+  // f16 matrix by a k x n one into m x n f32 that the device runs on its matrix units (the tensor
+  // cores); 0 x 0 x 0: none. The NV extension rather than the KHR one: its SPIR-V is what the
+  // SPIRV-Tools that kiln builds against validate (docs/ARCHITECTURE.md).
+  std::uint32_t f16_matrix_m = 0, f16_matrix_n = 0, f16_matrix_k = 0;
 
   // Whether f32 subnormals survive in kernels: a CPU implementation computes with its host's
   // IEEE arithmetic; a GPU keeps them where kernels may declare DenormPreserve. Elsewhere
@@ -58,12 +63,24 @@ struct target {
   // invocations, each keeping a block_rows x 4 block of the result in registers, so a tile of
   // block_rows threads_y rows x 4 threads_x columns; K advances `depth` at a time through shared
   // memory (a rows x depth block of A and a depth x cols block of B).
+  //
+  // On the matrix units (matrix_m > 0), the same workgroup shape holds the epilogue's blocks, but
+  // the products are the subgroups': 2 x 4 subgroups, each a rows() / 2 x cols() / 4 part of the
+  // tile in matrix_m x matrix_n accumulators, its blocks staged as f16 (a row of `pad` halves
+  // beyond each, against shared-memory bank conflicts), and each accumulator passed to the
+  // epilogue through a scratch matrix per subgroup.
   struct gemm_tile {
     std::uint32_t threads_x = 16, threads_y = 16, depth = 16, block_rows = 4;
+    std::uint32_t matrix_m = 0, matrix_n = 0, matrix_k = 0;
+    static constexpr std::uint32_t subgroups_y = 2, subgroups_x = 4, pad = 8;
     std::uint32_t rows() const { return block_rows * threads_y; }
     std::uint32_t cols() const { return 4 * threads_x; }
     std::uint32_t invocations() const { return threads_x * threads_y; }
+    bool on_matrix_units() const { return matrix_m != 0; }
     std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
+      if (on_matrix_units())
+        return ((rows() + pad) + (cols() + pad)) * depth * 2 +
+               subgroups_x * subgroups_y * matrix_m * matrix_n * 4;
       return (rows() + cols()) * depth * element_bytes;
     }
   };
@@ -73,8 +90,23 @@ struct target {
   // invocations with 16 x 4 blocks, four times the products per read of A (1.4-1.5x the 4 x 4
   // kernel on lavapipe). Both tiles' blocks of 16 steps take 8 KiB (16 KiB in f64) of the 16 KiB of
   // shared memory Vulkan promises.
-  gemm_tile gemm() const {
+  //
+  // f16 operands go to the matrix units where the device has them, in 128 x 128 tiles of 32
+  // x 8 invocations (8 subgroups of 32) with 16 x 4 blocks, K 32 a step.
+  gemm_tile gemm(bool f16_operands = false) const {
     gemm_tile g;
+    if (f16_operands && f16_matrix_m && subgroup_size == 32 && max_workgroup_size_x >= 256 &&
+        64 % f16_matrix_m == 0 && 32 % f16_matrix_n == 0 && 32 % f16_matrix_k == 0) {
+      g.threads_x = 32;
+      g.threads_y = 8;
+      g.block_rows = 16;
+      g.depth = 32;
+      g.matrix_m = f16_matrix_m;
+      g.matrix_n = f16_matrix_n;
+      g.matrix_k = f16_matrix_k;
+      if (g.shared_bytes(2) <= shared_memory_bytes) return g;
+      g = gemm_tile{};
+    }
     if (cpu_device) {
       g.threads_y = 4;
       g.block_rows = 16;
@@ -120,7 +152,10 @@ inline std::string fingerprint(const target& t) {
                                                        t.denorm_preserve32,
                                                        t.denorm_preserve64,
                                                        t.denorm_widths,
-                                                       t.cpu_device};
+                                                       t.cpu_device,
+                                                       t.f16_matrix_m,
+                                                       t.f16_matrix_n,
+                                                       t.f16_matrix_k};
   std::uint64_t h = kiln::detail::fnv1a(fields);
   std::string text(16, '0');
   for (int i = 15; i >= 0; --i, h >>= 4)

@@ -20,6 +20,7 @@
 #include "kiln/runtime/vulkan/memory.hpp"
 #include "kiln/runtime/vulkan/physical_device.hpp"
 #include "kiln/runtime/vulkan/pipelines.hpp"
+#include "kiln/runtime/vulkan/profiler.hpp"
 #include "kiln/runtime/vulkan/queue.hpp"
 #include "kiln/runtime/vulkan/staging_ring.hpp"
 #include "kiln/runtime/vulkan/timeline.hpp"
@@ -52,6 +53,19 @@ class context {
   VkPhysicalDevice physical() const { return physical_; }
   vulkan::instance& instance() { return *instance_; }
   pipeline_cache& pipelines() { return *pipelines_; }
+  // The dispatch profiler while KILN_PROFILE asks for one (profiler.hpp), else null; also null,
+  // with a notice once, where the queue takes no timestamps. Used under mutex().
+  dispatch_profiler* profiler() {
+    if (!profile_wanted()) return nullptr;
+    if (!profiler_) {
+      profiler_ =
+          std::make_unique<dispatch_profiler>(device_.get(), timestamp_period_, timestamp_bits_);
+      if (!profiler_->usable())
+        std::fprintf(stderr, "kiln: KILN_PROFILE: %s's compute queue takes no timestamps\n",
+                     name_.c_str());
+    }
+    return profiler_->usable() ? profiler_.get() : nullptr;
+  }
   std::mutex& mutex() { return mutex_; }
 
   allocation allocate_device(VkDeviceSize bytes) {
@@ -160,6 +174,7 @@ class context {
     vkDeviceWaitIdle(device_.get());
     retained_.clear();
     *live_ = false;
+    profiler_.reset();
     queue_.reset();
     pipelines_.reset();
     ring_.reset();
@@ -171,13 +186,22 @@ class context {
 
   context(std::shared_ptr<vulkan::instance> inst, VkPhysicalDevice pd, int index)
       : instance_(std::move(inst)), physical_(pd), index_(index) {
-    physical_description d = describe(pd);
+    physical_description d = describe(instance_->handle(), pd);
     name_ = d.name;
     target_ = d.target;
     storage_offset_alignment_ =
         std::max<VkDeviceSize>(d.properties.limits.minStorageBufferOffsetAlignment, 1);
     family_ = d.family;
-    // Enable only what kiln emits: timeline semaphores, and 64-bit types where present.
+    timestamp_period_ = d.properties.limits.timestampPeriod;
+    {
+      std::uint32_t n = 0;
+      vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+      std::vector<VkQueueFamilyProperties> families(n);
+      vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
+      timestamp_bits_ = family_ < n ? families[family_].timestampValidBits : 0;
+    }
+    // Enable only what kiln emits: timeline semaphores, 64-bit types where present, and the matrix
+    // units' extension with shaderFloat16 where the device offers f16 products on them.
     auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     on12.timelineSemaphore = VK_TRUE;
@@ -185,6 +209,15 @@ class context {
     on.pNext = &on12;
     on.features.shaderFloat64 = d.float64;
     on.features.shaderInt64 = d.int64;
+    // f16 products on the matrix units (spirv::target::f16_matrix_m)
+    auto matrix = vk_struct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+    const char* matrix_extension = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (d.matrix_units) {
+      matrix.cooperativeMatrix = VK_TRUE;
+      on12.shaderFloat16 = VK_TRUE;
+      on12.pNext = &matrix;
+    }
     float priority = 1.0f;
     auto qi = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
     qi.queueFamilyIndex = family_;
@@ -194,6 +227,8 @@ class context {
     di.pNext = &on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    di.enabledExtensionCount = d.matrix_units ? 1 : 0;
+    di.ppEnabledExtensionNames = &matrix_extension;
     VkResult r = attempt([&] { return vkCreateDevice(pd, &di, nullptr, device_.receive()); });
     if (r != VK_SUCCESS) device_.abandon();
     check(r, "vkCreateDevice");
@@ -255,6 +290,9 @@ class context {
   std::unique_ptr<staging_ring> ring_;
   std::unique_ptr<pipeline_cache> pipelines_;
   std::unique_ptr<vulkan::queue> queue_;
+  std::unique_ptr<dispatch_profiler> profiler_;
+  float timestamp_period_ = 1;
+  std::uint32_t timestamp_bits_ = 0;
   std::mutex mutex_, memory_mutex_, retained_mutex_;
   std::shared_ptr<std::atomic<bool>> live_ = std::make_shared<std::atomic<bool>>(true);
   std::shared_ptr<semaphore_timeline> device_line_;

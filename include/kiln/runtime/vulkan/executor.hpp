@@ -55,11 +55,14 @@ inline std::string cannot_reduce(const spirv::target& t, const detail::region_ca
 }
 
 // A contraction's dispatch: a workgroup per tile (columns, rows, batches) of its GEMM (batches, M,
-// N, K). Why this call cannot run on the device (empty: it can): more workgroups than the device
-// counts, or more steps along K than a loop may take (65535, as for reductions).
-inline std::string contraction_grid(const spirv::target& t, const std::array<std::int64_t, 4>& gemm,
+// N, K), the tile of region i's contraction (spirv::contraction_tile). Why this call cannot run on
+// the device (empty: it can): more workgroups than the device counts, or more steps along K than a
+// loop may take (65535, as for reductions).
+inline std::string contraction_grid(const spirv::target& t, const compiler::plan& p, std::size_t i,
+                                    const std::array<std::int64_t, 4>& gemm,
                                     std::array<std::uint32_t, 3>& grid) {
-  const spirv::target::gemm_tile tile = t.gemm();
+  const spirv::target::gemm_tile tile =
+      spirv::contraction_tile(t, p.graph, p.graph.nodes[p.regions[i].contraction]);
   const auto [batches, M, N, depth] = gemm;
   const std::int64_t want[3] = {(N + tile.cols() - 1) / tile.cols(),
                                 (M + tile.rows() - 1) / tile.rows(), batches};
@@ -200,7 +203,8 @@ inline int product_computing(const compiler::plan& p, std::size_t i,
   const bool a = ir::is_convolution(p.graph.nodes[p.regions[j].contraction].kind)
                      ? into.operand == 1
                      : into.operand == 0;  // the GEMM's A: a matmul's first, a convolution's w
-  const spirv::target::gemm_tile tile = t.gemm();
+  const spirv::target::gemm_tile tile =
+      spirv::contraction_tile(t, p.graph, p.graph.nodes[p.regions[j].contraction]);
   const std::int64_t across = a ? (N + tile.cols() - 1) / tile.cols()   // column tiles
                                 : (M + tile.rows() - 1) / tile.rows();  // row tiles
   const double staged = double(batches) * double(across) * double(a ? M : N) * double(K);
@@ -259,7 +263,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
                                  largest_bytes(i, i + 1));
     if (why.empty() && r.kernel->per_workgroup) why = cannot_reduce(ctx.target(), r.call);
     if (why.empty() && r.kernel->per_tile)
-      why = contraction_grid(ctx.target(), r.call.gemm, r.grid);
+      why = contraction_grid(ctx.target(), p, i, r.call.gemm, r.grid);
     if (!why.empty()) {
       int origin = c.device->origin[i];
       c.on_cpu[origin] = true;
@@ -286,7 +290,7 @@ inline call_plan plan_call(const runtime::program& prog, context& ctx,
     call_plan::region& r = c.regions[j];
     std::array<std::uint32_t, 3> grid{};
     std::string why = cannot_run(k, ctx, elements, bytes);
-    if (why.empty()) why = contraction_grid(ctx.target(), r.call.gemm, grid);
+    if (why.empty()) why = contraction_grid(ctx.target(), p, j, r.call.gemm, grid);
     if (!why.empty()) return false;  // each on its own then, the product saying why
     r.kernel = &k;
     r.grid = grid;
@@ -488,14 +492,30 @@ class call_bindings {
   std::vector<staged> staged_results_;
 };
 
+// What dispatch i of c runs, for the profiler: the region of the call's plan it came from and its
+// members' ops, e.g. "region 3: matmul add relu".
+inline std::string dispatch_label(const compiler::plan& p, const call_plan& c, std::size_t i) {
+  std::string text = "region " + std::to_string(c.device->origin[i]) + ":";
+  for (int m : c.regions[i].members)
+    for (auto id : p.regions[m].nodes)
+      if (ir::info(p.graph.nodes[id].kind).cls != ir::op_class::leaf) {
+        text += ' ';
+        text += ir::name(p.graph.nodes[id].kind);
+      }
+  return text;
+}
+
 // Records the call's dispatches into one command buffer of ctx's queue, between a barrier that
 // makes earlier submissions' writes visible and one that makes this call's visible to the host.
 // False when no region runs on the device (nothing recorded).
-inline bool record_call(context& ctx, const call_plan& c, call_bindings& bindings) {
+// With a profiler, each dispatch is timed (profiler.hpp).
+inline bool record_call(context& ctx, const call_plan& c, call_bindings& bindings,
+                        dispatch_profiler* profiler = nullptr) {
   if (c.sets == 0) return false;
   const compiler::plan& p = c.device->plan;
   vulkan::queue& q = ctx.queue();
   VkCommandBuffer cb = q.begin(c.sets, c.descriptors);
+  if (profiler) profiler->begin(cb, static_cast<std::uint32_t>(p.regions.size()));
   auto before = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   before.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
@@ -544,16 +564,18 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     if (pl.push_bytes)
       vkCmdPushConstants(cb, pl.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, pl.push_bytes,
                          r.call.metadata.data());
+    if (profiler) profiler->before(cb, dispatch_label(p, c, i));
     if (k.per_tile) {
       vkCmdDispatch(cb, r.grid[0], r.grid[1], r.grid[2]);
-      continue;
+    } else {
+      std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
+      std::uint64_t count =
+          k.per_workgroup
+              ? reduction_workgroups(ctx.target(), r.call)
+              : std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
+      vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
     }
-    std::uint64_t groups = (static_cast<std::uint64_t>(r.total) + 3) / 4;
-    std::uint64_t count =
-        k.per_workgroup
-            ? reduction_workgroups(ctx.target(), r.call)
-            : std::min<std::uint64_t>((groups + wg - 1) / wg, ctx.target().max_workgroup_count_x);
-    vkCmdDispatch(cb, static_cast<std::uint32_t>(count), 1, 1);
+    if (profiler) profiler->after(cb);
   }
   auto after = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   after.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -614,9 +636,12 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
   detail::call_plan c = detail::plan_call(prog, ctx, args, results, sym);
   detail::call_bindings bindings(ctx, args, results, c.device->plan, &arenas);
   std::uint64_t done = 0;
-  if (detail::record_call(ctx, c, bindings)) {
+  dispatch_profiler* profiler = ctx.profiler();
+  if (detail::record_call(ctx, c, bindings, profiler)) {
     done = ctx.queue().submit();
     ctx.pipelines().save();
+  } else {
+    profiler = nullptr;
   }
   // The CPU regions run while the device works; the device is waited for even when they fail.
   std::exception_ptr cpu_failure;
@@ -630,6 +655,7 @@ KILN_RUNTIME_API void run(const runtime::program& prog, context& ctx,
     }
   }
   if (done) ctx.queue().wait(done);
+  if (profiler) profiler->print(prog.name());
   bindings.copy_back();
   ctx.ring().end_call();
   ctx.check_validation(prog.name() + " call");

@@ -58,6 +58,7 @@ using pipeline_cache_handle = device_handle<VkPipelineCache, vkDestroyPipelineCa
 using descriptor_pool_handle = device_handle<VkDescriptorPool, vkDestroyDescriptorPool>;
 using command_pool_handle = device_handle<VkCommandPool, vkDestroyCommandPool>;
 using semaphore_handle = device_handle<VkSemaphore, vkDestroySemaphore>;
+using query_pool_handle = device_handle<VkQueryPool, vkDestroyQueryPool>;
 
 // The VkDevice itself (destroyed last, after everything made from it).
 class logical_device {

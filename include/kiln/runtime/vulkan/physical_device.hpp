@@ -3,7 +3,9 @@
 // limits and features the SPIR-V emitter plans for). No VkDevice exists yet at this step.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/codegen/spirv/target.hpp"
@@ -111,10 +113,62 @@ struct physical_description {
   VkPhysicalDeviceProperties properties{};
   std::uint8_t uuid[VK_UUID_SIZE] = {};
   bool float64 = false, int64 = false;  // features to enable where present
+  bool matrix_units = false;            // VK_NV_cooperative_matrix and shaderFloat16, to enable
   std::uint32_t family = 0;             // the compute queue family
 };
 
-inline physical_description describe(VkPhysicalDevice pd) {
+// The product of f16 matrices into f32 on the matrix units that VK_NV_cooperative_matrix offers,
+// where the device has the extension and shaderFloat16: the shape with the most products per
+// instruction among the subgroup-scope ones (0 x 0 x 0: none).
+inline void describe_matrix_units(VkInstance instance, VkPhysicalDevice pd, bool float16,
+                                  physical_description& d) {
+  std::uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> extensions(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, extensions.data());
+  const bool offered = std::any_of(extensions.begin(), extensions.end(), [](const auto& e) {
+    return std::string_view(e.extensionName) == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  });
+  auto properties = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!offered || !float16 || !properties) return;
+  auto features = vk_struct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+  auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  f.pNext = &features;
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  if (!features.cooperativeMatrix) return;
+  n = 0;
+  properties(pd, &n, nullptr);
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(
+      n, vk_struct<VkCooperativeMatrixPropertiesNV>(
+             VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV));
+  properties(pd, &n, shapes.data());
+  spirv::target& t = d.target;
+  for (const VkCooperativeMatrixPropertiesNV& s : shapes) {
+    if (s.AType != VK_COMPONENT_TYPE_FLOAT16_NV || s.BType != VK_COMPONENT_TYPE_FLOAT16_NV ||
+        s.CType != VK_COMPONENT_TYPE_FLOAT32_NV || s.DType != VK_COMPONENT_TYPE_FLOAT32_NV ||
+        s.scope != VK_SCOPE_SUBGROUP_NV)
+      continue;
+    const spirv::target::gemm_tile fits = [&] {
+      spirv::target with = t;
+      with.f16_matrix_m = s.MSize;
+      with.f16_matrix_n = s.NSize;
+      with.f16_matrix_k = s.KSize;
+      return with.gemm(true);
+    }();
+    if (!fits.on_matrix_units()) continue;  // a shape the tiles do not divide
+    if (std::uint64_t(s.MSize) * s.NSize * s.KSize >
+        std::uint64_t(t.f16_matrix_m) * t.f16_matrix_n * t.f16_matrix_k) {
+      t.f16_matrix_m = s.MSize;
+      t.f16_matrix_n = s.NSize;
+      t.f16_matrix_k = s.KSize;
+      d.matrix_units = true;
+    }
+  }
+}
+
+inline physical_description describe(VkInstance instance, VkPhysicalDevice pd) {
   auto p12 = vk_struct<VkPhysicalDeviceVulkan12Properties>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES);
   auto p11 = vk_struct<VkPhysicalDeviceVulkan11Properties>(
@@ -124,7 +178,10 @@ inline physical_description describe(VkPhysicalDevice pd) {
       vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
   props.pNext = &p11;
   vkGetPhysicalDeviceProperties2(pd, &props);
+  auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
   auto f = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  f.pNext = &f12;
   vkGetPhysicalDeviceFeatures2(pd, &f);
   const VkPhysicalDeviceLimits& lim = props.properties.limits;
 
@@ -163,6 +220,7 @@ inline physical_description describe(VkPhysicalDevice pd) {
       : p12.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY ? 1
                                                                                             : 0;
   t.cpu_device = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  describe_matrix_units(instance, pd, f12.shaderFloat16, d);
   return d;
 }
 
