@@ -164,21 +164,24 @@ inline void region_emitter::contraction_body() {
     }
     return idx;
   };
-  // The staging of one step along K (k0): each group of four elements of A's block (four rows at
-  // one k) and of B's (four columns at one k) in turn is gathered and passed to store_a(kk, r4,
-  // v) or store_b(kk, c4, v), kk its k within the step, r4 or c4 its group of rows or columns.
-  auto stage = [&](id k0, function_ref<void(id kk, id r4, id v)> store_a,
-                   function_ref<void(id kk, id c4, id v)> store_b) {
-    const std::uint32_t row_quads = tile.rows() / 4;
-    for (std::uint32_t q0 = 0; q0 < row_quads * tile.depth; q0 += invocations) {
-      id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
-      id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
-      id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
-      id rows = consecutive_from(
-          m_.emit(Op::OpIAdd, u32(), {row0, m_.emit(Op::OpIMul, u32(), {r4, cu(4)})}));
-      id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
-      id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
-      store_a(kk, r4, gather(0, a_index(rows, k), ok));
+  // The staging of operand o's block (0: A, 1: B) for one step along K (k0): each group of four
+  // elements (A: four rows at one k; B: four columns at one k) in turn is gathered and passed to
+  // store(kk, g, v), kk its k within the step, g its group of rows or columns. The caller puts
+  // the barrier after the blocks.
+  auto stage = [&](id k0, int o, function_ref<void(id kk, id g, id v)> store) {
+    if (o == 0) {
+      const std::uint32_t row_quads = tile.rows() / 4;
+      for (std::uint32_t q0 = 0; q0 < row_quads * tile.depth; q0 += invocations) {
+        id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
+        id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
+        id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
+        id rows = consecutive_from(
+            m_.emit(Op::OpIAdd, u32(), {row0, m_.emit(Op::OpIMul, u32(), {r4, cu(4)})}));
+        id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
+        id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
+        store(kk, r4, gather(0, a_index(rows, k), ok));
+      }
+      return;
     }
     for (std::uint32_t q0 = 0; q0 < tile.depth * tile.threads_x; q0 += invocations) {
       id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
@@ -189,9 +192,8 @@ inline void region_emitter::contraction_body() {
       id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
       id ok = both(below(cols, uv(N)), below(uv(k), uv(K)));
       id idx = b_index(k, cols, ok);
-      store_b(kk, c4, gather(1, idx, ok));
+      store(kk, c4, gather(1, idx, ok));
     }
-    barrier();
   };
   // The epilogue of four columns col .. col + 3 of row `row` of the result, v their products: the
   // product as the contraction's dtype (a narrow float rounded, as the CPU's tile holds it), at
@@ -220,7 +222,24 @@ inline void region_emitter::contraction_body() {
     });
   };
   if (tile.on_matrix_units()) {
-    matrix_unit_steps(tile, K, row0, col0, stage, epilogue);
+    // A matmul's f16 operand that no prologue computes, contiguous along K (A) or N (B), its
+    // offset, its other stride and that extent multiples of 8, is read as whole 16-byte groups of
+    // eight (matrix_unit_steps); whether it is, each workgroup finds at run time.
+    packed_operand packed[2];
+    if (!conv && in_t == dtype::f16)
+      for (int o = 0; o < 2; ++o) {
+        if (computed[o]) continue;
+        auto eq = [&](id a, id b) { return m_.emit(Op::OpIEqual, m_.type_bool(), {a, b}); };
+        auto eighths = [&](id x) {
+          return eq(m_.emit(Op::OpBitwiseAnd, u32(), {x, cu(7)}), cu(0));
+        };
+        auto all = [&](id a, id b) { return m_.emit(Op::OpLogicalAnd, m_.type_bool(), {a, b}); };
+        id lead = stride(o, rank - 2);
+        packed[o] = {vars[o], offset[o], lead,
+                     all(all(eq(stride(o, rank - 1), cu(1)), eighths(lead)),
+                         all(eighths(offset[o]), eighths(o == 0 ? K : N)))};
+      }
+    matrix_unit_steps(tile, M, N, K, row0, col0, packed, stage, epilogue);
     lanes_ = lane_ok_ = 0;
     return;
   }
@@ -236,18 +255,17 @@ inline void region_emitter::contraction_body() {
   const std::vector<id> types(tile.block_rows, v4);
   carried acc = counted_loop(
       cu(0), K, cu(tile.depth), init, types, [&](id k0, const carried& now) -> carried {
-        stage(
-            k0,
-            [&](id kk, id r4, id v) {
-              id slot =
-                  m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {kk, cu(row_quads)}), r4});
-              m_.inst(Op::OpStore, {tile_ptr(0, slot), v});
-            },
-            [&](id kk, id c4, id v) {
-              id q = m_.emit(Op::OpIAdd, u32(),
-                             {m_.emit(Op::OpIMul, u32(), {kk, cu(tile.threads_x)}), c4});
-              m_.inst(Op::OpStore, {tile_ptr(1, q), v});
-            });
+        stage(k0, 0, [&](id kk, id r4, id v) {
+          id slot =
+              m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {kk, cu(row_quads)}), r4});
+          m_.inst(Op::OpStore, {tile_ptr(0, slot), v});
+        });
+        stage(k0, 1, [&](id kk, id c4, id v) {
+          id q = m_.emit(Op::OpIAdd, u32(),
+                         {m_.emit(Op::OpIMul, u32(), {kk, cu(tile.threads_x)}), c4});
+          m_.inst(Op::OpStore, {tile_ptr(1, q), v});
+        });
+        barrier();
         carried next = now;
         id my_quads = m_.emit(Op::OpIMul, u32(), {ty, cu(block_quads)});
         for (std::uint32_t kk = 0; kk < tile.depth; ++kk) {
@@ -308,10 +326,9 @@ inline id region_emitter::evaluate_prologue(std::size_t which, id at) {
 // matrix per subgroup in shared memory, from which each invocation takes groups of four columns
 // to the same epilogue as the tiled kernel's.
 inline void region_emitter::matrix_unit_steps(
-    const target::gemm_tile& tile, id K, id row0, id col0,
-    function_ref<void(id k0, function_ref<void(id, id, id)> store_a,
-                      function_ref<void(id, id, id)> store_b)>
-        stage,
+    const target::gemm_tile& tile, id M, id N, id K, id row0, id col0,
+    const packed_operand (&packed)[2],
+    function_ref<void(id k0, int o, function_ref<void(id, id, id)> store)> stage,
     function_ref<void(id row, id col, id v)> epilogue) {
   const std::uint32_t mm = tile.matrix_m, mn = tile.matrix_n, mk = tile.matrix_k;
   const std::uint32_t lda = tile.rows() + tile.pad, ldb = tile.cols() + tile.pad;
@@ -337,14 +354,57 @@ inline void region_emitter::matrix_unit_steps(
       m_.inst(Op::OpStore, {m_.emit(Op::OpAccessChain, f16_ptr, {shared_[block], add(at, cu(l))}),
                             lane(h, f16, l)});
   };
+  // Operand o's block from whole groups of eight halves (packed[o]): A's as 128 rows of four
+  // groups (four invocations a row, so that a row's 64 bytes are read together), B's as 32 rows
+  // of 16, each group one 16-byte load (zero past M, N or K) and eight 16-bit stores.
+  auto stage_packed = [&](int o, id k0) {
+    const std::uint32_t per_line = o == 0 ? tile.depth / 8 : tile.cols() / 8;
+    const std::uint32_t groups = (o == 0 ? tile.rows() : tile.depth) * per_line;
+    id f16x2 = m_.type_vector(f16, 2);
+    auto below = [&](id a, id b) { return m_.emit(Op::OpULessThan, m_.type_bool(), {a, b}); };
+    for (std::uint32_t q0 = 0; q0 < groups; q0 += tile.invocations()) {
+      id q = add(local_, cu(q0));
+      id line = m_.emit(Op::OpUDiv, u32(), {q, cu(per_line)});  // A: its row; B: its k
+      id at = mul(m_.emit(Op::OpUMod, u32(), {q, cu(per_line)}), cu(8));
+      id row = o == 0 ? add(row0, line) : add(k0, line);
+      id col = o == 0 ? add(k0, at) : add(col0, at);
+      id ok = m_.emit(Op::OpLogicalAnd, m_.type_bool(),
+                      {below(row, o == 0 ? M : K), below(col, o == 0 ? K : N)});
+      id e = add(packed[o].offset, add(mul(row, packed[o].lead), col));
+      id group = m_.emit(Op::OpSelect, u32(),
+                         {ok, m_.emit(Op::OpShiftRightLogical, u32(), {e, cu(3)}), cu(0)});
+      id words = m_.emit(Op::OpSelect, uvec4(),
+                         {compose(bvec4(), ok, ok, ok, ok), quad(packed[o].var, group), usplat(0)});
+      for (std::uint32_t w = 0; w < 4; ++w) {
+        id halves = m_.emit(Op::OpBitcast, f16x2, {lane(words, u32(), w)});
+        for (std::uint32_t h = 0; h < 2; ++h) {
+          id j = add(at, cu(2 * w + h));
+          // A column-major (k j of row `line`), B row-major (k `line`, column j)
+          id slot = o == 0 ? add(mul(j, cu(lda)), line) : add(mul(line, cu(ldb)), j);
+          m_.inst(Op::OpStore,
+                  {m_.emit(Op::OpAccessChain, f16_ptr, {shared_[o], slot}), lane(halves, f16, h)});
+        }
+      }
+    }
+  };
   const carried init(count, m_.constant_composite(c_type, {m_.constant_f32(0.0f)}));
   const std::vector<id> types(count, c_type);
   carried acc = counted_loop(
       cu(0), K, cu(tile.depth), init, types, [&](id k0, const carried& now) -> carried {
-        stage(
-            k0,
-            [&](id kk, id r4, id v) { store_halves(0, add(mul(kk, cu(lda)), mul(r4, cu(4))), v); },
-            [&](id kk, id c4, id v) { store_halves(1, add(mul(kk, cu(ldb)), mul(c4, cu(4))), v); });
+        for (int o = 0; o < 2; ++o) {
+          auto gathered = [&] {
+            stage(k0, o, [&](id kk, id g, id v) {
+              store_halves(o, add(mul(kk, cu(o == 0 ? lda : ldb)), mul(g, cu(4))), v);
+            });
+          };
+          if (!packed[o].usable) {
+            gathered();
+            continue;
+          }
+          only_where(packed[o].usable, [&] { stage_packed(o, k0); });
+          only_where(m_.emit(Op::OpLogicalNot, m_.type_bool(), {packed[o].usable}), gathered);
+        }
+        barrier();
         carried next = now;
         for (std::uint32_t k = 0; k < tile.depth; k += mk) {
           std::vector<id> b(across);

@@ -1038,11 +1038,17 @@ class region_emitter final : public op_lowering {
   // -------------------------------------------------------
   void contraction_body();
   id evaluate_prologue(std::size_t which, id at);
-  void matrix_unit_steps(const target::gemm_tile& tile, id K, id row0, id col0,
-                         function_ref<void(id k0, function_ref<void(id, id, id)> store_a,
-                                           function_ref<void(id, id, id)> store_b)>
-                             stage,
-                         function_ref<void(id row, id col, id v)> epilogue);
+  // An operand of a product on the matrix units read as whole groups of eight f16 (16-byte loads)
+  // where `usable` holds at run time (0: never): its binding, offset and stride between its rows
+  // (A's along M, B's along K), in elements.
+  struct packed_operand {
+    id var = 0, offset = 0, lead = 0, usable = 0;
+  };
+  void matrix_unit_steps(
+      const target::gemm_tile& tile, id M, id N, id K, id row0, id col0,
+      const packed_operand (&packed)[2],
+      function_ref<void(id k0, int o, function_ref<void(id, id, id)> store)> stage,
+      function_ref<void(id row, id col, id v)> epilogue);
 
   static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
   static std::int64_t highest_of(dtype t) {
