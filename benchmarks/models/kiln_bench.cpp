@@ -3,8 +3,8 @@
 // first call, then the median and minimum of 20 timed calls. Where ort_bench.js left ONNX
 // Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
 // written beside it (<model>.kiln.bin).
-// KILN_BENCH_DEVICE=vulkan runs the calls on the Vulkan device instead (host data: each call
-// uploads its inputs and downloads its result), then one call more under KILN_PROFILE=1, whose
+// KILN_BENCH_DEVICE=vulkan runs the calls on the Vulkan device instead: with host data (each call
+// stages its inputs and result), then on device buffers, the last call under KILN_PROFILE=1, whose
 // dispatches' device times kiln prints.
 // Usage: kiln_bench MODEL_DIR [THREADS]
 #include <algorithm>
@@ -26,6 +26,19 @@ using clock_type = std::chrono::steady_clock;
 
 double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+// The milliseconds of 20 calls of `call`, sorted.
+template <class F>
+std::vector<double> sorted_times(F&& call) {
+  std::vector<double> times;
+  for (int i = 0; i < 20; ++i) {
+    auto s = clock_type::now();
+    call();
+    times.push_back(ms_since(s));
+  }
+  std::sort(times.begin(), times.end());
+  return times;
 }
 
 // ort_bench.js's inputs: floats sin(0.37 i), the int64 mask 1 for i % 100 < 90.
@@ -77,20 +90,31 @@ int main(int argc, char** argv) {
       results.emplace_back(static_cast<void*>(out[r].data()), kiln::dtype::f32, out_dims[r]);
     exe.run(args, results, dev);
     const double first = ms_since(t0);
-    std::vector<double> times;
-    for (int i = 0; i < 20; ++i) {
-      auto s = clock_type::now();
-      exe.run(args, results, dev);
-      times.push_back(ms_since(s));
-    }
-    std::sort(times.begin(), times.end());
-    if (vulkan) {
-      setenv("KILN_PROFILE", "1", 1);
-      exe.run(args, results, dev);
-      unsetenv("KILN_PROFILE");
-    }
+    const std::vector<double> times = sorted_times([&] { exe.run(args, results, dev); });
     std::printf("%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %d dispatches",
                 model, times[10], times[0], first, threads, exe.dispatch_count());
+    if (vulkan) {  // the same calls on device buffers (as a framework's tensors are), one profiled
+      std::vector<kiln::buffer<unsigned char>> held;
+      std::vector<kiln::tensor_ref> on_device_args, on_device_results;
+      auto device_ref = [&](const void* bytes, kiln::dtype t, const kiln::shape& d) {
+        const auto n = static_cast<std::size_t>(d.element_count() * kiln::size_in_bytes(t));
+        const auto* b = static_cast<const unsigned char*>(bytes);
+        held.push_back(dev.upload(std::vector<unsigned char>(b, b + n)));
+        kiln::runtime::buffer_ref r{nullptr, d, true, held.back().memory(), 0};
+        return kiln::tensor_ref(r, t, true);
+      };
+      for (std::size_t a = 0; a < args.size(); ++a)
+        on_device_args.push_back(device_ref(data[a].data(), sig.inputs[a].type, in_dims[a]));
+      for (std::size_t r = 0; r < out.size(); ++r)
+        on_device_results.push_back(device_ref(out[r].data(), kiln::dtype::f32, out_dims[r]));
+      const std::vector<double> on_device =
+          sorted_times([&] { exe.run(on_device_args, on_device_results, dev); });
+      std::printf(", device buffers: median %.3f ms, min %.3f ms\n", on_device[10], on_device[0]);
+      setenv("KILN_PROFILE", "1", 1);
+      exe.run(on_device_args, on_device_results, dev);
+      unsetenv("KILN_PROFILE");
+      std::fflush(stdout);
+    }
     std::ofstream(dir / (std::string(model) + ".kiln.bin"), std::ios::binary)
         .write(reinterpret_cast<const char*>(out[0].data()),
                static_cast<std::streamsize>(out[0].size() * sizeof(float)));

@@ -1,5 +1,6 @@
 // A kiln::buffer's memory on a Vulkan device: one allocation of the device pool. Uploads and
-// downloads are a memcpy where the device memory is host-visible, else a staged copy command.
+// downloads are a memcpy where the device memory is host-visible, else a staged copy command (and
+// downloads from a discrete GPU always: the host reads its mapped memory uncached).
 #pragma once
 
 #include <cstring>
@@ -47,7 +48,7 @@ class device_memory final : public runtime::device_memory {
   }
   void read(void* dst, std::size_t bytes, std::size_t offset) const override {
     ctx_->host_queue().drain();
-    if (const unsigned char* p = range_.host()) {
+    if (const unsigned char* p = range_.host(); p && ctx_->host_reads_device_memory()) {
       std::lock_guard lock(ctx_->mutex());
       ctx_->finish_submitted();
       if (bytes) std::memcpy(dst, p + offset, bytes);
