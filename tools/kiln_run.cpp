@@ -1,8 +1,10 @@
 // kiln-run: runs a saved module (executable::save, f.save) from the command line, as
 // iree-run-module does: inputs from .npy files or literals, results printed and written as .npy.
-// It includes <kiln/runtime.hpp> only: a module runs without the compiler.
+// It includes <kiln/runtime.hpp> only: a module runs without the compiler. Given an ONNX model
+// (MODEL.onnx), it runs kiln-import-onnx (beside kiln-run, else on PATH) into a temporary module
+// first, so ONNX's library stays out of kiln-run too.
 //
-//   kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]
+//   kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
 //            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
 //            [--trust-kernels]   (run the module's own SPIR-V, not kernels emitted from its plan)
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -25,17 +28,22 @@
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/vulkan/context.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "kiln-run: %s\n"
-               "usage: kiln-run MODULE [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
-               "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
-               "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
-               "         [--trust-kernels]\n"
-               "       kiln-run --list-devices\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "kiln-run: %s\n"
+      "usage: kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--device cpu|vulkan|vulkan:N]\n"
+      "         [--dump DIR]\n"
+      "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
+      "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
+      "         [--trust-kernels]\n"
+      "       kiln-run --list-devices\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -198,11 +206,48 @@ void list_devices() {
   }
 }
 
+// ONNX model `model` compiled into a temporary module by kiln-import-onnx (beside this program,
+// else on PATH), named dimensions bound as `dims` says (NAME=SIZE each); returns its path. A model
+// the importer refuses ends kiln-run with status 1, its message already on stderr.
+std::filesystem::path imported_module(const std::string& model,
+                                      const std::vector<std::string>& dims) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "kiln-import-onnx";
+  const std::string importer = !ec && fs::exists(beside) ? beside.string() : "kiln-import-onnx";
+  const fs::path module =
+      fs::temp_directory_path() / ("kiln-run-" + std::to_string(::getpid()) + ".kiln");
+  std::vector<std::string> words = {importer, model, "-o", module.string()};
+  for (const std::string& d : dims) words.insert(words.end(), {"--dim", d});
+  std::vector<char*> command;
+  for (std::string& w : words) command.push_back(w.data());
+  command.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(2, 1);  // the importer's own lines go to stderr: stdout is the results'
+    ::execvp(command[0], command.data());
+    std::fprintf(stderr,
+                 "kiln-run: %s is an ONNX model, which kiln-run runs through kiln-import-onnx "
+                 "(a build with KILN_BUILD_ONNX); none was found beside kiln-run or on PATH\n",
+                 model.c_str());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    fs::remove(module, ec);
+    std::exit(child > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1);
+  }
+  return module;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path, device_name = "default";
   std::map<std::string, std::string> inputs, outputs;
+  std::vector<std::string> dims_at_import;
   bool signature = false, trust_kernels = false;
   int benchmark = 0;
   for (int i = 1; i < argc; ++i) {
@@ -225,6 +270,8 @@ int main(int argc, char** argv) {
       setenv("KILN_DUMP_DIR", value("--dump").c_str(), 1);
     else if (a.rfind("--input", 0) == 0)
       named("--input", inputs);
+    else if (a.rfind("--dim", 0) == 0)
+      dims_at_import.push_back(value("--dim"));
     else if (a.rfind("--output", 0) == 0)
       named("--output", outputs);
     else if (a == "--signature")
@@ -261,7 +308,20 @@ int main(int argc, char** argv) {
       setenv("KILN_DEVICE", device_name.c_str(), 1);
     else if (device_name != "default")
       usage("--device takes cpu, vulkan or vulkan:N");
-    kiln::executable m = kiln::module::load(path, trust_kernels);
+    const bool onnx = path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+    if (!onnx && !dims_at_import.empty()) usage("--dim binds an ONNX model's named dimensions");
+    kiln::executable m = [&] {
+      if (!onnx) return kiln::module::load(path, trust_kernels);
+      const std::filesystem::path module = imported_module(path, dims_at_import);
+      struct removed {
+        const std::filesystem::path& p;
+        ~removed() {
+          std::error_code ec;
+          std::filesystem::remove(p, ec);
+        }
+      } cleanup{module};
+      return kiln::module::load(module.string(), trust_kernels);
+    }();
     kiln::signature sig = m.signature();
     if (signature) {
       std::printf("%s\n", kiln::to_string(sig).c_str());

@@ -17,6 +17,7 @@
 #include <variant>
 
 #include <kiln/onnx.hpp>
+#include <kiln/runtime/npy.hpp>
 
 namespace {
 
@@ -395,7 +396,8 @@ TEST(OnnxOptions, DeepChainsImportAndRun) {
 }
 
 #if defined(KILN_IMPORT_ONNX_PATH) && defined(KILN_RUN_PATH)
-// kiln-import-onnx writes a module that kiln-run and executable::load run without ONNX's library.
+// kiln-import-onnx writes a module that kiln-run and executable::load run without ONNX's library;
+// kiln-run given the model runs it through the importer.
 TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
   const char* root = KILN_ONNX_DATA_DIR;
   const fs::path test = fs::path(root) / "node" / "test_gemm_all_attributes";
@@ -420,6 +422,35 @@ TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
   const auto* w = reinterpret_cast<const float*>(want.bytes.data());
   for (std::size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], w[i], 1e-7 + 1e-3 * std::fabs(w[i])) << i;
+  // kiln-run takes the model itself (through kiln-import-onnx), its inputs as .npy files.
+  const fs::path folder = fs::temp_directory_path() / ("kiln_gemm_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  std::string direct = std::string(KILN_RUN_PATH) + " " + (test / "model.onnx").string();
+  for (int i = 0; i < 3; ++i) {
+    const fs::path npy = folder / ("in" + std::to_string(i) + ".npy");
+    kiln::runtime::write_npy(npy.string(), in[i].type, in[i].dims, in[i].bytes.data());
+    direct += " --input " + std::string(1, "abc"[i]) + "=" + npy.string();
+  }
+  direct += " --output y=" + (folder / "y.npy").string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(direct.c_str()), 0) << direct;
+  kiln::runtime::npy_array y = kiln::runtime::read_npy((folder / "y.npy").string());
+  ASSERT_EQ(y.dims, want.dims);
+  const auto* yv = reinterpret_cast<const float*>(y.bytes.data());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(yv[i], w[i], 1e-7 + 1e-3 * std::fabs(w[i])) << i;
+  // --dim applies to ONNX models only; a model the importer refuses ends kiln-run with 1.
+  EXPECT_EQ(
+      WEXITSTATUS(std::system(
+          (std::string(KILN_RUN_PATH) + " " + module.string() + " --dim n=1 2>/dev/null").c_str())),
+      2);
+  EXPECT_EQ(WEXITSTATUS(std::system(
+                (std::string(KILN_RUN_PATH) + " " +
+                 (fs::path(root) / "node" / "test_unique_not_sorted_without_axis" / "model.onnx")
+                     .string() +
+                 " > /dev/null 2>&1")
+                    .c_str())),
+            1);
+  fs::remove_all(folder);
   // A usage mistake exits 2, a model kiln refuses 1.
   EXPECT_EQ(WEXITSTATUS(std::system((std::string(KILN_IMPORT_ONNX_PATH) + " 2>/dev/null").c_str())),
             2);
