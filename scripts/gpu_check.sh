@@ -77,12 +77,15 @@ grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
 unset KILN_VALIDATE  # the layer checks every call: timings without it
 timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.2 \
   --benchmark_out="$OUT/bench_vulkan.json" 2>&1 | tee "$OUT/bench_vulkan.txt"
-# PyTorch on the same GPU, the same ops, then the table of both (benchmarks/gpu).
-timeout 120 python3 "$root/benchmarks/gpu/torch_anchors.py" >"$OUT/torch.json"
-# The BERT-base layer through kiln::onnx on the GPU, with one profiled call.
+# The BERT-base layer through kiln::onnx on the GPU, with one profiled call; then PyTorch on the
+# same GPU, the same ops and ONNX Runtime on the same model, and the table of both
+# (benchmarks/gpu).
 mkdir -p /tmp/models/bert && (cd /tmp/models && python3 "$root/benchmarks/models/make_models.py" . >/dev/null) &&
   mv /tmp/models/bert_layer.onnx /tmp/models/bert/ &&
   KILN_BENCH_DEVICE=vulkan timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert 2>&1 |
   tee "$OUT/kiln_models.txt"
+timeout 150 python3 "$root/benchmarks/gpu/torch_anchors.py" /tmp/models/bert >"$OUT/torch.json"
+unset KILN_DEVICE  # and kiln's CPU path on the machine's cores, beside ONNX Runtime's CPU provider
+timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert "$(nproc)" 2>&1 | tee "$OUT/kiln_cpu.txt"
 python3 "$root/benchmarks/gpu/compare.py" "$OUT/bench_vulkan.json" "$OUT/torch.json" \
   "$OUT/kiln_models.txt" | tee "$OUT/compare.md"

@@ -45,6 +45,11 @@ if len(sys.argv) > 3:
                 k = float(ms) / 1e3
                 print(f"| BERT-base layer, S 128, batch 1, f32, {what} | {k * 1e3:.3f} ms "
                       f"| {t * 1e3:.3f} ms | {t / k:.2f} | |")
+            for provider in ("cuda", "cpu"):
+                key = f"bert_layer_b1_f32_ort_{provider}"
+                if key in torch:
+                    print(f"| (ONNX Runtime, {provider.upper()} provider, host data) | | "
+                          f"{torch[key] * 1e3:.3f} ms | {torch[key] / k:.2f} | |")
         m = re.match(r"kiln profile: .* ([0-9]+) dispatches: +([0-9.]+) us", line)
         if m:
             print(f"| (BERT layer: device time of its {m.group(1)} dispatches) | "

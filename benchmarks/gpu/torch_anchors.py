@@ -2,9 +2,14 @@
 timed as bench_vulkan times kiln's, one call that waits for its result at a time (the best of
 five blocks' mean). Prints one JSON object: {name: seconds per call}. The BERT-base encoder layer
 (S 128; post-norm, GELU, as benchmarks/models/make_models.py writes it) in f32 and f16, batch 1
-and 8, eager.
-Usage: python3 torch_anchors.py > torch.json"""
+and 8, eager; and, given the folder where make_models.py wrote bert_layer.onnx, that model through
+ONNX Runtime's CUDA and CPU providers (batch 1, host data, kiln_bench's inputs; the median of 20
+calls, as kiln_bench_models reports).
+Usage: python3 torch_anchors.py [MODEL_DIR] > torch.json"""
 import json
+import os
+import statistics
+import sys
 import time
 
 import torch
@@ -56,4 +61,22 @@ for name, dt in (("f32", torch.float32), ("f16", torch.float16)):
         h = data([batch, 128, 768], 1, dt)
         with torch.inference_mode():
             out[f"bert_layer_b{batch}_{name}_eager"] = per_call(lambda: layer(h), 20)
+model = os.path.join(sys.argv[1], "bert_layer.onnx") if len(sys.argv) > 1 else ""
+if model and os.path.exists(model):
+    import numpy as np
+    import onnxruntime as ort
+    i = np.arange(128 * 768, dtype=np.float32)
+    feed = {"hidden_states": np.sin(np.float32(0.37) * i).reshape(1, 128, 768).astype(np.float32),
+            "attention_mask": (np.arange(128) % 100 < 90).astype(np.int64).reshape(1, 128)}
+    for provider in ("CUDAExecutionProvider", "CPUExecutionProvider"):
+        if provider not in ort.get_available_providers():
+            continue
+        session = ort.InferenceSession(model, providers=[provider])
+        session.run(None, feed)
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            session.run(None, feed)
+            times.append(time.perf_counter() - t0)
+        out[f"bert_layer_b1_f32_ort_{provider[:-17].lower()}"] = statistics.median(times)
 print(json.dumps(out, indent=1))
