@@ -2,14 +2,17 @@
 // plan is a constant expression and whose kernels are instantiated per device.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "kiln/core/text.hpp"
 #include "kiln/dsl/trace.hpp"
 #include "kiln/interop/arguments.hpp"
 #include "kiln/runtime/abi.hpp"
@@ -99,11 +102,23 @@ void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) 
   }
 }
 
+// A kiln::fn's name (function::set_name; empty: "fn"), and whether its program exists yet.
+template <class F, class... P>
+struct fn_name {
+  static inline std::string text;
+  static inline std::atomic<bool> taken = false;
+};
+
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
 template <class F, class... P>
 const runtime::program& program_of() {
-  static const runtime::program prog("fn", compiler::parts_of<frozen_trace_v<F, P...>>,
-                                     compiler::parts_of<frozen_plan_v<F, P...>>);
+  static const runtime::program prog = [] {
+    fn_name<F, P...>::taken = true;
+    const std::string& name = fn_name<F, P...>::text;
+    return runtime::program(name.empty() ? "fn" : name.c_str(),
+                            compiler::parts_of<frozen_trace_v<F, P...>>,
+                            compiler::parts_of<frozen_plan_v<F, P...>>);
+  }();
   return prog;
 }
 
@@ -261,6 +276,26 @@ class function {
     detail::need_fn_door("f.save").save(detail::program_of<F, P...>().plan(),
                                         compiler::parts_of<detail::frozen_trace_v<F, P...>>,
                                         parameter_count, result_count, path);
+  }
+
+  // Names the function as graph::set_name names a graph: its dumps (KILN_DUMP_DIR), Vulkan
+  // notices and KILN_PROFILE lines then say <name>-<hash> instead of fn-<hash> (its traced
+  // compile under KILN_TRACE and its reproducers still say fn). 1 to 63 letters, digits, '_', '-'
+  // or '.' (not first: '.', '-'); before the function's first call, which names what it builds (a
+  // later name is a kiln::error).
+  static void set_name(std::string_view name) {
+    std::string why;  // appended: GCC's -O3 warns falsely on "literal" + std::string
+    if (!detail::is_function_name(name)) {
+      why = "the name ";
+      why += detail::quoted(name);
+      why += " is not 1 to 63 letters, digits, '_', '-' or '.' (not first: '.', '-')";
+    } else if (detail::fn_name<F, P...>::taken) {
+      why = "the function has run (or was saved) as ";
+      why += detail::program_of<F, P...>().name();
+      why += " already: name it before its first call";
+    }
+    if (!why.empty()) throw error(errc::invalid_argument, "kiln::fn::set_name", why);
+    detail::fn_name<F, P...>::text = name;
   }
 
   // The signature (runtime/abi.hpp): to_string(f.signature()) is its raw-ABI string.

@@ -351,3 +351,29 @@ TEST(VulkanProfile, EachDispatchsDeviceTimeIsPrinted) {
   EXPECT_TRUE(row_group) << said;
   EXPECT_NEAR(total, sum, 0.01 * dispatches + 1e-6 * sum) << said;
 }
+
+// A kiln::fn named before its first call: its Vulkan lines (here KILN_PROFILE's) say the name;
+// a second name after that call, and a name that cannot be a folder, are kiln::errors.
+constexpr auto named_relu = fn<tensor<f32, dyn>>([](auto x) { return relu(x); });
+
+TEST(VulkanProfile, ANamedFunctionsLinesSayItsName) {
+  EXPECT_THROW(named_relu.set_name("has space"), kiln::error);
+  EXPECT_THROW(named_relu.set_name("-leading"), kiln::error);
+  named_relu.set_name("rectifier");
+  const device d = device::vulkan();
+  std::vector<float> x{-1, 2, -3, 4}, y(4);
+  ASSERT_EQ(setenv("KILN_PROFILE", "1", 1), 0);
+  testing::internal::CaptureStderr();
+  named_relu.on(d)(x, into(y));
+  std::string said = testing::internal::GetCapturedStderr();
+  unsetenv("KILN_PROFILE");
+  EXPECT_EQ(y, (std::vector<float>{0, 2, 0, 4}));
+  EXPECT_NE(said.find("kiln profile: rectifier-"), std::string::npos) << said;
+  EXPECT_EQ(said.find("kiln profile: fn-"), std::string::npos) << said;
+  try {
+    named_relu.set_name("other");
+    ADD_FAILURE() << "a name after the first call was taken";
+  } catch (const kiln::error& e) {
+    EXPECT_NE(std::string(e.what()).find("as rectifier-"), std::string::npos) << e.what();
+  }
+}
