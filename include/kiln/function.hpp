@@ -209,7 +209,8 @@ class bound_function {
 template <class Function, class... Bound>
 class bound_arguments {
  public:
-  explicit bound_arguments(Bound... bound) : bound_(std::move(bound)...) {}
+  explicit bound_arguments(Bound... bound)
+      : bound_(std::make_shared<const std::tuple<Bound...>>(std::move(bound)...)) {}
   template <class... Args>
   auto operator()(Args&&... args) const {
     return std::apply(
@@ -217,7 +218,18 @@ class bound_arguments {
           return Function::call(device_ ? *device_ : device::default_device(), workspace{}, b...,
                                 std::forward<Args>(args)...);
         },
-        bound_);
+        *bound_);
+  }
+  // Submits a call and returns at once, as f.submit does: submit([kiln::after(f, ...),] args...,
+  // into(outs...)), the bound arguments before args. The binding is kept alive until the fence
+  // (a temporary one, f.bind(w).on(d).submit(...), too); args are the caller's to keep, as for
+  // f.submit.
+  template <class... Args>
+  fence submit(Args&&... args) const {
+    const device d = device_ ? *device_ : device::default_device();
+    return std::apply(
+        [&](const Bound&... b) { return submit_ordered(d, b..., std::forward<Args>(args)...); },
+        *bound_);
   }
   bound_arguments on(device d) const {
     bound_arguments c = *this;
@@ -226,7 +238,26 @@ class bound_arguments {
   }
 
  private:
-  std::tuple<Bound...> bound_;
+  // Function::submit_on with the order (a leading kiln::after(...), or none) first, holding the
+  // binding, then the bound arguments.
+  template <class... Args>
+  fence submit_ordered(const device& d, const Bound&... b, Args&&... args) const {
+    using first = std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., void>>>;
+    if constexpr (std::is_same_v<first, submission_order>) {
+      return [&](const submission_order& given, auto&&... rest) {
+        submission_order order = given;
+        order.keep = bound_;
+        return Function::submit_on(d, workspace{}, order, b...,
+                                   std::forward<decltype(rest)>(rest)...);
+      }(std::forward<Args>(args)...);
+    } else {
+      submission_order order;
+      order.keep = bound_;
+      return Function::submit_on(d, workspace{}, order, b..., std::forward<Args>(args)...);
+    }
+  }
+
+  std::shared_ptr<const std::tuple<Bound...>> bound_;
   std::optional<device> device_;
 };
 
@@ -452,7 +483,7 @@ class function {
                                "fn",
                                {},
                                ws,
-                               nullptr,
+                               order->keep,
                                {},
                                {}};
       if (auto* reproduce = detail::fn_door_services.reproduce)

@@ -131,6 +131,8 @@ class host_timeline {
 // semaphore of the framework's, kiln::vulkan::external_fence).
 struct submission_order {
   std::vector<fence> waits, signals;
+  // What the call must keep alive until it is done (a bound function's arguments).
+  std::shared_ptr<const void> keep;
   submission_order then_signal(fence f) const {
     submission_order o = *this;
     o.signals.push_back(std::move(f));
@@ -144,9 +146,9 @@ template <class... F>
 submission_order after(const F&... fences) {
   static_assert((std::is_convertible_v<const F&, const fence&> && ...),
                 "kiln::after takes kiln::fence values (what submit returns)");
-  return {{fences...}, {}};
+  return {{fences...}, {}, {}};
 }
-inline submission_order after(std::vector<fence> fences) { return {std::move(fences), {}}; }
+inline submission_order after(std::vector<fence> fences) { return {std::move(fences), {}, {}}; }
 
 }  // namespace kiln
 
