@@ -71,12 +71,12 @@ if model and os.path.exists(model):
     for provider in ("CUDAExecutionProvider", "CPUExecutionProvider"):
         if provider not in ort.get_available_providers():
             continue
-        session = ort.InferenceSession(model, providers=[provider])
-        session.run(None, feed)
+        runner = ort.InferenceSession(model, providers=[provider])
+        runner.run(None, feed)
         times = []
         for _ in range(20):
             t0 = time.perf_counter()
-            session.run(None, feed)
+            runner.run(None, feed)
             times.append(time.perf_counter() - t0)
         out[f"bert_layer_b1_f32_ort_{provider[:-17].lower()}"] = statistics.median(times)
 print(json.dumps(out, indent=1))
