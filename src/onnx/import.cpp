@@ -21,6 +21,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_elementwise_lowerings(t);
     add_tensor_lowerings(t);
     add_composite_lowerings(t);
+    add_recurrent_lowerings(t);
     return t;
   }();
   auto it = table.find(op_type);

@@ -106,6 +106,7 @@ using lowering_table = std::map<std::string, lowering, std::less<>>;
 void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
 void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
 void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
+void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
 const lowering* find_lowering(std::string_view op_type);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators).
