@@ -70,6 +70,12 @@ void lower_recurrent(node_context& c, cell kind) {
            "X must be 3-D with static sizes (the layer is unrolled over its "
            "sequence), got " +
                to_string(xd));
+  // Each step is some twenty graph ops: a declared length beyond this is refused rather than
+  // unrolled into a graph that would exhaust memory (a model's sizes are untrusted input).
+  constexpr std::int64_t most_steps = 4096;
+  if (steps < 1 || steps > most_steps)
+    c.fail(errc::unsupported, "a sequence of " + std::to_string(steps) +
+                                  " steps (kiln unrolls 1 to " + std::to_string(most_steps) + ")");
   if (wd.rank != 3 || wd.dims[0] != dirs || wd.dims[1] % gates != 0)
     c.fail(errc::shape_mismatch, "W " + to_string(wd) + " is not [" + std::to_string(dirs) + ", " +
                                      std::to_string(gates) + " x hidden_size, input]");

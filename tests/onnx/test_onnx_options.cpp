@@ -264,6 +264,18 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
     std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
     EXPECT_NE(why.find("node 0 (LayerNormalization): stash_type"), std::string::npos) << why;
   }
+  {  // a recurrent layer unrolls at most 4096 steps: a declared length is untrusted
+    model_builder b;
+    b.input("x", {std::int64_t{5000}, std::int64_t{1}, std::int64_t{2}});
+    b.input("w", {std::int64_t{1}, std::int64_t{3}, std::int64_t{2}});
+    b.input("r", {std::int64_t{1}, std::int64_t{3}, std::int64_t{3}});
+    b.node("RNN", {"x", "w", "r"}, {"y"}, "recurrent");
+    b.output("y", {std::int64_t{5000}, std::int64_t{1}, std::int64_t{1}, std::int64_t{3}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("'recurrent' (RNN): a sequence of 5000 steps (kiln unrolls 1 to 4096)"),
+              std::string::npos)
+        << why;
+  }
   {  // ONNX's checker: Add takes two inputs
     model_builder b;
     b.input("x", {std::int64_t{4}});
