@@ -53,9 +53,8 @@ void lower_recurrent(node_context& c, cell kind) {
     c.fail(errc::unsupported, "input_forget = 1 (coupled input and forget gates)");
   const std::string direction = c.attr_string("direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-    c.fail(errc::invalid_argument, "direction '" + direction +
-                                       "' is not forward, reverse or "
-                                       "bidirectional");
+    c.fail(errc::invalid_argument,
+           "direction '" + direction + "' is not forward, reverse or bidirectional");
   const std::int64_t dirs = direction == "bidirectional" ? 2 : 1;
   const bool batch_first = c.attr_int("layout", 0) != 0;
   const bool linear_before_reset = c.attr_int("linear_before_reset", 0) != 0;
@@ -67,8 +66,7 @@ void lower_recurrent(node_context& c, cell kind) {
   const std::int64_t steps = xd.dims[0], batch = xd.dims[1], input = xd.dims[2];
   if (xd.rank != 3 || steps == dyn || batch == dyn || input == dyn)
     c.fail(errc::unsupported,
-           "X must be 3-D with static sizes (the layer is unrolled over its "
-           "sequence), got " +
+           "X must be 3-D with static sizes (the layer is unrolled over its sequence), got " +
                to_string(xd));
   // Each step is some twenty graph ops: a declared length beyond this is refused rather than
   // unrolled into a graph that would exhaust memory (a model's sizes are untrusted input).
@@ -118,6 +116,13 @@ void lower_recurrent(node_context& c, cell kind) {
     value h = c.has(5) ? of_direction(c.in(5), d, {batch, hidden}) : zeros(hidden);
     value cell_state =
         kind == cell::lstm && c.has(6) ? of_direction(c.in(6), d, {batch, hidden}) : zeros(hidden);
+    // A GRU whose reset gate scales h before its product (linear_before_reset = 0) takes R's
+    // z and r columns in the step's joint product, and R_h^T [H, H] in one of its own.
+    const bool apart = kind == cell::gru && !linear_before_reset;
+    const value r_joint = apart ? g.slice(dw.r, {0}, {2 * hidden}, {1}) : dw.r;
+    const value rb_joint = apart ? g.slice(dw.rb, {0}, {2 * hidden}) : dw.rb;
+    const value r_h = apart ? g.slice(dw.r, {2 * hidden}, {3 * hidden}, {1}) : dw.r;
+    const value rb_h = apart ? g.slice(dw.rb, {2 * hidden}, {3 * hidden}) : dw.rb;
     const bool reverse = direction == "reverse" || d == 1;
     std::vector<value> y(static_cast<std::size_t>(steps), h);
     for (std::int64_t k = 0; k < steps; ++k) {
@@ -126,16 +131,14 @@ void lower_recurrent(node_context& c, cell kind) {
       if (kind == cell::rnn) {
         h = g.tanh(clipped(g.add(g.add(xt, g.matmul(h, dw.r)), dw.rb)));
       } else if (kind == cell::gru) {  // gates z, r, h
-        value rh = g.add(g.matmul(h, dw.r), dw.rb);
+        value rh = g.add(g.matmul(h, r_joint), rb_joint);
         value z = g.sigmoid(clipped(g.add(gate(g, xt, 0, hidden), gate(g, rh, 0, hidden))));
         value r = g.sigmoid(clipped(g.add(gate(g, xt, 1, hidden), gate(g, rh, 1, hidden))));
         value candidate;
         if (linear_before_reset) {
           candidate = g.add(gate(g, xt, 2, hidden), g.mul(r, gate(g, rh, 2, hidden)));
         } else {
-          value r_h = g.slice(dw.r, {2 * hidden}, {3 * hidden}, {1});  // R_h^T
-          value rbh = g.slice(dw.rb, {2 * hidden}, {3 * hidden});
-          candidate = g.add(gate(g, xt, 2, hidden), g.add(g.matmul(g.mul(r, h), r_h), rbh));
+          candidate = g.add(gate(g, xt, 2, hidden), g.add(g.matmul(g.mul(r, h), r_h), rb_h));
         }
         value n = g.tanh(clipped(candidate));
         h = g.add(g.mul(g.sub(g.constant(1.0, t), z), n), g.mul(z, h));
