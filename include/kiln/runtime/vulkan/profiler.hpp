@@ -47,7 +47,7 @@ class dispatch_profiler {
     }
     vkCmdResetQueryPool(cb, pool_.get(), 0, dispatches * 2);
   }
-  // Around dispatch labels().size() (what it runs: `label`).
+  // Around the call's next dispatch (what it runs: `label`).
   void before(VkCommandBuffer cb, std::string label) {
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pool_.get(),
                         static_cast<std::uint32_t>(labels_.size() * 2));
@@ -57,7 +57,6 @@ class dispatch_profiler {
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pool_.get(),
                         static_cast<std::uint32_t>(labels_.size() * 2 - 1));
   }
-  const std::vector<std::string>& labels() const { return labels_; }
 
   // Each recorded dispatch's device time in microseconds, once the call has finished.
   std::vector<double> read() const {
