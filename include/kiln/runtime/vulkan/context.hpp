@@ -197,13 +197,7 @@ class context {
         std::max<VkDeviceSize>(d.properties.limits.minStorageBufferOffsetAlignment, 1);
     family_ = d.family;
     timestamp_period_ = d.properties.limits.timestampPeriod;
-    {
-      std::uint32_t n = 0;
-      vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
-      std::vector<VkQueueFamilyProperties> families(n);
-      vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
-      timestamp_bits_ = family_ < n ? families[family_].timestampValidBits : 0;
-    }
+    timestamp_bits_ = d.timestamp_bits;
     // Enable only what kiln emits: timeline semaphores, 64-bit types where present, and the matrix
     // units' extension with shaderFloat16 where the device offers f16 products on them.
     auto on12 = vk_struct<VkPhysicalDeviceVulkan12Features>(

@@ -115,6 +115,7 @@ struct physical_description {
   bool float64 = false, int64 = false;  // features to enable where present
   bool matrix_units = false;            // VK_NV_cooperative_matrix and shaderFloat16, to enable
   std::uint32_t family = 0;             // the compute queue family
+  std::uint32_t timestamp_bits = 0;     // its timestampValidBits (0: no timestamps)
 };
 
 // The product of f16 matrices into f32 on the matrix units that VK_NV_cooperative_matrix offers,
@@ -192,6 +193,13 @@ inline physical_description describe(VkInstance instance, VkPhysicalDevice pd) {
   d.float64 = f.features.shaderFloat64;
   d.int64 = f.features.shaderInt64;
   d.family = static_cast<std::uint32_t>(compute_family(pd));
+  {
+    std::uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> families(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, families.data());
+    d.timestamp_bits = d.family < n ? families[d.family].timestampValidBits : 0;
+  }
   spirv::target& t = d.target;
   t.vulkan_version = props.properties.apiVersion;
   t.subgroup_size = p11.subgroupSize ? p11.subgroupSize : 32;
