@@ -532,7 +532,8 @@ class function {
         detail::program_of<F, P...>().plan(),
         [](int region, const void* const* in, const std::int64_t* step, void* const* out,
            std::int64_t n) { cpu::region_rows<plan>[region](in, step, out, n); },
-        cpu::region_folds<plan>, host_args, host_results, sym, only, transients);
+        cpu::region_folds<plan>, host_args, host_results, sym, only, transients,
+        detail::program_of<F, P...>().name());
   }
 };
 

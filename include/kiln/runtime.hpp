@@ -596,14 +596,15 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
     call.on_host = [s = s_, sym](std::span<const runtime::buffer_ref> host_args,
                                  std::span<const runtime::buffer_ref> host_results,
                                  const std::vector<bool>* only, const runtime::arena& transients) {
-      s->cpu.run(s->program.plan(), host_args, host_results, sym.data(), only, transients);
+      s->cpu.run(s->program.plan(), host_args, host_results, sym.data(), only, transients,
+                 s->program.name());
     };
     return runtime::submit(d, st().program, std::move(call), *order);
   }
   auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                      std::span<const runtime::buffer_ref> host_results,
                      const std::vector<bool>* only, const runtime::arena& transients) {
-    st().cpu.run(p, host_args, host_results, sym.data(), only, transients);
+    st().cpu.run(p, host_args, host_results, sym.data(), only, transients, st().program.name());
   };
   try {
     runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);

@@ -242,10 +242,11 @@ TEST(Graph, InterpreterKeepsARowsRepeatedValuesAcrossItsTiles) {
   for (std::int64_t i = 0; i < rows * cols; ++i) {
     float want = static_cast<float>(std::exp(std::exp(double(xs[i])) * 0.5) * 3.0 - rs[i / cols]);
     ASSERT_NEAR(interpreted[i], want, 1e-5f * (std::fabs(want) + 1.f)) << "element " << i;
-    if (same_cpu_isa())
+    if (same_cpu_isa()) {
       ASSERT_EQ(std::bit_cast<std::uint32_t>(compiled[i]),
                 std::bit_cast<std::uint32_t>(interpreted[i]))
           << "element " << i;
+    }
   }
 }
 

@@ -1,15 +1,18 @@
 // Trace points (runtime/trace.hpp): trace(name, v) in the DSL and graph::trace record a value at
 // each call when tracing is on, through a sink or (KILN_TRACE=1) a line on stderr and .npy files
 // under KILN_DUMP_DIR, without changing the results; with tracing off the plan is the one the
-// function has without them. Checked on the CPU and on lavapipe against scalar references.
+// function has without them. Checked on the CPU and on lavapipe against scalar references. And
+// KILN_PROFILE on the CPU: a line per region (a row group's on one) with its time and ops.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -295,6 +298,65 @@ TEST(Trace, BadNamesAndValuesAreRefused) {
               g.trace("y", other.input("y", dtype::f32, {4}));
             }).find("belongs to another graph"),
             std::string::npos);
+}
+
+// A product with its epilogue, then a softmax (a row group: max, exp-sum and divide regions run
+// a block of rows at a time): under KILN_PROFILE each CPU call prints one line per region and
+// one for the row group, naming the executable, each within the call's time, then their sum;
+// the results are the same bits as without.
+TEST(CpuProfile, EachRegionsTimeIsPrintedOnTheCpu) {
+  const std::int64_t M = 64, K = 48, N = 40;
+  graph g;
+  g.set_name("profiled");
+  auto a = g.input("a", dtype::f32, {M, K});
+  auto w = g.input("w", dtype::f32, {K, N});
+  g.output("y", g.softmax(g.relu(g.matmul(a, w)), -1));
+  auto e = compile(g);
+  std::vector<float> av(M * K), wv(K * N), quiet(M * N), profiled(M * N);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(0.37f * float(i));
+  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.11f * float(i));
+  double call_us = 0;
+  auto run = [&](std::vector<float>& y) {
+    testing::internal::CaptureStderr();
+    const auto t0 = std::chrono::steady_clock::now();
+    e.run({tensor_ref(av.data(), dtype::f32, {M, K}), tensor_ref(wv.data(), dtype::f32, {K, N})},
+          {tensor_ref(y.data(), dtype::f32, {M, N})}, device::cpu());
+    call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                  .count();
+    return testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(run(quiet).find("kiln profile"), std::string::npos);
+  ASSERT_EQ(setenv("KILN_PROFILE", "1", 1), 0);
+  std::string said = run(profiled);
+  unsetenv("KILN_PROFILE");
+  EXPECT_EQ(quiet, profiled);
+  std::istringstream lines(said);
+  std::string line;
+  int runs = 0;
+  double sum = 0, total = -1;
+  bool product = false, row_group = false;
+  while (std::getline(lines, line)) {
+    ASSERT_EQ(line.rfind("kiln profile: profiled-", 0), 0u) << line;
+    if (auto at = line.find(" runs: "); at != std::string::npos) {
+      EXPECT_EQ(std::stoi(line.substr(line.rfind(' ', at - 1) + 1)), runs) << line;
+      total = std::stod(line.substr(at + 7));
+      continue;
+    }
+    const auto at = line.find(" cpu ");
+    ASSERT_NE(at, std::string::npos) << line;
+    const double us = std::stod(line.substr(at + 5));
+    EXPECT_GE(us, 0.0) << line;
+    EXPECT_LE(us, call_us) << line;
+    sum += us;
+    product = product || line.find("region 0: matmul") != std::string::npos;
+    row_group = row_group || (line.find("(a row group):") != std::string::npos &&
+                              line.find("reduce_max") != std::string::npos);
+    ++runs;
+  }
+  EXPECT_TRUE(product) << said;
+  EXPECT_TRUE(row_group) << said;
+  EXPECT_EQ(runs, 2) << said;
+  EXPECT_NEAR(total, sum, 0.01 * runs + 1e-9) << said;
 }
 
 }  // namespace

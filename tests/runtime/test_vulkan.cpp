@@ -337,7 +337,7 @@ TEST(VulkanProfile, EachDispatchsDeviceTimeIsPrinted) {
       EXPECT_GE(us, 0.0) << line;
       EXPECT_LT(us, 60e6) << line;
       sum += us;
-      product = product || line.find("matmul relu") != std::string::npos;
+      product = product || line.find("region 0: matmul") != std::string::npos;
       row_group = row_group || line.find("reduce_max") != std::string::npos;
       ++dispatches;
     } else if (line.find(" dispatches: ") != std::string::npos) {

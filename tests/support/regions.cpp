@@ -19,7 +19,7 @@ void run_region_by_region(const kiln::compiler::plan& p,
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     std::vector<bool> only(p.regions.size(), false);
     only[r] = true;
-    programs.run(p, args, results, sym.data(), &only, transients);
+    programs.run(p, args, results, sym.data(), &only, transients, "region_by_region");
   }
 }
 

@@ -378,6 +378,20 @@ inline std::string slot_text(const plan& p, std::int32_t slot) {
   return slot < n_inputs ? "arg" + std::to_string(slot) : "t" + std::to_string(slot - n_inputs);
 }
 
+// What region r computes, for profiles: its ops in order, e.g. " matmul add relu" (not what it
+// reads from another region).
+inline std::string region_ops(const plan& p, std::size_t r) {
+  const region& reg = p.regions[r];
+  std::string text;
+  for (auto id : reg.nodes)
+    if (ir::info(p.graph.nodes[id].kind).cls != ir::op_class::leaf &&
+        (id == reg.contraction || id == reg.root || load_slot(p, reg, id) < 0)) {
+      text += ' ';
+      text += ir::name(p.graph.nodes[id].kind);
+    }
+  return text;
+}
+
 // The region part of the textual form (the graph part is ir::print).
 inline std::string print_regions(const plan& p) {
   std::string out;

@@ -435,6 +435,116 @@ constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 }
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
 
+// A 2-D depthwise convolution (one input channel per group: MobileNet's) in fold type S from
+// storage type T: each output plane from its input plane, sixteen (a vector of) outputs of a row
+// at a time, summing every kernel cell in a register. The input plane is first copied into one
+// plane per column phase (column j of phase f: input column j x stride + f + start, 0 outside
+// the image), so that the outputs of a row read consecutive elements for every stride and
+// dilation. (A loop per kernel cell adding into the output row, as the other ranks run, spent
+// most of its time on each short row's setup and on reloading the row it adds to.)
+template <class S, class T>
+void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims,
+                  const operand_layout& w, const shape& y_dims, const conv_geometry& c,
+                  tile_ref epilogue) {
+  using batch = xsimd::batch<S>;
+  constexpr std::int64_t L = batch::size;
+  const std::int64_t H = x_dims.dims[2], W = x_dims.dims[3];
+  const std::int64_t OH = y_dims.dims[2], OW = y_dims.dims[3];
+  const std::int64_t KH = w_dims.dims[2], KW = w_dims.dims[3];
+  const std::int64_t sy = c.strides[0], sx = c.strides[1], dy = c.dilations[0],
+                     dx = c.dilations[1];
+  const std::int64_t out_group = y_dims.dims[1] / c.groups, N = OH * OW;
+  // Columns each phase row holds: the last vector of outputs past OW, shifted by the widest
+  // kernel column.
+  const std::int64_t vectors = (OW + L - 1) / L;
+  const std::int64_t phase_width = vectors * L + (KW - 1) * dx / sx + 1;
+  const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1];
+  auto run_planes = [&](std::int64_t first, std::int64_t end) {
+    thread_local std::vector<S> phases, plane, weights;
+    thread_local std::vector<T> narrow;
+    // Kernel column kx's elements in its phase, from the phases' start.
+    thread_local std::vector<std::int64_t> column_offset;
+    column_offset.resize(static_cast<std::size_t>(KW));
+    for (std::int64_t kx = 0; kx < KW; ++kx)
+      column_offset[kx] = kx * dx % sx * H * phase_width + kx * dx / sx;
+    phases.resize(static_cast<std::size_t>(sx * H * phase_width));
+    plane.resize(static_cast<std::size_t>(N + L));  // the last row's last vector may pass N
+    weights.resize(static_cast<std::size_t>(KH * KW));
+    for (std::int64_t at = first; at < end; ++at) {
+      const std::int64_t image = at / y_dims.dims[1], co = at % y_dims.dims[1];
+      const std::int64_t g = co / out_group;
+      const T* xc = reinterpret_cast<const T*>(x.data) + image * x.stride[0] + g * x.stride[1];
+      const T* wc = reinterpret_cast<const T*>(w.data) + co * w.stride[0];
+      for (std::int64_t ky = 0; ky < KH; ++ky)
+        for (std::int64_t kx = 0; kx < KW; ++kx)
+          weights[ky * KW + kx] = as_fold<S>(wc[ky * w.stride[2] + kx * w.stride[3]]);
+      for (std::int64_t f = 0; f < sx; ++f) {
+        // The phase's columns j inside the image: 0 <= j x sx + f + start < W.
+        const std::int64_t at0 = f + c.starts[1];
+        const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, phase_width);
+        const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, phase_width);
+        const std::int64_t step = sx * x.stride[3];
+        for (std::int64_t y = 0; y < H; ++y) {
+          const T* from = xc + y * x.stride[2] + (lo * sx + at0) * x.stride[3];
+          S* to = phases.data() + (f * H + y) * phase_width;
+          std::fill(to, to + lo, S(0));
+          // Steps 1 and 2 known to the compiler, which vectorizes them.
+          if (step == 1)
+            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
+          else if (step == 2)
+            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
+          else
+            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * step]);
+          std::fill(to + hi, to + phase_width, S(0));
+        }
+      }
+      // Vectors [v0, v0 + B) of output row oy, B accumulators side by side (one alone would
+      // wait on its own multiply-add at every kernel cell).
+      auto vectors_of_row = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy,
+                                       std::int64_t v0) {
+        batch acc[B];
+        for (int b = 0; b < B; ++b) acc[b] = batch(S(0));
+        for (std::int64_t ky = 0; ky < KH; ++ky) {
+          const std::int64_t iy = oy * sy + c.starts[0] + ky * dy;
+          if (iy < 0 || iy >= H) continue;
+          const S* row = phases.data() + iy * phase_width + v0 * L;
+          for (std::int64_t kx = 0; kx < KW; ++kx) {
+            const batch weight(weights[ky * KW + kx]);
+            const S* from = row + column_offset[kx];
+            for (int b = 0; b < B; ++b)
+              acc[b] = xsimd::fma(weight, batch::load_unaligned(from + b * L), acc[b]);
+          }
+        }
+        // Past OW this writes the next row's first outputs, which that row then writes.
+        S* out = plane.data() + oy * OW + v0 * L;
+        for (int b = 0; b < B; ++b) acc[b].store_unaligned(out + b * L);
+      };
+      for (std::int64_t oy = 0; oy < OH; ++oy) {
+        std::int64_t v0 = 0;
+        for (; v0 + 4 <= vectors; v0 += 4) vectors_of_row(std::integral_constant<int, 4>{}, oy, v0);
+        switch (vectors - v0) {
+          case 3: vectors_of_row(std::integral_constant<int, 3>{}, oy, v0); break;
+          case 2: vectors_of_row(std::integral_constant<int, 2>{}, oy, v0); break;
+          case 1: vectors_of_row(std::integral_constant<int, 1>{}, oy, v0); break;
+          default: break;
+        }
+      }
+      const void* values = plane.data();
+      if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type
+        narrow.resize(static_cast<std::size_t>(N));
+        for (std::int64_t j = 0; j < N; ++j) narrow[j] = T(plane[j]);
+        values = narrow.data();
+      }
+      epilogue({image * c.groups + g, co % out_group, 1, 0, N, values, N});
+    }
+  };
+  // About 2 x cells multiply-adds per output: threads pay off past a few million.
+  if (double(planes) * double(N) * double(KH * KW) > 1e6)
+    parallel_for(planes, 1, run_planes);
+  else
+    run_planes(0, planes);
+}
+
 // Fold type S, storage type T. B's row p is (input channel, kernel cell), its column j an output
 // cell: the input element that cell's window puts under that kernel cell, or 0 (padding).
 template <class S, class T>
@@ -505,9 +615,11 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
   for (int a = 0; a < ns; ++a)
     pointwise = pointwise && c.strides[a] == 1 && c.starts[a] == 0 &&
                 (a == last || x.stride[2 + a] == x.stride[3 + a] * x_dims.dims[3 + a]);
-  // Depthwise (one input channel per group, MobileNet's): each output plane directly, a row of
-  // outputs at a time, one kernel cell after another, vectorized along the row. The GEMM would
-  // compute a register tile of MR rows for each single row here.
+  // Depthwise (one input channel per group, MobileNet's): each output plane directly; 2-D as
+  // above, other ranks a row of outputs at a time, one kernel cell after another, vectorized
+  // along the row. The GEMM would compute a register tile of MR rows for each single row here.
+  if (!c.transposed && in_group == 1 && ns == 2)
+    return depthwise_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
   if (!c.transposed && in_group == 1) {
     const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1], rows = N / out_last;
     auto run_planes = [&](std::int64_t first, std::int64_t end) {

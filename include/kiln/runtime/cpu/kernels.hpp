@@ -42,7 +42,8 @@ struct kernel_table {
   void (*run_interpreted)(const compiler::plan&, const void* programs,
                           std::span<const runtime::buffer_ref> args,
                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                          const std::vector<bool>* only, const runtime::arena& transients);
+                          const std::vector<bool>* only, const runtime::arena& transients,
+                          std::string_view program);
 };
 
 // A table this program holds, and whether this CPU (and its operating system) runs it.
@@ -72,8 +73,9 @@ class interpreted_plan {
   // Runs the regions of p marked in `only` (or all) on host data, as run_plan does.
   void run(const compiler::plan& p, std::span<const runtime::buffer_ref> args,
            std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-           const std::vector<bool>* only, const runtime::arena& transients) const {
-    kernels_->run_interpreted(p, programs_.get(), args, results, sym, only, transients);
+           const std::vector<bool>* only, const runtime::arena& transients,
+           std::string_view program) const {
+    kernels_->run_interpreted(p, programs_.get(), args, results, sym, only, transients, program);
   }
 
  private:
@@ -98,14 +100,15 @@ inline std::shared_ptr<const void> interpret(const compiler::plan& p) {
 inline void run_interpreted(const compiler::plan& p, const void* programs,
                             std::span<const runtime::buffer_ref> args,
                             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
-                            const std::vector<bool>* only, const runtime::arena& transients) {
+                            const std::vector<bool>* only, const runtime::arena& transients,
+                            std::string_view program) {
   const auto& regions = *static_cast<const std::vector<tile_program>*>(programs);
   run_plan(
       p,
       [&](int region, const void* const* in, const std::int64_t* step, void* const* out,
           std::int64_t n) { regions[region].row(in, step, out, n); },
       {},  // the tile programs store a reduction's operand: run_reduction folds it
-      args, results, sym, only, transients);
+      args, results, sym, only, transients, program);
 }
 
 inline const kernel_table& table() {

@@ -51,17 +51,6 @@ class row_list {
   T* data_;
 };
 
-// Sets `layouts` to n empty ones, keeping their memory (index terms' too) for the next call.
-inline void reset_layouts(std::vector<operand_layout>& layouts, std::size_t n) {
-  layouts.resize(n);
-  for (operand_layout& l : layouts) {
-    l.data = nullptr;
-    l.bytes = 0;
-    l.stride = {};
-    l.terms.clear();
-  }
-}
-
 // A view's layout (compiler::view_layout) over iteration space `space`, broadcast as numpy does;
 // data: its base's first element; slot_data(s): input slot s's first element (index tensors).
 template <class SlotData>

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -18,6 +19,13 @@
 #include "kiln/runtime/cpu/contraction.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
+#if KILN_RUNTIME_BODY  // for the definitions only
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "kiln/core/profile.hpp"
+#endif
 
 namespace kiln::cpu {
 
@@ -33,16 +41,53 @@ using region_rows_ref =
 // Runs the regions of p marked in `only` (or all) on host data. folds: by region, its row
 // function's register fold (null where it has none; empty where no region has one, as in the
 // interpreter). sym: the resolved symbols; transients: the call's arena (p's layout in host
-// memory).
+// memory). Under KILN_PROFILE, prints each region's time, naming the program.
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const fold_fn> folds,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
-                               const runtime::arena& transients);
+                               const runtime::arena& transients, std::string_view program);
 
 #if KILN_RUNTIME_BODY
 namespace detail {
+// KILN_PROFILE's record of one call: each region's (or row group's) wall time.
+class region_profile {
+ public:
+  explicit region_profile(bool on) : on_(on) {}
+  bool on() const { return on_; }
+  // Regions [first, end) of p ran from `since` until now.
+  void record(const compiler::plan& p, std::size_t first, std::size_t end,
+              std::chrono::steady_clock::time_point since) {
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - since).count();
+    std::string label = end - first > 1 ? "regions " + std::to_string(first) + "-" +
+                                              std::to_string(end - 1) + " (a row group):"
+                                        : "region " + std::to_string(first) + ":";
+    for (std::size_t k = first; k < end; ++k) label += compiler::region_ops(p, k);
+    lines_.emplace_back(std::move(label), us);
+  }
+  void print(std::string_view program) const {
+    double total = 0;
+    for (const auto& [label, us] : lines_) {
+      std::fprintf(stderr, "kiln profile: %.*s cpu %10.2f us  %s\n", int(program.size()),
+                   program.data(), us, label.c_str());
+      total += us;
+    }
+    std::fprintf(stderr, "kiln profile: %.*s cpu %zu runs: %10.2f us\n", int(program.size()),
+                 program.data(), lines_.size(), total);
+  }
+
+ private:
+  bool on_;
+  std::vector<std::pair<std::string, double>> lines_;
+};
+
+// A region's operand layouts by slot, for one tile.
+struct slot_layouts {
+  std::vector<operand_layout> ins, outs;
+};
+
 // A row group's lists for one call: all its members' walks, member k's from walk_begin[k];
 // flat[k]: member k is an epilogue over the rows themselves (flat_walks); the row-local values
 // that live a block at a time.
@@ -71,7 +116,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
-                               const runtime::arena& transients) {
+                               const runtime::arena& transients, std::string_view program) {
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
@@ -147,14 +192,17 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     r.reg = &reg;
     r.space = runtime::concrete(reg.space, sym);
     r.root = reg.root >= 0 ? &g.nodes[reg.root] : nullptr;
-    // a contraction's region reads its tile from one slot more
-    reset_layouts(r.ins, compiler::input_slot_count(p) + 1);
-    reset_layouts(r.outs, compiler::output_slot_count(p));
+    // By slot (a contraction's region reads its tile from one slot more); only the region's own
+    // slots are set, as every reader goes through the slot lists (clearing them all made a
+    // plan's preparation quadratic in its transients).
+    r.ins.resize(compiler::input_slot_count(p) + 1);
+    r.outs.resize(compiler::output_slot_count(p));
     if (reg.contraction < 0)
       compiler::input_slots(p, reg, r.in_slots);
     else
       r.in_slots = compiler::row_input_slots(p, reg);
     compiler::output_slots(p, reg, r.out_slots);
+    for (auto s : r.in_slots) r.ins[s] = {};
     // Every input slot the region reads: its row function's, unless it is a contraction's.
     const std::vector<std::int32_t> contraction_slots =
         reg.contraction < 0 ? std::vector<std::int32_t>{} : compiler::input_slots(p, reg);
@@ -231,7 +279,13 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     // `values` (ld apart from row to row).
     auto epilogue_part = [&](std::array<std::int64_t, max_rank> origin, std::int64_t rows,
                              std::int64_t cols, const unsigned char* values, std::int64_t ld) {
-      std::vector<operand_layout> ins(r.ins.size()), outs(r.outs.size());
+      // The tile's layouts by slot, in this thread's kept memory (allocating them per tile was
+      // most of a small product's time); only the region's slots are set and read.
+      thread_kept<detail::slot_layouts> kept;
+      std::vector<operand_layout>& ins = kept->ins;
+      std::vector<operand_layout>& outs = kept->outs;
+      ins.resize(r.ins.size());
+      outs.resize(r.outs.size());
       shape tile;
       tile.rank = 2;
       tile.dims[0] = rows;
@@ -268,7 +322,11 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           }
           origin[q_rank - 2] = r0;
           origin[q_rank - 1] = c0;
-          std::vector<operand_layout> ins(q.ins.size()), outs(q.outs.size());
+          thread_kept<detail::slot_layouts> kept;
+          std::vector<operand_layout>& ins = kept->ins;
+          std::vector<operand_layout>& outs = kept->outs;
+          ins.resize(q.ins.size());
+          outs.resize(q.outs.size());
           for (auto s : q.in_slots)
             ins[s] = tile_layout(q.ins[s], origin, q_rank, q_rank - 2, q_rank - 1);
           outs[q.out_slots[0]] = {static_cast<const unsigned char*>(to), bytes, {cols, 1}, {}};
@@ -378,6 +436,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     else
       run_region(row, r.space, r.in_slots, r.ins, r.out_slots, r.outs);
   };
+  detail::region_profile profile(profile_wanted());
+  auto since = [&] {
+    return profile.on() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  };
   for (std::size_t i = 0; i < p.regions.size();) {
     std::size_t end = i + 1;
     while (end < p.regions.size() && p.regions[end].group == p.regions[i].group) ++end;
@@ -385,10 +447,15 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (std::size_t k = i; k < end; ++k) whole = whole && (!only || (*only)[k]);
     if (!whole) {  // a single region, or some of a group's: each alone, all its rows
       for (std::size_t k = i; k < end; ++k)
-        if ((!only || (*only)[k]) && (packed.empty() || !packed[k])) run(k, prepare(k), {}, 0);
+        if ((!only || (*only)[k]) && (packed.empty() || !packed[k])) {
+          const auto t0 = since();
+          run(k, prepare(k), {}, 0);
+          if (profile.on()) profile.record(p, k, k + 1, t0);
+        }
       i = end;
       continue;
     }
+    const auto group_t0 = since();
     // A row group: a block of rows at a time through every region, while the rows are in cache.
     const ir::node& root = g.nodes[p.regions[i].root];
     const shape space = runtime::concrete(p.regions[i].space, sym);
@@ -422,6 +489,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     blocking = false;
     if (!by_blocks) {  // every region over all its rows, one after another
       for (std::size_t k = 0; k < members.size(); ++k) run(i + k, members[k], {}, 0);
+      if (profile.on()) profile.record(p, i, end, group_t0);
       i = end;
       continue;
     }
@@ -519,8 +587,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                        claim_elements(total, threads) / std::max<std::int64_t>(row_size, 1), 1),
                    run_block);
     }
+    if (profile.on()) profile.record(p, i, end, group_t0);
     i = end;
   }
+  if (profile.on()) profile.print(program);
 }
 #endif  // KILN_RUNTIME_BODY
 

@@ -496,12 +496,7 @@ class call_bindings {
 // members' ops, e.g. "region 3: matmul add relu".
 inline std::string dispatch_label(const compiler::plan& p, const call_plan& c, std::size_t i) {
   std::string text = "region " + std::to_string(c.device->origin[i]) + ":";
-  for (int m : c.regions[i].members)
-    for (auto id : p.regions[m].nodes)
-      if (ir::info(p.graph.nodes[id].kind).cls != ir::op_class::leaf) {
-        text += ' ';
-        text += ir::name(p.graph.nodes[id].kind);
-      }
+  for (int m : c.regions[i].members) text += compiler::region_ops(p, static_cast<std::size_t>(m));
   return text;
 }
 

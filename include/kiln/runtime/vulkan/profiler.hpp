@@ -5,22 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "kiln/core/profile.hpp"
 #include "kiln/runtime/vulkan/check.hpp"
 #include "kiln/runtime/vulkan/handle.hpp"
 
 namespace kiln::vulkan {
-
-// Whether KILN_PROFILE asks for dispatch times (read at each call, so a program may turn it on
-// and off as it runs).
-inline bool profile_wanted() {
-  const char* v = std::getenv("KILN_PROFILE");
-  return v && *v && std::string_view(v) != "0";
-}
 
 // A query pool with two timestamps per dispatch of the call being recorded, and what each
 // dispatch runs. Each timestamp is taken when the commands before it have finished their compute
