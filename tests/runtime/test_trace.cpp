@@ -321,8 +321,8 @@ TEST(CpuProfile, EachRegionsTimeIsPrintedOnTheCpu) {
     const auto t0 = std::chrono::steady_clock::now();
     e.run({tensor_ref(av.data(), dtype::f32, {M, K}), tensor_ref(wv.data(), dtype::f32, {K, N})},
           {tensor_ref(y.data(), dtype::f32, {M, N})}, device::cpu());
-    call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                  .count();
+    call_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     return testing::internal::GetCapturedStderr();
   };
   EXPECT_EQ(run(quiet).find("kiln profile"), std::string::npos);

@@ -451,8 +451,7 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
   const std::int64_t H = x_dims.dims[2], W = x_dims.dims[3];
   const std::int64_t OH = y_dims.dims[2], OW = y_dims.dims[3];
   const std::int64_t KH = w_dims.dims[2], KW = w_dims.dims[3];
-  const std::int64_t sy = c.strides[0], sx = c.strides[1], dy = c.dilations[0],
-                     dx = c.dilations[1];
+  const std::int64_t sy = c.strides[0], sx = c.strides[1], dy = c.dilations[0], dx = c.dilations[1];
   const std::int64_t out_group = y_dims.dims[1] / c.groups, N = OH * OW;
   // Columns each phase row holds: the last vector of outputs past OW, shifted by the widest
   // kernel column.
@@ -522,12 +521,12 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       for (std::int64_t oy = 0; oy < OH; ++oy) {
         std::int64_t v0 = 0;
         for (; v0 + 4 <= vectors; v0 += 4) vectors_of_row(std::integral_constant<int, 4>{}, oy, v0);
-        switch (vectors - v0) {
-          case 3: vectors_of_row(std::integral_constant<int, 3>{}, oy, v0); break;
-          case 2: vectors_of_row(std::integral_constant<int, 2>{}, oy, v0); break;
-          case 1: vectors_of_row(std::integral_constant<int, 1>{}, oy, v0); break;
-          default: break;
-        }
+        if (const std::int64_t rest = vectors - v0; rest == 3)
+          vectors_of_row(std::integral_constant<int, 3>{}, oy, v0);
+        else if (rest == 2)
+          vectors_of_row(std::integral_constant<int, 2>{}, oy, v0);
+        else if (rest == 1)
+          vectors_of_row(std::integral_constant<int, 1>{}, oy, v0);
       }
       const void* values = plane.data();
       if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type

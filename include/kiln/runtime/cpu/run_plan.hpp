@@ -438,7 +438,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   };
   detail::region_profile profile(profile_wanted());
   auto since = [&] {
-    return profile.on() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    return profile.on() ? std::chrono::steady_clock::now()
+                        : std::chrono::steady_clock::time_point{};
   };
   for (std::size_t i = 0; i < p.regions.size();) {
     std::size_t end = i + 1;
