@@ -2,7 +2,10 @@
 // iree-compile do together: the module then runs with kiln-run, or executable::load, on any
 // device, without ONNX's library.
 //
-//   kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--no-check]
+//   kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--variable NAME]... [--no-check]
+//
+// --variable makes the initializer NAME a variable of the module (executable::variable), saved
+// with its initializer's value.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +18,8 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "kiln-import-onnx: %s\n"
-               "usage: kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--no-check]\n",
+               "usage: kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... "
+               "[--variable NAME]... [--no-check]\n",
                why.c_str());
   std::exit(2);
 }
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
       if (eq == std::string::npos || eq == 0 || size < 0 || *stop != '\0')
         usage("--dim takes NAME=SIZE (a size >= 0), got " + v);
       opt.dims[v.substr(0, eq)] = size;
+    } else if (a == "--variable") {
+      opt.variables.insert(value("--variable"));
     } else if (a == "--no-check") {
       opt.check = false;
     } else if (a == "--help" || a == "-h") {
@@ -58,6 +64,7 @@ int main(int argc, char** argv) {
     kiln::onnx::imported m = kiln::onnx::import(model, opt);
     const auto info = m.info;
     kiln::executable exe = kiln::compile(std::move(m.graph));
+    kiln::onnx::load_variables(exe, m);
     exe.save(out);
     std::printf("%s: opset %lld, %lld nodes (%lld computed at import), %d dispatches",
                 model.c_str(), static_cast<long long>(info.opset),

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ struct import_options {
   std::map<std::string, tensor_data, std::less<>> input_values;
   // ONNX's checker on the model before import (its verdict, when it refuses, is a kiln::error).
   bool check = true;
+  // Initializers that become variables of the graph (graph::variable) instead of tensor
+  // constants: read like inputs, kept by the executable, loaded, saved or shared through
+  // executable::variable(name) (weights to update or swap without compiling again). compile()
+  // and kiln-import-onnx's modules start them at the initializer's value; import() returns the
+  // values in imported::variable_values. Their values are not known at import, so a node that
+  // needs one then (a Reshape's shape) is refused naming it.
+  std::set<std::string, std::less<>> variables;
 };
 
 // What import() learned about the model beside its graph.
@@ -52,7 +60,13 @@ struct imported {
   // The model's outputs by name (already outputs of the graph): what a program computes further
   // from them becomes another output.
   std::map<std::string, graph::value, std::less<>> outputs;
+  // Each import_options::variables initializer's value, by name (for executable::variable).
+  std::map<std::string, tensor_data, std::less<>> variable_values;
 };
+
+// Sets each of m's variables (import_options::variables) in exe, compiled from m's graph, to its
+// initializer's value.
+void load_variables(executable& exe, const imported& m);
 
 // The model's graph: inputs and outputs keep the model's names (initializers are not inputs),
 // initializers and Constant nodes become tensor constants, nodes whose inputs are all known at

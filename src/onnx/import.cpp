@@ -259,8 +259,19 @@ imported import_model(ModelProto m, const import_options& opt,
   g.set_name(kiln::detail::is_function_name(graph_name) ? graph_name : "onnx");
   std::unordered_map<std::string, slot> values;
 
-  for (const auto& init : gp.initializer())
-    values[init.name()].known = tensor_of(init, "initializer '" + init.name() + "'");
+  for (const auto& init : gp.initializer()) {
+    host_tensor t = tensor_of(init, "initializer '" + init.name() + "'");
+    if (opt.variables.count(init.name())) {
+      values[init.name()].value = g.variable(init.name(), t.type, t.dims);
+      result.variable_values[init.name()] = {t.type, t.dims, std::move(t.bytes)};
+    } else {
+      values[init.name()].known = std::move(t);
+    }
+  }
+  for (const auto& name : opt.variables)
+    if (!result.variable_values.count(name))
+      fail(errc::invalid_argument,
+           "import_options::variables names '" + name + "', which is not an initializer");
   for (const auto& [name, t] : opt.input_values) {
     auto it = std::find_if(gp.input().begin(), gp.input().end(),
                            [&](const auto& in) { return in.name() == name; });
@@ -391,9 +402,16 @@ imported import(const std::filesystem::path& model, const import_options& opt) {
   return import_model(parse(bytes), opt, folder.empty() ? std::filesystem::path(".") : folder);
 }
 
+void load_variables(executable& exe, const imported& m) {
+  for (const auto& [name, t] : m.variable_values)
+    exe.variable(name).load_bytes(t.bytes.data(), t.bytes.size());
+}
+
 executable compile(const std::filesystem::path& model, const import_options& opt) {
   imported m = import(model, opt);
-  return kiln::compile(std::move(m.graph));
+  executable exe = kiln::compile(std::move(m.graph));
+  load_variables(exe, m);
+  return exe;
 }
 
 }  // namespace kiln::onnx

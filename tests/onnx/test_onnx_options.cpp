@@ -188,6 +188,72 @@ TEST(OnnxOptions, InputValuesGivenAtImportAreConstants) {
   refusal(b.bytes(), opt, kiln::errc::dtype_mismatch);
 }
 
+// y = MatMul(x, W) + B with W a variable on request: the executable reads W as its variable
+// (loaded with the initializer's value by load_variables, compile() and kiln-import-onnx's module)
+// and a new value changes the result without compiling again; B stays a constant. A name that is
+// no initializer, and a variable whose value a node needs at import, are refused.
+TEST(OnnxOptions, InitializersBecomeVariablesOnRequest) {
+  model_builder b;
+  b.input("x", {std::int64_t{2}, std::int64_t{3}});
+  b.floats("W", {1, 2, 3, 4, 5, 6}, {3, 2});
+  b.floats("B", {0.5f, -1}, {2});
+  b.node("MatMul", {"x", "W"}, {"xw"});
+  b.node("Add", {"xw", "B"}, {"y"});
+  b.output("y", {std::int64_t{2}, std::int64_t{2}});
+  const std::vector<float> x{1, 0, -1, 2, 1, 0};
+  // x W + B worked out by hand: [1 - 5, 2 - 6] + B and [2 + 3, 4 + 4] + B.
+  const std::vector<float> with_w{-3.5f, -5, 5.5f, 7};
+  auto run = [&](kiln::executable& exe) {
+    std::vector<float> y(4, 99);
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {2, 3})},
+            {kiln::tensor_ref(y.data(), kiln::dtype::f32, {2, 2})});
+    return y;
+  };
+  kiln::onnx::import_options opt;
+  opt.variables = {"W"};
+  auto m = kiln::onnx::import_bytes(b.bytes(), opt);
+  ASSERT_EQ(m.variable_values.size(), 1u);
+  EXPECT_EQ(m.variable_values["W"].dims, kiln::shape({3, 2}));
+  EXPECT_EQ(m.graph.input_names(), std::vector<std::string>{"x"});
+  auto exe = kiln::compile(std::move(m.graph));
+  EXPECT_EQ(exe.variable_names(), std::vector<std::string>{"W"});
+  kiln::onnx::load_variables(exe, m);
+  EXPECT_EQ(run(exe), with_w);
+  // W = 0 everywhere but W[0][0] = 2: y = [2 x0, 0] + B.
+  exe.variable("W").load(std::vector<float>{2, 0, 0, 0, 0, 0});
+  EXPECT_EQ(run(exe), (std::vector<float>{2.5f, -1, 4.5f, -1}));
+
+  // compile(path) and the import tool's module start from the initializer's value.
+  const fs::path dir = fs::temp_directory_path() / ("kiln_vars_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "m.onnx", std::ios::binary) << b.m.SerializeAsString();
+  auto compiled = kiln::onnx::compile(dir / "m.onnx", opt);
+  EXPECT_EQ(run(compiled), with_w);
+#ifdef KILN_IMPORT_ONNX_PATH
+  std::string cmd = std::string(KILN_IMPORT_ONNX_PATH) + " " + (dir / "m.onnx").string() + " -o " +
+                    (dir / "m.kiln").string() + " --variable W > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  kiln::executable loaded = kiln::module::load((dir / "m.kiln").string());
+  EXPECT_EQ(loaded.variable_names(), std::vector<std::string>{"W"});
+  EXPECT_EQ(run(loaded), with_w);
+#endif
+  fs::remove_all(dir);
+
+  opt.variables = {"W", "nothing"};
+  std::string why = refusal(b.bytes(), opt, kiln::errc::invalid_argument);
+  EXPECT_NE(why.find("'nothing', which is not an initializer"), std::string::npos) << why;
+  // A Reshape's shape must be known at import: as a variable it is not.
+  model_builder r;
+  r.input("x", {std::int64_t{2}, std::int64_t{3}});
+  r.ints("shape", {3, 2});
+  r.node("Reshape", {"x", "shape"}, {"y"}, "reshaping");
+  r.output("y", {std::int64_t{3}, std::int64_t{2}});
+  opt.variables = {"shape"};
+  why = refusal(r.bytes(), opt, kiln::errc::unsupported);
+  EXPECT_NE(why.find("'reshaping'"), std::string::npos) << why;
+  EXPECT_NE(why.find("input 1 'shape'"), std::string::npos) << why;
+}
+
 TEST(OnnxOptions, ExternalDataIsReadFromTheModelsFolderOnly) {
   const fs::path dir =
       fs::temp_directory_path() / ("kiln_onnx_external_" + std::to_string(::getpid()));

@@ -110,9 +110,10 @@ struct tracing {
   void run();
 };
 
-// Writes model.onnx (x [batch, 4] -> Relu -> logits) and input_0.pb into the working folder.
+// Writes model.onnx (x [batch, 4] -> Relu -> times the initializer classifier.weight [4] ->
+// logits) and input_0.pb into the working folder.
 struct onnx_models {
-  std::vector<float> xs = ramp(4), ls = std::vector<float>(4);
+  std::vector<float> xs = ramp(4), ls = std::vector<float>(4), new_weights = ramp(4);
   decltype(kiln::view(xs.data(), {1, 4})) x = kiln::view(xs.data(), {1, 4});
   decltype(kiln::view(ls.data(), {1, 4})) logits = kiln::view(ls.data(), {1, 4});
   onnx_models() {
@@ -133,6 +134,16 @@ struct onnx_models {
     auto* n = g->add_node();
     n->set_op_type("Relu");
     n->add_input("x");
+    n->add_output("r");
+    auto* w = g->add_initializer();
+    w->set_name("classifier.weight");
+    w->set_data_type(::onnx::TensorProto::FLOAT);
+    w->add_dims(4);
+    for (int i = 0; i < 4; ++i) w->add_float_data(1.0f);
+    n = g->add_node();
+    n->set_op_type("Mul");
+    n->add_input("r");
+    n->add_input("classifier.weight");
     n->add_output("logits");
     std::ofstream("model.onnx", std::ios::binary) << m.SerializeAsString();
     ::onnx::TensorProto t;
