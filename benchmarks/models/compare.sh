@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The model benchmark: kiln (kiln_bench, linked as users link kiln::onnx) and ONNX Runtime's CPU
 # provider (ort_bench.js) on the models of make_models.py, interleaved over three rounds on the
-# same cores; kiln's outputs are compared with ORT's.
+# same cores; kiln's outputs are compared with ORT's. Then kiln beside a busy process: one thread
+# against THREADS, alternating.
 # Usage: benchmarks/models/compare.sh BUILD_DIR [THREADS]
 #   BUILD_DIR: a build with -DKILN_BUILD_BENCHMARKS=ON; onnxruntime-node must be resolvable by
 #   node (npm install --ignore-scripts onnxruntime-node, then NODE_PATH=.../node_modules).
@@ -17,3 +18,5 @@ for round in 1 2 3; do
   node "$here/ort_bench.js" "$models" "$threads" | sed 's/^/  ORT   /'
   "$build/benchmarks/kiln_bench_models" "$models" "$threads" | sed 's/^/  kiln  /'
 done
+echo "beside a busy process"
+"$build/benchmarks/kiln_bench_models" "$models" "$threads" --busy | sed 's/^/  kiln  /'

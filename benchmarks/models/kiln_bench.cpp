@@ -1,12 +1,16 @@
 // kiln's side of the model benchmark: each model of make_models.py imported by kiln::onnx (the
-// batch bound to 1), with the inputs ort_bench.js feeds ONNX Runtime; import plus compile plus the
-// first call, then the median and minimum of 20 timed calls. Where ort_bench.js left ONNX
+// batch bound to 1; BERT's also to 8), with the inputs ort_bench.js feeds ONNX Runtime; import
+// plus compile plus the first call, then the median and minimum of 20 timed calls, and at the end
+// the process's peak resident memory. Where ort_bench.js left ONNX
 // Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
 // written beside it (<model>.kiln.bin).
 // KILN_BENCH_DEVICE=vulkan runs the calls on the Vulkan device instead: with host data (each call
 // stages its inputs and result), then on device buffers, the last call under KILN_PROFILE=1, whose
 // dispatches' device times kiln prints.
-// Usage: kiln_bench MODEL_DIR [THREADS]
+// --busy: beside another process that keeps a core busy (a spinning child), each model's calls
+// with one thread and with THREADS alternate, five of each at a time, 20 of each: both medians
+// and the ratio (a pool that waits on a descheduled worker makes more threads slower).
+// Usage: kiln_bench MODEL_DIR [THREADS] [--busy]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +21,11 @@
 #include <map>
 #include <string_view>
 #include <vector>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <kiln/onnx.hpp>
 
@@ -61,16 +70,28 @@ std::vector<unsigned char> input_bytes(kiln::dtype t, std::int64_t n) {
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 1 ? argv[1] : ".";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  const bool busy = argc > 3 && std::string_view(argv[3]) == "--busy";
+  pid_t spinner = -1;
+  if (busy && (spinner = fork()) == 0)
+    for (;;) __asm__ volatile("");  // spins until killed
   const char* on = std::getenv("KILN_BENCH_DEVICE");
   const bool vulkan = on && std::string_view(on) == "vulkan";
   const kiln::device dev = vulkan ? kiln::device::vulkan() : kiln::device::cpu();
-  for (const char* model :
-       {"bert_layer", "mlp", "resnet_stages", "mobilenet_224", "mobilenet_48x192"}) {
-    const auto path = dir / (std::string(model) + ".onnx");
+  struct run_of {
+    const char* label;
+    const char* file;
+    std::int64_t batch;
+  };
+  for (const auto& [model, file, batch] :
+       {run_of{"bert_layer", "bert_layer", 1}, run_of{"bert_layer_b8", "bert_layer", 8},
+        run_of{"mlp", "mlp", 1}, run_of{"resnet_stages", "resnet_stages", 1},
+        run_of{"mobilenet_224", "mobilenet_224", 1},
+        run_of{"mobilenet_48x192", "mobilenet_48x192", 1}}) {
+    const auto path = dir / (std::string(file) + ".onnx");
     if (!std::filesystem::exists(path)) continue;
     auto t0 = clock_type::now();
     kiln::onnx::import_options opt;
-    opt.dims["batch"] = 1;
+    opt.dims["batch"] = batch;
     kiln::executable exe = kiln::onnx::compile(path, opt);
     exe.set_threads(threads);
     const auto sig = exe.signature();
@@ -90,6 +111,23 @@ int main(int argc, char** argv) {
       results.emplace_back(static_cast<void*>(out[r].data()), kiln::dtype::f32, out_dims[r]);
     exe.run(args, results, dev);
     const double first = ms_since(t0);
+    if (busy) {
+      std::vector<double> alone, shared;
+      for (int round = 0; round < 4; ++round)
+        for (auto [n, into] : {std::pair{1, &alone}, std::pair{threads, &shared}}) {
+          exe.set_threads(n);
+          for (int i = 0; i < 5; ++i) {
+            auto s = clock_type::now();
+            exe.run(args, results, dev);
+            into->push_back(ms_since(s));
+          }
+        }
+      std::sort(alone.begin(), alone.end());
+      std::sort(shared.begin(), shared.end());
+      std::printf("%s beside a busy process: 1 thread median %.3f ms, %d threads %.3f ms (%.2fx)\n",
+                  model, alone[10], threads, shared[10], alone[10] / shared[10]);
+      continue;
+    }
     const std::vector<double> times = sorted_times([&] { exe.run(args, results, dev); });
     std::printf("%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %d dispatches",
                 model, times[10], times[0], first, threads, exe.dispatch_count());
@@ -131,4 +169,11 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  if (spinner > 0) {
+    kill(spinner, SIGKILL);
+    waitpid(spinner, nullptr, 0);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak RSS %ld MB\n", usage.ru_maxrss / 1024);
 }

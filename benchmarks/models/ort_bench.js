@@ -1,17 +1,21 @@
 // ONNX Runtime's CPU provider on the model blocks of make_models.py: loading the model plus the
 // first run, then the median of timed runs, and the process's peak resident memory; the first
-// output is written beside the model (<model>.ort.bin) for kiln_bench to compare with.
+// output is written beside the model (<label>.ort.bin) for kiln_bench to compare with. BERT runs
+// at batch 1 and 8.
 // Usage: node ort_bench.js MODEL_DIR [THREADS]   (npm install --ignore-scripts onnxruntime-node)
 const ort = require('onnxruntime-node');
 const fs = require('fs');
 
-const shapes = {  // batch 1 inputs
-  bert_layer: {hidden_states: ['float32', [1, 128, 768]], attention_mask: ['int64', [1, 128]]},
-  mlp: {x: ['float32', [256, 1024]]},
-  resnet_stages: {x: ['float32', [1, 256, 56, 56]]},
-  mobilenet_224: {x: ['float32', [1, 3, 224, 224]]},
-  mobilenet_48x192: {x: ['float32', [1, 3, 48, 192]]},
-};
+const runs = [  // [label, model file, inputs]
+  ['bert_layer', 'bert_layer',
+   {hidden_states: ['float32', [1, 128, 768]], attention_mask: ['int64', [1, 128]]}],
+  ['bert_layer_b8', 'bert_layer',
+   {hidden_states: ['float32', [8, 128, 768]], attention_mask: ['int64', [8, 128]]}],
+  ['mlp', 'mlp', {x: ['float32', [256, 1024]]}],
+  ['resnet_stages', 'resnet_stages', {x: ['float32', [1, 256, 56, 56]]}],
+  ['mobilenet_224', 'mobilenet_224', {x: ['float32', [1, 3, 224, 224]]}],
+  ['mobilenet_48x192', 'mobilenet_48x192', {x: ['float32', [1, 3, 48, 192]]}],
+];
 
 function feed(spec) {
   const out = {};
@@ -27,8 +31,8 @@ function feed(spec) {
 async function main() {
   const dir = process.argv[2] || '.';
   const threads = Number(process.argv[3] || 2);
-  for (const [model, spec] of Object.entries(shapes)) {
-    const path = `${dir}/${model}.onnx`;
+  for (const [model, file, spec] of runs) {
+    const path = `${dir}/${file}.onnx`;
     if (!fs.existsSync(path)) continue;
     const inputs = feed(spec);
     const t0 = process.hrtime.bigint();
