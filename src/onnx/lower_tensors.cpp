@@ -195,6 +195,33 @@ void lower_arg(node_context& c, ir::op o) {
                             c.attr_int("select_last_index", 0) != 0));
 }
 
+// TopK: k from the attribute (before opset 10) or the K input (known at import); `sorted` = 0
+// leaves the order open, so kiln's sorted order serves it too.
+void lower_top_k(node_context& c) {
+  if (c.opset() < 10)
+    c.only_attrs({"axis", "k"});
+  else if (c.opset() < 11)
+    c.only_attrs({"axis"});
+  else
+    c.only_attrs({"axis", "largest", "sorted"});
+  const shape d = c.dims_of(0);
+  std::int64_t axis = c.attr_int("axis", -1);
+  if (axis < -d.rank || axis >= d.rank)
+    c.fail(errc::invalid_argument,
+           "axis " + std::to_string(axis) + " is outside rank " + std::to_string(d.rank));
+  if (axis < 0) axis += d.rank;
+  if (d.dims[axis] == dyn) c.fail(errc::unsupported, "the axis has a run-time size");
+  const auto k =
+      c.opset() < 10 ? c.attr_int("k", -1) : static_cast<std::int64_t>(c.scalar_input(1, "K"));
+  if (k < 0 || k > d.dims[axis])
+    c.fail(errc::invalid_argument, "k is " + std::to_string(k) + ", axis " + std::to_string(axis) +
+                                       " holds " + std::to_string(d.dims[axis]));
+  if (c.type_of(0) == dtype::boolean) c.fail(errc::dtype_mismatch, "x is bool, not a number");
+  auto [values, indices] = c.g.top_k(c.in(0), k, axis, c.attr_int("largest", 1) != 0);
+  c.out(0, values);
+  if (c.wants(1)) c.out(1, indices);
+}
+
 // Hardmax along the last axis of x: 1 where x first takes its maximum, else 0.
 value hardmax_last(node_context& c, value x) {
   shape d = c.g.dims_of(x);
@@ -499,6 +526,7 @@ void add_tensor_lowerings(lowering_table& t) {
   t["ReduceLogSum"] = lower_reduce_log_sum;
   t["ArgMax"] = [](node_context& c) { lower_arg(c, ir::op::argmax); };
   t["ArgMin"] = [](node_context& c) { lower_arg(c, ir::op::argmin); };
+  t["TopK"] = lower_top_k;
   t["Softmax"] = [](node_context& c) { lower_softmax_family(c, 0); };
   t["LogSoftmax"] = [](node_context& c) { lower_softmax_family(c, 1); };
   t["Hardmax"] = [](node_context& c) { lower_softmax_family(c, 2); };

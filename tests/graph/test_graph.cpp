@@ -3,6 +3,7 @@
 // and every mistake a framework can make, as a kiln::error naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -132,6 +133,87 @@ TEST_P(GraphOnDevice, LongChainsReuseSlotsAndKeepEveryResult) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, GraphOnDevice, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "vulkan" : "cpu"; });
+
+// top_k against a stable sort of each row's positions (a NaN above every number, equal elements
+// by position): ties, NaN, infinities, each axis, largest and smallest, k of 0, 2 and the whole
+// axis; and an integer tensor.
+TEST_P(GraphOnDevice, TopKOrdersAsAStableSortDoes) {
+  const std::int64_t dims[3] = {3, 7, 5};
+  const float inf = INFINITY, nan = NAN;
+  const float pool[] = {1.5f, -2, 1.5f, nan, 0, -inf, inf, 1.5f, -0.5f, nan, 3, 0};
+  std::vector<float> x(3 * 7 * 5);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = pool[(i * 7 + i / 5) % 12];
+  auto before = [](float a, float b, bool largest) {  // a strictly before b
+    if (std::isnan(a) || std::isnan(b))
+      return largest ? std::isnan(a) && !std::isnan(b) : std::isnan(b) && !std::isnan(a);
+    return largest ? a > b : a < b;
+  };
+  for (int axis : {0, 1, -1})
+    for (bool largest : {true, false})
+      for (std::int64_t k : {std::int64_t{0}, std::int64_t{2}, std::int64_t{-1}}) {
+        const int a = axis < 0 ? 2 : axis;
+        const std::int64_t n = dims[a], kk = k < 0 ? n : k;
+        SCOPED_TRACE("axis " + std::to_string(axis) + (largest ? " largest" : " smallest") + " k " +
+                     std::to_string(kk));
+        graph g;
+        auto [values, indices] = g.top_k(g.input("x", dtype::f32, {3, 7, 5}), kk, axis, largest);
+        g.output("values", values);
+        g.output("indices", indices);
+        auto e = compile(g);
+        std::int64_t out_dims[3] = {3, 7, 5};
+        out_dims[a] = kk;
+        const std::size_t count = static_cast<std::size_t>(out_dims[0] * out_dims[1] * out_dims[2]);
+        std::vector<float> got(count, -7);
+        std::vector<std::int64_t> at(count, -7);
+        e.run({tensor_ref(x.data(), dtype::f32, {3, 7, 5})},
+              {tensor_ref(got.data(), dtype::f32, {out_dims[0], out_dims[1], out_dims[2]}),
+               tensor_ref(at.data(), dtype::i64, {out_dims[0], out_dims[1], out_dims[2]})},
+              dev());
+        const std::int64_t stride[3] = {35, 5, 1},
+                           out_stride[3] = {out_dims[1] * out_dims[2], out_dims[2], 1};
+        for (std::int64_t p = 0; p < 3; ++p)
+          for (std::int64_t q = 0; q < 7; ++q)
+            for (std::int64_t r = 0; r < 5; ++r) {
+              const std::int64_t idx[3] = {p, q, r};
+              if (idx[a] != 0) continue;  // one row per position with axis a at 0
+              const std::int64_t base = p * stride[0] + q * stride[1] + r * stride[2];
+              std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+              std::iota(order.begin(), order.end(), 0);
+              std::stable_sort(order.begin(), order.end(), [&](std::int64_t u, std::int64_t v) {
+                return before(x[base + u * stride[a]], x[base + v * stride[a]], largest);
+              });
+              const std::int64_t out_base =
+                  p * out_stride[0] + q * out_stride[1] + r * out_stride[2];
+              for (std::int64_t j = 0; j < kk; ++j) {
+                const std::size_t o = static_cast<std::size_t>(out_base + j * out_stride[a]);
+                const float want = x[base + order[j] * stride[a]];
+                ASSERT_EQ(at[o], order[j])
+                    << "row at " << p << "," << q << "," << r << " place " << j;
+                if (std::isnan(want))
+                  ASSERT_TRUE(std::isnan(got[o])) << o;
+                else
+                  ASSERT_EQ(got[o], want) << o;
+              }
+            }
+      }
+  // Integers: the two smallest of each row of an i32 [2, 6], ties by position.
+  graph g;
+  auto [values, indices] = g.top_k(g.input("x", dtype::i32, {2, 6}), 2, 1, false);
+  g.output("values", values);
+  g.output("indices", indices);
+  auto e = compile(g);
+  std::vector<std::int32_t> xi{4, -1, 7, -1, 0, 9, 5, 5, 5, 2, 8, 2}, vi(4);
+  std::vector<std::int64_t> ii(4);
+  e.run({tensor_ref(xi.data(), dtype::i32, {2, 6})},
+        {tensor_ref(vi.data(), dtype::i32, {2, 2}), tensor_ref(ii.data(), dtype::i64, {2, 2})},
+        dev());
+  EXPECT_EQ(vi, (std::vector<std::int32_t>{-1, -1, 2, 2}));
+  EXPECT_EQ(ii, (std::vector<std::int64_t>{1, 3, 3, 5}));
+  // k beyond the axis, a bool tensor: refused naming top_k.
+  graph bad;
+  EXPECT_THROW(bad.top_k(bad.input("x", dtype::f32, {4}), 5), kiln::error);
+  EXPECT_THROW(bad.top_k(bad.input("b", dtype::boolean, {4}), 1), kiln::error);
+}
 
 TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
   graph g;

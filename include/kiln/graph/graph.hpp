@@ -188,6 +188,13 @@ class graph {
   // start, start + delta, ... up to limit (exclusive), as a tensor constant of dtype t (ONNX's
   // Range with the bounds known when the graph is built).
   value range(double start, double limit, double delta, dtype t = dtype::f32);
+  // The k largest (largest = false: smallest) elements of x along `axis` and their positions
+  // (i64), in order, equal elements by position (ONNX's TopK; a NaN counts as larger than any
+  // number, as numpy's sort orders it). Each element's place is counted against every other
+  // element of its row (one fused reduction): about n^2 comparisons for an axis of n, meant for
+  // axes of up to a few thousand.
+  std::pair<value, value> top_k(value x, std::int64_t k, std::int64_t axis = -1,
+                                bool largest = true);
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
@@ -848,6 +855,54 @@ KILN_RUNTIME_API graph::value graph::range(double start, double limit, double de
     }
   });
   return constant(bytes.data(), t, n, shape{n});
+}
+
+KILN_RUNTIME_API std::pair<graph::value, graph::value> graph::top_k(value x, std::int64_t k,
+                                                                    std::int64_t axis,
+                                                                    bool largest) {
+  const std::int32_t id = id_of(x, "top_k", 1);
+  const dtype t = type_of(x);
+  if (t == dtype::boolean) throw error(errc::dtype_mismatch, "top_k", "x is bool, not a number");
+  const int a = axis_of("top_k", id, axis);
+  const shape d = dims_of(x);
+  const int rank = d.rank;
+  const std::int64_t n = static_dim(d, a, "top_k");
+  if (k < 0 || k > n)
+    throw error(errc::invalid_argument, "top_k",
+                "k is " + std::to_string(k) + ", axis " + std::to_string(a) + " holds " +
+                    std::to_string(n));
+  // The axis moved last: rows [..., n].
+  std::vector<std::int64_t> perm;
+  for (int i = 0; i < rank; ++i)
+    if (i != a) perm.push_back(i);
+  perm.push_back(a);
+  const value rows = a == rank - 1 ? x : transpose(x, perm);
+  // Element i of a row against element j: [..., i, 1] and [..., 1, j].
+  const value xi = unsqueeze(rows, {rank}), xj = unsqueeze(rows, {rank - 1});
+  const value i_col = reshape(range(0, double(n), 1, dtype::i64), {n, 1});
+  const value j_row = reshape(range(0, double(n), 1, dtype::i64), {1, n});
+  // j comes before i: it ranks higher, or is equal and earlier. With NaN above every number
+  // (a NaN equals another NaN here), every row's order is total, so the counts are a permutation.
+  value higher = largest ? gt(xj, xi) : lt(xj, xi);
+  value same = eq(xj, xi);
+  if (is_floating(t)) {
+    const value nan_i = isnan(xi), nan_j = isnan(xj);
+    higher = logical_or(higher, largest ? logical_and(nan_j, logical_not(nan_i))
+                                        : logical_and(nan_i, logical_not(nan_j)));
+    same = logical_or(same, logical_and(nan_i, nan_j));
+  }
+  const value before = logical_or(higher, logical_and(same, lt(j_row, i_col)));
+  // Each element's place in its row's order: [..., n].
+  const value place = reduce(ir::op::reduce_sum, cast(before, dtype::i64), {rank}, false);
+  // The element at each of the first k places: [..., n, 1] against places [k].
+  const value at = eq(unsqueeze(place, {rank}), range(0, double(k), 1, dtype::i64));
+  const value zero = constant(0, dtype::i64);
+  const value indices = reduce(ir::op::reduce_sum, select(at, i_col, zero), {rank - 1}, false);
+  const value values = gather_elements(rows, indices, rank - 1);
+  if (a == rank - 1) return {values, indices};
+  std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
+  for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
+  return {transpose(values, back), transpose(indices, back)};
 }
 
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,

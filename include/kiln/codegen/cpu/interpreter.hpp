@@ -3,6 +3,7 @@
 // slots. The same primitives as the compile-time driver, so both give the same bits.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -19,7 +20,10 @@ namespace kiln::cpu::inline KILN_CPU_ISA {
 // 256 measured within noise of each other, 1024 clearly slower (docs/PERFORMANCE.md).
 inline constexpr std::int64_t tile_elements = 128;
 static_assert(tile_elements % lanes == 0);
-inline constexpr std::int64_t slot_bytes = tile_elements * 8;
+// Slots start on cache lines (a vector that straddles two lines costs two accesses), a line apart
+// from a multiple of 4 KiB (a load whose address matches a recent store's in its low 12 bits
+// waits for it).
+inline constexpr std::int64_t slot_bytes = tile_elements * 8 + 64;
 
 // One tile of one row: where the row's operands are, which elements, and the slots.
 struct tile_frame {
@@ -284,10 +288,11 @@ class tile_program {
     // Per thread, grown to the largest region it has run (loads and stores are unaligned).
     thread_local std::vector<std::uint64_t> scratch;
     thread_local std::vector<const unsigned char*> view;
-    std::size_t words = static_cast<std::size_t>(slots_ * slot_bytes / 8);
+    std::size_t words = static_cast<std::size_t>(slots_ * slot_bytes / 8) + 8;  // + a line
     if (scratch.size() < words) scratch.resize(words);
     if (view.size() < static_cast<std::size_t>(slots_)) view.resize(slots_);
-    auto* base = reinterpret_cast<unsigned char*>(scratch.data());
+    auto* base = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
     tile_frame f{in, step, out, 0, 0, base, view.data()};
     for (; f.first < count; f.first += tile_elements) {
       f.count = std::min(tile_elements, count - f.first);
