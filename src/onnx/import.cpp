@@ -326,12 +326,20 @@ imported import_model(ModelProto m, const import_options& opt,
       all_known = all_known && it->second.known.has_value();
     }
     std::vector<slot> out;
-    if (all_known && foldable(node.op_type())) {
-      out = fold(node, k, info.opset, *lower, inputs);
-    } else {
-      node_context c(g, node, k, info.opset, inputs);
-      (*lower)(c);
-      out = std::move(c.produced());
+    try {
+      if (all_known && foldable(node.op_type())) {
+        out = fold(node, k, info.opset, *lower, inputs);
+      } else {
+        node_context c(g, node, k, info.opset, inputs);
+        (*lower)(c);
+        out = std::move(c.produced());
+      }
+    } catch (const error& e) {
+      // A graph method's refusal, named after the node that called it.
+      if (e.op() == "onnx import") throw;
+      std::string what = e.what();
+      if (what.rfind("kiln: ", 0) == 0) what.erase(0, 6);
+      fail(e.code(), where() + ": " + what);
     }
     if (!out.empty() &&
         std::all_of(out.begin(), out.end(), [](const slot& s) { return s.known || !s.value; }))

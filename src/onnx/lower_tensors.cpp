@@ -222,6 +222,19 @@ void lower_top_k(node_context& c) {
   if (c.wants(1)) c.out(1, indices);
 }
 
+// ScatterElements, and Scatter (opsets 9 and 10) which it renamed.
+void lower_scatter_elements(node_context& c) {
+  const bool reduces = c.op() == "ScatterElements" && c.opset() >= 16;
+  if (reduces)
+    c.only_attrs({"axis", "reduction"});
+  else
+    c.only_attrs({"axis"});
+  const std::string reduction = c.attr_string("reduction", "none");
+  if (c.opset() < 18 && (reduction == "max" || reduction == "min"))
+    c.fail(errc::invalid_argument, "reduction '" + reduction + "' arrived in opset 18");
+  c.out(0, c.g.scatter_elements(c.in(0), c.in(1), c.in(2), c.attr_int("axis", 0), reduction));
+}
+
 // Hardmax along the last axis of x: 1 where x first takes its maximum, else 0.
 value hardmax_last(node_context& c, value x) {
   shape d = c.g.dims_of(x);
@@ -527,6 +540,8 @@ void add_tensor_lowerings(lowering_table& t) {
   t["ArgMax"] = [](node_context& c) { lower_arg(c, ir::op::argmax); };
   t["ArgMin"] = [](node_context& c) { lower_arg(c, ir::op::argmin); };
   t["TopK"] = lower_top_k;
+  t["ScatterElements"] = lower_scatter_elements;
+  t["Scatter"] = lower_scatter_elements;
   t["Softmax"] = [](node_context& c) { lower_softmax_family(c, 0); };
   t["LogSoftmax"] = [](node_context& c) { lower_softmax_family(c, 1); };
   t["Hardmax"] = [](node_context& c) { lower_softmax_family(c, 2); };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -213,6 +214,84 @@ TEST_P(GraphOnDevice, TopKOrdersAsAStableSortDoes) {
   graph bad;
   EXPECT_THROW(bad.top_k(bad.input("x", dtype::f32, {4}), 5), kiln::error);
   EXPECT_THROW(bad.top_k(bad.input("b", dtype::boolean, {4}), 1), kiln::error);
+}
+
+// An i32 widened to i64 then compared: llvmpipe compared an OpSConvert result as though it were
+// zero-extended (sext(-1) < 0 false), so the SPIR-V lowering sign-extends by two shifts instead.
+TEST_P(GraphOnDevice, WidenedSignedIntegersCompareAsSigned) {
+  graph g;
+  auto x = g.cast(g.input("x", dtype::i32, {6}), dtype::i64);
+  g.output("negative", g.lt(x, g.constant(0, dtype::i64)));
+  g.output("wrapped",
+           g.select(g.lt(x, g.constant(0, dtype::i64)), g.add(x, g.constant(5, dtype::i64)), x));
+  auto e = compile(g);
+  std::vector<std::int32_t> xv{-1, 2, 5, -3, 0, std::numeric_limits<std::int32_t>::min()};
+  bool negative[6] = {};
+  std::vector<std::int64_t> wrapped(6);
+  e.run({tensor_ref(xv.data(), dtype::i32, {6})},
+        {tensor_ref(static_cast<void*>(negative), dtype::boolean, {6}),
+         tensor_ref(wrapped.data(), dtype::i64, {6})},
+        dev());
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(negative[i], xv[i] < 0) << i;
+    EXPECT_EQ(wrapped[i], xv[i] < 0 ? std::int64_t{xv[i]} + 5 : xv[i]) << i;
+  }
+}
+
+// scatter_elements against a loop applying each update in turn (row-major over the indices, so
+// along the axis in order): every reduction, repeated and negative indices, an index outside the
+// axis (updates nothing), indices smaller than data off the axis, each axis, i32 indices.
+TEST_P(GraphOnDevice, ScatterElementsAsALoopInOrder) {
+  const std::int64_t D[3] = {3, 5, 4}, S[3] = {2, 3, 3};
+  std::vector<float> data(60), updates(18);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = float(int(i * 7 % 11) - 5) * 0.5f;
+  for (std::size_t i = 0; i < updates.size(); ++i) updates[i] = float(int(i * 5 % 9) - 3);
+  for (int axis : {0, 1, -1})
+    for (const char* reduction : {"none", "add", "mul", "max", "min"}) {
+      const int a = axis < 0 ? 2 : axis;
+      SCOPED_TRACE(std::string("axis ") + std::to_string(axis) + " " + reduction);
+      // Indices along the axis: repeats, a negative one, one past the axis (every 7th).
+      std::vector<std::int32_t> at(18);
+      for (std::size_t i = 0; i < at.size(); ++i) {
+        const auto n = static_cast<std::int32_t>(D[a]);
+        at[i] = i % 7 == 6 ? n : static_cast<std::int32_t>(i * 3 % 5) % n - (i % 4 == 3 ? n : 0);
+      }
+      graph g;  // (inputs one by one: their order is the arguments')
+      auto x = g.input("data", dtype::f32, {3, 5, 4});
+      auto where = g.input("at", dtype::i32, {2, 3, 3});
+      auto u = g.input("u", dtype::f32, {2, 3, 3});
+      g.output("y", g.scatter_elements(x, where, u, axis, reduction));
+      auto e = compile(g);
+      std::vector<float> got(60, -99), want = data;
+      e.run({tensor_ref(data.data(), dtype::f32, {3, 5, 4}),
+             tensor_ref(at.data(), dtype::i32, {2, 3, 3}),
+             tensor_ref(updates.data(), dtype::f32, {2, 3, 3})},
+            {tensor_ref(got.data(), dtype::f32, {3, 5, 4})}, dev());
+      for (std::int64_t p = 0; p < S[0]; ++p)
+        for (std::int64_t q = 0; q < S[1]; ++q)
+          for (std::int64_t r = 0; r < S[2]; ++r) {
+            const std::size_t i = static_cast<std::size_t>((p * S[1] + q) * S[2] + r);
+            std::int64_t pos[3] = {p, q, r};
+            std::int64_t to = at[i] < 0 ? at[i] + D[a] : at[i];
+            if (to < 0 || to >= D[a]) continue;
+            pos[a] = to;
+            float& y = want[static_cast<std::size_t>((pos[0] * D[1] + pos[1]) * D[2] + pos[2])];
+            const std::string_view how = reduction;
+            y = how == "none"  ? updates[i]
+                : how == "add" ? y + updates[i]
+                : how == "mul" ? y * updates[i]
+                : how == "max" ? std::max(y, updates[i])
+                               : std::min(y, updates[i]);
+          }
+      EXPECT_EQ(got, want);
+    }
+  // Refusals: a reduction kiln does not know, indices larger than data off the axis.
+  graph bad;
+  auto x = bad.input("x", dtype::f32, {2, 2});
+  auto i = bad.input("i", dtype::i64, {2, 2});
+  EXPECT_THROW(bad.scatter_elements(x, i, x, 0, "mean"), kiln::error);
+  auto wide = bad.input("w", dtype::i64, {2, 3});
+  EXPECT_THROW(bad.scatter_elements(x, wide, bad.input("u", dtype::f32, {2, 3}), 0), kiln::error);
 }
 
 TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {

@@ -330,6 +330,19 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
     std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
     EXPECT_NE(why.find("node 0 (LayerNormalization): stash_type"), std::string::npos) << why;
   }
+  {  // a graph method's refusal (indices wider than data off the axis) names the node too
+    model_builder b;
+    b.input("x", {std::int64_t{2}, std::int64_t{2}});
+    b.input("i", {std::int64_t{2}, std::int64_t{3}}, ::onnx::TensorProto::INT64);
+    b.input("u", {std::int64_t{2}, std::int64_t{3}});
+    b.node("ScatterElements", {"x", "i", "u"}, {"y"}, "writes");
+    b.output("y", {std::int64_t{2}, std::int64_t{2}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::shape_mismatch);
+    EXPECT_NE(why.find("node 0 'writes' (ScatterElements): scatter_elements: indices [2, 3] are "
+                       "larger than data [2, 2] along axis 1"),
+              std::string::npos)
+        << why;
+  }
   {  // a recurrent layer unrolls at most 4096 steps: a declared length is untrusted
     model_builder b;
     b.input("x", {std::int64_t{5000}, std::int64_t{1}, std::int64_t{2}});

@@ -195,6 +195,14 @@ class graph {
   // axes of up to a few thousand.
   std::pair<value, value> top_k(value x, std::int64_t k, std::int64_t axis = -1,
                                 bool largest = true);
+  // data with updates written at `indices` along `axis` (ONNX's ScatterElements: indices and
+  // updates of one shape, no larger than data's off the axis; negative indices count from the
+  // end). reduction "none" (where indices repeat, the last update along the axis wins), "add",
+  // "mul", "max" or "min" (repeated indices combine in turn, with data's value first). An index
+  // outside the axis updates nothing. Each data position is compared with every index of its row
+  // (one fused reduction): meant for rows of up to a few thousand. Static sizes.
+  value scatter_elements(value data, value indices, value updates, std::int64_t axis = 0,
+                         std::string_view reduction = "none");
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
@@ -903,6 +911,88 @@ KILN_RUNTIME_API std::pair<graph::value, graph::value> graph::top_k(value x, std
   std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
   for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
   return {transpose(values, back), transpose(indices, back)};
+}
+
+KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices, value updates,
+                                                      std::int64_t axis,
+                                                      std::string_view reduction) {
+  const std::int32_t id = id_of(data, "scatter_elements", 1);
+  id_of(indices, "scatter_elements", 2);
+  id_of(updates, "scatter_elements", 3);
+  auto fail = [](errc code, const std::string& what) {
+    throw error(code, "scatter_elements", what);
+  };
+  const dtype t = type_of(data);
+  if (type_of(updates) != t)
+    fail(errc::dtype_mismatch, std::string("updates are ") +
+                                   std::string(kiln::name(type_of(updates))) + ", data " +
+                                   std::string(kiln::name(t)));
+  if (type_of(indices) != dtype::i64 && type_of(indices) != dtype::i32)
+    fail(errc::dtype_mismatch, std::string("indices are ") +
+                                   std::string(kiln::name(type_of(indices))) + ", not i32 or i64");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+      reduction != "min")
+    fail(errc::invalid_argument,
+         "reduction '" + std::string(reduction) + "' is not none, add, mul, max or min");
+  const shape d = dims_of(data), s = dims_of(indices);
+  const int rank = d.rank;
+  if (dims_of(updates) != s || s.rank != rank || rank == 0)
+    fail(errc::shape_mismatch, "data " + to_string(d) + ", indices " + to_string(s) +
+                                   " and updates " + to_string(dims_of(updates)) +
+                                   ": indices and updates must have one shape of data's rank");
+  const int a = axis_of("scatter_elements", id, axis);
+  for (int i = 0; i < rank; ++i) {
+    static_dim(d, i, "scatter_elements");
+    static_dim(s, i, "scatter_elements");
+    if (i != a && s.dims[i] > d.dims[i])
+      fail(errc::shape_mismatch, "indices " + to_string(s) + " are larger than data " +
+                                     to_string(d) + " along axis " + std::to_string(i));
+  }
+  const std::int64_t n = d.dims[a], m = s.dims[a];
+  // The axis moved last; indices and updates padded to data's sizes off it (a padded index is n,
+  // which matches no position).
+  std::vector<std::int64_t> perm;
+  for (int i = 0; i < rank; ++i)
+    if (i != a) perm.push_back(i);
+  perm.push_back(a);
+  auto last = [&](value v) { return a == rank - 1 ? v : transpose(v, perm); };
+  std::vector<std::int64_t> pads(static_cast<std::size_t>(2 * rank), 0);
+  for (int i = 0; i + 1 < rank; ++i)
+    pads[static_cast<std::size_t>(rank + i)] = d.dims[perm[i]] - s.dims[perm[i]];
+  value at = cast(last(indices), dtype::i64);
+  at = select(lt(at, constant(0, dtype::i64)), add(at, constant(n, dtype::i64)), at);
+  at = pad(at, pads, constant(n, dtype::i64));
+  const value u = pad(last(updates), pads, constant(0.0, t));
+  const value x = last(data);
+  // hit[..., i, j]: update i lands on position j.
+  const value hit = eq(unsqueeze(at, {rank}), range(0, double(n), 1, dtype::i64));
+  const value u_col = unsqueeze(u, {rank});  // [..., m, 1]
+  value y;
+  if (reduction == "none") {
+    // The last update landing on each position, or -1.
+    const value i_col = reshape(range(0, double(m), 1, dtype::i64), {m, 1});
+    const value from =
+        reduce(ir::op::reduce_max, select(hit, i_col, constant(-1, dtype::i64)), {rank - 1}, false);
+    const value landed = ge(from, constant(0, dtype::i64));
+    const value picked =
+        gather_elements(u, select(landed, from, constant(0, dtype::i64)), rank - 1);
+    y = select(landed, picked, x);
+  } else if (reduction == "add") {
+    y = add(x, reduce(ir::op::reduce_sum, select(hit, u_col, constant(0.0, t)), {rank - 1}, false));
+  } else if (reduction == "mul") {
+    y = mul(x,
+            reduce(ir::op::reduce_prod, select(hit, u_col, constant(1.0, t)), {rank - 1}, false));
+  } else {  // max, min: data's own value where nothing lands
+    const bool is_max = reduction == "max";
+    const value x_row = unsqueeze(x, {rank - 1});  // [..., 1, n]
+    const value r = reduce(is_max ? ir::op::reduce_max : ir::op::reduce_min,
+                           select(hit, u_col, x_row), {rank - 1}, false);
+    y = is_max ? max(x, r) : min(x, r);
+  }
+  if (a == rank - 1) return y;
+  std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
+  for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
+  return transpose(y, back);
 }
 
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,

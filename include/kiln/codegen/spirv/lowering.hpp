@@ -346,11 +346,17 @@ class op_lowering : public function_library {
       v = m_.emit(Op::OpSConvert, vec(lane_kind::s32), {v});
       if (tk == lane_kind::u32) v = m_.emit(Op::OpBitcast, tt, {v});
     } else if (!from64 && to64) {
+      // Zero-extended, then (from a signed type) sign-extended by two shifts: llvmpipe (Mesa 22,
+      // LLVM 15) compares an OpSConvert result as though it were zero-extended (sext(x) < 0 is
+      // false for x = -1), where the stored value is right; the shifts compare correctly.
+      id u64 = m_.type_vector(m_.type_int(64, false), 4);
+      id u32v = m_.type_vector(m_.type_int(32, false), 4);
+      if (is_signed_lane(fk)) v = m_.emit(Op::OpBitcast, u32v, {v});
+      v = m_.emit(Op::OpBitcast, tt, {m_.emit(Op::OpUConvert, u64, {v})});
       if (is_signed_lane(fk)) {
-        v = m_.emit(Op::OpSConvert, tt, {v});
-      } else {
-        id u64 = m_.type_vector(m_.type_int(64, false), 4);
-        v = m_.emit(Op::OpBitcast, tt, {m_.emit(Op::OpUConvert, u64, {v})});
+        id by = isplat(tk, 32);
+        v = m_.emit(Op::OpShiftRightArithmetic, tt,
+                    {m_.emit(Op::OpShiftLeftLogical, tt, {v, by}), by});
       }
     } else if (fk != tk) {
       v = m_.emit(Op::OpBitcast, tt, {v});
