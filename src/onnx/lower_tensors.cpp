@@ -542,6 +542,16 @@ void add_tensor_lowerings(lowering_table& t) {
   t["TopK"] = lower_top_k;
   t["ScatterElements"] = lower_scatter_elements;
   t["Scatter"] = lower_scatter_elements;
+  t["ScatterND"] = [](node_context& c) {
+    if (c.opset() >= 16)
+      c.only_attrs({"reduction"});
+    else
+      c.only_attrs({});
+    const std::string reduction = c.attr_string("reduction", "none");
+    if (c.opset() < 18 && (reduction == "max" || reduction == "min"))
+      c.fail(errc::invalid_argument, "reduction '" + reduction + "' arrived in opset 18");
+    c.out(0, c.g.scatter_nd(c.in(0), c.in(1), c.in(2), reduction));
+  };
   t["Softmax"] = [](node_context& c) { lower_softmax_family(c, 0); };
   t["LogSoftmax"] = [](node_context& c) { lower_softmax_family(c, 1); };
   t["Hardmax"] = [](node_context& c) { lower_softmax_family(c, 2); };

@@ -294,6 +294,58 @@ TEST_P(GraphOnDevice, ScatterElementsAsALoopInOrder) {
   EXPECT_THROW(bad.scatter_elements(x, wide, bad.input("u", dtype::f32, {2, 3}), 0), kiln::error);
 }
 
+// scatter_nd against a loop over the index tuples in order: tuples of 1, 2 and 3 components into
+// data [4, 3, 2], with a repeat, a negative component and one outside its axis (nothing lands).
+TEST_P(GraphOnDevice, ScatterNdAsALoopInOrder) {
+  const std::int64_t D[3] = {4, 3, 2};
+  std::vector<float> data(24);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = float(int(i * 5 % 7) - 3);
+  for (std::int64_t k : {1, 2, 3})
+    for (const char* reduction : {"none", "add", "max"}) {
+      SCOPED_TRACE(std::to_string(k) + " components, " + reduction);
+      // Five tuples: the first repeated as the fourth, a negative component, one outside.
+      const std::int64_t tuples[5][3] = {{1, 2, 1}, {-1, 0, 0}, {0, 1, -2}, {1, 2, 1}, {2, 3, 2}};
+      std::vector<std::int64_t> at;
+      for (const auto& t : tuples)
+        for (std::int64_t j = 0; j < k; ++j) at.push_back(t[j] == 3 && j > 0 ? D[j] : t[j]);
+      std::int64_t rest = 1;
+      for (std::int64_t j = k; j < 3; ++j) rest *= D[j];
+      std::vector<float> updates(static_cast<std::size_t>(5 * rest));
+      for (std::size_t i = 0; i < updates.size(); ++i) updates[i] = float(10 + i);
+      std::vector<std::int64_t> u_dims{5};
+      for (std::int64_t j = k; j < 3; ++j) u_dims.push_back(D[j]);
+      graph g;
+      auto x = g.input("data", dtype::f32, {4, 3, 2});
+      auto where = g.input("at", dtype::i64, {5, k});
+      auto u = g.input("u", dtype::f32, shape(u_dims));
+      g.output("y", g.scatter_nd(x, where, u, reduction));
+      auto e = compile(g);
+      std::vector<float> got(24, -99), want = data;
+      e.run({tensor_ref(data.data(), dtype::f32, {4, 3, 2}),
+             tensor_ref(at.data(), dtype::i64, {5, k}),
+             tensor_ref(updates.data(), dtype::f32, shape(u_dims))},
+            {tensor_ref(got.data(), dtype::f32, {4, 3, 2})}, dev());
+      for (std::int64_t t = 0; t < 5; ++t) {
+        std::int64_t first = 0;
+        bool inside = true;
+        for (std::int64_t j = 0; j < k; ++j) {
+          std::int64_t c = at[static_cast<std::size_t>(t * k + j)];
+          c = c < 0 ? c + D[j] : c;
+          inside = inside && c >= 0 && c < D[j];
+          first = first * D[j] + c;
+        }
+        if (!inside) continue;
+        for (std::int64_t r = 0; r < rest; ++r) {
+          float& y = want[static_cast<std::size_t>(first * rest + r)];
+          const float v = updates[static_cast<std::size_t>(t * rest + r)];
+          const std::string_view how = reduction;
+          y = how == "none" ? v : how == "add" ? y + v : std::max(y, v);
+        }
+      }
+      EXPECT_EQ(got, want);
+    }
+}
+
 TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
   graph g;
   auto a = g.input("a", dtype::i32, {dyn});

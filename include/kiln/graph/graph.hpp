@@ -203,6 +203,10 @@ class graph {
   // (one fused reduction): meant for rows of up to a few thousand. Static sizes.
   value scatter_elements(value data, value indices, value updates, std::int64_t axis = 0,
                          std::string_view reduction = "none");
+  // data with updates written at whole index tuples (ONNX's ScatterND): indices [..., k] address
+  // data's first k axes, updates are [..., data's axes after k]; reductions, repeated and
+  // outside indices as scatter_elements (which it becomes over data seen as [positions, rest]).
+  value scatter_nd(value data, value indices, value updates, std::string_view reduction = "none");
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
@@ -993,6 +997,53 @@ KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices,
   std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
   for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
   return transpose(y, back);
+}
+
+KILN_RUNTIME_API graph::value graph::scatter_nd(value data, value indices, value updates,
+                                                std::string_view reduction) {
+  id_of(data, "scatter_nd", 1);
+  id_of(indices, "scatter_nd", 2);
+  id_of(updates, "scatter_nd", 3);
+  const shape d = dims_of(data), q = dims_of(indices), u = dims_of(updates);
+  auto fail = [](errc code, const std::string& what) { throw error(code, "scatter_nd", what); };
+  if (type_of(indices) != dtype::i64 && type_of(indices) != dtype::i32)
+    fail(errc::dtype_mismatch, std::string("indices are ") +
+                                   std::string(kiln::name(type_of(indices))) + ", not i32 or i64");
+  if (q.rank < 1 || d.rank < 1) fail(errc::shape_mismatch, "data and indices need an axis");
+  for (const shape* s : {&d, &q, &u})
+    for (int i = 0; i < s->rank; ++i) static_dim(*s, i, "scatter_nd");
+  const std::int64_t k = q.dims[q.rank - 1];
+  // updates: indices' leading axes, then data's axes after the first k.
+  shape want;
+  for (int i = 0; i + 1 < q.rank; ++i) want.dims[want.rank++] = q.dims[i];
+  for (int i = static_cast<int>(k); i < d.rank; ++i) want.dims[want.rank++] = d.dims[i];
+  if (k < 1 || k > d.rank || u != want)
+    fail(errc::shape_mismatch, "data " + to_string(d) + ", indices " + to_string(q) +
+                                   " and updates " + to_string(u) +
+                                   ": indices' last size must be 1 to " + std::to_string(d.rank) +
+                                   " and updates " + to_string(want));
+  std::int64_t positions = 1, rest = 1, tuples = 1;
+  for (int i = 0; i < d.rank; ++i) (i < k ? positions : rest) *= d.dims[i];
+  for (int i = 0; i + 1 < q.rank; ++i) tuples *= q.dims[i];
+  // Each tuple's position among data's first k axes, row-major (negative components counted
+  // from their axis's end; one outside its axis makes the position -1: nothing lands).
+  const value tuple = cast(reshape(indices, {tuples, k}), dtype::i64);
+  value at, outside;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const value n = constant(d.dims[j], dtype::i64);
+    value c = reshape(slice(tuple, {j}, {j + 1}, {1}), {tuples});
+    c = select(lt(c, constant(0, dtype::i64)), add(c, n), c);
+    const value out = logical_or(lt(c, constant(0, dtype::i64)), ge(c, n));
+    outside = j == 0 ? out : logical_or(outside, out);
+    at = j == 0 ? c : add(mul(at, n), c);
+  }
+  at = select(outside, constant(-1, dtype::i64), at);  // -1 + positions: outside the axis too
+  at = select(lt(at, constant(0, dtype::i64)), constant(positions, dtype::i64), at);
+  const value flat = scatter_elements(reshape(data, {positions, rest}),
+                                      expand(reshape(at, {tuples, 1}), {tuples, rest}),
+                                      reshape(updates, {tuples, rest}), 0, reduction);
+  return reshape(flat,
+                 std::span<const std::int64_t>(d.dims.data(), static_cast<std::size_t>(d.rank)));
 }
 
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,
