@@ -5,7 +5,6 @@
 // KILN_PROFILE on the CPU: a line per region (a row group's on one) with its time and ops.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +17,8 @@
 
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
+
+#include "../support/profile.hpp"
 
 using namespace kiln;
 
@@ -305,31 +306,8 @@ TEST(Trace, BadNamesAndValuesAreRefused) {
 // one for the row group, naming the executable, each within the call's time, then their sum;
 // the results are the same bits as without.
 TEST(CpuProfile, EachRegionsTimeIsPrintedOnTheCpu) {
-  const std::int64_t M = 64, K = 48, N = 40;
-  graph g;
-  g.set_name("profiled");
-  auto a = g.input("a", dtype::f32, {M, K});
-  auto w = g.input("w", dtype::f32, {K, N});
-  g.output("y", g.softmax(g.relu(g.matmul(a, w)), -1));
-  auto e = compile(g);
-  std::vector<float> av(M * K), wv(K * N), quiet(M * N), profiled(M * N);
-  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(0.37f * float(i));
-  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.11f * float(i));
-  double call_us = 0;
-  auto run = [&](std::vector<float>& y) {
-    testing::internal::CaptureStderr();
-    const auto t0 = std::chrono::steady_clock::now();
-    e.run({tensor_ref(av.data(), dtype::f32, {M, K}), tensor_ref(wv.data(), dtype::f32, {K, N})},
-          {tensor_ref(y.data(), dtype::f32, {M, N})}, device::cpu());
-    call_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    return testing::internal::GetCapturedStderr();
-  };
-  EXPECT_EQ(run(quiet).find("kiln profile"), std::string::npos);
-  ASSERT_EQ(setenv("KILN_PROFILE", "1", 1), 0);
-  std::string said = run(profiled);
-  unsetenv("KILN_PROFILE");
-  EXPECT_EQ(quiet, profiled);
+  const auto [said, call_us, dispatches] =
+      test_support::profile_softmax_of_product(device::cpu(), "profiled");
   std::istringstream lines(said);
   std::string line;
   int runs = 0;

@@ -17,6 +17,8 @@
 #include <kiln/runtime/vulkan/context.hpp>
 #include <kiln/runtime/vulkan/executor.hpp>
 
+#include "../support/profile.hpp"
+
 using namespace kiln;
 
 namespace {
@@ -303,27 +305,8 @@ TEST(VulkanQueue, SubmissionStartsOnlyOnceItsWaitListIsReached) {
 // KILN_PROFILE=1: after each call that waits, one line per dispatch with its device time and the
 // ops it runs, then their sum; the results are those of a call without it. Unset, nothing.
 TEST(VulkanProfile, EachDispatchsDeviceTimeIsPrinted) {
-  const device d = device::vulkan();
-  const std::int64_t M = 64, K = 48, N = 40;
-  graph g;
-  auto a = g.input("a", dtype::f32, {M, K});
-  auto w = g.input("w", dtype::f32, {K, N});
-  g.output("y", g.softmax(g.relu(g.matmul(a, w)), -1));
-  auto e = compile(g);
-  std::vector<float> av(M * K), wv(K * N), quiet(M * N), profiled(M * N);
-  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(0.37f * float(i));
-  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.11f * float(i));
-  auto run = [&](std::vector<float>& y) {
-    testing::internal::CaptureStderr();
-    e.run({tensor_ref(av.data(), dtype::f32, {M, K}), tensor_ref(wv.data(), dtype::f32, {K, N})},
-          {tensor_ref(y.data(), dtype::f32, {M, N})}, d);
-    return testing::internal::GetCapturedStderr();
-  };
-  EXPECT_EQ(run(quiet).find("kiln profile"), std::string::npos);
-  ASSERT_EQ(setenv("KILN_PROFILE", "1", 1), 0);
-  std::string said = run(profiled);
-  unsetenv("KILN_PROFILE");
-  EXPECT_EQ(quiet, profiled);
+  const auto [said, call_us, dispatch_count] =
+      test_support::profile_softmax_of_product(device::vulkan());
   std::istringstream lines(said);
   std::string line;
   int dispatches = 0;
@@ -346,7 +329,7 @@ TEST(VulkanProfile, EachDispatchsDeviceTimeIsPrinted) {
   }
   // A row group's regions share one dispatch on the device.
   EXPECT_GE(dispatches, 2) << said;
-  EXPECT_LE(dispatches, e.dispatch_count()) << said;
+  EXPECT_LE(dispatches, dispatch_count) << said;
   EXPECT_TRUE(product) << said;
   EXPECT_TRUE(row_group) << said;
   EXPECT_NEAR(total, sum, 0.01 * dispatches + 1e-6 * sum) << said;
