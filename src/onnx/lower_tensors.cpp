@@ -542,6 +542,10 @@ void add_tensor_lowerings(lowering_table& t) {
   t["TopK"] = lower_top_k;
   t["ScatterElements"] = lower_scatter_elements;
   t["Scatter"] = lower_scatter_elements;
+  t["Det"] = [](node_context& c) {
+    c.only_attrs({});
+    c.out(0, c.g.det(c.in(0)));
+  };
   t["ScatterND"] = [](node_context& c) {
     if (c.opset() >= 16)
       c.only_attrs({"reduction"});

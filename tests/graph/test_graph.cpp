@@ -346,6 +346,65 @@ TEST_P(GraphOnDevice, ScatterNdAsALoopInOrder) {
     }
 }
 
+// det against Laplace's expansion in double (not elimination, as kiln computes it): matrices that
+// need a row swap (a zero first element), a singular one, n of 1 to 5, a batch, f32 and f64;
+// within 1e-5 (f32) or 1e-12 (f64) of Hadamard's bound, the product of the rows' norms.
+double laplace(const std::vector<double>& m, std::int64_t n) {
+  if (n == 1) return m[0];
+  double sum = 0;
+  for (std::int64_t c = 0; c < n; ++c) {
+    std::vector<double> minor;
+    for (std::int64_t r = 1; r < n; ++r)
+      for (std::int64_t k = 0; k < n; ++k)
+        if (k != c) minor.push_back(m[static_cast<std::size_t>(r * n + k)]);
+    sum += (c % 2 ? -1 : 1) * m[static_cast<std::size_t>(c)] * laplace(minor, n - 1);
+  }
+  return sum;
+}
+
+TEST_P(GraphOnDevice, DetAsLaplacesExpansion) {
+  for (auto [t, n] :
+       {std::pair{dtype::f32, std::int64_t{1}}, std::pair{dtype::f32, std::int64_t{2}},
+        std::pair{dtype::f32, std::int64_t{5}}, std::pair{dtype::f64, std::int64_t{3}}}) {
+    const std::int64_t batch = 3;
+    SCOPED_TRACE(std::string(kiln::name(t)) + " n " + std::to_string(n));
+    std::vector<double> m(static_cast<std::size_t>(batch * n * n));
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] = std::sin(0.7 * double(i) + 0.3) * 2;
+    m[0] = 0;   // matrix 0 needs a row swap
+    if (n > 1)  // matrix 1 is singular: its last row repeats its first
+      for (std::int64_t k = 0; k < n; ++k)
+        m[static_cast<std::size_t>(n * n + (n - 1) * n + k)] =
+            m[static_cast<std::size_t>(n * n + k)];
+    graph g;
+    g.output("det", g.det(g.input("x", t, {batch, n, n})));
+    auto e = compile(g);
+    std::vector<double> got(batch);
+    if (t == dtype::f32) {
+      std::vector<float> x(m.begin(), m.end()), y(batch);
+      for (std::size_t i = 0; i < x.size(); ++i) m[i] = x[i];  // the reference sees the floats
+      e.run({tensor_ref(x.data(), t, {batch, n, n})}, {tensor_ref(y.data(), t, {batch})}, dev());
+      got.assign(y.begin(), y.end());
+    } else {
+      std::vector<double> y(batch);
+      e.run({tensor_ref(m.data(), t, {batch, n, n})}, {tensor_ref(y.data(), t, {batch})}, dev());
+      got = y;
+    }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      std::vector<double> one(m.begin() + b * n * n, m.begin() + (b + 1) * n * n);
+      double bound = 1;
+      for (std::int64_t r = 0; r < n; ++r) {
+        double norm = 0;
+        for (std::int64_t k = 0; k < n; ++k) norm += one[r * n + k] * one[r * n + k];
+        bound *= std::sqrt(norm);
+      }
+      EXPECT_NEAR(got[b], laplace(one, n), (t == dtype::f32 ? 1e-5 : 1e-12) * bound) << b;
+    }
+  }
+  graph bad;
+  EXPECT_THROW(bad.det(bad.input("x", dtype::f32, {2, 3})), kiln::error);
+  EXPECT_THROW(bad.det(bad.input("i", dtype::i32, {2, 2})), kiln::error);
+}
+
 TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
   graph g;
   auto a = g.input("a", dtype::i32, {dyn});
@@ -363,8 +422,9 @@ TEST(Graph, DeviceBuffersStayOnTheVulkanDevice) {
   for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], 4 * host[i]) << i;
 }
 
-// 70 results of one space: on Vulkan (at most 64 storage buffers a stage here) the region is formed
-// again for the device, in two dispatches; on the CPU more pointers than a row keeps on the stack.
+// 70 results of one space: on Vulkan (at most 64 storage buffers a stage here) the region is
+// formed again for the device, in two dispatches; on the CPU more pointers than a row keeps on
+// the stack.
 TEST_P(GraphOnDevice, MoreResultsThanTheDeviceBindsSplitTheRegion) {
   graph g;
   auto x = g.input("x", dtype::f32, {dyn});

@@ -207,6 +207,10 @@ class graph {
   // data's first k axes, updates are [..., data's axes after k]; reductions, repeated and
   // outside indices as scatter_elements (which it becomes over data seen as [positions, rest]).
   value scatter_nd(value data, value indices, value updates, std::string_view reduction = "none");
+  // The determinant of each matrix of x [..., n, n] (floats; ONNX's Det), by Gaussian elimination
+  // with partial pivoting (LAPACK's getrf order) unrolled over the static n: about 15 n graph
+  // ops over [..., n, n], so meant for n up to a few dozen.
+  value det(value x);
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
@@ -1044,6 +1048,51 @@ KILN_RUNTIME_API graph::value graph::scatter_nd(value data, value indices, value
                                       reshape(updates, {tuples, rest}), 0, reduction);
   return reshape(flat,
                  std::span<const std::int64_t>(d.dims.data(), static_cast<std::size_t>(d.rank)));
+}
+
+KILN_RUNTIME_API graph::value graph::det(value x) {
+  const std::int32_t id = id_of(x, "det", 1);
+  const dtype t = type_of(x);
+  if (!is_floating(t))
+    throw error(errc::dtype_mismatch, "det",
+                std::string("x is ") + std::string(kiln::name(t)) + ", not a float type");
+  const shape d = dims_of(x);
+  if (d.rank < 2 || static_dim(d, d.rank - 1, "det") != static_dim(d, d.rank - 2, "det"))
+    throw error(errc::shape_mismatch, "det",
+                "x is " + to_string(d) + ", not [..., n, n] with a static n");
+  const int rank = d.rank;
+  const std::int64_t n = d.dims[rank - 1];
+  std::vector<std::int64_t> batch;
+  for (int i = 0; i + 2 < rank; ++i) batch.push_back(static_dim(b_.get().nodes[id].dims, i, "det"));
+  // Row and column numbers as [n, 1] and [1, n].
+  const value rows = reshape(range(0, double(n), 1, dtype::i64), {n, 1});
+  const value cols = reshape(range(0, double(n), 1, dtype::i64), {1, n});
+  const value zero = constant(0.0, t), one = constant(1.0, t);
+  value a = x, det = one;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const value jv = constant(j, dtype::i64);
+    // The pivot: the largest |a[i, j]| for i >= j (the first such, as getrf takes it).
+    const value column = slice(a, {j}, {j + 1}, {rank - 1});  // [..., n, 1]
+    const value below = select(lt(rows, jv), constant(-1.0, t), abs(column));
+    const value p = index_reduce(ir::op::argmax, below, rank - 2, true);  // [..., 1, 1]
+    // Rows j and p swapped: each row of the result read from row j, p or itself.
+    const value row_j = slice(a, {j}, {j + 1}, {rank - 2});  // [..., 1, n]
+    std::vector<std::int64_t> across(batch);
+    across.push_back(1);
+    across.push_back(n);
+    const value row_p = gather_elements(a, expand(p, across), rank - 2);
+    a = select(eq(rows, jv), row_p, select(eq(rows, p), row_j, a));
+    det = select(eq(p, jv), det, neg(det));
+    // Eliminate below the pivot: row i -= (a[i, j] / pivot) x row j, for i > j.
+    const value pivot = slice(row_p, {j}, {j + 1}, {rank - 1});  // [..., 1, 1]
+    det = mul(det, pivot);
+    const value pivot_row = row_p;
+    const value factor = select(logical_and(gt(rows, jv), ne(pivot, zero)),
+                                div(slice(a, {j}, {j + 1}, {rank - 1}), pivot), zero);
+    a = sub(a, mul(factor, pivot_row));
+  }
+  std::vector<std::int64_t> out(batch);
+  return reshape(det, out);
 }
 
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,
