@@ -222,6 +222,14 @@ void lower_top_k(node_context& c) {
   if (c.wants(1)) c.out(1, indices);
 }
 
+// A scatter's reduction attribute (opset 16 on; max and min from opset 18).
+std::string scatter_reduction(const node_context& c) {
+  const std::string reduction = c.attr_string("reduction", "none");
+  if (c.opset() < 18 && (reduction == "max" || reduction == "min"))
+    c.fail(errc::invalid_argument, "reduction '" + reduction + "' arrived in opset 18");
+  return reduction;
+}
+
 // ScatterElements, and Scatter (opsets 9 and 10) which it renamed.
 void lower_scatter_elements(node_context& c) {
   const bool reduces = c.op() == "ScatterElements" && c.opset() >= 16;
@@ -229,10 +237,8 @@ void lower_scatter_elements(node_context& c) {
     c.only_attrs({"axis", "reduction"});
   else
     c.only_attrs({"axis"});
-  const std::string reduction = c.attr_string("reduction", "none");
-  if (c.opset() < 18 && (reduction == "max" || reduction == "min"))
-    c.fail(errc::invalid_argument, "reduction '" + reduction + "' arrived in opset 18");
-  c.out(0, c.g.scatter_elements(c.in(0), c.in(1), c.in(2), c.attr_int("axis", 0), reduction));
+  c.out(0, c.g.scatter_elements(c.in(0), c.in(1), c.in(2), c.attr_int("axis", 0),
+                                scatter_reduction(c)));
 }
 
 // Hardmax along the last axis of x: 1 where x first takes its maximum, else 0.
@@ -551,10 +557,7 @@ void add_tensor_lowerings(lowering_table& t) {
       c.only_attrs({"reduction"});
     else
       c.only_attrs({});
-    const std::string reduction = c.attr_string("reduction", "none");
-    if (c.opset() < 18 && (reduction == "max" || reduction == "min"))
-      c.fail(errc::invalid_argument, "reduction '" + reduction + "' arrived in opset 18");
-    c.out(0, c.g.scatter_nd(c.in(0), c.in(1), c.in(2), reduction));
+    c.out(0, c.g.scatter_nd(c.in(0), c.in(1), c.in(2), scatter_reduction(c)));
   };
   t["Softmax"] = [](node_context& c) { lower_softmax_family(c, 0); };
   t["LogSoftmax"] = [](node_context& c) { lower_softmax_family(c, 1); };

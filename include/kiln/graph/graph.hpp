@@ -887,11 +887,9 @@ KILN_RUNTIME_API std::pair<graph::value, graph::value> graph::top_k(value x, std
     throw error(errc::invalid_argument, "top_k",
                 "k is " + std::to_string(k) + ", axis " + std::to_string(a) + " holds " +
                     std::to_string(n));
-  // The axis moved last: rows [..., n].
+  // The axis swapped with the last one (a permutation that is its own inverse): rows [..., n].
   std::vector<std::int64_t> perm;
-  for (int i = 0; i < rank; ++i)
-    if (i != a) perm.push_back(i);
-  perm.push_back(a);
+  for (int i = 0; i < rank; ++i) perm.push_back(i == a ? rank - 1 : i == rank - 1 ? a : i);
   const value rows = a == rank - 1 ? x : transpose(x, perm);
   // Element i of a row against element j: [..., i, 1] and [..., 1, j].
   const value xi = unsqueeze(rows, {rank}), xj = unsqueeze(rows, {rank - 1});
@@ -916,9 +914,7 @@ KILN_RUNTIME_API std::pair<graph::value, graph::value> graph::top_k(value x, std
   const value indices = reduce(ir::op::reduce_sum, select(at, i_col, zero), {rank - 1}, false);
   const value values = gather_elements(rows, indices, rank - 1);
   if (a == rank - 1) return {values, indices};
-  std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
-  for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
-  return {transpose(values, back), transpose(indices, back)};
+  return {transpose(values, perm), transpose(indices, perm)};
 }
 
 KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices, value updates,
@@ -957,12 +953,10 @@ KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices,
                                      to_string(d) + " along axis " + std::to_string(i));
   }
   const std::int64_t n = d.dims[a], m = s.dims[a];
-  // The axis moved last; indices and updates padded to data's sizes off it (a padded index is n,
-  // which matches no position).
+  // The axis swapped with the last one (a permutation that is its own inverse); indices and
+  // updates padded to data's sizes off it (a padded index is n, which matches no position).
   std::vector<std::int64_t> perm;
-  for (int i = 0; i < rank; ++i)
-    if (i != a) perm.push_back(i);
-  perm.push_back(a);
+  for (int i = 0; i < rank; ++i) perm.push_back(i == a ? rank - 1 : i == rank - 1 ? a : i);
   auto last = [&](value v) { return a == rank - 1 ? v : transpose(v, perm); };
   std::vector<std::int64_t> pads(static_cast<std::size_t>(2 * rank), 0);
   for (int i = 0; i + 1 < rank; ++i)
@@ -997,10 +991,7 @@ KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices,
                            select(hit, u_col, x_row), {rank - 1}, false);
     y = is_max ? max(x, r) : min(x, r);
   }
-  if (a == rank - 1) return y;
-  std::vector<std::int64_t> back(static_cast<std::size_t>(rank));
-  for (int i = 0; i < rank; ++i) back[static_cast<std::size_t>(perm[i])] = i;
-  return transpose(y, back);
+  return last(y);
 }
 
 KILN_RUNTIME_API graph::value graph::scatter_nd(value data, value indices, value updates,
