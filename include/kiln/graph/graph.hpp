@@ -1055,9 +1055,8 @@ KILN_RUNTIME_API graph::value graph::det(value x) {
   const std::int64_t n = d.dims[rank - 1];
   std::vector<std::int64_t> batch;
   for (int i = 0; i + 2 < rank; ++i) batch.push_back(static_dim(b_.get().nodes[id].dims, i, "det"));
-  // Row and column numbers as [n, 1] and [1, n].
+  // Row numbers as [n, 1].
   const value rows = reshape(range(0, double(n), 1, dtype::i64), {n, 1});
-  const value cols = reshape(range(0, double(n), 1, dtype::i64), {1, n});
   const value zero = constant(0.0, t), one = constant(1.0, t);
   value a = x, det = one;
   for (std::int64_t j = 0; j < n; ++j) {
