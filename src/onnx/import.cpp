@@ -22,6 +22,8 @@ const lowering* find_lowering(std::string_view op_type) {
     add_tensor_lowerings(t);
     add_composite_lowerings(t);
     add_recurrent_lowerings(t);
+    add_sampling_lowerings(t);
+    add_spectral_lowerings(t);
     return t;
   }();
   auto it = table.find(op_type);

@@ -1,6 +1,7 @@
 // ONNX ops that kiln builds from several graph ops: the classification losses, CumSum and LRN (as
 // products with a constant 0/1 matrix), DynamicQuantizeLinear, the window generators, integer
-// convolutions and QLinearMatMul, Resize and Upsample (as weighted gathers), GatherND, Einsum.
+// convolutions, QLinearConv and QLinearMatMul, Resize and Upsample (as weighted gathers), GatherND,
+// Einsum.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -165,17 +166,45 @@ void lower_conv_integer(node_context& c) {
   c.out(0, c.g.cast(c.g.conv(centred_f64(c, 0, 2), centred_f64(c, 1, 3), w), dtype::i32));
 }
 
-// (a - a_zero)(b - b_zero) a_scale b_scale / y_scale + y_zero, rounded half to even and
-// saturated to y's type, as ONNX's reference computes it (the scale in f32).
+// An exact integer product (f64) times scale, rounded half to even, plus the zero point of
+// input `zero_point` and saturated to its type, as ONNX's reference requantizes (in f32).
+value requantized(node_context& c, value product, value scale, int zero_point) {
+  graph& g = c.g;
+  const dtype to = c.type_of(zero_point);
+  value y = g.add(g.round(g.mul(g.cast(product, dtype::f32), scale)),
+                  g.cast(c.in(zero_point), dtype::f32));
+  const double lo = to == dtype::u8 ? 0 : -128, hi = to == dtype::u8 ? 255 : 127;
+  return g.cast(g.clip(y, g.constant(lo, dtype::f32), g.constant(hi, dtype::f32)), to);
+}
+
+// QLinearConv: (x - x_zero) (w - w_zero) plus the i32 bias, scaled by x_scale w_scale / y_scale
+// (w's zero point and scale per output channel where they are [M]).
+void lower_qlinear_conv(node_context& c) {
+  c.only_attrs({"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
+  graph& g = c.g;
+  const ir::conv_window w = conv_window_of(c);
+  const int rank = c.dims_of(3).rank;
+  // A per-channel [M] along w's first axis or y's second.
+  auto per_channel = [&](value v, int axis) {
+    if (g.dims_of(v).rank != 1) return v;
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), 1);
+    dims[static_cast<std::size_t>(axis)] = g.dims_of(v).dims[0];
+    return g.reshape(v, dims);
+  };
+  const value x = centred_f64(c, 0, 2);
+  const value weight =
+      g.sub(g.cast(c.in(3), dtype::f64), per_channel(g.cast(c.in(5), dtype::f64), 0));
+  const value product =
+      c.has(8) ? g.conv(x, weight, g.cast(c.in(8), dtype::f64), w) : g.conv(x, weight, w);
+  c.out(0, requantized(c, product, g.div(g.mul(c.in(1), per_channel(c.in(4), 1)), c.in(6)), 7));
+}
+
+// (a - a_zero)(b - b_zero) a_scale b_scale / y_scale + y_zero.
 void lower_qlinear_matmul(node_context& c) {
   c.only_attrs({});
   graph& g = c.g;
-  value product = g.cast(g.matmul(centred_f64(c, 0, 2), centred_f64(c, 3, 5)), dtype::f32);
-  value scale = g.div(g.mul(c.in(1), c.in(4)), c.in(6));
-  const dtype to = c.type_of(7);
-  value y = g.add(g.round(g.mul(product, scale)), g.cast(c.in(7), dtype::f32));
-  const double lo = to == dtype::u8 ? 0 : -128, hi = to == dtype::u8 ? 255 : 127;
-  c.out(0, g.cast(g.clip(y, g.constant(lo, dtype::f32), g.constant(hi, dtype::f32)), to));
+  const value product = g.matmul(centred_f64(c, 0, 2), centred_f64(c, 3, 5));
+  c.out(0, requantized(c, product, g.div(g.mul(c.in(1), c.in(4)), c.in(6)), 7));
 }
 
 // Resize and Upsample, separably: along each resized axis, every output position reads one, two
@@ -511,6 +540,7 @@ void add_composite_lowerings(lowering_table& t) {
   t["BlackmanWindow"] = [](node_context& c) { lower_window(c, 0.42, 0.5, 0.08); };
   t["ConvInteger"] = lower_conv_integer;
   t["QLinearMatMul"] = lower_qlinear_matmul;
+  t["QLinearConv"] = lower_qlinear_conv;
   t["NegativeLogLikelihoodLoss"] = lower_nll;
   t["SoftmaxCrossEntropyLoss"] = lower_softmax_cross_entropy;
   t["CumSum"] = lower_cumsum;

@@ -349,8 +349,8 @@ void lower_pool(node_context& c, bool average) {
   else
     c.only_attrs(
         {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order"});
-  if (c.wants(1)) c.fail(errc::unsupported, "the Indices output (kiln gives Y only)");
   ir::pool_window w = pool_window_of(c);
+  if (c.wants(1)) return lower_max_pool_with_indices(c, w);
   c.out(0, average ? c.g.average_pool(c.in(0), w) : c.g.max_pool(c.in(0), w));
 }
 

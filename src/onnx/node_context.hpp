@@ -107,6 +107,10 @@ void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
 void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
 void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
 void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
+void add_sampling_lowerings(lowering_table& table);     // lower_sampling.cpp
+void add_spectral_lowerings(lowering_table& table);     // lower_spectral.cpp
+// MaxPool asked for its Indices output too (lower_sampling.cpp).
+void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators).

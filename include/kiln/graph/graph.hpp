@@ -211,6 +211,32 @@ class graph {
   // with partial pivoting (LAPACK's getrf order) unrolled over the static n: about 15 n graph
   // ops over [..., n, n], so meant for n up to a few dozen.
   value det(value x);
+  // x [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, then y, each scaled to [-1, 1] across the
+  // image) -> [N, C, Ho, Wo]: ONNX's GridSample (opset 16) and PyTorch's grid_sample. mode
+  // "bilinear", "nearest" (halves to even) or "bicubic" (a = -0.75); padding_mode "zeros",
+  // "border" or "reflection"; align_corners: -1 and 1 are the corner pixels' centres (else their
+  // outer edges). x and grid floats; each sample reads its 1, 4 or 16 pixels by gathers.
+  value grid_sample(value x, value grid, std::string_view mode = "bilinear",
+                    std::string_view padding_mode = "zeros", bool align_corners = false);
+  // Each region of interest of x [N, C, H, W] pooled to [R, C, output_height, output_width]
+  // (ONNX's RoiAlign): rois [R, 4] as (x1, y1, x2, y2) in x's pixels times spatial_scale,
+  // batch_indices [R] (i32 or i64) naming each roi's image; sampling_ratio x sampling_ratio
+  // bilinear samples per output cell, averaged (mode "avg") or their largest weighted corner
+  // taken (mode "max", as ONNX Runtime does). half_pixel: pixel centres at +0.5 (ONNX's default
+  // from opset 16; false is "output_half_pixel"). sampling_ratio must be given (> 0): ONNX's
+  // adaptive 0 makes the number of samples depend on the rois' values.
+  value roi_align(value x, value rois, value batch_indices, std::int64_t output_height,
+                  std::int64_t output_width, std::int64_t sampling_ratio,
+                  double spatial_scale = 1.0, std::string_view mode = "avg",
+                  bool half_pixel = true);
+  // The discrete Fourier transform along `axis` of x [..., n, ..., 1] (real) or [..., n, ..., 2]
+  // (real and imaginary parts on the last axis) -> [..., m, ..., 2] (ONNX's DFT; a negative axis
+  // counts from the end, -2 being the last signal axis): the
+  // signal cut or padded with zeros to `length` (0: n); onesided keeps the first m / 2 + 1
+  // frequencies; inverse uses e^(+2 pi i jk / m) / m. Products with cosine and sine matrices of
+  // the static length (m^2 each), computed in x's float type.
+  value dft(value x, std::int64_t axis = 1, bool inverse = false, bool onesided = false,
+            std::int64_t length = 0);
 
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
@@ -873,218 +899,6 @@ KILN_RUNTIME_API graph::value graph::range(double start, double limit, double de
   return constant(bytes.data(), t, n, shape{n});
 }
 
-KILN_RUNTIME_API std::pair<graph::value, graph::value> graph::top_k(value x, std::int64_t k,
-                                                                    std::int64_t axis,
-                                                                    bool largest) {
-  const std::int32_t id = id_of(x, "top_k", 1);
-  const dtype t = type_of(x);
-  if (t == dtype::boolean) throw error(errc::dtype_mismatch, "top_k", "x is bool, not a number");
-  const int a = axis_of("top_k", id, axis);
-  const shape d = dims_of(x);
-  const int rank = d.rank;
-  const std::int64_t n = static_dim(d, a, "top_k");
-  if (k < 0 || k > n)
-    throw error(errc::invalid_argument, "top_k",
-                "k is " + std::to_string(k) + ", axis " + std::to_string(a) + " holds " +
-                    std::to_string(n));
-  // The axis swapped with the last one (a permutation that is its own inverse): rows [..., n].
-  std::vector<std::int64_t> perm;
-  for (int i = 0; i < rank; ++i) perm.push_back(i == a ? rank - 1 : i == rank - 1 ? a : i);
-  const value rows = a == rank - 1 ? x : transpose(x, perm);
-  // Element i of a row against element j: [..., i, 1] and [..., 1, j].
-  const value xi = unsqueeze(rows, {rank}), xj = unsqueeze(rows, {rank - 1});
-  const value i_col = reshape(range(0, double(n), 1, dtype::i64), {n, 1});
-  const value j_row = reshape(range(0, double(n), 1, dtype::i64), {1, n});
-  // j comes before i: it ranks higher, or is equal and earlier. With NaN above every number
-  // (a NaN equals another NaN here), every row's order is total, so the counts are a permutation.
-  value higher = largest ? gt(xj, xi) : lt(xj, xi);
-  value same = eq(xj, xi);
-  if (is_floating(t)) {
-    const value nan_i = isnan(xi), nan_j = isnan(xj);
-    higher = logical_or(higher, largest ? logical_and(nan_j, logical_not(nan_i))
-                                        : logical_and(nan_i, logical_not(nan_j)));
-    same = logical_or(same, logical_and(nan_i, nan_j));
-  }
-  const value before = logical_or(higher, logical_and(same, lt(j_row, i_col)));
-  // Each element's place in its row's order: [..., n].
-  const value place = reduce(ir::op::reduce_sum, cast(before, dtype::i64), {rank}, false);
-  // The element at each of the first k places: [..., n, 1] against places [k].
-  const value at = eq(unsqueeze(place, {rank}), range(0, double(k), 1, dtype::i64));
-  const value zero = constant(0, dtype::i64);
-  const value indices = reduce(ir::op::reduce_sum, select(at, i_col, zero), {rank - 1}, false);
-  const value values = gather_elements(rows, indices, rank - 1);
-  if (a == rank - 1) return {values, indices};
-  return {transpose(values, perm), transpose(indices, perm)};
-}
-
-KILN_RUNTIME_API graph::value graph::scatter_elements(value data, value indices, value updates,
-                                                      std::int64_t axis,
-                                                      std::string_view reduction) {
-  const std::int32_t id = id_of(data, "scatter_elements", 1);
-  id_of(indices, "scatter_elements", 2);
-  id_of(updates, "scatter_elements", 3);
-  auto fail = [](errc code, const std::string& what) {
-    throw error(code, "scatter_elements", what);
-  };
-  const dtype t = type_of(data);
-  if (type_of(updates) != t)
-    fail(errc::dtype_mismatch, std::string("updates are ") +
-                                   std::string(kiln::name(type_of(updates))) + ", data " +
-                                   std::string(kiln::name(t)));
-  if (type_of(indices) != dtype::i64 && type_of(indices) != dtype::i32)
-    fail(errc::dtype_mismatch, std::string("indices are ") +
-                                   std::string(kiln::name(type_of(indices))) + ", not i32 or i64");
-  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
-      reduction != "min")
-    fail(errc::invalid_argument,
-         "reduction '" + std::string(reduction) + "' is not none, add, mul, max or min");
-  const shape d = dims_of(data), s = dims_of(indices);
-  const int rank = d.rank;
-  if (dims_of(updates) != s || s.rank != rank || rank == 0)
-    fail(errc::shape_mismatch, "data " + to_string(d) + ", indices " + to_string(s) +
-                                   " and updates " + to_string(dims_of(updates)) +
-                                   ": indices and updates must have one shape of data's rank");
-  const int a = axis_of("scatter_elements", id, axis);
-  for (int i = 0; i < rank; ++i) {
-    static_dim(d, i, "scatter_elements");
-    static_dim(s, i, "scatter_elements");
-    if (i != a && s.dims[i] > d.dims[i])
-      fail(errc::shape_mismatch, "indices " + to_string(s) + " are larger than data " +
-                                     to_string(d) + " along axis " + std::to_string(i));
-  }
-  const std::int64_t n = d.dims[a], m = s.dims[a];
-  // The axis swapped with the last one (a permutation that is its own inverse); indices and
-  // updates padded to data's sizes off it (a padded index is n, which matches no position).
-  std::vector<std::int64_t> perm;
-  for (int i = 0; i < rank; ++i) perm.push_back(i == a ? rank - 1 : i == rank - 1 ? a : i);
-  auto last = [&](value v) { return a == rank - 1 ? v : transpose(v, perm); };
-  std::vector<std::int64_t> pads(static_cast<std::size_t>(2 * rank), 0);
-  for (int i = 0; i + 1 < rank; ++i)
-    pads[static_cast<std::size_t>(rank + i)] = d.dims[perm[i]] - s.dims[perm[i]];
-  value at = cast(last(indices), dtype::i64);
-  at = select(lt(at, constant(0, dtype::i64)), add(at, constant(n, dtype::i64)), at);
-  at = pad(at, pads, constant(n, dtype::i64));
-  const value u = pad(last(updates), pads, constant(0.0, t));
-  const value x = last(data);
-  // hit[..., i, j]: update i lands on position j.
-  const value hit = eq(unsqueeze(at, {rank}), range(0, double(n), 1, dtype::i64));
-  const value u_col = unsqueeze(u, {rank});  // [..., m, 1]
-  value y;
-  if (reduction == "none") {
-    // The last update landing on each position, or -1.
-    const value i_col = reshape(range(0, double(m), 1, dtype::i64), {m, 1});
-    const value from =
-        reduce(ir::op::reduce_max, select(hit, i_col, constant(-1, dtype::i64)), {rank - 1}, false);
-    const value landed = ge(from, constant(0, dtype::i64));
-    const value picked =
-        gather_elements(u, select(landed, from, constant(0, dtype::i64)), rank - 1);
-    y = select(landed, picked, x);
-  } else if (reduction == "add") {
-    y = add(x, reduce(ir::op::reduce_sum, select(hit, u_col, constant(0.0, t)), {rank - 1}, false));
-  } else if (reduction == "mul") {
-    y = mul(x,
-            reduce(ir::op::reduce_prod, select(hit, u_col, constant(1.0, t)), {rank - 1}, false));
-  } else {  // max, min: data's own value where nothing lands
-    const bool is_max = reduction == "max";
-    const value x_row = unsqueeze(x, {rank - 1});  // [..., 1, n]
-    const value r = reduce(is_max ? ir::op::reduce_max : ir::op::reduce_min,
-                           select(hit, u_col, x_row), {rank - 1}, false);
-    y = is_max ? max(x, r) : min(x, r);
-  }
-  return last(y);
-}
-
-KILN_RUNTIME_API graph::value graph::scatter_nd(value data, value indices, value updates,
-                                                std::string_view reduction) {
-  id_of(data, "scatter_nd", 1);
-  id_of(indices, "scatter_nd", 2);
-  id_of(updates, "scatter_nd", 3);
-  const shape d = dims_of(data), q = dims_of(indices), u = dims_of(updates);
-  auto fail = [](errc code, const std::string& what) { throw error(code, "scatter_nd", what); };
-  if (type_of(indices) != dtype::i64 && type_of(indices) != dtype::i32)
-    fail(errc::dtype_mismatch, std::string("indices are ") +
-                                   std::string(kiln::name(type_of(indices))) + ", not i32 or i64");
-  if (q.rank < 1 || d.rank < 1) fail(errc::shape_mismatch, "data and indices need an axis");
-  for (const shape* s : {&d, &q, &u})
-    for (int i = 0; i < s->rank; ++i) static_dim(*s, i, "scatter_nd");
-  const std::int64_t k = q.dims[q.rank - 1];
-  // updates: indices' leading axes, then data's axes after the first k.
-  shape want;
-  for (int i = 0; i + 1 < q.rank; ++i) want.dims[want.rank++] = q.dims[i];
-  for (int i = static_cast<int>(k); i < d.rank; ++i) want.dims[want.rank++] = d.dims[i];
-  if (k < 1 || k > d.rank || u != want)
-    fail(errc::shape_mismatch, "data " + to_string(d) + ", indices " + to_string(q) +
-                                   " and updates " + to_string(u) +
-                                   ": indices' last size must be 1 to " + std::to_string(d.rank) +
-                                   " and updates " + to_string(want));
-  std::int64_t positions = 1, rest = 1, tuples = 1;
-  for (int i = 0; i < d.rank; ++i) (i < k ? positions : rest) *= d.dims[i];
-  for (int i = 0; i + 1 < q.rank; ++i) tuples *= q.dims[i];
-  // Each tuple's position among data's first k axes, row-major (negative components counted
-  // from their axis's end; one outside its axis makes the position -1: nothing lands).
-  const value tuple = cast(reshape(indices, {tuples, k}), dtype::i64);
-  value at, outside;
-  for (std::int64_t j = 0; j < k; ++j) {
-    const value n = constant(d.dims[j], dtype::i64);
-    value c = reshape(slice(tuple, {j}, {j + 1}, {1}), {tuples});
-    c = select(lt(c, constant(0, dtype::i64)), add(c, n), c);
-    const value out = logical_or(lt(c, constant(0, dtype::i64)), ge(c, n));
-    outside = j == 0 ? out : logical_or(outside, out);
-    at = j == 0 ? c : add(mul(at, n), c);
-  }
-  at = select(outside, constant(-1, dtype::i64), at);  // -1 + positions: outside the axis too
-  at = select(lt(at, constant(0, dtype::i64)), constant(positions, dtype::i64), at);
-  const value flat = scatter_elements(reshape(data, {positions, rest}),
-                                      expand(reshape(at, {tuples, 1}), {tuples, rest}),
-                                      reshape(updates, {tuples, rest}), 0, reduction);
-  return reshape(flat,
-                 std::span<const std::int64_t>(d.dims.data(), static_cast<std::size_t>(d.rank)));
-}
-
-KILN_RUNTIME_API graph::value graph::det(value x) {
-  const std::int32_t id = id_of(x, "det", 1);
-  const dtype t = type_of(x);
-  if (!is_floating(t))
-    throw error(errc::dtype_mismatch, "det",
-                std::string("x is ") + std::string(kiln::name(t)) + ", not a float type");
-  const shape d = dims_of(x);
-  if (d.rank < 2 || static_dim(d, d.rank - 1, "det") != static_dim(d, d.rank - 2, "det"))
-    throw error(errc::shape_mismatch, "det",
-                "x is " + to_string(d) + ", not [..., n, n] with a static n");
-  const int rank = d.rank;
-  const std::int64_t n = d.dims[rank - 1];
-  std::vector<std::int64_t> batch;
-  for (int i = 0; i + 2 < rank; ++i) batch.push_back(static_dim(b_.get().nodes[id].dims, i, "det"));
-  // Row numbers as [n, 1].
-  const value rows = reshape(range(0, double(n), 1, dtype::i64), {n, 1});
-  const value zero = constant(0.0, t), one = constant(1.0, t);
-  value a = x, det = one;
-  for (std::int64_t j = 0; j < n; ++j) {
-    const value jv = constant(j, dtype::i64);
-    // The pivot: the largest |a[i, j]| for i >= j (the first such, as getrf takes it).
-    const value column = slice(a, {j}, {j + 1}, {rank - 1});  // [..., n, 1]
-    const value below = select(lt(rows, jv), constant(-1.0, t), abs(column));
-    const value p = index_reduce(ir::op::argmax, below, rank - 2, true);  // [..., 1, 1]
-    // Rows j and p swapped: each row of the result read from row j, p or itself.
-    const value row_j = slice(a, {j}, {j + 1}, {rank - 2});  // [..., 1, n]
-    std::vector<std::int64_t> across(batch);
-    across.push_back(1);
-    across.push_back(n);
-    const value row_p = gather_elements(a, expand(p, across), rank - 2);
-    a = select(eq(rows, jv), row_p, select(eq(rows, p), row_j, a));
-    det = select(eq(p, jv), det, neg(det));
-    // Eliminate below the pivot: row i -= (a[i, j] / pivot) x row j, for i > j.
-    const value pivot = slice(row_p, {j}, {j + 1}, {rank - 1});  // [..., 1, 1]
-    det = mul(det, pivot);
-    const value pivot_row = row_p;
-    const value factor = select(logical_and(gt(rows, jv), ne(pivot, zero)),
-                                div(slice(a, {j}, {j + 1}, {rank - 1}), pivot), zero);
-    a = sub(a, mul(factor, pivot_row));
-  }
-  std::vector<std::int64_t> out(batch);
-  return reshape(det, out);
-}
-
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,
                                                 value var, double epsilon) {
   return wrap(ir::batch_norm(b_, id_of(x, "batch_norm", 1), id_of(scale, "batch_norm", 2),
@@ -1368,3 +1182,7 @@ KILN_RUNTIME_API void graph::check_name(const char* what, std::string_view name,
 #endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln
+
+#if KILN_RUNTIME_BODY
+#include "kiln/graph/composites.hpp"
+#endif
