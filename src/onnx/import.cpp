@@ -24,6 +24,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_recurrent_lowerings(t);
     add_sampling_lowerings(t);
     add_spectral_lowerings(t);
+    add_sequence_lowerings(t);
     return t;
   }();
   auto it = table.find(op_type);
@@ -31,8 +32,10 @@ const lowering* find_lowering(std::string_view op_type) {
 }
 
 bool foldable(std::string_view op_type) {
+  // The sequence makers keep their items as they are (folding computes tensors, not sequences).
   return op_type != "RandomNormal" && op_type != "RandomUniform" && op_type != "RandomNormalLike" &&
-         op_type != "RandomUniformLike" && op_type != "Multinomial" && op_type != "Bernoulli";
+         op_type != "RandomUniformLike" && op_type != "Multinomial" && op_type != "Bernoulli" &&
+         op_type != "SequenceConstruct" && op_type != "SplitToSequence";
 }
 
 }  // namespace kiln::onnx_import
@@ -349,7 +352,7 @@ imported import_model(ModelProto m, const import_options& opt,
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty()) continue;
       const auto u = static_cast<std::size_t>(o);
-      if (u >= out.size() || (!out[u].value && !out[u].known))
+      if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence))
         fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
                                     "' is not produced by kiln's lowering");
       values[node.output(o)] = std::move(out[u]);
@@ -361,6 +364,9 @@ imported import_model(ModelProto m, const import_options& opt,
     if (it == values.end())
       fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
     slot& s = it->second;
+    if (s.sequence)
+      fail(errc::unsupported, "graph output '" + o.name() +
+                                  "' is a sequence (kiln's sequences exist only while importing)");
     if (!s.value)
       s.value =
           g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);

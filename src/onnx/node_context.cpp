@@ -203,9 +203,7 @@ void node_context::fail(errc code, const std::string& message) const {
 }
 
 graph::value node_context::in(int i) {
-  if (!has(i))
-    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
-  slot& s = *inputs_[static_cast<std::size_t>(i)];
+  slot& s = tensor_slot(i);
   if (!s.value) {
     const host_tensor& t = *s.known;
     s.value = g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims);
@@ -246,9 +244,19 @@ double node_context::scalar_input(int i, std::string_view what) const {
   return t->doubles()[0];
 }
 
+slot& node_context::tensor_slot(int i) const {
+  if (!has(i))
+    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
+  slot& s = *inputs_[static_cast<std::size_t>(i)];
+  if (s.sequence)
+    fail(errc::invalid_argument,
+         "input " + std::to_string(i) + " '" + node_.input(i) + "' is a sequence, not a tensor");
+  return s;
+}
+
 dtype node_context::type_of(int i) const {
-  if (const host_tensor* t = known(i)) return t->type;
-  return g.type_of(*inputs_.at(static_cast<std::size_t>(i))->value);
+  const slot& s = tensor_slot(i);
+  return s.known ? s.known->type : g.type_of(*s.value);
 }
 
 dtype node_context::element_type(std::int64_t onnx_type) const {
@@ -262,8 +270,8 @@ dtype node_context::element_type(std::int64_t onnx_type) const {
 }
 
 shape node_context::dims_of(int i) const {
-  if (const host_tensor* t = known(i)) return t->dims;
-  return g.dims_of(*inputs_.at(static_cast<std::size_t>(i))->value);
+  const slot& s = tensor_slot(i);
+  return s.known ? s.known->dims : g.dims_of(*s.value);
 }
 
 std::vector<graph::value> node_context::present_inputs() {
@@ -339,6 +347,28 @@ void node_context::out_known(int o, host_tensor t) {
   if (produced_.size() <= static_cast<std::size_t>(o))
     produced_.resize(static_cast<std::size_t>(o) + 1);
   produced_[static_cast<std::size_t>(o)].known = std::move(t);
+}
+
+const std::vector<slot>& node_context::sequence_in(int i) const {
+  if (!has(i))
+    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
+  const slot& s = *inputs_[static_cast<std::size_t>(i)];
+  if (!s.sequence)
+    fail(errc::invalid_argument,
+         "input " + std::to_string(i) + " '" + node_.input(i) + "' is a tensor, not a sequence");
+  return *s.sequence;
+}
+
+void node_context::out_sequence(int o, std::vector<slot> items) {
+  slot s;
+  s.sequence = std::move(items);
+  out_slot(o, std::move(s));
+}
+
+void node_context::out_slot(int o, slot s) {
+  if (produced_.size() <= static_cast<std::size_t>(o))
+    produced_.resize(static_cast<std::size_t>(o) + 1);
+  produced_[static_cast<std::size_t>(o)] = std::move(s);
 }
 
 }  // namespace kiln::onnx_import

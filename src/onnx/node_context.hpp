@@ -34,10 +34,12 @@ std::string onnx_type_name(int onnx_type);
 host_tensor tensor_of(const ::onnx::TensorProto& t, const std::string& who);
 
 // One ONNX value while importing: a graph value, a known tensor, or both (a known tensor once
-// used by a graph op is materialized as a constant, once).
+// used by a graph op is materialized as a constant, once); or a sequence of such tensors, whose
+// length and positions are known at import (sequences exist only while importing).
 struct slot {
   std::optional<graph::value> value;
   std::optional<host_tensor> known;
+  std::optional<std::vector<slot>> sequence;
 };
 
 class node_context {
@@ -80,14 +82,21 @@ class node_context {
   // Refuses attributes the node sets that its lowering does not read (never silently ignored).
   void only_attrs(std::initializer_list<std::string_view> read) const;
 
+  // A sequence input's tensors, or the refusal where the input is a tensor.
+  const std::vector<slot>& sequence_in(int i) const;
+
   int outputs() const { return node_.output_size(); }
   bool wants(int o) const { return o < outputs() && !node_.output(o).empty(); }
   void out(int o, graph::value v);
   void out_known(int o, host_tensor t);
+  void out_sequence(int o, std::vector<slot> items);
+  void out_slot(int o, slot s);  // a tensor as it is: a graph value, known, or both
   // What the lowering produced, by output position.
   std::vector<slot>& produced() { return produced_; }
 
  private:
+  slot& tensor_slot(int i) const;  // present and a tensor, or the refusal
+
   const ::onnx::NodeProto& node_;
   int index_;
   std::int64_t opset_;
@@ -109,11 +118,12 @@ void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
 void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
 void add_sampling_lowerings(lowering_table& table);     // lower_sampling.cpp
 void add_spectral_lowerings(lowering_table& table);     // lower_spectral.cpp
+void add_sequence_lowerings(lowering_table& table);     // lower_sequences.cpp
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
-// result (everything but the random generators).
+// result (everything but the random generators and the ops that make sequences).
 bool foldable(std::string_view op_type);
 
 }  // namespace kiln::onnx_import

@@ -355,6 +355,29 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
               std::string::npos)
         << why;
   }
+  {  // a sequence position outside the sequence (known at import) names the node and the length
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.ints("at", {5})->clear_dims();  // a scalar
+    b.node("SequenceConstruct", {"x", "x"}, {"s"});
+    b.node("SequenceAt", {"s", "at"}, {"y"}, "pick");
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::invalid_argument);
+    EXPECT_NE(why.find("node 1 'pick' (SequenceAt): position 5 in a sequence of 2 tensors"),
+              std::string::npos)
+        << why;
+  }
+  {  // a tensor op given a sequence
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.node("SplitToSequence", {"x"}, {"s"});
+    b.node("Relu", {"s"}, {"y"}, "rectify");
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::invalid_argument);
+    EXPECT_NE(why.find("node 1 'rectify' (Relu): input 0 's' is a sequence, not a tensor"),
+              std::string::npos)
+        << why;
+  }
   {  // ONNX's checker: Add takes two inputs
     model_builder b;
     b.input("x", {std::int64_t{4}});

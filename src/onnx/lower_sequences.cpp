@@ -1,0 +1,165 @@
+// ONNX's sequence ops where the sequence's length and the positions used are known at import:
+// the sequence is a list of the importer's tensors (graph values or known tensors) and exists only
+// while importing, so SequenceAt, ConcatFromSequence and SequenceLength leave ordinary graph ops
+// (or constants) behind. Internal to kiln::onnx.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "node_context.hpp"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using value = graph::value;
+
+// A position input (a scalar, negative from the end) checked against [-n, n - 1], or [-n, n]
+// where the position may be one past the end (SequenceInsert).
+std::int64_t position(const node_context& c, int i, std::int64_t n, bool past_end) {
+  const auto v = c.ints_input(i, "position");
+  if (v.size() != 1) c.fail(errc::shape_mismatch, "position is not a scalar");
+  const std::int64_t p = v[0] < 0 ? v[0] + n : v[0];
+  if (p < 0 || p > (past_end ? n : n - 1))
+    c.fail(errc::invalid_argument, "position " + std::to_string(v[0]) + " in a sequence of " +
+                                       std::to_string(n) + " tensors");
+  return p;
+}
+
+// The input as the importer holds it (a graph value, a known tensor, or both).
+slot tensor_of_input(node_context& c, int i) {
+  slot s;
+  if (const host_tensor* t = c.known(i))
+    s.known = *t;
+  else
+    s.value = c.in(i);
+  return s;
+}
+
+void lower_sequence_empty(node_context& c) {
+  c.only_attrs({"dtype"});
+  c.out_sequence(0, {});
+}
+
+void lower_sequence_construct(node_context& c) {
+  c.only_attrs({});
+  std::vector<slot> items;
+  for (int i = 0; i < c.inputs(); ++i) items.push_back(tensor_of_input(c, i));
+  c.out_sequence(0, std::move(items));
+}
+
+void lower_sequence_insert(node_context& c) {
+  c.only_attrs({});
+  std::vector<slot> items = c.sequence_in(0);
+  const auto n = static_cast<std::int64_t>(items.size());
+  const std::int64_t p = c.has(2) ? position(c, 2, n, true) : n;
+  items.insert(items.begin() + p, tensor_of_input(c, 1));
+  c.out_sequence(0, std::move(items));
+}
+
+void lower_sequence_erase(node_context& c) {
+  c.only_attrs({});
+  std::vector<slot> items = c.sequence_in(0);
+  const auto n = static_cast<std::int64_t>(items.size());
+  if (n == 0) c.fail(errc::invalid_argument, "erasing from an empty sequence");
+  const std::int64_t p = c.has(1) ? position(c, 1, n, false) : n - 1;
+  items.erase(items.begin() + p);
+  c.out_sequence(0, std::move(items));
+}
+
+void lower_sequence_at(node_context& c) {
+  c.only_attrs({});
+  const std::vector<slot>& items = c.sequence_in(0);
+  const auto n = static_cast<std::int64_t>(items.size());
+  c.out_slot(0, items[static_cast<std::size_t>(position(c, 1, n, false))]);
+}
+
+void lower_sequence_length(node_context& c) {
+  c.only_attrs({});
+  const auto n = static_cast<std::int64_t>(c.sequence_in(0).size());
+  host_tensor t{dtype::i64, shape{}, std::vector<unsigned char>(sizeof n)};
+  std::memcpy(t.bytes.data(), &n, sizeof n);
+  c.out_known(0, std::move(t));
+}
+
+// The sequence's tensors joined along axis (new_axis: stacked along a new axis there).
+void lower_concat_from_sequence(node_context& c) {
+  c.only_attrs({"axis", "new_axis"});
+  graph& g = c.g;
+  const std::vector<slot>& items = c.sequence_in(0);
+  if (items.empty()) c.fail(errc::invalid_argument, "the sequence is empty");
+  const bool stack = c.attr_int("new_axis", 0) != 0;
+  if (!c.has_attr("axis")) c.fail(errc::invalid_argument, "the axis attribute is required");
+  std::int64_t axis = c.attr_int("axis", 0);
+  std::vector<value> parts;
+  for (const slot& s : items) {
+    value v = s.value ? *s.value
+                      : g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type,
+                                   s.known->dims);
+    if (stack) {
+      const std::int64_t rank = g.dims_of(v).rank;
+      const std::int64_t at = axis < 0 ? axis + rank + 1 : axis;
+      if (at < 0 || at > rank)
+        c.fail(errc::invalid_argument, "axis " + std::to_string(axis) + " for new_axis over rank " +
+                                           std::to_string(rank) + " tensors");
+      const std::int64_t where[] = {at};
+      v = g.unsqueeze(v, where);
+    }
+    parts.push_back(v);
+  }
+  c.out(0, g.concat(parts, axis));
+}
+
+// The input's parts along axis: of the sizes `split` lists, of `split` elements each (the last
+// smaller), or of 1 element each (squeezed unless keepdims).
+void lower_split_to_sequence(node_context& c) {
+  c.only_attrs({"axis", "keepdims"});
+  graph& g = c.g;
+  const shape d = c.dims_of(0);
+  std::int64_t axis = c.attr_int("axis", 0);
+  if (axis < -d.rank || axis >= d.rank)
+    c.fail(errc::invalid_argument,
+           "axis " + std::to_string(axis) + " for an input of rank " + std::to_string(d.rank));
+  if (axis < 0) axis += d.rank;
+  // The split sizes first: an input the importer needs is named before a run-time size is.
+  const std::vector<std::int64_t> split =
+      c.has(1) ? c.ints_input(1, "split") : std::vector<std::int64_t>{};
+  const std::int64_t size = d.dims[axis];
+  if (size == dyn) c.fail(errc::unsupported, "splitting a run-time size");
+  std::vector<std::int64_t> sizes;
+  bool squeeze = false;
+  if (!c.has(1)) {
+    sizes.assign(static_cast<std::size_t>(size), 1);
+    squeeze = c.attr_int("keepdims", 1) == 0;
+  } else if (c.dims_of(1).rank == 0) {
+    const std::int64_t each = split[0];
+    if (each < 1) c.fail(errc::invalid_argument, "split " + std::to_string(each));
+    for (std::int64_t at = 0; at < size; at += each) sizes.push_back(std::min(each, size - at));
+  } else {
+    sizes = split;
+  }
+  std::vector<slot> items;
+  if (!sizes.empty() || size != 0) {
+    for (value v : g.split(c.in(0), sizes, axis)) {
+      const std::int64_t at[] = {axis};
+      items.push_back(slot{squeeze ? g.squeeze(v, at) : v, std::nullopt, std::nullopt});
+    }
+  }
+  c.out_sequence(0, std::move(items));
+}
+
+}  // namespace
+
+void add_sequence_lowerings(lowering_table& t) {
+  t["SequenceEmpty"] = lower_sequence_empty;
+  t["SequenceConstruct"] = lower_sequence_construct;
+  t["SequenceInsert"] = lower_sequence_insert;
+  t["SequenceErase"] = lower_sequence_erase;
+  t["SequenceAt"] = lower_sequence_at;
+  t["SequenceLength"] = lower_sequence_length;
+  t["ConcatFromSequence"] = lower_concat_from_sequence;
+  t["SplitToSequence"] = lower_split_to_sequence;
+}
+
+}  // namespace kiln::onnx_import
