@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "../support/products.hpp"
 
@@ -415,6 +416,93 @@ TEST(Matmul, IntegerProductsWithZeroPointsAreExact) {
   } catch (const kiln::error& err) {
     EXPECT_THAT(err.what(), testing::HasSubstr("not u8 or i8"));
   }
+}
+
+// A K known only at the call: two run-time sizes (both doors), a run-time size against a static
+// one, a batched product; every size class through one compiled function, and a call whose Ks
+// differ refused naming both arguments' axes.
+TEST(Matmul, ContractedSizesKnownAtTheCall) {
+  using kiln::dyn;
+  static constexpr auto dense =
+      kiln::fn<tensor<float, dyn, dyn>, tensor<float, dyn, dyn>, tensor<float, dyn>>(
+          [](auto a, auto b, auto bias) { return relu(matmul(a, b) + bias); });
+  static constexpr auto against_static = kiln::fn<tensor<float, dyn, dyn>, tensor<float, 24, 5>>(
+      [](auto a, auto w) { return matmul(a, w); });
+  kiln::graph g;
+  auto ga = g.input("a", dtype::f32, {dyn, dyn, dyn});
+  auto gb = g.input("b", dtype::f32, {dyn, dyn});
+  g.output("y", g.matmul(ga, gb));
+  auto batched = kiln::compile(g);
+  unsigned seed = 700;
+  for (auto [m, k, n] :
+       {std::array<std::int64_t, 3>{1, 1, 1}, {3, 5, 4}, {7, 300, 9}, {67, 40, 33}}) {
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n));
+    host_tensor a = random_tensor({m, k}, seed++), b = random_tensor({k, n}, seed++),
+                bias = random_tensor({n}, seed++);
+    std::vector<float> a32 = floats(a), b32 = floats(b), bias32 = floats(bias), y(m * n);
+    dense(view_of(a32, {m, k}), view_of(b32, {k, n}), view_of(bias32, {n}),
+          kiln::into(view_of(y, {m, n})));
+    product p = ref_matmul(a, b);
+    for (std::int64_t i = 0; i < m * n; ++i) {
+      p.value.v[i] = std::max(p.value.v[i] + bias.v[i % n], 0.0);
+      p.magnitude.v[i] += std::fabs(bias.v[i % n]);
+    }
+    expect_within_bound(y, p.value.v, p.magnitude.v, k + 1, "dsl");
+    // The same a as two batches of [m, k / 2] where k is even, through the graph door.
+    if (k % 2 == 0) {
+      host_tensor halves = a;
+      halves.dims = {2, m, k / 2};
+      for (std::int64_t h = 0; h < 2; ++h)
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < k / 2; ++j)
+            halves.v[(h * m + i) * (k / 2) + j] = a.v[i * k + h * (k / 2) + j];
+      host_tensor top = random_tensor({k / 2, n}, seed++);
+      std::vector<float> h32 = floats(halves), t32 = floats(top), z(2 * m * n);
+      batched.run({view_of(h32, {2, m, k / 2}), view_of(t32, {k / 2, n})}, {view_of(z, {2, m, n})});
+      product q = ref_matmul(halves, top);
+      expect_within_bound(z, q.value.v, q.magnitude.v, k / 2, "graph");
+    }
+  }
+  host_tensor a = random_tensor({6, 24}, 720), w = random_tensor({24, 5}, 721);
+  std::vector<float> a32 = floats(a), w32 = floats(w), y(30);
+  against_static(view_of(a32, {6, 24}), w32, kiln::into(view_of(y, {6, 5})));
+  product p = ref_matmul(a, w);
+  expect_within_bound(y, p.value.v, p.magnitude.v, 24, "against a static K");
+
+  auto message = [](auto&& call) { return ref::error_message(call); };
+  std::vector<float> a35(15), b45(20), bias5(5), out(15);
+  EXPECT_THAT(message([&] {
+                dense(view_of(a35, {3, 5}), view_of(b45, {4, 5}), view_of(bias5, {5}),
+                      kiln::into(view_of(out, {3, 5})));
+              }),
+              testing::AllOf(testing::HasSubstr("argument 1 axis 1 (size 5)"),
+                             testing::HasSubstr("argument 2 axis 0 (size 4)"),
+                             testing::HasSubstr("must be equal: matmul contracts them")));
+  std::vector<float> a623(6 * 23), y65(30);
+  EXPECT_THAT(message([&] {
+                against_static(view_of(a623, {6, 23}), w32, kiln::into(view_of(y65, {6, 5})));
+              }),
+              testing::HasSubstr("argument 1 axis 1 has size 23, but matmul contracts it with a "
+                                 "size of 24"));
+  // A module keeps the checks: saved and loaded, it runs and refuses as the function did.
+  const std::string file = testing::TempDir() + "kiln_contracted_k.kiln";
+  against_static.save(file);
+  auto loaded = kiln::executable::load(file);
+  std::remove(file.c_str());
+  std::vector<float> again(30);
+  loaded.run({view_of(a32, {6, 24}), view_of(w32, {24, 5})}, {view_of(again, {6, 5})});
+  EXPECT_EQ(again, y);
+  EXPECT_THAT(message([&] {
+                loaded.run({view_of(a623, {6, 23}), view_of(w32, {24, 5})}, {view_of(y65, {6, 5})});
+              }),
+              testing::HasSubstr("has size 23, but matmul contracts it with a size of 24"));
+  auto batched_again = kiln::executable::from_bytes(batched.to_bytes());
+  std::vector<float> h(2 * 3 * 4), t(5 * 2), z(2 * 3 * 2);
+  EXPECT_THAT(
+      message([&] {
+        batched_again.run({view_of(h, {2, 3, 4}), view_of(t, {5, 2})}, {view_of(z, {2, 3, 2})});
+      }),
+      testing::HasSubstr("must be equal: matmul contracts them"));
 }
 
 TEST(Matmul, MistakesNameTheOpAndTheSizes) {

@@ -423,6 +423,45 @@ TEST(Conv, TheDslDoorChecksShapesAndFusesAtCompileTime) {
   expect_within_bound(y2, z2, 6, "dsl grouped");
 }
 
+// x's channels known only at the call (the DSL's dyn, the graph's too), checked against w's then;
+// grouped too (w takes C / groups per group).
+TEST(Conv, RunTimeChannelsAreCheckedAtTheCall) {
+  using kiln::dyn;
+  constexpr kiln::conv_params same{.pads = {1, 1, 1, 1}};
+  static constexpr auto block =
+      kiln::fn<tensor<float, dyn, dyn, 9, 8>, tensor<float, 4, 3, 3, 3>, tensor<float, 4>>(
+          [](auto x, auto w, auto b) { return relu(kiln::conv2d<same>(x, w, b)); });
+  host_tensor x = random_tensor({2, 3, 9, 8}, 610), w = random_tensor({4, 3, 3, 3}, 611),
+              b = random_tensor({4}, 612);
+  result z = ref_conv(x, w, with(1, 1, 1, 1));
+  for (std::size_t i = 0; i < z.value.v.size(); ++i) {
+    z.value.v[i] = std::max(z.value.v[i] + b.v[i / 72 % 4], 0.0);
+    z.magnitude.v[i] += 1;
+  }
+  std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(b), y(z.value.v.size());
+  block(view_of(x32, {2, 3, 9, 8}), w32, b32, kiln::into(view_of(y, {2, 4, 9, 8})));
+  expect_within_bound(y, z, 27, "dsl");
+
+  kiln::graph g;
+  auto xv = g.input("x", dtype::f32, {1, dyn, 9, 8});
+  auto wv = g.input("w", dtype::f32, {6, 1, 3, 2});
+  g.output("y", g.conv(xv, wv, kiln::conv_params{.strides = {2, 2}, .groups = 3}));
+  auto grouped = kiln::compile(g);
+  host_tensor x2 = random_tensor({1, 3, 9, 8}, 613), w2 = random_tensor({6, 1, 3, 2}, 614);
+  result z2 = ref_conv(x2, w2, with(2, 1, 0, 0, 3));
+  std::vector<float> x232 = floats(x2), w232 = floats(w2), y2(z2.value.v.size());
+  grouped.run({view_of(x232, {1, 3, 9, 8}), view_of(w232, {6, 1, 3, 2})},
+              {view_of(y2, z2.value.dims)});
+  expect_within_bound(y2, z2, 6, "graph grouped");
+
+  std::vector<float> x5(2 * 5 * 9 * 8), y5(2 * 4 * 9 * 8);
+  EXPECT_THAT(ref::error_message([&] {
+                block(view_of(x5, {2, 5, 9, 8}), w32, b32, kiln::into(view_of(y5, {2, 4, 9, 8})));
+              }),
+              testing::HasSubstr("argument 1 axis 1 has size 5, but conv contracts it with a size "
+                                 "of 3"));
+}
+
 TEST(Conv, WideAndNarrowFloatsAndARunTimeBatch) {
   // f64 accumulates in f64; f16 and bf16 in f32, rounded once. The batch size is a symbol. Dense
   // (the GEMM) and depthwise (the direct kernel).

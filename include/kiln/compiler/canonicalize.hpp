@@ -52,15 +52,47 @@ constexpr std::int32_t identity_of(const ir::graph& g, const ir::node& n) {
   }
 }
 
+// The old graph's `exactly` symbol of run-time size `have` against static `size`, or -1: an
+// expand from `have` to `size` is then the builder's with_size for a contraction (a run-time size
+// checked to be `size`), not a broadcast (which would allow 1).
+constexpr std::int32_t exactly_symbol(const ir::graph& g, std::int64_t have, std::int64_t size) {
+  if (!ir::is_symbol(have) || ir::is_symbol(size)) return -1;
+  for (std::size_t i = 0; i < g.symbols.size(); ++i) {
+    const ir::symbol& s = g.symbols[i];
+    if (s.kind == ir::symbol_kind::exactly && s.a == ir::symbol_of(have) && s.b == size)
+      return static_cast<std::int32_t>(i);
+  }
+  return -1;
+}
+
+// A contraction's size check re-made by a rebuild: the new symbol and the old contraction, whose
+// new node it names once that is rebuilt.
+struct contraction_check {
+  std::int32_t symbol, old_node;
+};
+
 // A view re-added over its rebuilt operand: run-time sizes are renumbered by a rebuild, so the
 // dims take them from the new operand (a view's own sizes are static).
-constexpr std::int32_t rebuild_view(ir::builder& b, const ir::node& old, std::int32_t operand) {
+constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir::node& old,
+                                    std::int32_t operand, std::vector<contraction_check>& checks) {
   const shape& x = b.get().nodes[operand].dims;
   shape d = old.dims;
   if (old.kind == ir::op::expand) {  // again through the broadcast, which keeps its constraints
-    for (int i = 0; i < d.rank; ++i)
-      if (ir::is_symbol(d.dims[i])) d.dims[i] = 1;
-    return b.expand(operand, d);
+    const shape& from = g.nodes[old.operands[0]].dims;
+    std::int32_t v = operand;
+    for (int i = 0; i < d.rank; ++i) {
+      const int j = i - (d.rank - from.rank);  // the operand's axis (it may have fewer)
+      const std::int32_t check = j >= 0 ? exactly_symbol(g, from.dims[j], d.dims[i]) : -1;
+      if (check >= 0) {  // a contracted size checked at the call: kept, and its check
+        const auto k = b.contracted(ir::op::expand, b.get().nodes[v].dims.dims[j], d.dims[i]);
+        checks.push_back({k.symbol, g.symbols[static_cast<std::size_t>(check)].node});
+        v = b.with_size(v, j, d.dims[i]);
+        d.dims[i] = 1;
+      } else if (ir::is_symbol(d.dims[i])) {
+        d.dims[i] = 1;
+      }
+    }
+    return b.expand(v, d);
   }
   for (int i = 0; i < d.rank; ++i) {
     if (!ir::is_symbol(d.dims[i])) continue;
@@ -89,6 +121,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
   }
   ir::builder b;
   std::vector<std::int32_t> map(n, -1);
+  std::vector<contraction_check> checks;
   // Inputs first, in their order (a graph may make them between other nodes: tensor constants).
   std::vector<std::int32_t> input_node(g.inputs.size(), -1);
   for (std::size_t i = 0; i < n; ++i)
@@ -149,7 +182,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
         else if (old.kind == ir::op::gather_elements)
           id = b.gather_elements(ops[0], ops[1], old.attrs.axis);
         else
-          id = rebuild_view(b, old, ops[0]);
+          id = rebuild_view(b, g, old, ops[0], checks);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
@@ -157,6 +190,9 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
     std::int32_t same = simplify ? identity_of(b.get(), b.get().nodes[id]) : -1;
     map[i] = same >= 0 ? same : id;
   }
+  for (const contraction_check& c : checks)
+    if (c.old_node >= 0 && map[static_cast<std::size_t>(c.old_node)] >= 0)
+      b.set_contraction(c.symbol, map[static_cast<std::size_t>(c.old_node)]);
   for (auto id : g.outputs) b.output(map[id]);
   b.keep_tensors(g.tensors);
   return b.take();

@@ -235,11 +235,14 @@ class builder {
     const dtype type = x.type;
     const bool row = xd.rank == 1, column = yd.rank == 1;
     const std::int64_t k_a = xd.dims[xd.rank - 1], k_b = yd.dims[column ? 0 : yd.rank - 2];
-    if (k_a != k_b)
+    if (k_a != k_b && !is_symbol(k_a) && !is_symbol(k_b))
       fail(op::matmul, errc::shape_mismatch,
            "a " + to_string(xd) + " has " + dim_text(k_a) + " columns but b " + to_string(yd) +
-               " has " + dim_text(k_b) + " rows (the contracted sizes must be equal" +
-               (is_symbol(k_a) || is_symbol(k_b) ? ", the same run-time size)" : ")"));
+               " has " + dim_text(k_b) + " rows (the contracted sizes must be equal)");
+    // Contracted sizes known at the call: one size for both operands, checked then.
+    const contracted_size k = contracted(op::matmul, k_a, k_b);
+    a = with_size(a, xd.rank - 1, k.size);
+    b = with_size(b, column ? 0 : yd.rank - 2, k.size);
     if (row && !column && is_symbol(yd.dims[yd.rank - 1]))
       fail(op::matmul, errc::unsupported,
            "a 1-D a times b " + to_string(yd) + " with a run-time number of columns");
@@ -274,6 +277,7 @@ class builder {
     n.dims.dims[n.dims.rank++] = bd.dims[bd.rank - 1];
     n.operands = {a, b, -1};
     std::int32_t r = append(n);
+    set_contraction(k.symbol, r);
     if (!row && !column) return r;
     // Drop the promoted axis (or both): copy every kept size, static or not, by position.
     std::int64_t sizes[max_rank] = {};
@@ -601,6 +605,53 @@ class builder {
 
   constexpr const graph& get() const { return g_; }
   constexpr graph take() { return std::move(g_); }
+
+  // ---- contracted sizes known at the call ------------------------------------------------------
+  // The size two operands contract over (a matmul's K, a convolution's channels) where one or both
+  // are run-time sizes: a static one, or an `equal` symbol of the two, with a symbol that checks
+  // at the call that they agree (`equal`, or `exactly` a static size). symbol: that symbol, whose
+  // node the caller sets to the contraction (-1: the sizes were already one).
+  struct contracted_size {
+    std::int64_t size = 0;
+    std::int32_t symbol = -1;
+  };
+  constexpr contracted_size contracted(op o, std::int64_t a, std::int64_t b) {
+    if (a == b) return {a, -1};
+    if (is_symbol(a) && is_symbol(b)) {
+      const std::int32_t sa = std::min(symbol_of(a), symbol_of(b));
+      const std::int32_t sb = std::max(symbol_of(a), symbol_of(b));
+      for (std::size_t i = 0; i < g_.symbols.size(); ++i) {
+        const symbol& s = g_.symbols[i];
+        if (s.kind == symbol_kind::equal && s.a == sa && s.b == sb)
+          return {dim_of_symbol(static_cast<std::int32_t>(i)), static_cast<std::int32_t>(i)};
+      }
+      const std::int32_t e = add_symbol({symbol_kind::equal, sa, sb, -1}, joined_leaves(sa, sb));
+      return {dim_of_symbol(e), e};
+    }
+    const std::int32_t s = symbol_of(is_symbol(a) ? a : b);
+    const std::int64_t size = is_symbol(a) ? b : a;
+    if (size > 0x7fffffff)
+      fail(o, errc::unsupported,
+           "a contracted size of " + detail::to_text(size) + " against a run-time size");
+    for (std::size_t i = 0; i < g_.symbols.size(); ++i) {
+      const symbol& k = g_.symbols[i];
+      if (k.kind == symbol_kind::exactly && k.a == s && k.b == size)
+        return {size, static_cast<std::int32_t>(i)};
+    }
+    return {size, add_symbol({symbol_kind::exactly, s, static_cast<std::int32_t>(size), -1}, {})};
+  }
+  // The contraction that the check of contracted_size::symbol is for (its errors name it).
+  constexpr void set_contraction(std::int32_t symbol, std::int32_t node) {
+    if (symbol >= 0) g_.symbols[static_cast<std::size_t>(symbol)].node = node;
+  }
+  // x with axis `axis` given size d, which it has at the call (contracted() checks it): a view
+  // that reads x unchanged.
+  constexpr std::int32_t with_size(std::int32_t x, int axis, std::int64_t d) {
+    shape s = g_.nodes[x].dims;
+    if (s.dims[axis] == d) return x;
+    s.dims[axis] = d;
+    return view(op::expand, x, {}, s);
+  }
 
  private:
   // Reached during constant evaluation, the throw is the compile error. (The condition only keeps

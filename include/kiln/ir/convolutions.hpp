@@ -59,7 +59,7 @@ constexpr std::int32_t convolve(builder& b, std::int32_t x, std::int32_t w, cons
   const std::string name = transposed ? "conv_transpose" : "conv";
   auto fail = [&](errc code, const std::string& what) { throw error(code, name, what); };
   auto text = [](std::int64_t v) { return kiln::detail::to_text(v); };
-  const node xn = b.get().nodes[x];  // copies: building appends nodes
+  node xn = b.get().nodes[x];  // copies: building appends nodes
   const node wn = b.get().nodes[w];
   const int rank = xn.dims.rank;
   const auto axes = static_cast<std::size_t>(rank > 2 ? rank - 2 : 0);
@@ -78,10 +78,19 @@ constexpr std::int32_t convolve(builder& b, std::int32_t x, std::int32_t w, cons
     fail(errc::dtype_mismatch,
          "the elements are " + std::string(kiln::name(xn.type)) + ", not a float type");
   for (int a = 1; a < rank; ++a)
-    if (is_symbol(xn.dims.dims[a]) || is_symbol(wn.dims.dims[a]) || is_symbol(wn.dims.dims[0]))
+    if ((a > 1 && is_symbol(xn.dims.dims[a])) || is_symbol(wn.dims.dims[a]) ||
+        is_symbol(wn.dims.dims[0]))
       fail(errc::unsupported, "x " + to_string(xn.dims) + " and w " + to_string(wn.dims) +
-                                  ": only the batch size may be known at run time");
+                                  ": only x's batch size and channels may be known at run time");
   const std::int64_t groups = c.groups;
+  // x's channels known at the call: w's, checked then.
+  builder::contracted_size channels_at_call{};
+  if (is_symbol(xn.dims.dims[1])) {
+    channels_at_call =
+        b.contracted(o, xn.dims.dims[1], transposed ? wn.dims.dims[0] : wn.dims.dims[1] * groups);
+    x = b.with_size(x, 1, channels_at_call.size);
+    xn = b.get().nodes[x];
+  }
   const std::int64_t channels = xn.dims.dims[1];
   if (groups < 1 || channels % groups != 0)
     fail(errc::invalid_argument,
@@ -169,6 +178,7 @@ constexpr std::int32_t convolve(builder& b, std::int32_t x, std::int32_t w, cons
     m.dilations[a] = static_cast<std::int16_t>(d);
   }
   std::int32_t y = b.convolution(o, x, w, m, dims);
+  b.set_contraction(channels_at_call.symbol, y);
   if (bias < 0) return y;
   const node& bn = b.get().nodes[bias];
   if (bn.dims.rank != 1 || bn.dims.dims[0] != out_channels || bn.type != xn.type)

@@ -22,6 +22,8 @@ constexpr std::int64_t dim_of_symbol(std::int32_t s) { return -1 - static_cast<s
 enum class symbol_kind : std::uint8_t {
   input,      // size of input `a`, axis `b`
   broadcast,  // broadcast of symbols `a` and `b` (equal, or one is 1), made by node `node`
+  equal,      // symbols `a` and `b`, which must be equal (sizes node `node` contracts over)
+  exactly,    // symbol `a`, which must be the static size `b` (contracted with it by `node`)
 };
 
 struct symbol {

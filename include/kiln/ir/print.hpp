@@ -46,9 +46,21 @@ inline std::string print(const graph& g) {
   for (std::size_t i = 0; i < g.symbols.size(); ++i) {
     const symbol& s = g.symbols[i];
     out += "  s" + std::to_string(i) + " = ";
-    out += s.kind == symbol_kind::input
-               ? "size of input " + std::to_string(s.a) + " axis " + std::to_string(s.b)
-               : "broadcast s" + std::to_string(s.a) + ", s" + std::to_string(s.b);
+    const std::string a = "s" + std::to_string(s.a), b = "s" + std::to_string(s.b);
+    switch (s.kind) {
+      case symbol_kind::input:
+        out += "size of input " + std::to_string(s.a) + " axis " + std::to_string(s.b);
+        break;
+      case symbol_kind::broadcast:
+        out += "broadcast " + a + ", " + b;
+        break;
+      case symbol_kind::equal:
+        out += a + ", which must equal " + b;
+        break;
+      case symbol_kind::exactly:
+        out += a + ", which must be " + std::to_string(s.b);
+        break;
+    }
     out += "\n";
   }
   for (const constraint& c : g.constraints)

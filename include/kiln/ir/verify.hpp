@@ -322,11 +322,13 @@ constexpr std::vector<std::string> verify(const graph& g) {
                          " names no node");
   for (std::size_t i = 0; i < g.symbols.size(); ++i) {
     const symbol& s = g.symbols[i];
+    const auto before = static_cast<std::int32_t>(i);  // a symbol names earlier ones only
     bool ok = s.kind == symbol_kind::input
                   ? s.a >= 0 && s.a < static_cast<std::int32_t>(g.inputs.size()) && s.b >= 0 &&
                         s.b < g.inputs[s.a].dims.rank
-                  : s.a >= 0 && s.b >= 0 && s.a < static_cast<std::int32_t>(i) &&
-                        s.b < static_cast<std::int32_t>(i);
+              : s.kind == symbol_kind::exactly
+                  ? s.a >= 0 && s.a < before && s.b >= 0
+                  : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)
       problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +
                          " is malformed");

@@ -515,7 +515,8 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   g.symbols.resize(r.count("symbols", 13));
   for (auto& s : g.symbols) {
     auto kind = r.get<std::uint8_t>("a symbol");
-    if (kind > 1) r.fail("corrupt: a symbol's kind");
+    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::exactly))
+      r.fail("corrupt: a symbol's kind");
     s.kind = static_cast<ir::symbol_kind>(kind);
     s.a = r.get<std::int32_t>("a symbol");
     s.b = r.get<std::int32_t>("a symbol");

@@ -153,6 +153,7 @@ KILN_RUNTIME_API std::string symbol_source(std::span<const ir::symbol> symbols,
   const ir::symbol& s = symbols[sym];
   if (s.kind == ir::symbol_kind::input)
     return "argument " + std::to_string(s.a + 1) + " axis " + std::to_string(s.b);
+  if (s.kind == ir::symbol_kind::exactly) return symbol_source(symbols, values, s.a, size);
   return symbol_source(symbols, values, values[s.a] == size ? s.a : s.b, size);
 }
 
@@ -192,7 +193,22 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
       sym[i] = args[s.a].dims[s.b];
       continue;
     }
+    auto op = [&] { return s.node >= 0 ? std::string(ir::name(nodes[s.node].kind)) : "a node"; };
+    if (s.kind == ir::symbol_kind::exactly) {
+      if (sym[s.a] != s.b)
+        throw error(errc::shape_mismatch, who,
+                    symbol_source(symbols, sym, s.a, sym[s.a]) + " has size " +
+                        std::to_string(sym[s.a]) + ", but " + op() +
+                        " contracts it with a size of " + std::to_string(s.b));
+      sym[i] = s.b;
+      continue;
+    }
     std::int64_t x = sym[s.a], y = sym[s.b];
+    if (s.kind == ir::symbol_kind::equal && x != y)
+      throw error(errc::shape_mismatch, who,
+                  symbol_source(symbols, sym, s.a, x) + " (size " + std::to_string(x) + ") and " +
+                      symbol_source(symbols, sym, s.b, y) + " (size " + std::to_string(y) +
+                      ") must be equal: " + op() + " contracts them");
     if (x != y && x != 1 && y != 1)
       throw error(errc::shape_mismatch, who,
                   symbol_source(symbols, sym, s.a, x) + " (size " + std::to_string(x) + ") and " +
