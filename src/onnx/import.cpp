@@ -25,6 +25,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_sampling_lowerings(t);
     add_spectral_lowerings(t);
     add_sequence_lowerings(t);
+    add_control_flow_lowerings(t);
     return t;
   }();
   auto it = table.find(op_type);
@@ -32,10 +33,12 @@ const lowering* find_lowering(std::string_view op_type) {
 }
 
 bool foldable(std::string_view op_type) {
-  // The sequence makers keep their items as they are (folding computes tensors, not sequences).
+  // The sequence makers keep their items as they are (folding computes tensors, not sequences);
+  // control flow lowers subgraphs, which read the scope around them.
   return op_type != "RandomNormal" && op_type != "RandomUniform" && op_type != "RandomNormalLike" &&
          op_type != "RandomUniformLike" && op_type != "Multinomial" && op_type != "Bernoulli" &&
-         op_type != "SequenceConstruct" && op_type != "SplitToSequence";
+         op_type != "SequenceConstruct" && op_type != "SplitToSequence" && op_type != "If" &&
+         op_type != "Loop" && op_type != "Scan";
 }
 
 }  // namespace kiln::onnx_import
@@ -247,6 +250,66 @@ std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t op
   return out;
 }
 
+// Lowers gp's nodes in order onto g: each node's inputs found by name in `values` (or the
+// scopes around it), its outputs added to `values`. `where` prefixes the names of the nodes of a
+// subgraph in errors; `folded` counts the nodes computed at import.
+void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int64_t opset,
+                 std::int64_t* folded, const std::string& prefix) {
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const auto& node = gp.node(k);
+    auto where = [&] {
+      return prefix + "node " + std::to_string(k) +
+             (node.name().empty() ? "" : " '" + node.name() + "'") + " (" + node.op_type() + ")";
+    };
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      fail(errc::unsupported, where() + ": domain '" + node.domain() + "' is not kiln's");
+    const lowering* lower = find_lowering(node.op_type());
+    if (!lower)
+      fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
+                                  " (opset " + std::to_string(opset) + ")");
+    std::vector<slot*> inputs;
+    bool all_known = node.input_size() > 0;
+    for (const auto& name : node.input()) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      slot* found = values.find(name);
+      if (!found)
+        fail(errc::invalid_argument, where() + ": input '" + name + "' is not computed before it");
+      inputs.push_back(found);
+      all_known = all_known && found->known.has_value();
+    }
+    std::vector<slot> out;
+    try {
+      if (all_known && foldable(node.op_type())) {
+        out = fold(node, k, opset, *lower, inputs);
+      } else {
+        node_context c(g, node, k, opset, inputs, &values, prefix);
+        (*lower)(c);
+        out = std::move(c.produced());
+      }
+    } catch (const error& e) {
+      // A graph method's refusal, named after the node that called it.
+      if (e.op() == "onnx import") throw;
+      std::string what = e.what();
+      if (what.rfind("kiln: ", 0) == 0) what.erase(0, 6);
+      fail(e.code(), where() + ": " + what);
+    }
+    if (folded && !out.empty() &&
+        std::all_of(out.begin(), out.end(), [](const slot& s) { return s.known || !s.value; }))
+      ++*folded;
+    for (int o = 0; o < node.output_size(); ++o) {
+      if (node.output(o).empty()) continue;
+      const auto u = static_cast<std::size_t>(o);
+      if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence))
+        fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
+                                    "' is not produced by kiln's lowering");
+      values.own[node.output(o)] = std::move(out[u]);
+    }
+  }
+}
+
 imported import_model(ModelProto m, const import_options& opt,
                       const std::filesystem::path& folder) {
   imported result;
@@ -262,15 +325,15 @@ imported import_model(ModelProto m, const import_options& opt,
   for (char c : gp.name().substr(0, 63))
     graph_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
   g.set_name(kiln::detail::is_function_name(graph_name) ? graph_name : "onnx");
-  std::unordered_map<std::string, slot> values;
+  scope values;
 
   for (const auto& init : gp.initializer()) {
     host_tensor t = tensor_of(init, "initializer '" + init.name() + "'");
     if (opt.variables.count(init.name())) {
-      values[init.name()].value = g.variable(init.name(), t.type, t.dims);
+      values.own[init.name()].value = g.variable(init.name(), t.type, t.dims);
       result.variable_values[init.name()] = {t.type, t.dims, std::move(t.bytes)};
     } else {
-      values[init.name()].known = std::move(t);
+      values.own[init.name()].known = std::move(t);
     }
   }
   for (const auto& name : opt.variables)
@@ -294,76 +357,24 @@ imported import_model(ModelProto m, const import_options& opt,
       fail(errc::shape_mismatch, "import_options::input_values['" + name + "'] holds " +
                                      std::to_string(t.bytes.size()) + " bytes for dims " +
                                      to_string(t.dims));
-    values[name].known = host_tensor{t.type, t.dims, t.bytes};
+    values.own[name].known = host_tensor{t.type, t.dims, t.bytes};
   }
   for (const auto& in : gp.input()) {
     // An initializer listed as an input (IR < 4), or an input given its value.
-    if (values.count(in.name())) continue;
+    if (values.own.count(in.name())) continue;
     declared d = declared_type(in, opt, info, true);
     if (!d.dims) fail(errc::unsupported, "graph input '" + in.name() + "' has no shape");
-    values[in.name()].value = g.input(in.name(), d.type, *d.dims);
+    values.own[in.name()].value = g.input(in.name(), d.type, *d.dims);
   }
 
   info.nodes = gp.node_size();
-  for (int k = 0; k < gp.node_size(); ++k) {
-    const auto& node = gp.node(k);
-    auto where = [&] {
-      return "node " + std::to_string(k) + (node.name().empty() ? "" : " '" + node.name() + "'") +
-             " (" + node.op_type() + ")";
-    };
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      fail(errc::unsupported, where() + ": domain '" + node.domain() + "' is not kiln's");
-    const lowering* lower = find_lowering(node.op_type());
-    if (!lower)
-      fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
-                                  " (opset " + std::to_string(info.opset) + ")");
-    std::vector<slot*> inputs;
-    bool all_known = node.input_size() > 0;
-    for (const auto& name : node.input()) {
-      if (name.empty()) {
-        inputs.push_back(nullptr);
-        continue;
-      }
-      auto it = values.find(name);
-      if (it == values.end())
-        fail(errc::invalid_argument, where() + ": input '" + name + "' is not computed before it");
-      inputs.push_back(&it->second);
-      all_known = all_known && it->second.known.has_value();
-    }
-    std::vector<slot> out;
-    try {
-      if (all_known && foldable(node.op_type())) {
-        out = fold(node, k, info.opset, *lower, inputs);
-      } else {
-        node_context c(g, node, k, info.opset, inputs);
-        (*lower)(c);
-        out = std::move(c.produced());
-      }
-    } catch (const error& e) {
-      // A graph method's refusal, named after the node that called it.
-      if (e.op() == "onnx import") throw;
-      std::string what = e.what();
-      if (what.rfind("kiln: ", 0) == 0) what.erase(0, 6);
-      fail(e.code(), where() + ": " + what);
-    }
-    if (!out.empty() &&
-        std::all_of(out.begin(), out.end(), [](const slot& s) { return s.known || !s.value; }))
-      ++info.folded_nodes;
-    for (int o = 0; o < node.output_size(); ++o) {
-      if (node.output(o).empty()) continue;
-      const auto u = static_cast<std::size_t>(o);
-      if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence))
-        fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
-                                    "' is not produced by kiln's lowering");
-      values[node.output(o)] = std::move(out[u]);
-    }
-  }
+  lower_nodes(g, gp, values, info.opset, &info.folded_nodes, "");
 
   for (const auto& o : gp.output()) {
-    auto it = values.find(o.name());
-    if (it == values.end())
+    slot* found = values.find(o.name());
+    if (!found)
       fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
-    slot& s = it->second;
+    slot& s = *found;
     if (s.sequence)
       fail(errc::unsupported, "graph output '" + o.name() +
                                   "' is a sequence (kiln's sequences exist only while importing)");
@@ -393,6 +404,39 @@ imported import_model(ModelProto m, const import_options& opt,
 }
 
 }  // namespace
+
+}  // namespace kiln::onnx
+
+namespace kiln::onnx_import {
+
+std::vector<slot> import_subgraph(graph& g, const ::onnx::GraphProto& body, scope* outer,
+                                  std::int64_t opset, std::vector<slot> inputs,
+                                  const std::string& prefix) {
+  scope s;
+  s.outer = outer;
+  if (body.input_size() != static_cast<int>(inputs.size()))
+    onnx::fail(errc::invalid_argument, prefix + "the graph takes " +
+                                           std::to_string(body.input_size()) + " inputs, given " +
+                                           std::to_string(inputs.size()));
+  for (int i = 0; i < body.input_size(); ++i)
+    s.own[body.input(i).name()] = std::move(inputs[static_cast<std::size_t>(i)]);
+  for (const auto& init : body.initializer())
+    s.own[init.name()].known = tensor_of(init, prefix + "initializer '" + init.name() + "'");
+  onnx::lower_nodes(g, body, s, opset, nullptr, prefix);
+  std::vector<slot> out;
+  for (const auto& o : body.output()) {
+    const slot* found = s.find(o.name());
+    if (!found)
+      onnx::fail(errc::invalid_argument,
+                 prefix + "graph output '" + o.name() + "' is not computed by any node");
+    out.push_back(*found);
+  }
+  return out;
+}
+
+}  // namespace kiln::onnx_import
+
+namespace kiln::onnx {
 
 tensor_data parse_tensor(std::span<const std::uint8_t> bytes) {
   ::onnx::TensorProto t;

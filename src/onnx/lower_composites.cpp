@@ -3,10 +3,12 @@
 // convolutions, QLinearConv and QLinearMatMul, Resize and Upsample (as weighted gathers), GatherND,
 // Einsum.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "node_context.hpp"
 
@@ -435,17 +437,39 @@ void lower_gather_nd(node_context& c) {
   c.out(0, result);
 }
 
-// Einsum of one or two operands without ellipses or repeated letters in one operand: letters
-// only one side has and the output lacks are summed first; then the shared letters the output
-// keeps are batch axes, the shared ones it drops are contracted, and the product is one batched
-// matmul of the operands transposed to [batch, kept, contracted] and [batch, contracted, kept].
+// x's diagonal over axes p < q (of equal size n): x times the n x n identity, summed over q,
+// with p moved last. Returns the value and its letters.
+std::pair<value, std::string> diagonal(graph& g, value x, std::string term, std::size_t p,
+                                       std::size_t q) {
+  const shape d = g.dims_of(x);
+  const std::int64_t n = d.dims[p];
+  ints perm;
+  std::string letters;
+  for (std::size_t a = 0; a < term.size(); ++a)
+    if (a != p && a != q) {
+      perm.push_back(static_cast<std::int64_t>(a));
+      letters += term[a];
+    }
+  perm.push_back(static_cast<std::int64_t>(p));
+  perm.push_back(static_cast<std::int64_t>(q));
+  const value eye =
+      mask_matrix(g, g.type_of(x), n, n, [](std::int64_t i, std::int64_t j) { return i == j; });
+  const std::int64_t last[] = {static_cast<std::int64_t>(term.size()) - 1};
+  value y = g.reduce(ir::op::reduce_sum, g.mul(g.transpose(x, perm), eye), last, false);
+  return {y, letters + term[p]};
+}
+
+// Einsum of one or two operands: an ellipsis stands for fresh letters (aligned from the right,
+// numpy's rule), a letter repeated in one operand takes its diagonal; then letters only one side
+// has and the output lacks are summed first; the shared letters the output keeps are batch axes,
+// the shared ones it drops are contracted, and the product is one batched matmul of the operands
+// transposed to [batch, kept, contracted] and [batch, contracted, kept].
 void lower_einsum(node_context& c) {
   c.only_attrs({"equation"});
   graph& g = c.g;
   std::string eq;
   for (char ch : c.attr_string("equation", ""))
     if (ch != ' ') eq += ch;
-  if (eq.find("...") != std::string::npos) c.fail(errc::unsupported, "an ellipsis in '" + eq + "'");
   const auto arrow = eq.find("->");
   std::vector<std::string> terms;
   const std::string lhs = eq.substr(0, arrow);
@@ -454,15 +478,42 @@ void lower_einsum(node_context& c) {
     terms.push_back(lhs.substr(at, comma - at));
     at = comma + 1;
   }
+  if (terms.size() != static_cast<std::size_t>(c.inputs()) || terms.size() > 2)
+    c.fail(errc::unsupported, "'" + eq + "' (kiln: one or two operands, one term each)");
+  // The ellipsis: as many fresh letters as the operand with the most axes there needs.
+  std::string fresh;
+  for (char ch = 'A'; ch <= 'z'; ++ch)
+    if (std::isalpha(static_cast<unsigned char>(ch)) && eq.find(ch) == std::string::npos)
+      fresh += ch;
+  std::size_t widest = 0;
+  std::vector<std::size_t> spans(terms.size(), 0);
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const auto dots = terms[i].find("...");
+    if (dots == std::string::npos) continue;
+    const auto rank = static_cast<std::size_t>(c.dims_of(static_cast<int>(i)).rank);
+    if (terms[i].size() - 3 > rank)
+      c.fail(errc::shape_mismatch,
+             "term '" + terms[i] + "' for an operand of rank " + std::to_string(rank));
+    spans[i] = rank - (terms[i].size() - 3);
+    widest = std::max(widest, spans[i]);
+  }
+  if (widest > fresh.size()) c.fail(errc::unsupported, "'" + eq + "' (too many letters)");
+  const std::string ellipsis = fresh.substr(0, widest);
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    if (const auto dots = terms[i].find("..."); dots != std::string::npos)
+      terms[i].replace(dots, 3, ellipsis.substr(widest - spans[i]));
   std::string out;
   if (arrow != std::string::npos) {
     out = eq.substr(arrow + 2);
-  } else {  // implicit: the letters that appear once, in alphabetical order
+    if (const auto dots = out.find("..."); dots != std::string::npos)
+      out.replace(dots, 3, ellipsis);
+  } else {  // implicit: the ellipsis, then the letters that appear once, in alphabetical order
+    out = ellipsis;
     for (char ch = 'A'; ch <= 'z'; ++ch)
-      if (std::count(lhs.begin(), lhs.end(), ch) == 1) out += ch;
+      if (std::isalpha(static_cast<unsigned char>(ch)) &&
+          std::count(lhs.begin(), lhs.end(), ch) == 1)
+        out += ch;
   }
-  if (terms.size() != static_cast<std::size_t>(c.inputs()) || terms.size() > 2)
-    c.fail(errc::unsupported, "'" + eq + "' (kiln: one or two operands, one term each)");
   std::vector<value> v;
   std::map<char, std::int64_t> size;
   for (std::size_t i = 0; i < terms.size(); ++i) {
@@ -472,8 +523,6 @@ void lower_einsum(node_context& c) {
              "term '" + terms[i] + "' for an operand of dims " + to_string(d));
     for (int a = 0; a < d.rank; ++a) {
       const char ch = terms[i][static_cast<std::size_t>(a)];
-      if (std::count(terms[i].begin(), terms[i].end(), ch) > 1)
-        c.fail(errc::unsupported, "a repeated letter in '" + terms[i] + "' (a diagonal)");
       if (d.dims[a] == dyn) c.fail(errc::unsupported, "operand axes with run-time sizes");
       if (size.count(ch) && size[ch] != d.dims[a])
         c.fail(errc::shape_mismatch, std::string("letter ") + ch + " has sizes " +
@@ -482,6 +531,13 @@ void lower_einsum(node_context& c) {
       size[ch] = d.dims[a];
     }
     v.push_back(c.in(static_cast<int>(i)));
+    // A letter twice in one term: the diagonal, until every letter is once.
+    for (std::size_t p = 0; p < terms[i].size(); ++p) {
+      const std::size_t q = terms[i].find(terms[i][p], p + 1);
+      if (q == std::string::npos) continue;
+      std::tie(v[i], terms[i]) = diagonal(g, v[i], terms[i], p, q);
+      p = static_cast<std::size_t>(-1);  // the letters moved: look again from the start
+    }
   }
   auto has = [](const std::string& s, char ch) { return s.find(ch) != std::string::npos; };
   // Sums over the letters only this operand has and the output drops.

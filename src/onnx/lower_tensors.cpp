@@ -278,10 +278,32 @@ void lower_softmax_family(node_context& c, int which) {
   c.out(0, c.g.reshape(along_last(c.g.flatten(c.in(0), axis)), back));
 }
 
+// BatchNormalization in training mode (opset 14's training_mode): normalized by the batch's own
+// mean and population variance per channel, which also update the running statistics.
+void lower_batch_norm_training(node_context& c) {
+  graph& g = c.g;
+  const shape d = c.dims_of(0);
+  if (d.rank < 2) c.fail(errc::shape_mismatch, "x is " + to_string(d) + ", not [N, C, ...]");
+  ints axes{0}, column(static_cast<std::size_t>(d.rank), 1);
+  for (int a = 2; a < d.rank; ++a) axes.push_back(a);
+  column[1] = -1;
+  const value x = c.in(0);
+  const value mean = g.reduce(ir::op::reduce_mean, x, axes, false);
+  const value centred = g.sub(x, g.reshape(mean, column));
+  const value var = g.reduce(ir::op::reduce_mean, g.mul(centred, centred), axes, false);
+  c.out(0, g.batch_norm(x, c.in(1), c.in(2), mean, var, c.attr_float("epsilon", 1e-5)));
+  const dtype t = c.type_of(3);
+  const value momentum = g.constant(c.attr_float("momentum", 0.9), t);
+  const value rest = g.constant(1 - c.attr_float("momentum", 0.9), t);
+  c.out(1, g.add(g.mul(c.in(3), momentum), g.mul(g.cast(mean, t), rest)));
+  c.out(2, g.add(g.mul(c.in(4), momentum), g.mul(g.cast(var, t), rest)));
+}
+
 void lower_batch_norm(node_context& c) {
   c.only_attrs({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"});
-  if (c.attr_int("training_mode", 0) != 0 || (c.opset() < 7 && c.attr_int("is_test", 0) == 0))
-    c.fail(errc::unsupported, "training mode (kiln: inference only)");
+  if (c.opset() >= 14 && c.attr_int("training_mode", 0) != 0) return lower_batch_norm_training(c);
+  if (c.opset() < 7 && c.attr_int("is_test", 0) == 0)
+    c.fail(errc::unsupported, "training mode (kiln: inference only, or opset 14's training_mode)");
   if (c.attr_int("spatial", 1) != 1) c.fail(errc::unsupported, "spatial = 0");
   for (int o = 1; o < c.outputs(); ++o)
     if (c.wants(o)) c.fail(errc::unsupported, "output " + std::to_string(o) + " (training only)");

@@ -193,7 +193,7 @@ host_tensor tensor_of(const TensorProto& p, const std::string& who) {
 }
 
 std::string node_context::who() const {
-  std::string s = "node " + std::to_string(index_);
+  std::string s = prefix_ + "node " + std::to_string(index_);
   if (!node_.name().empty()) s += " '" + node_.name() + "'";
   return s + " (" + node_.op_type() + ")";
 }
@@ -347,6 +347,29 @@ void node_context::out_known(int o, host_tensor t) {
   if (produced_.size() <= static_cast<std::size_t>(o))
     produced_.resize(static_cast<std::size_t>(o) + 1);
   produced_[static_cast<std::size_t>(o)].known = std::move(t);
+}
+
+std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector<slot> inputs,
+                                         const std::string& label) {
+  const ::onnx::AttributeProto* a = attr(attribute);
+  if (!a || a->type() != ::onnx::AttributeProto::GRAPH)
+    fail(errc::invalid_argument, "the graph attribute '" + std::string(attribute) + "' is missing");
+  if (!scope_) fail(errc::invalid_argument, "a subgraph outside a graph's scope");
+  return import_subgraph(
+      g, a->g(), scope_, opset_, std::move(inputs),
+      who() + " " + std::string(attribute) + (label.empty() ? "" : " (" + label + ")") + ": ");
+}
+
+slot node_context::input_slot(int i) const {
+  if (!has(i))
+    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
+  return *inputs_[static_cast<std::size_t>(i)];
+}
+
+slot* scope::find(const std::string& name) {
+  for (scope* s = this; s; s = s->outer)
+    if (auto it = s->own.find(name); it != s->own.end()) return &it->second;
+  return nullptr;
 }
 
 const std::vector<slot>& node_context::sequence_in(int i) const {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/graph/graph.hpp"
@@ -42,11 +43,34 @@ struct slot {
   std::optional<std::vector<slot>> sequence;
 };
 
+// The values a graph's nodes see while importing: its own, then those of the graphs around it (a
+// subgraph reads its enclosing graphs' values by name).
+struct scope {
+  std::unordered_map<std::string, slot> own;
+  scope* outer = nullptr;
+  slot* find(const std::string& name);
+};
+
+// A subgraph (a Loop's body, an If's branch) lowered onto g in a scope of its own inside `outer`,
+// its inputs bound to `inputs` in order: its outputs in order. `prefix` names it in errors
+// (import.cpp).
+std::vector<slot> import_subgraph(graph& g, const ::onnx::GraphProto& body, scope* outer,
+                                  std::int64_t opset, std::vector<slot> inputs,
+                                  const std::string& prefix);
+
 class node_context {
  public:
+  // `where`: the scope the node is lowered in (null for a node folded on its own); `prefix`: the
+  // subgraph it is in, for errors.
   node_context(graph& g, const ::onnx::NodeProto& node, int index, std::int64_t opset,
-               std::vector<slot*> inputs)
-      : g(g), node_(node), index_(index), opset_(opset), inputs_(std::move(inputs)) {}
+               std::vector<slot*> inputs, scope* where = nullptr, std::string prefix = {})
+      : g(g),
+        node_(node),
+        index_(index),
+        opset_(opset),
+        inputs_(std::move(inputs)),
+        scope_(where),
+        prefix_(std::move(prefix)) {}
 
   graph& g;
 
@@ -82,6 +106,8 @@ class node_context {
   // Refuses attributes the node sets that its lowering does not read (never silently ignored).
   void only_attrs(std::initializer_list<std::string_view> read) const;
 
+  // An input as the importer holds it (a tensor or a sequence), or the refusal where absent.
+  slot input_slot(int i) const;
   // A sequence input's tensors, or the refusal where the input is a tensor.
   const std::vector<slot>& sequence_in(int i) const;
 
@@ -91,6 +117,11 @@ class node_context {
   void out_known(int o, host_tensor t);
   void out_sequence(int o, std::vector<slot> items);
   void out_slot(int o, slot s);  // a tensor as it is: a graph value, known, or both
+
+  // The node's graph attribute `attribute` lowered with its inputs bound to `inputs`
+  // (import_subgraph in the node's scope); `label` says which run it is in errors ("iteration 3").
+  std::vector<slot> subgraph(std::string_view attribute, std::vector<slot> inputs,
+                             const std::string& label);
   // What the lowering produced, by output position.
   std::vector<slot>& produced() { return produced_; }
 
@@ -101,6 +132,8 @@ class node_context {
   int index_;
   std::int64_t opset_;
   std::vector<slot*> inputs_;
+  scope* scope_;
+  std::string prefix_;
   std::vector<slot> produced_;
 };
 
@@ -112,13 +145,14 @@ ir::conv_window conv_window_of(node_context& c);
 // One lowering per op type; each reads what its opset defines.
 using lowering = void (*)(node_context&);
 using lowering_table = std::map<std::string, lowering, std::less<>>;
-void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
-void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
-void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
-void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
-void add_sampling_lowerings(lowering_table& table);     // lower_sampling.cpp
-void add_spectral_lowerings(lowering_table& table);     // lower_spectral.cpp
-void add_sequence_lowerings(lowering_table& table);     // lower_sequences.cpp
+void add_elementwise_lowerings(lowering_table& table);   // lower_elementwise.cpp
+void add_tensor_lowerings(lowering_table& table);        // lower_tensors.cpp
+void add_composite_lowerings(lowering_table& table);     // lower_composites.cpp
+void add_recurrent_lowerings(lowering_table& table);     // lower_recurrent.cpp
+void add_sampling_lowerings(lowering_table& table);      // lower_sampling.cpp
+void add_spectral_lowerings(lowering_table& table);      // lower_spectral.cpp
+void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
+void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);

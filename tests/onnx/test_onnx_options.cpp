@@ -451,6 +451,104 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
 
 // Opsets before 7 are read with their ops' older semantics: opset 6's Add broadcasts only with
 // broadcast = 1, B lined up with A from `axis`.
+// A graph attribute of node n, built by the same builder (its g pointed there meanwhile).
+template <class Build>
+void subgraph(model_builder& b, ::onnx::NodeProto* n, const std::string& name, Build build) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  ::onnx::GraphProto* outer = b.g;
+  b.g = a->mutable_g();
+  b.g->set_name(name);
+  build();
+  b.g = outer;
+}
+
+// If with a condition known only at the call (both branches computed, one selected), and a Loop
+// unrolled at import whose body reads a value of the graph around it and emits a scan output;
+// results worked out by hand.
+TEST(OnnxOptions, ControlFlowResolvedAtImport) {
+  {
+    model_builder b;
+    b.input("x", {std::int64_t{3}});
+    b.input("c", {}, ::onnx::TensorProto::BOOL);
+    b.floats("one", {1}, {});
+    auto* n = b.node("If", {"c"}, {"y"}, "choose");
+    subgraph(b, n, "then_branch", [&] {
+      b.node("Add", {"x", "one"}, {"plus"});  // x and one from the graph around it
+      b.output("plus", {std::int64_t{3}});
+    });
+    subgraph(b, n, "else_branch", [&] {
+      b.node("Mul", {"x", "x"}, {"square"});
+      b.output("square", {std::int64_t{3}});
+    });
+    b.output("y", {std::int64_t{3}});
+    auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+    const std::vector<float> x{1, -2, 3};
+    for (bool c : {true, false}) {
+      std::vector<float> y(3);
+      exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {3}),
+               kiln::tensor_ref(&c, kiln::dtype::boolean, {})},
+              {kiln::tensor_ref(y.data(), kiln::dtype::f32, {3})});
+      EXPECT_EQ(y, c ? std::vector<float>({2, -1, 4}) : std::vector<float>({1, 4, 9})) << c;
+    }
+  }
+  {
+    model_builder b(13);
+    b.input("x", {std::int64_t{2}});
+    b.ints("trips", {3})->clear_dims();
+    b.floats("zero", {0, 0}, {2});
+    auto* n = b.node("Loop", {"trips", "", "zero"}, {"total", "steps"}, "accumulate");
+    subgraph(b, n, "body", [&] {
+      b.input("i", {}, ::onnx::TensorProto::INT64);
+      b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+      b.input("v", {std::int64_t{2}});
+      b.node("Identity", {"cond_in"}, {"cond_out"});
+      b.node("Add", {"v", "x"}, {"next"});
+      auto* cast = b.node("Cast", {"i"}, {"fi"});
+      auto* to = cast->add_attribute();
+      to->set_name("to");
+      to->set_type(::onnx::AttributeProto::INT);
+      to->set_i(::onnx::TensorProto::FLOAT);
+      b.node("Mul", {"next", "fi"}, {"scaled"});
+      b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+      b.output("next", {std::int64_t{2}});
+      b.output("scaled", {std::int64_t{2}});
+    });
+    b.output("total", {std::int64_t{2}});
+    b.output("steps", {std::int64_t{3}, std::int64_t{2}});
+    auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+    const std::vector<float> x{1.5f, -2};
+    std::vector<float> total(2), steps(6);
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {2})},
+            {kiln::tensor_ref(total.data(), kiln::dtype::f32, {2}),
+             kiln::tensor_ref(steps.data(), kiln::dtype::f32, {3, 2})});
+    // v after step i is (i + 1) x; the scan output (i + 1) x i.
+    EXPECT_EQ(total, (std::vector<float>{4.5f, -6}));
+    EXPECT_EQ(steps, (std::vector<float>{0, 0, 3, -4, 9, -12}));
+  }
+  {  // a Loop whose condition is a graph input cannot be unrolled at import
+    model_builder b(13);
+    b.input("go", {}, ::onnx::TensorProto::BOOL);
+    b.floats("zero", {0}, {1});
+    auto* n = b.node("Loop", {"", "go", "zero"}, {"v"}, "spin");
+    subgraph(b, n, "body", [&] {
+      b.input("i", {}, ::onnx::TensorProto::INT64);
+      b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+      b.input("v_in", {std::int64_t{1}});
+      b.node("Identity", {"cond_in"}, {"cond_out"});
+      b.node("Identity", {"v_in"}, {"v_out"});
+      b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+      b.output("v_out", {std::int64_t{1}});
+    });
+    b.output("v", {std::int64_t{1}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("node 0 'spin' (Loop): cond (input 1) is computed at run time"),
+              std::string::npos)
+        << why;
+  }
+}
+
 TEST(OnnxOptions, OpsetsBeforeSevenAreReadAsTheyWere) {
   model_builder b(6);  // Add with opset 6's broadcast attribute
   b.input("x", {std::int64_t{2}, std::int64_t{3}});

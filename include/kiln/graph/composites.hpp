@@ -410,8 +410,8 @@ KILN_RUNTIME_API graph::value graph::roi_align(value x, value rois, value batch_
   };
   const axis_samples sy = samples(corner(1), corner(3), output_height, h);
   const axis_samples sx = samples(corner(0), corner(2), output_width, w);
-  const std::int64_t a = output_height * s, b = output_width * s;
-  // x's pixels as rows [N H W, C]; a sample's pixel row: image H W + y W + x, as [R, A, B].
+  // x's pixels as rows [N H W, C]; a sample's pixel row: image H W + y W + x, as [R, A, B] (A
+  // and B: the samples along y and along x).
   const value pixels = reshape(transpose(cast(x, ct), {0, 2, 3, 1}), {n * h * w, c});
   const value image_row =
       reshape(mul(cast(batch_indices, dtype::i64), constant(h * w, dtype::i64)), {r, 1, 1});
