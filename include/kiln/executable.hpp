@@ -21,18 +21,21 @@ namespace detail {
 // runtime, not in each file that compiles a fn.
 KILN_RUNTIME_API executable fn_executable(const compiler::frozen_parts& plan,
                                           const compiler::frozen_parts& traced, int parameters,
-                                          int results);
+                                          int results, const char* name);
 KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const compiler::frozen_parts& traced,
-                                                               int parameters, int results);
+                                                               int parameters, int results,
+                                                               const char* name);
 KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
-                              int parameters, int results, const std::string& path);
+                              int parameters, int results, const std::string& path,
+                              const char* name);
 KILN_RUNTIME_API fence run_traced_fn(const void* compiled, const device& d,
                                      std::span<const runtime::buffer_ref> args,
                                      std::span<const runtime::buffer_ref> results,
                                      const workspace& ws, const submission_order* order);
 KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
                                    int parameters, int results, const device& d,
-                                   std::span<const runtime::buffer_ref> args, const error& e);
+                                   std::span<const runtime::buffer_ref> args, const error& e,
+                                   const char* name);
 // A failed compile(): with KILN_REPRO_DIR set, the graph and the error written to a fresh folder
 // there, and e thrown again naming it; else e.
 [[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e);
@@ -67,11 +70,12 @@ KILN_RUNTIME_API executable compile(graph&& g, compiler::options opt = {});
 template <class F, class... P>
 executable compile(const function<F, P...>& f) {
   if (detail::frozen_trace_v<F, P...>.sizes.traces > 0 && tracing_enabled())
-    return *std::static_pointer_cast<const executable>(detail::compile_traced_fn(
-        compiler::parts_of<detail::frozen_trace_v<F, P...>>, f.parameter_count, f.result_count));
+    return *std::static_pointer_cast<const executable>(
+        detail::compile_traced_fn(compiler::parts_of<detail::frozen_trace_v<F, P...>>,
+                                  f.parameter_count, f.result_count, detail::fn_prefix<F, P...>()));
   return detail::fn_executable(compiler::parts_of<detail::frozen_plan_v<F, P...>>,
                                compiler::parts_of<detail::frozen_trace_v<F, P...>>,
-                               f.parameter_count, f.result_count);
+                               f.parameter_count, f.result_count, detail::fn_prefix<F, P...>());
 }
 
 inline result<executable> try_compile(const graph& g, compiler::options opt = {}) {
@@ -154,44 +158,48 @@ inline runtime::function_parts fn_names(int parameters, int results) {
 }
 
 inline executable fn_executable(compiler::plan plan, const ir::graph& traced, int parameters,
-                                int results) {
+                                int results, const char* name) {
   runtime::function_parts parts = fn_names(parameters, results);
   // The function's tables (kiln::table), its last inputs, as the executable's tensor constants.
   for (const ir::tensor_data& t : plan.graph.tensors)
     parts.constants.push_back(
         {t.arg, runtime::tensor_bytes(plan.graph.inputs[t.arg].type, t.values)});
   plan.graph.tensors.clear();
-  return executable(std::move(plan), traced, std::move(parts), "fn");
+  return executable(std::move(plan), traced, std::move(parts), name);
 }
 
 KILN_RUNTIME_API executable fn_executable(const compiler::frozen_parts& plan,
                                           const compiler::frozen_parts& traced, int parameters,
-                                          int results) {
-  return fn_executable(compiler::thaw(plan), compiler::thaw(traced).graph, parameters, results);
+                                          int results, const char* name) {
+  return fn_executable(compiler::thaw(plan), compiler::thaw(traced).graph, parameters, results,
+                       name);
 }
 
 KILN_RUNTIME_API std::shared_ptr<const void> compile_traced_fn(const compiler::frozen_parts& traced,
-                                                               int parameters, int results) {
+                                                               int parameters, int results,
+                                                               const char* name) {
   runtime::function_parts names = fn_names(parameters, results);
   return std::make_shared<const executable>(compile_ir(compiler::thaw(traced).graph, {}, {},
                                                        std::move(names.inputs),
-                                                       std::move(names.outputs), {}, "fn"));
+                                                       std::move(names.outputs), {}, name));
 }
 
 KILN_RUNTIME_API void save_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
-                              int parameters, int results, const std::string& path) {
-  fn_executable(plan, compiler::thaw(traced).graph, parameters, results).save(path);
+                              int parameters, int results, const std::string& path,
+                              const char* name) {
+  fn_executable(plan, compiler::thaw(traced).graph, parameters, results, name).save(path);
 }
 
 KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const compiler::frozen_parts& traced,
                                    int parameters, int results, const device& d,
-                                   std::span<const runtime::buffer_ref> args, const error& e) {
+                                   std::span<const runtime::buffer_ref> args, const error& e,
+                                   const char* name) {
   const char* root = std::getenv("KILN_REPRO_DIR");
   if (!root || !*root) return;  // no executable made for nothing
   std::vector<tensor_ref> given;
   for (std::size_t k = 0; k < args.size(); ++k)
     given.emplace_back(args[k], plan.graph.inputs[k].type, false);
-  fn_executable(plan, compiler::thaw(traced).graph, parameters, results)
+  fn_executable(plan, compiler::thaw(traced).graph, parameters, results, name)
       .write_reproducer(d, given, e);
 }
 

@@ -36,8 +36,10 @@ namespace detail {
 struct fn_door {
   // With tracing on, a fn with trace points runs its traced graph compiled at run time with them
   // as results (its plan, fixed at compile time, has none), made at the first such call.
+  // Each takes the function's name (fn_prefix) for what it names: dumps, modules, reproducers.
   std::shared_ptr<const void> (*compile_traced)(const compiler::frozen_parts& traced,
-                                                int parameters, int results) = nullptr;
+                                                int parameters, int results,
+                                                const char* name) = nullptr;
   // A call of it with a kiln::fn's checked references (parameters only), or its submission.
   fence (*run_traced)(const void* compiled, const device& d,
                       std::span<const runtime::buffer_ref> args,
@@ -45,11 +47,12 @@ struct fn_door {
                       const submission_order* order) = nullptr;
   // f.save(path): the fn's plan as a compiled module.
   void (*save)(const compiler::plan& plan, const compiler::frozen_parts& traced, int parameters,
-               int results, const std::string& path) = nullptr;
+               int results, const std::string& path, const char* name) = nullptr;
   // A failed call's reproducer (KILN_REPRO_DIR; then e is thrown naming it, else this returns).
   void (*reproduce)(const compiler::plan& plan, const compiler::frozen_parts& traced,
                     int parameters, int results, const device& d,
-                    std::span<const runtime::buffer_ref> args, const error& e) = nullptr;
+                    std::span<const runtime::buffer_ref> args, const error& e,
+                    const char* name) = nullptr;
 };
 inline fn_door fn_door_services;
 inline const fn_door& need_fn_door(const char* what) {
@@ -109,14 +112,19 @@ struct fn_name {
   static inline std::atomic<bool> taken = false;
 };
 
+// What names the function's program, module, dumps and reproducers: its name, else "fn".
+template <class F, class... P>
+const char* fn_prefix() {
+  const std::string& name = fn_name<F, P...>::text;
+  return name.empty() ? "fn" : name.c_str();
+}
+
 // A function's runtime program: its plan in vector form, named (and dumped) at the first call.
 template <class F, class... P>
 const runtime::program& program_of() {
   static const runtime::program prog = [] {
     fn_name<F, P...>::taken = true;
-    const std::string& name = fn_name<F, P...>::text;
-    return runtime::program(name.empty() ? "fn" : name.c_str(),
-                            compiler::parts_of<frozen_trace_v<F, P...>>,
+    return runtime::program(fn_prefix<F, P...>(), compiler::parts_of<frozen_trace_v<F, P...>>,
                             compiler::parts_of<frozen_plan_v<F, P...>>);
   }();
   return prog;
@@ -304,14 +312,14 @@ class function {
   // from <kiln/runtime.hpp> alone; needs <kiln/executable.hpp> in some translation unit of the
   // program (kiln's CMake package always has it).
   static void save(const std::string& path) {
-    detail::need_fn_door("f.save").save(detail::program_of<F, P...>().plan(),
-                                        compiler::parts_of<detail::frozen_trace_v<F, P...>>,
-                                        parameter_count, result_count, path);
+    detail::need_fn_door("f.save").save(
+        detail::program_of<F, P...>().plan(), compiler::parts_of<detail::frozen_trace_v<F, P...>>,
+        parameter_count, result_count, path, detail::fn_prefix<F, P...>());
   }
 
   // Names the function as graph::set_name names a graph: its dumps (KILN_DUMP_DIR), Vulkan
-  // notices and KILN_PROFILE lines then say <name>-<hash> instead of fn-<hash> (its traced
-  // compile under KILN_TRACE and its reproducers still say fn). 1 to 63 letters, digits, '_', '-'
+  // notices, KILN_PROFILE lines, its traced compile under KILN_TRACE, reproducers and saved
+  // modules then say <name>-<hash> instead of fn-<hash>. 1 to 63 letters, digits, '_', '-'
   // or '.' (not first: '.', '-'); before the function's first call, which names what it builds (a
   // later name is a kiln::error).
   static void set_name(std::string_view name) {
@@ -472,8 +480,9 @@ class function {
     if constexpr (detail::frozen_trace_v<F, P...>.sizes.traces > 0)
       if (tracing_enabled()) {
         const detail::fn_door& door = detail::need_fn_door("tracing a kiln::fn");
-        static const std::shared_ptr<const void> traced = door.compile_traced(
-            compiler::parts_of<detail::frozen_trace_v<F, P...>>, parameter_count, result_count);
+        static const std::shared_ptr<const void> traced =
+            door.compile_traced(compiler::parts_of<detail::frozen_trace_v<F, P...>>,
+                                parameter_count, result_count, detail::fn_prefix<F, P...>());
         return door.run_traced(traced.get(), d, in.first(parameter_count), out_refs, ws, order);
       }
     if constexpr (Submit) {  // the sizes go with the call; the plan and its program are static
@@ -521,7 +530,7 @@ class function {
                             std::span<const runtime::buffer_ref> in, const error& e) {
     reproduce(detail::program_of<F, P...>().plan(),
               compiler::parts_of<detail::frozen_trace_v<F, P...>>, parameter_count, result_count, d,
-              in.first(parameter_count), e);
+              in.first(parameter_count), e, detail::fn_prefix<F, P...>());
   }
 
   // The compile-time kernels over host data: the regions marked in `only` (or all), sizes `sym`.

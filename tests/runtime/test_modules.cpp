@@ -307,11 +307,12 @@ TEST(Modules, AFailedCallLeavesAReproducer) {
 }
 // A kiln::fn's own call that fails, and a submitted call that fails, leave reproducers too: the
 // error (the fn's at once, the submission's at its fence) names the folder, which holds the
-// module and the arguments.
+// module and the arguments. A named kiln::fn's reproducer and saved module carry its name.
 TEST(Modules, FnCallsAndSubmissionsLeaveReproducers) {
   const std::string root = temp_path("repro-fn");
   std::filesystem::remove_all(root);
   constexpr auto f = fn<tensor<f32, dyn, dyn>>([](auto x) { return argmax<1>(x); });
+  f.set_name("pick");
   graph g;
   g.output("i", g.argmax(g.input("x", dtype::f32, {dyn, dyn}), 1, false));
   executable exe = compile(g);
@@ -341,6 +342,10 @@ TEST(Modules, FnCallsAndSubmissionsLeaveReproducers) {
     EXPECT_EQ(runtime::read_npy(where + "/1-" + (message == from_fn ? "arg1" : "x") + ".npy").dims,
               (shape{3, 0}));
   }
+  EXPECT_EQ(folder_of(from_fn).rfind(root + "/pick-", 0), 0u) << from_fn;
+  EXPECT_EQ(module::load(folder_of(from_fn) + "/module.kiln").name().rfind("pick-", 0), 0u);
+  f.save(root + "/saved.kiln");
+  EXPECT_EQ(module::load(root + "/saved.kiln").name().rfind("pick-", 0), 0u);
   std::filesystem::remove_all(root);
 }
 #endif

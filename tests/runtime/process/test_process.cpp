@@ -134,10 +134,23 @@ TEST(Dumps, EveryStageAndEveryModule) {
   EXPECT_EQ(functions[0].filename().string().rfind("fn-", 0), 0u);
   EXPECT_EQ(functions[1].filename().string().rfind("graph-", 0), 0u);
   for (const auto& function : functions) {
-    for (const char* f : {"0-traced.ir", "1-canonical.ir", "2-regions.txt", "3-plan.txt"}) {
+    for (const char* f :
+         {"0-traced.ir", "1-canonical.ir", "2-regions.txt", "3-plan.txt", "4-cpu.txt"}) {
       ASSERT_TRUE(fs::exists(function / f)) << function << " " << f;
       EXPECT_GT(fs::file_size(function / f), 0u) << f;
     }
+    // What the CPU path runs: the instruction set chosen, each region's loop and ops in order.
+    std::ifstream cpu_file(function / "4-cpu.txt");
+    const std::string cpu((std::istreambuf_iterator<char>(cpu_file)), {});
+    EXPECT_NE(cpu.find(std::string("(") + kiln::cpu::runtime_isa() + ")"), std::string::npos)
+        << cpu;
+    EXPECT_NE(cpu.find("region 0 (dispatch 0) over [s"), std::string::npos) << cpu;
+    EXPECT_NE(cpu.find("]: rows of the space, each in tiles of"), std::string::npos) << cpu;
+    EXPECT_NE(cpu.find(" = load arg0"), std::string::npos) << cpu;
+    EXPECT_NE(cpu.find(" -> result0"), std::string::npos) << cpu;
+    for (const char* op : function == functions[0] ? std::vector<const char*>{"= mul", "= relu"}
+                                                   : std::vector<const char*>{"= abs", "= mul"})
+      EXPECT_NE(cpu.find(op), std::string::npos) << op << "\n" << cpu;
     std::string stem = function == functions[0] ? "region0-fff" : "region0-f";
     std::ifstream in(function / (stem + ".spv"), std::ios::binary);
     ASSERT_TRUE(in.good()) << function << " " << stem;

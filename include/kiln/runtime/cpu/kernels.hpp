@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kiln/codegen/cpu/isa.hpp"
@@ -63,6 +64,11 @@ KILN_RUNTIME_API const kernel_table& chosen_kernels();
 // The choice itself, from KILN_CPU_ISA's value (null: unset) and the built tables.
 KILN_RUNTIME_API const kernel_table& choose_kernels(const char* requested,
                                                     std::span<const built_kernel> built);
+
+// What the CPU path runs for plan p, for KILN_DUMP_DIR's 4-cpu.txt: the instruction set chosen and,
+// per region, its loop (rows in tiles, a reduction's fold, the packed GEMM with its epilogue),
+// the ops it evaluates in order, what it loads and what it stores.
+KILN_RUNTIME_API std::string describe_plan(const compiler::plan& p);
 
 // A run-time plan's regions compiled by the chosen set's interpreter.
 class interpreted_plan {
@@ -176,6 +182,68 @@ KILN_RUNTIME_API const kernel_table& chosen_kernels() {
 }
 
 KILN_RUNTIME_API const char* runtime_isa() { return chosen_kernels().isa; }
+
+KILN_RUNTIME_API std::string describe_plan(const compiler::plan& p) {
+  const ir::graph& g = p.graph;
+  auto value_text = [&](std::int32_t id) {
+    return "%" + std::to_string(id) + " : " + ir::type_text(g.nodes[id].type, g.nodes[id].dims);
+  };
+  std::string out = std::string("instruction set: ") + chosen_kernels().level + " (" +
+                    chosen_kernels().isa + "); threads: up to " + std::to_string(thread_count()) +
+                    "\n";
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const compiler::region& reg = p.regions[r];
+    std::size_t last = r;  // a row group's regions, from its first
+    while (last + 1 < p.regions.size() && p.regions[last + 1].group == reg.group) ++last;
+    if ((r == 0 || p.regions[r - 1].group != reg.group) && last > r)
+      out += "dispatch " + std::to_string(reg.group) + ": regions " + std::to_string(r) + " to " +
+             std::to_string(last) + " as a row group (each block of rows through all of them)\n";
+    out += "region " + std::to_string(r) + " (dispatch " + std::to_string(reg.group) + ") over " +
+           ir::dims_text(reg.space) + ": ";
+    if (reg.contraction >= 0) {
+      out += std::string(ir::name(g.nodes[reg.contraction].kind)) +
+             " as the packed GEMM (operand panels packed per cache block, the " +
+             chosen_kernels().level +
+             " micro-kernel over register tiles, output tiles split across threads), the ops "
+             "below run on each finished tile\n";
+    } else if (reg.root >= 0) {
+      out += std::string(ir::name(g.nodes[reg.root].kind)) +
+             ": the operand's rows computed by the ops below in tiles of " +
+             std::to_string(tile_elements) +
+             " elements, each row folded as it is made (rows "
+             "split across threads)\n";
+    } else {
+      out += "rows of the space, each in tiles of " + std::to_string(tile_elements) +
+             " elements through the ops below (rows split across threads)\n";
+    }
+    const std::vector<bool> evaluated = compiler::evaluated_nodes(p, reg);
+    for (auto id : reg.nodes) {
+      if (!evaluated[static_cast<std::size_t>(id)] || id == reg.root) continue;
+      const ir::node& n = g.nodes[id];
+      out += "  ";
+      if (id == reg.contraction) {
+        out += value_text(id) + " = the finished tile\n";
+      } else if (const int slot = compiler::load_slot(p, reg, id); slot >= 0) {
+        out += value_text(id) + " = load " + compiler::slot_text(p, slot) + "\n";
+      } else if (n.kind == ir::op::constant) {
+        out += value_text(id) + " = constant\n";
+      } else {
+        out += value_text(id) + " = " + std::string(ir::name(n.kind));
+        for (int k = 0; k < n.arity(); ++k)
+          out += (k ? ", %" : " %") + std::to_string(n.operands[k]);
+        out += "\n";
+      }
+    }
+    for (const compiler::store& st : compiler::region_stores(p, reg))
+      out += "  store %" + std::to_string(st.node) + " -> " +
+             (reg.root >= 0 ? std::string("the fold")
+              : st.slot < static_cast<std::int32_t>(g.outputs.size())
+                  ? "result" + std::to_string(st.slot)
+                  : "t" + std::to_string(st.slot - static_cast<std::int32_t>(g.outputs.size()))) +
+             "\n";
+  }
+  return out;
+}
 
 KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matmul_operand& b,
                                  tile_ref epilogue) {

@@ -508,6 +508,15 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
                         dispatch_profiler* profiler = nullptr) {
   if (c.sets == 0) return false;
   const compiler::plan& p = c.device->plan;
+  const std::uint32_t wg = ctx.target().workgroup_size();
+  // The call's pipelines that do not exist yet, made at once (a first call's wait).
+  std::vector<std::pair<const spirv::kernel*, std::uint32_t>> kernels;
+  for (std::size_t i = 0; i < p.regions.size(); ++i)
+    if (c.dispatched(i)) {
+      const spirv::kernel& k = *c.regions[i].kernel;
+      kernels.emplace_back(&k, k.workgroup ? k.workgroup : wg);
+    }
+  ctx.pipelines().prepare(kernels);
   vulkan::queue& q = ctx.queue();
   VkCommandBuffer cb = q.begin(c.sets, c.descriptors);
   if (profiler) profiler->begin(cb, static_cast<std::uint32_t>(p.regions.size()));
@@ -516,7 +525,6 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
   before.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
-  std::uint32_t wg = ctx.target().workgroup_size();
   for (std::size_t i = 0; i < p.regions.size(); ++i) {
     if (!c.dispatched(i)) continue;
     const call_plan::region& r = c.regions[i];

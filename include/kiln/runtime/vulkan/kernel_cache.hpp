@@ -273,6 +273,7 @@ inline const spirv::kernel& kernel_of_regions(const runtime::program& prog, cons
 
 #include "kiln/compiler/canonicalize.hpp"
 #include "kiln/compiler/dispatch.hpp"
+#include "kiln/runtime/cpu/kernels.hpp"
 
 namespace kiln::runtime {
 
@@ -287,7 +288,8 @@ KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, c
     std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
                               {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
                               {"2-regions.txt", compiler::print_regions(plan_)},
-                              {"3-plan.txt", text}};
+                              {"3-plan.txt", text},
+                              {"4-cpu.txt", cpu::describe_plan(plan_)}};
     for (auto& [file, body] : files)
       runtime::write_file((dir / name_ / file).string(), body.data(), body.size(), "KILN_DUMP_DIR");
   }

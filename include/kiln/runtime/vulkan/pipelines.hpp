@@ -3,14 +3,20 @@
 // (default ~/.cache/kiln), in a file named by device UUID, driver version and kiln version.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/codegen/spirv/kernel.hpp"
@@ -126,8 +132,79 @@ class pipeline_cache {
 
   // The pipeline of kernel k run with `workgroup` invocations per workgroup (created at first use).
   const pipeline& get(const spirv::kernel& k, std::uint32_t workgroup) {
-    std::uint64_t key = kiln::detail::fnv1a(k.code, workgroup);
+    const std::uint64_t key = kiln::detail::fnv1a(k.code, workgroup);
     if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+    const auto started = std::chrono::steady_clock::now();
+    made m = create(k, workgroup);
+    return keep(key, std::move(m), started);
+  }
+
+  // Makes the pipelines of `kernels` (kernel, workgroup) that do not exist yet, several at once:
+  // a first call of many regions waits about as long as its slowest pipeline takes the driver,
+  // not the sum. A failure is thrown once every thread has finished (what was made is kept).
+  void prepare(std::span<const std::pair<const spirv::kernel*, std::uint32_t>> kernels) {
+    std::vector<std::pair<std::uint64_t, std::size_t>> missing;  // key, index in kernels
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const std::uint64_t key = kiln::detail::fnv1a(kernels[i].first->code, kernels[i].second);
+      bool seen = pipelines_.count(key) != 0;
+      for (const auto& m : missing) seen = seen || m.first == key;
+      if (!seen) missing.emplace_back(key, i);
+    }
+    if (missing.size() < 2) return;  // get() makes a single one where it is needed
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<std::optional<made>> out(missing.size());
+    std::vector<std::exception_ptr> failed(missing.size());
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      for (std::size_t j; (j = next.fetch_add(1)) < missing.size();) {
+        const auto& [kernel, workgroup] = kernels[missing[j].second];
+        try {
+          out[j] = create(*kernel, workgroup);
+        } catch (...) {
+          failed[j] = std::current_exception();
+        }
+      }
+    };
+    const std::size_t threads =
+        std::min<std::size_t>(missing.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> helpers;
+    for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+    for (auto& h : helpers) h.join();
+    for (std::size_t j = 0; j < missing.size(); ++j)
+      if (out[j]) keep(missing[j].first, std::move(*out[j]), started);
+    for (const auto& f : failed)
+      if (f) std::rethrow_exception(f);
+  }
+
+  // Writes the VkPipelineCache to its file (through a temporary file, so readers never see half).
+  void save() {
+    if (!dirty_ || file_.empty()) return;
+    dirty_ = false;
+    std::size_t n = 0;
+    if (vkGetPipelineCacheData(device_, cache_.get(), &n, nullptr) != VK_SUCCESS || n == 0) return;
+    std::vector<char> data(n);
+    if (vkGetPipelineCacheData(device_, cache_.get(), &n, data.data()) != VK_SUCCESS) return;
+    std::error_code ec;
+    std::filesystem::create_directories(file_.parent_path(), ec);
+    auto tmp = file_;
+    tmp += ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      if (!out) return;  // an unwritable cache directory costs only the next process's time
+      out.write(data.data(), static_cast<std::streamsize>(n));
+    }
+    std::filesystem::rename(tmp, file_, ec);
+  }
+
+ private:
+  // A pipeline made for kernel k, timed, with whether the driver's cache held it: no member but
+  // the device and cache handles is read, so several are made at once (prepare).
+  struct made {
+    pipeline p;
+    bool cache_hit = false;
+  };
+  made create(const spirv::kernel& k, std::uint32_t workgroup) const {
     pipeline p;
     p.bindings = k.bindings;
     p.push_bytes = k.metadata_in_buffer ? 0 : k.metadata * 4;
@@ -189,59 +266,42 @@ class pipeline_cache {
     fb.pipelineStageCreationFeedbackCount = 1;
     fb.pPipelineStageCreationFeedbacks = &stage;
     if (feedback_) ci.pNext = &fb;
-    const auto started = std::chrono::steady_clock::now();
     VkResult r = attempt([&] {
       return vkCreateComputePipelines(device_, cache_.get(), 1, &ci, nullptr,
                                       p.handle.receive(device_));
     });
-    building_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    // A first call that builds many pipelines on a slow compiler (lavapipe's LLVM: seconds for
-    // a GEMM region) says so while it waits, once per device, rather than look hung.
-    if (!said_slow_ && building_seconds_ > 2.0) {
-      said_slow_ = true;
-      std::fprintf(stderr,
-                   "kiln: building Vulkan pipelines takes a while on this device (%.1f s for the "
-                   "%d so far); %s\n",
-                   building_seconds_, stats_.created + 1,
-                   file_.empty()
-                       ? "no pipeline cache is kept (KILN_CACHE_DIR)"
-                       : ("they are kept in " + file_.string() + " for the next process").c_str());
-    }
     if (r != VK_SUCCESS) {
       p.handle.abandon();
       fail(r, "vkCreateComputePipelines");
     }
     module.reset();
+    return {std::move(p),
+            feedback_ && (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+                (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT)};
+  }
+
+  // Keeps a pipeline made since `started`; a first call that builds many pipelines on a slow
+  // compiler (lavapipe's LLVM: seconds for a GEMM region) says so once the building has taken a
+  // second, once per device, rather than look hung.
+  const pipeline& keep(std::uint64_t key, made m, std::chrono::steady_clock::time_point started) {
+    building_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     ++stats_.created;
-    if (feedback_ && (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
-        (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
-      ++stats_.cache_hits;
-    dirty_ = true;
-    return pipelines_.emplace(key, std::move(p)).first->second;
-  }
-
-  // Writes the VkPipelineCache to its file (through a temporary file, so readers never see half).
-  void save() {
-    if (!dirty_ || file_.empty()) return;
-    dirty_ = false;
-    std::size_t n = 0;
-    if (vkGetPipelineCacheData(device_, cache_.get(), &n, nullptr) != VK_SUCCESS || n == 0) return;
-    std::vector<char> data(n);
-    if (vkGetPipelineCacheData(device_, cache_.get(), &n, data.data()) != VK_SUCCESS) return;
-    std::error_code ec;
-    std::filesystem::create_directories(file_.parent_path(), ec);
-    auto tmp = file_;
-    tmp += ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      if (!out) return;  // an unwritable cache directory costs only the next process's time
-      out.write(data.data(), static_cast<std::streamsize>(n));
+    if (m.cache_hit) ++stats_.cache_hits;
+    if (!said_slow_ && building_seconds_ > 1.0) {
+      said_slow_ = true;
+      std::fprintf(stderr,
+                   "kiln: building Vulkan pipelines takes a while on this device (%.1f s for the "
+                   "%d so far); %s\n",
+                   building_seconds_, stats_.created,
+                   file_.empty()
+                       ? "no pipeline cache is kept (KILN_CACHE_DIR)"
+                       : ("they are kept in " + file_.string() + " for the next process").c_str());
     }
-    std::filesystem::rename(tmp, file_, ec);
+    dirty_ = true;
+    return pipelines_.emplace(key, std::move(m.p)).first->second;
   }
 
- private:
   VkDevice device_;
   bool feedback_;
   pipeline_cache_handle cache_;  // declared before the pipelines: destroyed after them
