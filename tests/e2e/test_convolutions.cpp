@@ -391,6 +391,19 @@ TEST(Conv, BiasAndActivationFuseIntoOneDispatch) {
   expect_within_bound(y2, want2, C * 9 + M, "conv of conv");
 }
 
+// relu(y + bias[m]) from a convolution's reference y [N, M, OH, OW] (the bias's terms bounded
+// by 1 in the error's scale).
+result with_bias_relu(result z, const host_tensor& b) {
+  const std::int64_t m = z.value.dims[1], plane = z.value.dims[2] * z.value.dims[3];
+  for (std::size_t i = 0; i < z.value.v.size(); ++i) {
+    z.value.v[i] = std::max(
+        z.value.v[i] + b.v[static_cast<std::size_t>(static_cast<std::int64_t>(i) / plane % m)],
+        0.0);
+    z.magnitude.v[i] += 1;
+  }
+  return z;
+}
+
 TEST(Conv, TheDslDoorChecksShapesAndFusesAtCompileTime) {
   constexpr kiln::conv_params same{.pads = {1, 1, 1, 1}};
   static constexpr auto block =
@@ -405,11 +418,7 @@ TEST(Conv, TheDslDoorChecksShapesAndFusesAtCompileTime) {
 
   host_tensor x = random_tensor({2, 3, 9, 8}, 600), w = random_tensor({4, 3, 3, 3}, 601),
               b = random_tensor({4}, 602);
-  result z = ref_conv(x, w, with(1, 1, 1, 1));
-  for (std::size_t i = 0; i < z.value.v.size(); ++i) {
-    z.value.v[i] = std::max(z.value.v[i] + b.v[i / 72 % 4], 0.0);
-    z.magnitude.v[i] += 1;
-  }
+  const result z = with_bias_relu(ref_conv(x, w, with(1, 1, 1, 1)), b);
   std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(b), y(z.value.v.size());
   block(x32, w32, b32, kiln::into(y));
   expect_within_bound(y, z, 27, "dsl");
@@ -433,11 +442,7 @@ TEST(Conv, RunTimeChannelsAreCheckedAtTheCall) {
           [](auto x, auto w, auto b) { return relu(kiln::conv2d<same>(x, w, b)); });
   host_tensor x = random_tensor({2, 3, 9, 8}, 610), w = random_tensor({4, 3, 3, 3}, 611),
               b = random_tensor({4}, 612);
-  result z = ref_conv(x, w, with(1, 1, 1, 1));
-  for (std::size_t i = 0; i < z.value.v.size(); ++i) {
-    z.value.v[i] = std::max(z.value.v[i] + b.v[i / 72 % 4], 0.0);
-    z.magnitude.v[i] += 1;
-  }
+  const result z = with_bias_relu(ref_conv(x, w, with(1, 1, 1, 1)), b);
   std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(b), y(z.value.v.size());
   block(view_of(x32, {2, 3, 9, 8}), w32, b32, kiln::into(view_of(y, {2, 4, 9, 8})));
   expect_within_bound(y, z, 27, "dsl");
