@@ -153,6 +153,7 @@ void add_sampling_lowerings(lowering_table& table);      // lower_sampling.cpp
 void add_spectral_lowerings(lowering_table& table);      // lower_spectral.cpp
 void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
 void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
+void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);

@@ -549,6 +549,52 @@ TEST(OnnxOptions, ControlFlowResolvedAtImport) {
   }
 }
 
+// TfIdfVectorizer's IDF and TFIDF modes with weights (ONNX's node tests have TF only): unigrams
+// and bigrams with one skip over [1, 2, 1, 3], counted by hand: 1 twice, 3 once, 9 never, (1, 2)
+// once (adjacent), (1, 3) once (adjacent; the skip finds (1, 1) and (2, 3)).
+TEST(OnnxOptions, TfIdfModesWeighTheCounts) {
+  const std::vector<std::int64_t> x{1, 2, 1, 3};
+  const std::vector<std::pair<std::string, std::vector<float>>> modes = {
+      {"TF", {2, 1, 0, 1, 1}}, {"IDF", {0.5f, 2, 0, 1.5f, 3}}, {"TFIDF", {1, 2, 0, 1.5f, 3}}};
+  for (const auto& [mode, want] : modes) {
+    model_builder b(9);
+    b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT64);
+    auto* n = b.node("TfIdfVectorizer", {"x"}, {"y"});
+    auto ints = [&](const char* name, std::vector<std::int64_t> v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INTS);
+      for (auto i : v) a->add_ints(i);
+    };
+    auto one = [&](const char* name, std::int64_t v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    auto* m = n->add_attribute();
+    m->set_name("mode");
+    m->set_type(::onnx::AttributeProto::STRING);
+    m->set_s(mode);
+    one("min_gram_length", 1);
+    one("max_gram_length", 2);
+    one("max_skip_count", 1);
+    ints("ngram_counts", {0, 3});
+    ints("ngram_indexes", {0, 1, 2, 3, 4});
+    ints("pool_int64s", {1, 3, 9, 1, 2, 1, 3});
+    auto* w = n->add_attribute();
+    w->set_name("weights");
+    w->set_type(::onnx::AttributeProto::FLOATS);
+    for (float f : {0.5f, 2.f, 4.f, 1.5f, 3.f}) w->add_floats(f);
+    b.output("y", {std::int64_t{5}});
+    auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+    std::vector<float> y(5);
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::i64, {4})},
+            {kiln::tensor_ref(y.data(), kiln::dtype::f32, {5})});
+    EXPECT_EQ(y, want) << mode;
+  }
+}
+
 TEST(OnnxOptions, OpsetsBeforeSevenAreReadAsTheyWere) {
   model_builder b(6);  // Add with opset 6's broadcast attribute
   b.input("x", {std::int64_t{2}, std::int64_t{3}});
