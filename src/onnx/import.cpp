@@ -27,6 +27,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_sequence_lowerings(t);
     add_control_flow_lowerings(t);
     add_ngram_lowerings(t);
+    add_data_sized_lowerings(t);
     return t;
   }();
   auto it = table.find(op_type);

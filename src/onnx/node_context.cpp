@@ -217,7 +217,7 @@ const host_tensor* node_context::known(int i) const {
   return s.known ? &*s.known : nullptr;
 }
 
-std::vector<std::int64_t> node_context::ints_input(int i, std::string_view what) const {
+const host_tensor& node_context::known_input(int i, std::string_view what) const {
   if (!has(i))
     fail(errc::invalid_argument,
          std::string(what) + " (input " + std::to_string(i) + ") is required and absent");
@@ -227,21 +227,23 @@ std::vector<std::int64_t> node_context::ints_input(int i, std::string_view what)
          std::string(what) + " (input " + std::to_string(i) + " '" + node_.input(i) +
              "') is computed at run time; kiln needs it at import. It depends on a run-time size "
              "or on the data: bind the model's symbolic dimensions (import_options::dims)");
-  if (is_floating(t->type))
+  return *t;
+}
+
+std::vector<std::int64_t> node_context::ints_input(int i, std::string_view what) const {
+  const host_tensor& t = known_input(i, what);
+  if (is_floating(t.type))
     fail(errc::dtype_mismatch, std::string(what) + " (input " + std::to_string(i) + ") is " +
-                                   std::string(name(t->type)) + ", expected an integer type");
-  return t->ints();
+                                   std::string(name(t.type)) + ", expected an integer type");
+  return t.ints();
 }
 
 double node_context::scalar_input(int i, std::string_view what) const {
-  const host_tensor* t = known(i);
-  if (!t)
-    fail(errc::unsupported, std::string(what) + " (input " + std::to_string(i) +
-                                ") is computed at run time; kiln needs it at import");
-  if (t->count() != 1)
+  const host_tensor& t = known_input(i, what);
+  if (t.count() != 1)
     fail(errc::shape_mismatch, std::string(what) + " (input " + std::to_string(i) + ") has dims " +
-                                   to_string(t->dims) + ", expected one element");
-  return t->doubles()[0];
+                                   to_string(t.dims) + ", expected one element");
+  return t.doubles()[0];
 }
 
 slot& node_context::tensor_slot(int i) const {

@@ -88,6 +88,8 @@ class node_context {
   // An input that kiln needs at import (shapes, axes, pads): its elements as integers, naming the
   // input in the error where it is computed at run time.
   std::vector<std::int64_t> ints_input(int i, std::string_view what) const;
+  // An input kiln needs at import whatever its type (a size that depends on its values).
+  const host_tensor& known_input(int i, std::string_view what) const;
   double scalar_input(int i, std::string_view what) const;
   dtype type_of(int i) const;
   // An element type an attribute names (Cast's `to`, EyeLike's `dtype`): kiln's, or the refusal.
@@ -154,6 +156,7 @@ void add_spectral_lowerings(lowering_table& table);      // lower_spectral.cpp
 void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
 void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
 void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp
+void add_data_sized_lowerings(lowering_table& table);    // lower_data_sized.cpp
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);

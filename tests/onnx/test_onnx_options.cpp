@@ -720,3 +720,37 @@ TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
   fs::remove(module);
 }
 #endif
+
+#ifdef KILN_ONNX_DATA_DIR
+// NonZero and Unique (with an axis too) on tensors given at import: ONNX's own node models with
+// every input bound through input_values, their outputs compared exactly with ONNX's data.
+TEST(OnnxOptions, DataSizedOpsOnValuesKnownAtImport) {
+  for (const char* name :
+       {"test_nonzero_example", "test_unique_sorted_with_axis", "test_unique_sorted_with_axis_3d",
+        "test_unique_sorted_with_negative_axis"}) {
+    SCOPED_TRACE(name);
+    const fs::path test = fs::path(KILN_ONNX_DATA_DIR) / "node" / name;
+    ::onnx::ModelProto model;
+    std::ifstream in(test / "model.onnx", std::ios::binary);
+    ASSERT_TRUE(model.ParseFromIstream(&in));
+    kiln::onnx::import_options opt;
+    for (int i = 0; i < model.graph().input_size(); ++i)
+      opt.input_values[model.graph().input(i).name()] = kiln::onnx::read_tensor(
+          test / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb"));
+    auto m = kiln::onnx::import(test / "model.onnx", opt);
+    EXPECT_TRUE(m.graph.input_names().empty());
+    auto exe = kiln::compile(std::move(m.graph));
+    std::vector<kiln::onnx::tensor_data> want, got;
+    std::vector<kiln::tensor_ref> results;
+    for (int o = 0; o < model.graph().output_size(); ++o) {
+      want.push_back(kiln::onnx::read_tensor(test / "test_data_set_0" /
+                                             ("output_" + std::to_string(o) + ".pb")));
+      got.push_back({want.back().type, want.back().dims,
+                     std::vector<unsigned char>(want.back().bytes.size(), 0xCD)});
+    }
+    for (auto& t : got) results.emplace_back(static_cast<void*>(t.bytes.data()), t.type, t.dims);
+    exe.run({}, results);
+    for (std::size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].bytes, want[o].bytes) << o;
+  }
+}
+#endif
