@@ -311,10 +311,23 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
     model_builder b;
     b.input("x", {std::int64_t{4}});
     b.node("Relu", {"x"}, {"r"});
+    b.node("RandomUniformLike", {"r"}, {"y"}, "draw");
+    b.output("y", {std::int64_t{4}});
+    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+    EXPECT_NE(why.find("node 1 'draw' (RandomUniformLike): kiln has no lowering for "
+                       "RandomUniformLike"),
+              std::string::npos)
+        << why;
+  }
+  {  // an output whose size depends on data known only at the call
+    model_builder b;
+    b.input("x", {std::int64_t{4}});
+    b.node("Relu", {"x"}, {"r"});
     b.node("Unique", {"r"}, {"y"}, "dedupe");
     b.output("y", {std::int64_t{4}});
     std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
-    EXPECT_NE(why.find("node 1 'dedupe' (Unique): kiln has no lowering for Unique"),
+    EXPECT_NE(why.find("node 1 'dedupe' (Unique): X (input 0 'r') is computed at run time; kiln "
+                       "needs it at import"),
               std::string::npos)
         << why;
   }

@@ -190,7 +190,10 @@ KILN_RUNTIME_API std::string describe_plan(const compiler::plan& p) {
   };
   std::string out = std::string("instruction set: ") + chosen_kernels().level + " (" +
                     chosen_kernels().isa + "); threads: up to " + std::to_string(thread_count()) +
-                    "\n";
+                    "\nrows: the graph door's interpreter takes a row in tiles of " +
+                    std::to_string(tile_elements) +
+                    " elements; a kiln::fn's row function is compiled into the program with its "
+                    "flags\n";
   for (std::size_t r = 0; r < p.regions.size(); ++r) {
     const compiler::region& reg = p.regions[r];
     std::size_t last = r;  // a row group's regions, from its first
@@ -208,13 +211,10 @@ KILN_RUNTIME_API std::string describe_plan(const compiler::plan& p) {
              "below run on each finished tile\n";
     } else if (reg.root >= 0) {
       out += std::string(ir::name(g.nodes[reg.root].kind)) +
-             ": the operand's rows computed by the ops below in tiles of " +
-             std::to_string(tile_elements) +
-             " elements, each row folded as it is made (rows "
-             "split across threads)\n";
+             ": the operand's rows computed by the ops below, each row folded as it is made "
+             "(rows split across threads)\n";
     } else {
-      out += "rows of the space, each in tiles of " + std::to_string(tile_elements) +
-             " elements through the ops below (rows split across threads)\n";
+      out += "rows of the space through the ops below (rows split across threads)\n";
     }
     const std::vector<bool> evaluated = compiler::evaluated_nodes(p, reg);
     for (auto id : reg.nodes) {
