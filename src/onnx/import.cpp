@@ -380,9 +380,7 @@ imported import_model(ModelProto m, const import_options& opt,
     if (s.sequence)
       fail(errc::unsupported, "graph output '" + o.name() +
                                   "' is a sequence (kiln's sequences exist only while importing)");
-    if (!s.value)
-      s.value =
-          g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);
+    if (!s.value) s.value = value_of(g, s);
     // What the model declares for its outputs is checked against what kiln computed: a
     // difference is an error here, never a silently different result.
     declared d = declared_type(o, opt, info, false);

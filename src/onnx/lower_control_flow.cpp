@@ -3,7 +3,6 @@
 // count and conditions known then, and Scan over its static sequence length, are unrolled, each
 // step's body lowered onto the graph as ordinary ops. Internal to kiln::onnx.
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,18 +18,15 @@ using ints = std::vector<std::int64_t>;
 // Steps an unrolled Loop or Scan may take (each lowers its body once more onto the graph).
 constexpr std::int64_t unroll_limit = 4096;
 
-value materialized(graph& g, const slot& s) {
-  if (s.value) return *s.value;
-  return g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);
-}
-
-slot known_scalar(dtype t, std::int64_t v) {
+// A Loop body's iteration number (i64) and condition (bool), known at import.
+slot known_iteration(std::int64_t i) {
   slot s;
-  s.known = host_tensor{t, shape{}, std::vector<unsigned char>(size_in_bytes(t))};
-  if (t == dtype::boolean)
-    s.known->bytes[0] = v != 0;
-  else
-    std::memcpy(s.known->bytes.data(), &v, sizeof v);
+  s.known = i64_tensor({i}, shape{});
+  return s;
+}
+slot known_true() {
+  slot s;
+  s.known = host_tensor{dtype::boolean, shape{}, {1}};
   return s;
 }
 
@@ -52,7 +48,7 @@ value stacked(node_context& c, const std::vector<slot>& steps, std::int64_t axis
   std::vector<value> parts;
   for (const slot& s : steps) {
     if (s.sequence) c.fail(errc::unsupported, what + " is a sequence");
-    value v = materialized(g, s);
+    value v = value_of(g, s);
     const std::int64_t rank = g.dims_of(v).rank;
     const std::int64_t at = axis < 0 ? axis + rank + 1 : axis;
     if (at < 0 || at > rank)
@@ -86,7 +82,7 @@ void lower_if(node_context& c) {
     if (then_out[o].sequence || else_out[o].sequence)
       c.fail(errc::unsupported,
              "output " + std::to_string(o) + " is a sequence and cond is computed at run time");
-    const value a = materialized(g, then_out[o]), b = materialized(g, else_out[o]);
+    const value a = value_of(g, then_out[o]), b = value_of(g, else_out[o]);
     if (g.dims_of(a) != g.dims_of(b) || g.type_of(a) != g.type_of(b))
       c.fail(errc::unsupported,
              "cond is computed at run time and the branches give " +
@@ -128,7 +124,7 @@ void lower_loop(node_context& c) {
     if (i == unroll_limit)
       c.fail(errc::unsupported, "more than " + std::to_string(unroll_limit) +
                                     " iterations (kiln unrolls a Loop at import)");
-    std::vector<slot> in = {known_scalar(dtype::i64, i), known_scalar(dtype::boolean, 1)};
+    std::vector<slot> in = {known_iteration(i), known_true()};
     in.insert(in.end(), state.begin(), state.end());
     std::vector<slot> out = c.subgraph("body", std::move(in), "iteration " + std::to_string(i));
     if (out.size() < static_cast<std::size_t>(1 + carried))
@@ -263,7 +259,7 @@ void lower_scan(node_context& c) {
     std::vector<slot> s;
     for (const slot& x : state) {
       slot e;
-      e.value = entry(materialized(g, x));
+      e.value = entry(value_of(g, x));
       s.push_back(e);
     }
     std::vector<value> x;

@@ -18,12 +18,6 @@ namespace {
 using value = graph::value;
 using ints = std::vector<std::int64_t>;
 
-host_tensor i64_tensor(const ints& v, shape dims) {
-  host_tensor t{dtype::i64, dims, std::vector<unsigned char>(v.size() * 8)};
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
-}
-
 // Compress: the positions along `axis` (none: of the flattened input) whose condition is true.
 void lower_compress(node_context& c) {
   c.only_attrs({"axis"});

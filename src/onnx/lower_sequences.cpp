@@ -3,7 +3,6 @@
 // while importing, so SequenceAt, ConcatFromSequence and SequenceLength leave ordinary graph ops
 // (or constants) behind. Internal to kiln::onnx.
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -77,10 +76,7 @@ void lower_sequence_at(node_context& c) {
 
 void lower_sequence_length(node_context& c) {
   c.only_attrs({});
-  const auto n = static_cast<std::int64_t>(c.sequence_in(0).size());
-  host_tensor t{dtype::i64, shape{}, std::vector<unsigned char>(sizeof n)};
-  std::memcpy(t.bytes.data(), &n, sizeof n);
-  c.out_known(0, std::move(t));
+  c.out_known(0, i64_tensor({static_cast<std::int64_t>(c.sequence_in(0).size())}, shape{}));
 }
 
 // The sequence's tensors joined along axis (new_axis: stacked along a new axis there).
@@ -94,9 +90,7 @@ void lower_concat_from_sequence(node_context& c) {
   std::int64_t axis = c.attr_int("axis", 0);
   std::vector<value> parts;
   for (const slot& s : items) {
-    value v = s.value ? *s.value
-                      : g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type,
-                                   s.known->dims);
+    value v = value_of(g, s);
     if (stack) {
       const std::int64_t rank = g.dims_of(v).rank;
       const std::int64_t at = axis < 0 ? axis + rank + 1 : axis;

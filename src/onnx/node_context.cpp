@@ -202,12 +202,20 @@ void node_context::fail(errc code, const std::string& message) const {
   throw error(code, "onnx import", who() + ": " + message);
 }
 
+graph::value value_of(graph& g, const slot& s) {
+  if (s.value) return *s.value;
+  return g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);
+}
+
+host_tensor i64_tensor(const std::vector<std::int64_t>& values, const shape& dims) {
+  host_tensor t{dtype::i64, dims, std::vector<unsigned char>(values.size() * 8)};
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
 graph::value node_context::in(int i) {
   slot& s = tensor_slot(i);
-  if (!s.value) {
-    const host_tensor& t = *s.known;
-    s.value = g.constant(std::vector<unsigned char>(t.bytes), t.type, t.dims);
-  }
+  if (!s.value) s.value = value_of(g, s);  // made once, for every reader
   return *s.value;
 }
 
@@ -246,10 +254,14 @@ double node_context::scalar_input(int i, std::string_view what) const {
   return t.doubles()[0];
 }
 
-slot& node_context::tensor_slot(int i) const {
+slot& node_context::present_slot(int i) const {
   if (!has(i))
     fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
-  slot& s = *inputs_[static_cast<std::size_t>(i)];
+  return *inputs_[static_cast<std::size_t>(i)];
+}
+
+slot& node_context::tensor_slot(int i) const {
+  slot& s = present_slot(i);
   if (s.sequence)
     fail(errc::invalid_argument,
          "input " + std::to_string(i) + " '" + node_.input(i) + "' is a sequence, not a tensor");
@@ -337,18 +349,18 @@ void node_context::only_attrs(std::initializer_list<std::string_view> read) cons
       fail(errc::unsupported, "attribute '" + a.name() + "' is not supported by kiln's " + op());
 }
 
-void node_context::out(int o, graph::value v) {
-  if (!wants(o)) return;
+slot& node_context::produced_at(int o) {
   if (produced_.size() <= static_cast<std::size_t>(o))
     produced_.resize(static_cast<std::size_t>(o) + 1);
-  produced_[static_cast<std::size_t>(o)].value = v;
+  return produced_[static_cast<std::size_t>(o)];
+}
+
+void node_context::out(int o, graph::value v) {
+  if (wants(o)) produced_at(o).value = v;
 }
 
 void node_context::out_known(int o, host_tensor t) {
-  if (!wants(o)) return;
-  if (produced_.size() <= static_cast<std::size_t>(o))
-    produced_.resize(static_cast<std::size_t>(o) + 1);
-  produced_[static_cast<std::size_t>(o)].known = std::move(t);
+  if (wants(o)) produced_at(o).known = std::move(t);
 }
 
 std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector<slot> inputs,
@@ -362,11 +374,7 @@ std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector
       who() + " " + std::string(attribute) + (label.empty() ? "" : " (" + label + ")") + ": ");
 }
 
-slot node_context::input_slot(int i) const {
-  if (!has(i))
-    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
-  return *inputs_[static_cast<std::size_t>(i)];
-}
+slot node_context::input_slot(int i) const { return present_slot(i); }
 
 slot* scope::find(const std::string& name) {
   for (scope* s = this; s; s = s->outer)
@@ -375,9 +383,7 @@ slot* scope::find(const std::string& name) {
 }
 
 const std::vector<slot>& node_context::sequence_in(int i) const {
-  if (!has(i))
-    fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
-  const slot& s = *inputs_[static_cast<std::size_t>(i)];
+  const slot& s = present_slot(i);
   if (!s.sequence)
     fail(errc::invalid_argument,
          "input " + std::to_string(i) + " '" + node_.input(i) + "' is a tensor, not a sequence");
@@ -390,10 +396,6 @@ void node_context::out_sequence(int o, std::vector<slot> items) {
   out_slot(o, std::move(s));
 }
 
-void node_context::out_slot(int o, slot s) {
-  if (produced_.size() <= static_cast<std::size_t>(o))
-    produced_.resize(static_cast<std::size_t>(o) + 1);
-  produced_[static_cast<std::size_t>(o)] = std::move(s);
-}
+void node_context::out_slot(int o, slot s) { produced_at(o) = std::move(s); }
 
 }  // namespace kiln::onnx_import

@@ -43,6 +43,11 @@ struct slot {
   std::optional<std::vector<slot>> sequence;
 };
 
+// A tensor slot's graph value, a known tensor made a constant of the graph where it has none.
+graph::value value_of(graph& g, const slot& s);
+// A known i64 tensor of `values` (row-major) and `dims`.
+host_tensor i64_tensor(const std::vector<std::int64_t>& values, const shape& dims);
+
 // The values a graph's nodes see while importing: its own, then those of the graphs around it (a
 // subgraph reads its enclosing graphs' values by name).
 struct scope {
@@ -128,7 +133,9 @@ class node_context {
   std::vector<slot>& produced() { return produced_; }
 
  private:
-  slot& tensor_slot(int i) const;  // present and a tensor, or the refusal
+  slot& present_slot(int i) const;  // present, or the refusal
+  slot& tensor_slot(int i) const;   // present and a tensor, or the refusal
+  slot& produced_at(int o);         // output o's slot (made where it is not yet)
 
   const ::onnx::NodeProto& node_;
   int index_;

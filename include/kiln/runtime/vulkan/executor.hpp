@@ -509,14 +509,16 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
   if (c.sets == 0) return false;
   const compiler::plan& p = c.device->plan;
   const std::uint32_t wg = ctx.target().workgroup_size();
-  // The call's pipelines that do not exist yet, made at once (a first call's wait).
+  // The call's pipelines, in dispatch order; those that do not exist yet made at once (a first
+  // call's wait).
   std::vector<std::pair<const spirv::kernel*, std::uint32_t>> kernels;
   for (std::size_t i = 0; i < p.regions.size(); ++i)
     if (c.dispatched(i)) {
       const spirv::kernel& k = *c.regions[i].kernel;
       kernels.emplace_back(&k, k.workgroup ? k.workgroup : wg);
     }
-  ctx.pipelines().prepare(kernels);
+  const std::vector<const pipeline*> pipelines = ctx.pipelines().get_all(kernels);
+  std::size_t dispatch = 0;
   vulkan::queue& q = ctx.queue();
   VkCommandBuffer cb = q.begin(c.sets, c.descriptors);
   if (profiler) profiler->begin(cb, static_cast<std::uint32_t>(p.regions.size()));
@@ -529,7 +531,7 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
     if (!c.dispatched(i)) continue;
     const call_plan::region& r = c.regions[i];
     const spirv::kernel& k = *r.kernel;
-    const pipeline& pl = ctx.pipelines().get(k, k.workgroup ? k.workgroup : wg);
+    const pipeline& pl = *pipelines[dispatch++];
     std::vector<VkDescriptorBufferInfo> infos;
     for (const spirv::kernel_binding& b : spirv::kernel_bindings(p, r.members))
       infos.push_back(b.result ? bindings.result(b.slot) : bindings.input(b.slot));

@@ -139,42 +139,52 @@ class pipeline_cache {
     return keep(key, std::move(m), started);
   }
 
-  // Makes the pipelines of `kernels` (kernel, workgroup) that do not exist yet, several at once:
-  // a first call of many regions waits about as long as its slowest pipeline takes the driver,
-  // not the sum. A failure is thrown once every thread has finished (what was made is kept).
-  void prepare(std::span<const std::pair<const spirv::kernel*, std::uint32_t>> kernels) {
-    std::vector<std::pair<std::uint64_t, std::size_t>> missing;  // key, index in kernels
+  // The pipelines of `kernels` (kernel, workgroup), in order; those that do not exist yet made
+  // several at once: a first call of many regions waits about as long as its slowest pipeline
+  // takes the driver, not the sum. A failure is thrown once every thread has finished (what was
+  // made is kept).
+  std::vector<const pipeline*> get_all(
+      std::span<const std::pair<const spirv::kernel*, std::uint32_t>> kernels) {
+    std::vector<std::uint64_t> keys;
+    std::vector<const pipeline*> found;
+    std::vector<std::size_t> missing;  // the first entry of each key to make
     for (std::size_t i = 0; i < kernels.size(); ++i) {
-      const std::uint64_t key = kiln::detail::fnv1a(kernels[i].first->code, kernels[i].second);
-      bool seen = pipelines_.count(key) != 0;
-      for (const auto& m : missing) seen = seen || m.first == key;
-      if (!seen) missing.emplace_back(key, i);
+      keys.push_back(kiln::detail::fnv1a(kernels[i].first->code, kernels[i].second));
+      auto it = pipelines_.find(keys.back());
+      found.push_back(it == pipelines_.end() ? nullptr : &it->second);
+      bool seen = found.back() != nullptr;
+      for (std::size_t j : missing) seen = seen || keys[j] == keys.back();
+      if (!seen) missing.push_back(i);
     }
-    if (missing.size() < 2) return;  // get() makes a single one where it is needed
-    const auto started = std::chrono::steady_clock::now();
-    std::vector<std::optional<made>> out(missing.size());
-    std::vector<std::exception_ptr> failed(missing.size());
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-      for (std::size_t j; (j = next.fetch_add(1)) < missing.size();) {
-        const auto& [kernel, workgroup] = kernels[missing[j].second];
-        try {
-          out[j] = create(*kernel, workgroup);
-        } catch (...) {
-          failed[j] = std::current_exception();
+    if (!missing.empty()) {
+      const auto started = std::chrono::steady_clock::now();
+      std::vector<std::optional<made>> out(missing.size());
+      std::vector<std::exception_ptr> failed(missing.size());
+      std::atomic<std::size_t> next{0};
+      auto work = [&] {
+        for (std::size_t j; (j = next.fetch_add(1)) < missing.size();) {
+          const auto& [kernel, workgroup] = kernels[missing[j]];
+          try {
+            out[j] = create(*kernel, workgroup);
+          } catch (...) {
+            failed[j] = std::current_exception();
+          }
         }
-      }
-    };
-    const std::size_t threads =
-        std::min<std::size_t>(missing.size(), std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> helpers;
-    for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-    work();
-    for (auto& h : helpers) h.join();
-    for (std::size_t j = 0; j < missing.size(); ++j)
-      if (out[j]) keep(missing[j].first, std::move(*out[j]), started);
-    for (const auto& f : failed)
-      if (f) std::rethrow_exception(f);
+      };
+      const std::size_t threads =
+          std::min<std::size_t>(missing.size(), std::max(1u, std::thread::hardware_concurrency()));
+      std::vector<std::thread> helpers;
+      for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+      work();
+      for (auto& h : helpers) h.join();
+      for (std::size_t j = 0; j < missing.size(); ++j)
+        if (out[j]) keep(keys[missing[j]], std::move(*out[j]), started);
+      for (const auto& f : failed)
+        if (f) std::rethrow_exception(f);
+      for (std::size_t i = 0; i < kernels.size(); ++i)
+        if (!found[i]) found[i] = &pipelines_.find(keys[i])->second;
+    }
+    return found;
   }
 
   // Writes the VkPipelineCache to its file (through a temporary file, so readers never see half).
