@@ -459,6 +459,14 @@ TEST(Conv, RunTimeChannelsAreCheckedAtTheCall) {
               {view_of(y2, z2.value.dims)});
   expect_within_bound(y2, z2, 6, "graph grouped");
 
+  // A groups that is not positive, with run-time channels, is refused (not read as a size).
+  for (std::int64_t groups : {0, -1, -3}) {
+    kiln::graph bad;
+    auto bx = bad.input("x", dtype::f32, {1, dyn, 9, 8});
+    auto bw = bad.input("w", dtype::f32, {6, 1, 3, 2});
+    EXPECT_THAT(ref::error_message([&] { bad.conv(bx, bw, kiln::conv_params{.groups = groups}); }),
+                testing::HasSubstr("groups is " + std::to_string(groups)));
+  }
   std::vector<float> x5(2 * 5 * 9 * 8), y5(2 * 4 * 9 * 8);
   EXPECT_THAT(ref::error_message([&] {
                 block(view_of(x5, {2, 5, 9, 8}), w32, b32, kiln::into(view_of(y5, {2, 4, 9, 8})));

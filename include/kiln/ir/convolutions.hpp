@@ -83,9 +83,13 @@ constexpr std::int32_t convolve(builder& b, std::int32_t x, std::int32_t w, cons
       fail(errc::unsupported, "x " + to_string(xn.dims) + " and w " + to_string(wn.dims) +
                                   ": only x's batch size and channels may be known at run time");
   const std::int64_t groups = c.groups;
-  // x's channels known at the call: w's, checked then.
+  // x's channels known at the call: w's, checked then (w's static count times a valid groups: a
+  // negative product would read as a run-time size).
   builder::contracted_size channels_at_call{};
   if (is_symbol(xn.dims.dims[1])) {
+    if (groups < 1 || groups > 0x7fffffff || wn.dims.dims[1] > 0x7fffffff / groups)
+      fail(errc::invalid_argument, "groups is " + text(groups) + " for w " + to_string(wn.dims) +
+                                       " and x's channels known at run time");
     channels_at_call =
         b.contracted(o, xn.dims.dims[1], transposed ? wn.dims.dims[0] : wn.dims.dims[1] * groups);
     x = b.with_size(x, 1, channels_at_call.size);
