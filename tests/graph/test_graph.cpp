@@ -523,6 +523,47 @@ TEST(Graph, InterpreterKeepsARowsRepeatedValuesAcrossItsTiles) {
   }
 }
 
+// The SE block's pattern: a value computed from a row's repeated inputs alone (here the
+// hard_sigmoid of r, one per row) is computed in the row's first tile only, so its slot must
+// survive the later tiles; and the hard_sigmoid / hard_swish chains run as one instruction
+// each, except where another node reads a link of the chain (then it runs as its four ops).
+TEST(Graph, InterpreterComputesARowsRepeatedValuesOnceAndFusesHardSigmoidChains) {
+  const std::int64_t rows = 4, cols = 1000;  // eight tiles a row
+  graph g;
+  auto x = g.input("x", dtype::f32, {rows, cols});
+  auto r = g.input("r", dtype::f32, {rows, 1});
+  // Created in this order, products of x free their slots before r + 1 and its hard_sigmoid
+  // are computed: a repeated value placed in such a slot would be overwritten in later tiles.
+  auto wave = g.exp(g.mul(x, g.constant(0.01, dtype::f32)));
+  auto shifted = g.add(r, g.constant(1.0, dtype::f32));
+  auto wave2 = g.exp(g.mul(x, g.constant(0.03, dtype::f32)));
+  auto scale = g.hard_sigmoid(shifted);
+  auto swish = g.hard_swish(x);
+  g.output("y", g.add(g.add(wave, wave2), g.mul(swish, scale)));
+  // hard_sigmoid(x, 0.25, 0.5) with its product x * 0.25 also an output.
+  auto quarter = g.mul(x, g.constant(0.25, dtype::f32));
+  g.output("h", g.clip(g.add(quarter, g.constant(0.5, dtype::f32)), g.constant(0.0, dtype::f32),
+                       g.constant(1.0, dtype::f32)));
+  g.output("q", quarter);
+  executable e = compile(g);
+  auto xs = ramp(rows * cols, -4.f, 0.008f);
+  std::vector<float> rs = {-9.f, -3.f, 0.5f, 4.f};
+  std::vector<float> y(xs.size()), h(xs.size()), q(xs.size());
+  e.run({tensor_ref(xs.data(), dtype::f32, {rows, cols}),
+         tensor_ref(rs.data(), dtype::f32, {rows, 1})},
+        {y, h, q}, device::cpu());
+  auto hard_sigmoid = [](double v, double a, double b) { return std::clamp(v * a + b, 0.0, 1.0); };
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    const double v = xs[i];
+    const double want =
+        std::exp(v * 0.01) + std::exp(v * 0.03) +
+        v * hard_sigmoid(v, 1.0 / 6, 0.5) * hard_sigmoid(rs[i / cols] + 1.0, 0.2, 0.5);
+    ASSERT_NEAR(y[i], want, 2e-6 * (std::fabs(want) + 1)) << "element " << i;
+    ASSERT_NEAR(h[i], hard_sigmoid(v, 0.25, 0.5), 1e-6) << "element " << i;
+    ASSERT_EQ(q[i], xs[i] * 0.25f) << "element " << i;
+  }
+}
+
 // A tensor constant moved in is the buffer itself (no copy), and compile(std::move(g)) takes it
 // over (the graph is left without it): a model's weights are held once.
 TEST(Graph, ConstantsMovedInAreHeldOnce) {

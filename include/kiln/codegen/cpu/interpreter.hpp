@@ -3,6 +3,8 @@
 // slots. The same primitives as the compile-time driver, so both give the same bits.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -55,10 +57,14 @@ struct instruction {
   std::array<std::int32_t, 3> in{-1, -1, -1};  // slots read
   std::int32_t param = -1;                     // loads: the input slot read
   scalar value;                                // constants
-  // A load or a constant: its slot is its own (no other instruction writes it), so where its
-  // lanes repeat along the row (a constant; a load whose step is 0) the row's first tile
-  // fills it and the others skip it.
+  std::array<float, 4> coeffs{};               // fused instructions: their constants
+  // A load, a constant, or a value computed from those alone: its slot is its own (no other
+  // instruction writes it), so where its lanes repeat along the row (a constant; a load whose
+  // step is 0; a value of such) the row's first tile computes it and the others skip it.
   bool repeatable = false;
+  // The input slots the value depends on (bit p: slot p; bit 63 also stands for any slot past
+  // 62): it repeats along a row where each of them has step 0 there.
+  std::uint64_t varies_with = 0;
 };
 
 namespace detail {
@@ -185,6 +191,28 @@ void apply_select(const instruction& s, const tile_frame& f) {
   const slot_out<D> out(s, f);
   for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, select(c[k], x[k], y[k]));
 }
+// clip(x a + b, lo, hi), times x where `times_input` (ONNX's HardSigmoid and HardSwish, as
+// graph::hard_sigmoid and hard_swish spell them): one pass over the tile where the four
+// instructions of the chain would each read and write a slot.
+template <bool times_input>
+void apply_hard_sigmoid(const instruction& s, const tile_frame& f) {
+  constexpr dtype D = dtype::f32;
+  using P = compute_t<D>;
+  const P a = P::splat(s.coeffs[0]), b = P::splat(s.coeffs[1]), lo = P::splat(s.coeffs[2]),
+          hi = P::splat(s.coeffs[3]);
+  const slot_in<D> x(s, f, 0);
+  const slot_out<D> out(s, f);
+  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) {
+    const P v = x[k];
+    const P h =
+        ternary<ir::op::clip, D>(binary<ir::op::add, D>(binary<ir::op::mul, D>(v, a), b), lo, hi);
+    if constexpr (times_input)
+      out.put(k, binary<ir::op::mul, D>(v, h));
+    else
+      out.put(k, h);
+  }
+}
+
 template <dtype From, dtype To>
 void apply_cast(const instruction& s, const tile_frame& f) {
   const slot_in<From> x(s, f, 0);
@@ -294,11 +322,15 @@ class tile_program {
     auto* base = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
     tile_frame f{in, step, out, 0, 0, base, view.data()};
+    std::uint64_t varying = 0;  // the input slots whose lanes change along this row
+    if (count > tile_elements)
+      for (std::int32_t q = 0; q < params_; ++q)
+        if (step[q] != 0) varying |= std::uint64_t{1} << std::min(q, 63);
     for (; f.first < count; f.first += tile_elements) {
       f.count = std::min(tile_elements, count - f.first);
       for (std::size_t i = 0; i < computed_; ++i) {
         const instruction& s = code_[i];
-        if (f.first > 0 && s.repeatable && (s.param < 0 || step[s.param] == 0)) continue;
+        if (f.first > 0 && s.repeatable && (s.varies_with & varying) == 0) continue;
         // An instruction writes its slot's scratch (a load may point the slot at its input).
         view[s.out] = base + s.out * slot_bytes;
         s.fn(s, f);
@@ -314,49 +346,147 @@ class tile_program {
   std::vector<instruction> code_;  // the region's nodes, then one store per stored value
   std::size_t computed_ = 0;       // instructions before the stores
   std::int32_t slots_ = 0;
+  std::int32_t params_ = 0;  // input slots loaded: 1 + the highest
 };
 
 // Behind the runtime boundary (core/runtime_boundary.hpp): building the instruction table
 // instantiates every (op, dtype) primitive, once per instruction set the runtime is built for.
 #if KILN_CPU_KERNELS_BODY
+namespace detail {
+
+// A chain clip(x a + b, lo, hi), times x where times_input, over f32 with constant a, b, lo and
+// hi: what graph::hard_sigmoid and hard_swish build. `inner`: the nodes one instruction replaces.
+struct hard_sigmoid_chain {
+  std::int32_t x = -1;
+  std::array<float, 4> coeffs{};
+  bool times_input = false;
+  std::array<std::int32_t, 3> inner{-1, -1, -1};
+};
+
+// The chain that ends at node `id`, where each inner node is `absorbable` (read by the chain
+// alone, neither stored nor loaded).
+template <class Absorbable>
+bool match_hard_sigmoid(const ir::graph& g, std::int32_t id, Absorbable&& absorbable,
+                        hard_sigmoid_chain& c) {
+  auto is = [&](std::int32_t n, ir::op k) {
+    return g.nodes[n].kind == k && g.nodes[n].type == dtype::f32;
+  };
+  auto constant = [&](std::int32_t n, float& v) {
+    if (!is(n, ir::op::constant)) return false;
+    v = static_cast<float>(g.nodes[n].value.f);
+    return true;
+  };
+  // Node n's operand beside a constant v (either side: f32 sums and products commute exactly).
+  auto beside_constant = [&](std::int32_t n, float& v) -> std::int32_t {
+    const ir::node& b = g.nodes[n];
+    if (constant(b.operands[1], v)) return b.operands[0];
+    if (constant(b.operands[0], v)) return b.operands[1];
+    return -1;
+  };
+  auto clip_chain = [&](std::int32_t clip) {
+    if (!is(clip, ir::op::clip) || !constant(g.nodes[clip].operands[1], c.coeffs[2]) ||
+        !constant(g.nodes[clip].operands[2], c.coeffs[3]))
+      return false;
+    const std::int32_t add = g.nodes[clip].operands[0];
+    if (!is(add, ir::op::add) || !absorbable(add)) return false;
+    const std::int32_t mul = beside_constant(add, c.coeffs[1]);
+    if (mul < 0 || !is(mul, ir::op::mul) || !absorbable(mul)) return false;
+    c.x = beside_constant(mul, c.coeffs[0]);
+    c.inner = {mul, add, -1};
+    return c.x >= 0;
+  };
+  c = {};
+  if (clip_chain(id)) return true;
+  if (!is(id, ir::op::mul)) return false;
+  for (int side = 0; side < 2; ++side) {
+    const std::int32_t h = g.nodes[id].operands[side];
+    if (absorbable(h) && clip_chain(h) && c.x == g.nodes[id].operands[1 - side]) {
+      c.times_input = true;
+      c.inner[2] = h;
+      return true;
+    }
+  }
+  c = {};
+  return false;
+}
+
+}  // namespace detail
+
 inline tile_program::tile_program(const compiler::plan& p, const compiler::region& reg) {
   const ir::graph& g = p.graph;
-  std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1);
   // Operands the region evaluates: none for a loaded node (its producer ran in another region).
   auto arity = [&](std::int32_t id) {
     return compiler::load_slot(p, reg, id) >= 0 ? 0 : g.nodes[id].arity();
   };
   const std::vector<bool> evaluated = compiler::evaluated_nodes(p, reg);
-  for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
-    const ir::node& n = g.nodes[reg.nodes[k]];
-    if (!evaluated[reg.nodes[k]]) continue;
-    for (int i = 0; i < arity(reg.nodes[k]); ++i)
-      last_use[n.operands[i]] = static_cast<std::int32_t>(k);
-  }
+  auto computed = [&](std::int32_t id) { return evaluated[id] && id != reg.root; };
   auto stores = compiler::region_stores(p, reg);
   std::vector<bool> stored(g.nodes.size(), false);
   for (auto st : stores) stored[st.node] = true;
+  // Chains that one instruction evaluates: their head reads the chain's input alone, and their
+  // inner nodes are not emitted.
+  std::vector<std::int32_t> readers(g.nodes.size(), 0);
+  for (std::int32_t id : reg.nodes)
+    if (computed(id))
+      for (int i = 0; i < arity(id); ++i) ++readers[g.nodes[id].operands[i]];
+  auto absorbable = [&](std::int32_t id) {
+    return computed(id) && readers[id] == 1 && !stored[id] && compiler::load_slot(p, reg, id) < 0;
+  };
+  std::vector<detail::hard_sigmoid_chain> chain_at(g.nodes.size());
+  std::vector<bool> absorbed(g.nodes.size(), false);
+  for (std::int32_t id : reg.nodes) {
+    detail::hard_sigmoid_chain c;
+    if (!computed(id) || compiler::load_slot(p, reg, id) >= 0 ||
+        !detail::match_hard_sigmoid(g, id, absorbable, c))
+      continue;
+    chain_at[id] = c;
+    for (std::int32_t n : c.inner)
+      if (n >= 0) absorbed[n] = true;
+  }
+  // The operands each emitted instruction reads.
+  auto operands_of = [&](std::int32_t id) -> std::vector<std::int32_t> {
+    if (absorbed[id]) return {};
+    if (chain_at[id].x >= 0) return {chain_at[id].x};
+    const ir::node& n = g.nodes[id];
+    return std::vector<std::int32_t>(n.operands.begin(), n.operands.begin() + arity(id));
+  };
+  std::vector<std::int32_t> slot_of(g.nodes.size(), -1), last_use(g.nodes.size(), -1),
+      uses(g.nodes.size(), 0);
+  for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
+    if (!computed(reg.nodes[k])) continue;
+    for (std::int32_t o : operands_of(reg.nodes[k])) {
+      last_use[o] = static_cast<std::int32_t>(k);
+      ++uses[o];
+    }
+  }
+  std::vector<std::uint64_t> varies_with(g.nodes.size(), 0);
   std::vector<std::int32_t> free_slots;
   std::vector<bool> own_slot(g.nodes.size(), false);
   for (std::size_t k = 0; k < reg.nodes.size(); ++k) {
     std::int32_t id = reg.nodes[k];
-    if (id == reg.root) continue;  // reduced by run_reduction
-    if (!evaluated[id]) continue;  // a contraction's operand: read by its packing
+    if (!computed(id))
+      continue;                  // the root: reduced by run_reduction; else a contraction's
+                                 // operand, read by its packing
+    if (absorbed[id]) continue;  // evaluated by its chain's instruction
     const ir::node& n = g.nodes[id];
+    if (n.kind == ir::op::constant && uses[id] == 0 && !stored[id]) continue;  // a chain's
+    const std::vector<std::int32_t> reads = operands_of(id);
     instruction s;
-    for (int i = 0; i < arity(id); ++i) {
-      s.in[i] = slot_of[n.operands[i]];
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      s.in[i] = slot_of[reads[i]];
       // A plan the compiler made never has one (a module's plan may: runtime/module_format.hpp).
       if (s.in[i] < 0)
         throw error(errc::invalid_graph, std::string(ir::name(n.kind)),
                     "node %" + std::to_string(id) + " of a region reads %" +
-                        std::to_string(n.operands[i]) +
+                        std::to_string(reads[i]) +
                         ", which the region neither computes before it nor loads");
     }
     dtype operand = n.arity() > 0 ? g.nodes[n.operands[0]].type : n.type;
     if (int in = compiler::load_slot(p, reg, id); in >= 0) {
       s.param = in;
       s.repeatable = true;
+      s.varies_with = std::uint64_t{1} << std::min(in, 63);
+      params_ = std::max(params_, in + 1);
       s.fn = detail::with_dtype(
           n.type, [](auto d) -> instruction_fn { return &detail::load_input<decltype(d)::value>; });
     } else if (n.kind == ir::op::constant) {
@@ -366,7 +496,21 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
         return &detail::fill_constant<decltype(d)::value>;
       });
     } else {
-      s.fn = detail::function_for(n, operand);
+      if (const detail::hard_sigmoid_chain& c = chain_at[id]; c.x >= 0) {
+        s.coeffs = c.coeffs;
+        s.fn =
+            c.times_input ? &detail::apply_hard_sigmoid<true> : &detail::apply_hard_sigmoid<false>;
+      } else {
+        s.fn = detail::function_for(n, operand);
+      }
+      // A value of repeated values repeats too (the SE block's per-channel scale, a bias's
+      // activation): computed in the row's first tile only. Not one over the whole space: its
+      // lanes change along every row, and its own slot would only grow the scratch.
+      s.repeatable = !reads.empty() && !(n.dims == reg.space);
+      for (std::int32_t o : reads) {
+        s.repeatable = s.repeatable && own_slot[o];
+        s.varies_with |= varies_with[o];
+      }
     }
     if (!s.fn)
       throw error(errc::unsupported, std::string(ir::name(n.kind)),
@@ -381,11 +525,12 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
       free_slots.pop_back();
     }
     slot_of[id] = s.out;
+    varies_with[id] = s.varies_with;
     code_.push_back(s);
-    for (int i = 0; i < arity(id); ++i) {
-      std::int32_t o = n.operands[i];
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      std::int32_t o = reads[i];
       bool repeated = false;
-      for (int j = 0; j < i; ++j) repeated = repeated || n.operands[j] == o;
+      for (std::size_t j = 0; j < i; ++j) repeated = repeated || reads[j] == o;
       if (!repeated && last_use[o] == static_cast<std::int32_t>(k) && !stored[o] && !own_slot[o])
         free_slots.push_back(slot_of[o]);
     }
