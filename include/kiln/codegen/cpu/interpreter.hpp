@@ -58,6 +58,7 @@ struct instruction {
   std::int32_t param = -1;                     // loads: the input slot read
   scalar value;                                // constants
   std::array<float, 4> coeffs{};               // fused instructions: their constants
+  std::int32_t result = -1;                    // one that stores its value: the result
   // A load, a constant, or a value computed from those alone: its slot is its own (no other
   // instruction writes it), so where its lanes repeat along the row (a constant; a load whose
   // step is 0; a value of such) the row's first tile computes it and the others skip it.
@@ -193,24 +194,47 @@ void apply_select(const instruction& s, const tile_frame& f) {
 }
 // clip(x a + b, lo, hi), times x where `times_input` (ONNX's HardSigmoid and HardSwish, as
 // graph::hard_sigmoid and hard_swish spell them): one pass over the tile where the four
-// instructions of the chain would each read and write a slot.
-template <bool times_input>
+// instructions of the chain would each read and write a slot. `biased`: x is the sum of the
+// instruction's two operands (a convolution's bias); `to_result`: the value goes straight to
+// result s.result (it has no other reader), where a store instruction would copy it.
+template <bool times_input, bool biased, bool to_result>
 void apply_hard_sigmoid(const instruction& s, const tile_frame& f) {
   constexpr dtype D = dtype::f32;
   using P = compute_t<D>;
   const P a = P::splat(s.coeffs[0]), b = P::splat(s.coeffs[1]), lo = P::splat(s.coeffs[2]),
           hi = P::splat(s.coeffs[3]);
-  const slot_in<D> x(s, f, 0);
-  const slot_out<D> out(s, f);
-  for (std::int64_t k = 0, n = f.packs(); k < n; ++k) {
-    const P v = x[k];
+  const slot_in<D> x(s, f, 0), bias(s, f, biased ? 1 : 0);
+  auto value = [&](std::int64_t k) {
+    const P v = biased ? binary<ir::op::add, D>(x[k], bias[k]) : x[k];
     const P h =
         ternary<ir::op::clip, D>(binary<ir::op::add, D>(binary<ir::op::mul, D>(v, a), b), lo, hi);
     if constexpr (times_input)
-      out.put(k, binary<ir::op::mul, D>(v, h));
+      return binary<ir::op::mul, D>(v, h);
     else
-      out.put(k, h);
+      return h;
+  };
+  if constexpr (to_result) {
+    float* p = static_cast<float*>(f.out[s.result]) + f.first;
+    const std::int64_t full = f.count / std::int64_t(lanes);
+    for (std::int64_t k = 0; k < full; ++k) store<D>(value(k), p + k * lanes);
+    if (full == f.packs()) return;
+    float padded[lanes];
+    store<D>(value(full), padded);
+    std::memcpy(p + full * lanes, padded, (f.count - full * lanes) * sizeof(float));
+  } else {
+    const slot_out<D> out(s, f);
+    for (std::int64_t k = 0, n = f.packs(); k < n; ++k) out.put(k, value(k));
   }
+}
+
+// The function for a chain's flags.
+inline instruction_fn hard_sigmoid_function(bool times_input, bool biased, bool to_result) {
+  instruction_fn table[8] = {
+      &apply_hard_sigmoid<false, false, false>, &apply_hard_sigmoid<false, false, true>,
+      &apply_hard_sigmoid<false, true, false>,  &apply_hard_sigmoid<false, true, true>,
+      &apply_hard_sigmoid<true, false, false>,  &apply_hard_sigmoid<true, false, true>,
+      &apply_hard_sigmoid<true, true, false>,   &apply_hard_sigmoid<true, true, true>};
+  return table[times_input * 4 + biased * 2 + to_result];
 }
 
 template <dtype From, dtype To>
@@ -360,7 +384,9 @@ struct hard_sigmoid_chain {
   std::int32_t x = -1;
   std::array<float, 4> coeffs{};
   bool times_input = false;
-  std::array<std::int32_t, 3> inner{-1, -1, -1};
+  std::array<std::int32_t, 4> inner{-1, -1, -1, -1};
+  std::array<std::int32_t, 2> sum{-1, -1};  // x's operands, where x is a sum absorbed too
+  std::int32_t result = -1;                 // the result slot it stores to, or -1
 };
 
 // The chain that ends at node `id`, where each inner node is `absorbable` (read by the chain
@@ -392,7 +418,7 @@ bool match_hard_sigmoid(const ir::graph& g, std::int32_t id, Absorbable&& absorb
     const std::int32_t mul = beside_constant(add, c.coeffs[1]);
     if (mul < 0 || !is(mul, ir::op::mul) || !absorbable(mul)) return false;
     c.x = beside_constant(mul, c.coeffs[0]);
-    c.inner = {mul, add, -1};
+    c.inner = {mul, add, -1, -1};
     return c.x >= 0;
   };
   c = {};
@@ -439,6 +465,21 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
     if (!computed(id) || compiler::load_slot(p, reg, id) >= 0 ||
         !detail::match_hard_sigmoid(g, id, absorbable, c))
       continue;
+    // x = u + v, read by the chain alone (a convolution's bias): summed by the instruction.
+    const ir::node& x = g.nodes[c.x];
+    if (x.kind == ir::op::add && x.type == dtype::f32 && computed(c.x) && !stored[c.x] &&
+        compiler::load_slot(p, reg, c.x) < 0 && readers[c.x] == (c.times_input ? 2 : 1)) {
+      c.sum = {x.operands[0], x.operands[1]};
+      c.inner[3] = c.x;
+    }
+    // Stored once and read by nothing else: written to that result directly.
+    int stores_of_id = 0;
+    for (auto st : stores)
+      if (st.node == id) {
+        ++stores_of_id;
+        c.result = st.slot;
+      }
+    if (stores_of_id != 1 || readers[id] != 0 || id == reg.root) c.result = -1;
     chain_at[id] = c;
     for (std::int32_t n : c.inner)
       if (n >= 0) absorbed[n] = true;
@@ -446,6 +487,7 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
   // The operands each emitted instruction reads.
   auto operands_of = [&](std::int32_t id) -> std::vector<std::int32_t> {
     if (absorbed[id]) return {};
+    if (chain_at[id].sum[0] >= 0) return {chain_at[id].sum[0], chain_at[id].sum[1]};
     if (chain_at[id].x >= 0) return {chain_at[id].x};
     const ir::node& n = g.nodes[id];
     return std::vector<std::int32_t>(n.operands.begin(), n.operands.begin() + arity(id));
@@ -498,15 +540,15 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
     } else {
       if (const detail::hard_sigmoid_chain& c = chain_at[id]; c.x >= 0) {
         s.coeffs = c.coeffs;
-        s.fn =
-            c.times_input ? &detail::apply_hard_sigmoid<true> : &detail::apply_hard_sigmoid<false>;
+        s.result = c.result;
+        s.fn = detail::hard_sigmoid_function(c.times_input, c.sum[0] >= 0, c.result >= 0);
       } else {
         s.fn = detail::function_for(n, operand);
       }
       // A value of repeated values repeats too (the SE block's per-channel scale, a bias's
       // activation): computed in the row's first tile only. Not one over the whole space: its
       // lanes change along every row, and its own slot would only grow the scratch.
-      s.repeatable = !reads.empty() && !(n.dims == reg.space);
+      s.repeatable = !reads.empty() && !(n.dims == reg.space) && s.result < 0;
       for (std::int32_t o : reads) {
         s.repeatable = s.repeatable && own_slot[o];
         s.varies_with |= varies_with[o];
@@ -540,6 +582,7 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
   computed_ = code_.size();
   for (auto st : stores) {
     std::int32_t id = st.node;
+    if (chain_at[id].result >= 0) continue;  // its instruction stored it
     instruction s;
     s.out = st.slot;
     s.in[0] = slot_of[id];
