@@ -5,6 +5,7 @@
 // on the CPU.
 #include <gmock/gmock.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
@@ -94,6 +95,35 @@ TEST(Matmul, EverySizeClassAgainstTheReference) {
   check_matmul({3, 0}, {0, 4}, 98);          // nothing to sum: zeros (ONNX, numpy)
   check_matmul({0, 5}, {5, 4}, 98);          // no rows
   check_matmul({256, 256}, {256, 256}, 99);  // enough work for every thread
+}
+
+TEST(Matmul, OneRowReadsBInPlaceWithTheGemmsBits) {
+  // One row of A (a classifier's head, a decoder's step) streams B's rows where the GEMM would
+  // pack B: against the reference, and bit for bit the first row of the GEMM's two-row product
+  // (same sums in the same order) on the CPU. K across KC blocks of 256; N across column blocks
+  // and threads, with a ragged last block.
+  unsigned seed = 300;
+  for (std::int64_t K : {1, 37, 300, 600})
+    for (std::int64_t N : {1, 70, 1000, 1500}) {
+      SCOPED_TRACE("K " + std::to_string(K) + ", N " + std::to_string(N));
+      check_matmul({1, K}, {K, N}, seed += 2);
+      host_tensor a = random_tensor({2, K}, seed), b = random_tensor({K, N}, seed + 1);
+      std::vector<float> a32 = floats(a), b32 = floats(b);
+      kiln::graph g;
+      auto av = g.input("a", dtype::f32, {kiln::dyn, K});
+      g.output("y", g.matmul(av, g.input("b", dtype::f32, {K, N})));
+      auto e = kiln::compile(g);
+      std::vector<float> one(N), two(2 * N);
+      e.run({view_of(a32, {1, K}), view_of(b32, {K, N})}, {view_of(one, {1, N})},
+            kiln::device::cpu());
+      e.run({view_of(a32, {2, K}), view_of(b32, {K, N})}, {view_of(two, {2, N})},
+            kiln::device::cpu());
+      for (std::int64_t j = 0; j < N; ++j)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(one[j]), std::bit_cast<std::uint32_t>(two[j]))
+            << "column " << j;
+    }
+  check_matmul({3, 1, 300}, {3, 300, 700}, 400);  // batched rows
+  check_matmul({2, 1, 40}, {40, 90}, 402);        // rows of a batch over one B
 }
 
 TEST(Matmul, BatchesBroadcastAndOneDimensionalOperandsAsNumpy) {

@@ -373,6 +373,62 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
     run_tasks(0, tasks);
 }
 
+// C[b] = a[b] x B[b] for b < batches where A has one row (a classifier's head, a decoder's step):
+// B read in place along its rows (b_at(bi): row 0; column stride 1; row stride sb), where the
+// GEMM would pack all of B to use one row of each register tile. The GEMM's sums in its order
+// (fused multiply-adds over each KC block from zero, the blocks added), so the bits match it.
+template <class S, class ARow, class BRows>
+void gemv(std::int64_t batches, std::int64_t N, std::int64_t K, ARow a_at, std::int64_t sa,
+          BRows b_at, std::int64_t sb, tile_ref epilogue) {
+  using G = gemm_shape<S>;
+  using batch = typename G::batch;
+  constexpr int L = G::L, V = 4;  // four accumulators of columns
+  constexpr std::int64_t width = V * L;
+  // Column blocks of at most NC, as many as share out evenly when threads pay off.
+  const bool worth_threads = double(N) * double(K) * double(batches) > 1e6;
+  const int threads = worth_threads ? thread_count() : 1;
+  std::int64_t blocks = (N + G::NC - 1) / G::NC;
+  if (batches == 1 && threads > 1) blocks = std::max<std::int64_t>(blocks, threads);
+  const std::int64_t nc = ((N + blocks - 1) / blocks + width - 1) / width * width;
+  blocks = (N + nc - 1) / nc;
+  auto run = [&](std::int64_t first, std::int64_t last) {
+    thread_local std::vector<S> row;
+    if (row.size() < static_cast<std::size_t>(nc)) row.resize(static_cast<std::size_t>(nc));
+    alignas(64) S padded[width];
+    for (std::int64_t t = first; t < last; ++t) {
+      const std::int64_t bi = t / blocks, j0 = t % blocks * nc, n = std::min(nc, N - j0);
+      const S* ap = a_at(bi);
+      const S* bp = b_at(bi) + j0;
+      for (std::int64_t c = 0; c < n; c += width) {
+        const std::int64_t w = std::min(width, n - c);
+        batch total[V];
+        for (std::int64_t p0 = 0; p0 < K || p0 == 0; p0 += G::KC) {
+          batch acc[V];
+          for (int v = 0; v < V; ++v) acc[v] = batch(S(0));
+          for (std::int64_t p = p0, end = std::min(K, p0 + G::KC); p < end; ++p) {
+            const batch av(ap[p * sa]);
+            const S* from = bp + p * sb + c;
+            if (w < width) {  // the last columns, zero-padded
+              std::fill(std::copy(from, from + w, padded), padded + width, S(0));
+              from = padded;
+            }
+            for (int v = 0; v < V; ++v)
+              acc[v] = xsimd::fma(av, batch::load_unaligned(from + v * L), acc[v]);
+          }
+          for (int v = 0; v < V; ++v) total[v] = p0 == 0 ? acc[v] : total[v] + acc[v];
+        }
+        for (int v = 0; v < V; ++v) total[v].store_aligned(padded + v * L);
+        std::copy(padded, padded + w, row.data() + c);
+      }
+      epilogue({bi, 0, 1, j0, n, row.data(), nc});
+    }
+  };
+  if (threads > 1 && batches * blocks > 1)
+    parallel_for(batches * blocks, 1, run);
+  else
+    run(0, batches * blocks);
+}
+
 // Fold type S, storage type T.
 template <class S, class T>
 void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilogue) {
@@ -392,6 +448,18 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
   };
   // Rows [r0, r0 + rows) x columns [c0, c0 + cols) of a computed operand, in this thread's
   // memory (row-major), until its next call.
+  if constexpr (std::is_same_v<S, T> && std::is_floating_point_v<S>) {
+    if (M == 1 && N > 0 && !a.fill && !b.fill && a.layout.terms.empty() &&
+        b.layout.terms.empty() && b.layout.stride[rank - 1] == 1) {
+      auto at = [&](const operand_layout& l) {
+        return [&](std::int64_t bi) {
+          return reinterpret_cast<const S*>(l.data) + batch_offset(l, bi);
+        };
+      };
+      return gemv<S>(batches, N, K, at(a.layout), a.layout.stride[rank - 1], at(b.layout),
+                     b.layout.stride[rank - 2], epilogue);
+    }
+  }
   auto computed = [](const matmul_operand& o, std::int64_t bi, std::int64_t r0, std::int64_t rows,
                      std::int64_t c0, std::int64_t cols) {
     thread_local std::vector<T> block;
