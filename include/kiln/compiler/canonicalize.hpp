@@ -71,10 +71,40 @@ struct contraction_check {
   std::int32_t symbol, old_node;
 };
 
+// Run-time size d of the old graph in the rebuilt one (map: old node -> new node): an input's size
+// is that input's again; a size computed from run-time sizes is computed again from its operands;
+// any other is the size a rebuilt node has where its old node had d.
+constexpr std::int64_t rebuilt_size(ir::builder& b, const ir::graph& g,
+                                    const std::vector<std::int32_t>& map, std::int64_t d) {
+  if (!ir::is_symbol(d)) return d;
+  const ir::symbol& s = g.symbols[static_cast<std::size_t>(ir::symbol_of(d))];
+  switch (s.kind) {
+    case ir::symbol_kind::product:
+      return b.size_product(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)),
+                            rebuilt_size(b, g, map, ir::dim_of_symbol(s.b)));
+    case ir::symbol_kind::scaled:
+      return b.size_product(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    case ir::symbol_kind::quotient:
+      return b.size_quotient(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    default:
+      break;
+  }
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    if (map[i] < 0) continue;
+    const shape& was = g.nodes[i].dims;
+    for (int a = 0; a < was.rank; ++a)
+      if (was.dims[a] == d) return b.get().nodes[static_cast<std::size_t>(map[i])].dims.dims[a];
+  }
+  throw error(errc::invalid_graph, "canonicalize",
+              "run-time size s" + std::to_string(ir::symbol_of(d)) + " has no rebuilt node");
+}
+
 // A view re-added over its rebuilt operand: run-time sizes are renumbered by a rebuild, so the
-// dims take them from the new operand (a view's own sizes are static).
+// dims take them from the new operand (a view's own sizes are static, or a reshape's sizes
+// computed from run-time sizes, computed again).
 constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir::node& old,
-                                    std::int32_t operand, std::vector<contraction_check>& checks) {
+                                    std::int32_t operand, std::vector<contraction_check>& checks,
+                                    const std::vector<std::int32_t>& map) {
   const shape& x = b.get().nodes[operand].dims;
   shape d = old.dims;
   if (old.kind == ir::op::expand) {  // again through the broadcast, which keeps its constraints
@@ -100,7 +130,12 @@ constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir
       case ir::op::transpose:
         d.dims[i] = x.dims[old.attrs.perm[i]];
         break;
-      default:  // reshape copies at the same position; slice keeps the axis whole
+      case ir::op::reshape:  // a copy at the same position, or a size computed anew
+        d.dims[i] = i < x.rank && g.nodes[old.operands[0]].dims.dims[i] == old.dims.dims[i]
+                        ? x.dims[i]
+                        : rebuilt_size(b, g, map, old.dims.dims[i]);
+        break;
+      default:  // slice keeps the axis whole
         d.dims[i] = x.dims[i];
         break;
     }
@@ -182,7 +217,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
         else if (old.kind == ir::op::gather_elements)
           id = b.gather_elements(ops[0], ops[1], old.attrs.axis);
         else
-          id = rebuild_view(b, g, old, ops[0], checks);
+          id = rebuild_view(b, g, old, ops[0], checks, map);
         break;
       default:
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);

@@ -99,15 +99,42 @@ class graph {
 
   // Index maps, ONNX's Transpose, Reshape, Expand, Slice, Flatten, Squeeze and Unsqueeze: views
   // that move no data where a region can read the operand in place. Sizes of the operand known
-  // only at the call may pass through (a reshape copies them with a 0 at the same position) but
-  // not be sliced or moved by a reshape.
+  // only at the call pass through transposes and reshapes (a reshape may join them into products
+  // and split such products again: see extent) but are not sliced.
   using sizes = std::span<const std::int64_t>;
   using size_list = std::initializer_list<std::int64_t>;
   // Result axis i is x's axis perm[i]; no perm reverses the axes.
   value transpose(value x, sizes perm);
   value transpose(value x, size_list perm = {});
+  // ONNX Reshape: 0 copies x's size at that position (unless allow_zero), one -1 is inferred.
   value reshape(value x, sizes shape, bool allow_zero = false);
   value reshape(value x, size_list shape, bool allow_zero = false);
+
+  // A size of a value for shapes computed from it (an exporter's Shape -> Gather -> Mul -> Concat
+  // -> Reshape): a static size, or one known at the call (an input's run-time size, or a product
+  // or an exact quotient of such sizes). A graph built from extents runs at any run-time sizes:
+  // the products are computed at each call, and a quotient that does not divide is an error then.
+  class extent {
+   public:
+    constexpr extent(std::int64_t static_size = 0) : d_(static_size) {}  // NOLINT: a size is one
+    constexpr bool is_static() const { return !run_time_; }
+    // The size, where it is static.
+    constexpr std::int64_t size() const { return run_time_ ? dyn : d_; }
+    friend constexpr bool operator==(const extent&, const extent&) = default;
+
+   private:
+    friend class graph;
+    std::int64_t d_ = 0;     // the static size, or the IR's run-time size (a symbol)
+    bool run_time_ = false;  // set by the graph only
+  };
+  // Axis `axis` (negative counts from the end) of v.
+  extent extent_of(value v, int axis) const;
+  extent product(extent a, extent b);
+  // a / b: b static, or b's run-time sizes among a's (a product b x c divided by b is c).
+  extent quotient(extent a, extent b);
+  // ONNX Reshape to extents: a static 0 copies x's size there (unless allow_zero), a static -1 is
+  // inferred. The element counts must agree as products of the same run-time sizes.
+  value reshape(value x, std::span<const extent> shape, bool allow_zero = false);
   value expand(value x, sizes shape);
   value expand(value x, size_list shape);
   value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {});
@@ -582,6 +609,87 @@ KILN_RUNTIME_API graph::value graph::reshape(value x, sizes shape, bool allow_ze
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, size_list shape, bool allow_zero) {
   return reshape(x, list(shape), allow_zero);
+}
+
+KILN_RUNTIME_API graph::extent graph::extent_of(value v, int axis) const {
+  const shape& d = node(v).dims;
+  if (axis < -d.rank || axis >= d.rank)
+    throw error(errc::invalid_argument, "extent_of",
+                "axis " + std::to_string(axis) + " of a value of rank " + std::to_string(d.rank));
+  extent e;
+  e.d_ = d.dims[axis < 0 ? axis + d.rank : axis];
+  e.run_time_ = ir::is_symbol(e.d_);
+  return e;
+}
+
+KILN_RUNTIME_API graph::extent graph::product(extent a, extent b) {
+  for (const extent& e : {a, b})
+    if (e.is_static() && e.d_ < 0)
+      throw error(errc::invalid_argument, "product", "size " + std::to_string(e.d_));
+  extent r;
+  r.d_ = b_.size_product(a.d_, b.d_);
+  r.run_time_ = ir::is_symbol(r.d_);
+  return r;
+}
+
+KILN_RUNTIME_API graph::extent graph::quotient(extent a, extent b) {
+  for (const extent& e : {a, b})
+    if (e.is_static() && e.d_ < 0)
+      throw error(errc::invalid_argument, "quotient", "size " + std::to_string(e.d_));
+  if (b.is_static() && b.d_ == 0) throw error(errc::invalid_argument, "quotient", "divides by 0");
+  if (a.is_static() && b.is_static() && a.d_ % b.d_ != 0)
+    throw error(errc::shape_mismatch, "quotient",
+                std::to_string(a.d_) + " is not a multiple of " + std::to_string(b.d_));
+  extent r;
+  r.d_ = b_.size_quotient(a.d_, b.d_);
+  r.run_time_ = ir::is_symbol(r.d_);
+  return r;
+}
+
+KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,
+                                             bool allow_zero) {
+  const std::int32_t a = id_of(x, "reshape", 1);
+  const ir::node& n = b_.get().nodes[static_cast<std::size_t>(a)];
+  if (static_cast<int>(shape.size()) > max_rank)
+    throw error(errc::invalid_argument, "reshape",
+                "has " + std::to_string(shape.size()) + " sizes, above kiln::max_rank");
+  std::vector<std::int64_t> dims(shape.size());
+  int inferred = -1;
+  extent others = 1;  // the product of every size but the inferred one
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const extent& e = shape[i];
+    if (e.is_static() && e.d_ == -1) {
+      if (inferred >= 0)
+        throw error(errc::invalid_argument, "reshape", "has more than one size of -1");
+      inferred = static_cast<int>(i);
+      continue;
+    }
+    if (e.is_static() && e.d_ < 0)
+      throw error(errc::invalid_argument, "reshape",
+                  "size " + std::to_string(i) + " is " + std::to_string(e.d_));
+    dims[i] = e.d_;
+    if (e.is_static() && e.d_ == 0 && !allow_zero) {
+      if (static_cast<int>(i) >= n.dims.rank)
+        throw error(errc::invalid_argument, "reshape",
+                    "size " + std::to_string(i) + " is 0 (copy the operand's), but the operand " +
+                        "has rank " + std::to_string(n.dims.rank));
+      dims[i] = n.dims.dims[i];
+    }
+    extent copy;
+    copy.d_ = dims[i];
+    copy.run_time_ = ir::is_symbol(dims[i]);
+    others = product(others, copy);
+  }
+  if (inferred >= 0) {
+    extent all = 1;
+    for (int i = 0; i < n.dims.rank; ++i) all = product(all, extent_of(x, i));
+    if (others.is_static() && others.d_ == 0)
+      throw error(
+          errc::shape_mismatch, "reshape",
+          "cannot infer the -1 of a shape with a size of 0 from operand " + to_string(n.dims));
+    dims[static_cast<std::size_t>(inferred)] = quotient(all, others).d_;
+  }
+  return wrap(b_.reshape(a, dims, true, true));
 }
 
 KILN_RUNTIME_API graph::value graph::expand(value x, sizes shape) {

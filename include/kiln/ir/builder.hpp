@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -346,10 +349,12 @@ class builder {
   }
 
   // The operand's elements in row-major order, as `sizes` (ONNX Reshape: 0 copies the operand's
-  // size at that position unless allow_zero, one -1 is inferred). A run-time size must be copied
-  // by a 0; the other sizes must then hold as many elements as the operand's other sizes.
+  // size at that position unless allow_zero, one -1 is inferred). Sizes may be run-time sizes
+  // (symbols: an operand's, or products and quotients of them, computed_size); the element
+  // counts must then agree as products of the same run-time sizes. `as_dims`: sizes are the IR's
+  // (negative ones are symbols, none is inferred, 0 is 0).
   constexpr std::int32_t reshape(std::int32_t a, std::span<const std::int64_t> sizes,
-                                 bool allow_zero = false) {
+                                 bool allow_zero = false, bool as_dims = false) {
     const node& x = at(a, op::reshape);
     if (static_cast<int>(sizes.size()) > max_rank)
       fail(op::reshape, errc::invalid_argument,
@@ -357,51 +362,167 @@ class builder {
                " sizes, above kiln::max_rank (" + detail::to_text(max_rank) + ")");
     shape d;
     d.rank = static_cast<int>(sizes.size());
-    std::uint32_t copied = 0;
     int inferred = -1;
-    std::int64_t have = 1, want = 1;  // elements of the sizes not copied: operand's, result's
+    monomial want{1, {}};  // the result's elements, but for the inferred size
     for (int i = 0; i < d.rank; ++i) {
       std::int64_t s = sizes[i];
-      if (s == 0 && !allow_zero) {
+      if (s == 0 && !allow_zero && !as_dims) {
         if (i >= x.dims.rank)
           fail(op::reshape, errc::invalid_argument,
                "size " + detail::to_text(i) + " is 0 (copy the operand's), but the operand has " +
                    "rank " + detail::to_text(x.dims.rank));
-        copied |= 1u << i;
         d.dims[i] = x.dims.dims[i];
-      } else if (s == -1) {
+      } else if (s == -1 && !as_dims) {
         if (inferred >= 0)
           fail(op::reshape, errc::invalid_argument, "has more than one size of -1");
         inferred = i;
-      } else if (s < 0) {
+        continue;
+      } else if (is_symbol(s) &&
+                 (!as_dims || symbol_of(s) >= static_cast<std::int32_t>(g_.symbols.size()))) {
         fail(op::reshape, errc::invalid_argument,
              "size " + detail::to_text(i) + " is " + detail::to_text(s));
       } else {
         d.dims[i] = s;
-        want *= s;
       }
+      want = times(op::reshape, want, monomial_of(d.dims[i]));
     }
-    for (int i = 0; i < x.dims.rank; ++i) {
-      if ((copied >> i) & 1u) continue;
-      if (is_symbol(x.dims.dims[i]))
-        fail(op::reshape, errc::shape_mismatch,
-             "operand " + to_string(x.dims) + " has a run-time size at axis " + detail::to_text(i) +
-                 " that the sizes do not copy (a 0 at that position)");
-      have *= x.dims.dims[i];
-    }
+    monomial have{1, {}};
+    for (int i = 0; i < x.dims.rank; ++i)
+      have = times(op::reshape, have, monomial_of(x.dims.dims[i]));
+    // The sizes as given (or, from the IR, with run-time sizes as '?').
+    auto target = [&] {
+      if (!as_dims) return detail::sizes_text(sizes);
+      shape t;
+      t.rank = static_cast<int>(sizes.size());
+      for (int i = 0; i < t.rank; ++i) t.dims[i] = sizes[i];
+      return to_string(t);
+    };
+    auto mismatch = [&](const char* why) {
+      fail(op::reshape, errc::shape_mismatch,
+           "operand " + to_string(x.dims) + " cannot be reshaped to " + target() + why);
+    };
     if (inferred >= 0) {
-      if (want == 0 || have % want != 0)
+      if (want.factor == 0)
         fail(op::reshape, errc::shape_mismatch,
-             "cannot infer the -1 of " + detail::sizes_text(sizes) + " from operand " +
-                 to_string(x.dims));
-      d.dims[inferred] = have / want;
+             "cannot infer the -1 of " + target() + " from operand " + to_string(x.dims));
+      auto q = divided(have, want);
+      if (!q)
+        fail(op::reshape, errc::shape_mismatch,
+             "cannot infer the -1 of " + target() + " from operand " + to_string(x.dims) +
+                 " (its run-time sizes are not those of the other sizes)");
+      d.dims[inferred] = dim_of(*q);
       want = have;
     }
-    if (have != want)
-      fail(op::reshape, errc::shape_mismatch,
-           "operand " + to_string(x.dims) + " cannot be reshaped to " + detail::sizes_text(sizes) +
-               " (different element counts)");
+    if (have.atoms != want.atoms)
+      mismatch(
+          " (the run-time sizes of the two differ: kiln reshapes run-time sizes into products "
+          "and quotients of the same sizes)");
+    if (have.factor != want.factor) mismatch(" (different element counts)");
     return view(op::reshape, a, {}, d);
+  }
+  // ---- sizes computed from run-time sizes ------------------------------------------------------
+  // A size as a product: a static factor times atoms (symbols kiln does not split: inputs' sizes,
+  // broadcasts, quotients), sorted. Equal products are one symbol: dim_of builds a left-deep
+  // chain of `product` symbols over the sorted atoms, then `scaled` by the factor.
+  struct monomial {
+    std::int64_t factor = 1;
+    std::vector<std::int32_t> atoms;
+  };
+  constexpr monomial monomial_of(std::int64_t d) const {
+    if (!is_symbol(d)) return {d, {}};
+    const symbol& s = g_.symbols[static_cast<std::size_t>(symbol_of(d))];
+    if (s.kind == symbol_kind::product)
+      return times(op::reshape, monomial_of(dim_of_symbol(s.a)), monomial_of(dim_of_symbol(s.b)));
+    if (s.kind == symbol_kind::scaled) {
+      monomial m = monomial_of(dim_of_symbol(s.a));
+      return times(op::reshape, m, {s.b, {}});
+    }
+    return {1, {symbol_of(d)}};
+  }
+  constexpr monomial times(op o, const monomial& x, const monomial& y) const {
+    monomial r;
+    if (x.factor != 0 && y.factor > std::numeric_limits<std::int64_t>::max() / x.factor)
+      fail(o, errc::shape_mismatch,
+           "sizes " + detail::to_text(x.factor) + " and " + detail::to_text(y.factor) +
+               " multiply past 2^63");
+    r.factor = x.factor * y.factor;
+    r.atoms.resize(x.atoms.size() + y.atoms.size());
+    std::merge(x.atoms.begin(), x.atoms.end(), y.atoms.begin(), y.atoms.end(), r.atoms.begin());
+    if (r.factor == 0) r.atoms.clear();
+    // A quotient a / k times a multiple of k is a again (the call checked that k divides a).
+    for (std::size_t i = 0; i < r.atoms.size(); ++i) {
+      const symbol& q = g_.symbols[static_cast<std::size_t>(r.atoms[i])];
+      if (q.kind != symbol_kind::quotient || r.factor % q.b != 0) continue;
+      monomial rest{r.factor / q.b, r.atoms};
+      rest.atoms.erase(rest.atoms.begin() + static_cast<std::ptrdiff_t>(i));
+      return times(o, rest, monomial_of(dim_of_symbol(q.a)));
+    }
+    return r;
+  }
+  // x / y where y's atoms are among x's and its factor divides x's; or where y is static and x's
+  // atoms are those of a quotient symbol: empty where kiln cannot divide.
+  constexpr std::optional<monomial> divided(const monomial& x, const monomial& y) {
+    if (y.factor == 0) return std::nullopt;
+    monomial r{x.factor, {}};
+    std::size_t j = 0;
+    for (std::int32_t atom : x.atoms) {
+      if (j < y.atoms.size() && y.atoms[j] == atom)
+        ++j;
+      else
+        r.atoms.push_back(atom);
+    }
+    if (j != y.atoms.size()) return std::nullopt;
+    if (r.factor % y.factor == 0) {
+      r.factor /= y.factor;
+      return r;
+    }
+    // A static divisor that does not divide the factor: a quotient symbol, checked at the call.
+    if (r.atoms.empty()) return std::nullopt;
+    const std::int64_t common = std::gcd(r.factor, y.factor), by = y.factor / common;
+    if (by > 0x7fffffff) return std::nullopt;
+    const std::int32_t q =
+        computed_size(symbol_kind::quotient, symbol_of(dim_of({1, r.atoms})),
+                      static_cast<std::int32_t>(by), static_cast<std::int32_t>(g_.nodes.size()));
+    return monomial{r.factor / common, {q}};
+  }
+  // The size of product m: static, or a symbol.
+  constexpr std::int64_t dim_of(const monomial& m) {
+    if (m.atoms.empty() || m.factor == 0) return m.factor;
+    std::int32_t s = m.atoms[0];
+    for (std::size_t i = 1; i < m.atoms.size(); ++i)
+      s = computed_size(symbol_kind::product, s, m.atoms[i], -1);
+    if (m.factor == 1) return dim_of_symbol(s);
+    if (m.factor > 0x7fffffff)
+      fail(op::reshape, errc::unsupported,
+           "a static factor of " + detail::to_text(m.factor) + " times a run-time size");
+    return dim_of_symbol(
+        computed_size(symbol_kind::scaled, s, static_cast<std::int32_t>(m.factor), -1));
+  }
+  // The symbol of kind k over (a, b), made once.
+  constexpr std::int32_t computed_size(symbol_kind k, std::int32_t a, std::int32_t b,
+                                       std::int32_t node) {
+    for (std::size_t i = 0; i < g_.symbols.size(); ++i) {
+      const symbol& s = g_.symbols[i];
+      if (s.kind == k && s.a == a && s.b == b) return static_cast<std::int32_t>(i);
+    }
+    return add_symbol({k, a, b, node}, {});
+  }
+  // Sizes a and b (static or symbols) multiplied; a divided by b, which must divide it (a
+  // run-time quotient is checked at the call): for shapes computed from run-time sizes.
+  constexpr std::int64_t size_product(std::int64_t a, std::int64_t b) {
+    return dim_of(times(op::reshape, monomial_of(a), monomial_of(b)));
+  }
+  constexpr std::int64_t size_quotient(std::int64_t a, std::int64_t b) {
+    auto q = divided(monomial_of(a), monomial_of(b));
+    if (!q)
+      fail(op::reshape, errc::unsupported,
+           "size " + size_text(a) + " divided by " + size_text(b) +
+               ": kiln divides run-time sizes by static sizes and by the run-time sizes they are "
+               "products of");
+    return dim_of(*q);
+  }
+  constexpr std::string size_text(std::int64_t d) const {
+    return is_symbol(d) ? "s" + detail::to_text(symbol_of(d)) : detail::to_text(d);
   }
 
   // The operand broadcast with `sizes` (ONNX Expand: numpy broadcasting both ways).
@@ -788,7 +909,7 @@ class builder {
     auto id = static_cast<std::int32_t>(g_.symbols.size());
     g_.symbols.push_back(s);
     if (leaf_begin_.empty()) leaf_begin_.push_back(0);
-    if (s.kind == symbol_kind::input)
+    if (s.kind == symbol_kind::input || is_computed_size(s.kind))  // atoms for broadcasts
       leaf_data_.push_back(id);
     else
       leaf_data_.insert(leaf_data_.end(), leaves.begin(), leaves.end());

@@ -24,7 +24,15 @@ enum class symbol_kind : std::uint8_t {
   broadcast,  // broadcast of symbols `a` and `b` (equal, or one is 1), made by node `node`
   equal,      // symbols `a` and `b`, which must be equal (sizes node `node` contracts over)
   exactly,    // symbol `a`, which must be the static size `b` (contracted with it by `node`)
+  // Sizes computed from run-time sizes (a reshape's): built by ir::builder in one canonical order,
+  // so that equal products are one symbol.
+  product,   // symbols `a` times `b`
+  scaled,    // symbol `a` times the static size `b` (> 1)
+  quotient,  // symbol `a` divided by the static size `b` (> 1), which must divide it (`node`)
 };
+constexpr bool is_computed_size(symbol_kind k) {
+  return k == symbol_kind::product || k == symbol_kind::scaled || k == symbol_kind::quotient;
+}
 
 struct symbol {
   symbol_kind kind = symbol_kind::input;

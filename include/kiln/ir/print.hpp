@@ -60,6 +60,15 @@ inline std::string print(const graph& g) {
       case symbol_kind::exactly:
         out += a + ", which must be " + std::to_string(s.b);
         break;
+      case symbol_kind::product:
+        out += a + " x " + b;
+        break;
+      case symbol_kind::scaled:
+        out += a + " x " + std::to_string(s.b);
+        break;
+      case symbol_kind::quotient:
+        out += a + " / " + std::to_string(s.b) + ", which must divide";
+        break;
     }
     out += "\n";
   }

@@ -326,8 +326,9 @@ constexpr std::vector<std::string> verify(const graph& g) {
     bool ok = s.kind == symbol_kind::input
                   ? s.a >= 0 && s.a < static_cast<std::int32_t>(g.inputs.size()) && s.b >= 0 &&
                         s.b < g.inputs[s.a].dims.rank
-              : s.kind == symbol_kind::exactly
-                  ? s.a >= 0 && s.a < before && s.b >= 0
+              : s.kind == symbol_kind::exactly ? s.a >= 0 && s.a < before && s.b >= 0
+              : s.kind == symbol_kind::scaled || s.kind == symbol_kind::quotient
+                  ? s.a >= 0 && s.a < before && s.b > 1
                   : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)
       problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +

@@ -154,6 +154,7 @@ KILN_RUNTIME_API std::string symbol_source(std::span<const ir::symbol> symbols,
   if (s.kind == ir::symbol_kind::input)
     return "argument " + std::to_string(s.a + 1) + " axis " + std::to_string(s.b);
   if (s.kind == ir::symbol_kind::exactly) return symbol_source(symbols, values, s.a, size);
+  if (ir::is_computed_size(s.kind)) return "a size computed from run-time sizes";
   return symbol_source(symbols, values, values[s.a] == size ? s.a : s.b, size);
 }
 
@@ -194,6 +195,24 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
       continue;
     }
     auto op = [&] { return s.node >= 0 ? std::string(ir::name(nodes[s.node].kind)) : "a node"; };
+    if (ir::is_computed_size(s.kind)) {
+      const std::int64_t x = sym[s.a], y = s.kind == ir::symbol_kind::product ? sym[s.b] : s.b;
+      if (s.kind == ir::symbol_kind::quotient) {
+        if (x % y != 0)
+          throw error(errc::shape_mismatch, who,
+                      symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +
+                          ", which " + op() + " divides by " + std::to_string(y) +
+                          ": not a multiple of it");
+        sym[i] = x / y;
+      } else if (y != 0 && x > std::numeric_limits<std::int64_t>::max() / y) {
+        throw error(errc::shape_mismatch, who,
+                    "sizes " + std::to_string(x) + " and " + std::to_string(y) +
+                        " multiply past 2^63 (a size computed from run-time sizes)");
+      } else {
+        sym[i] = x * y;
+      }
+      continue;
+    }
     if (s.kind == ir::symbol_kind::exactly) {
       if (sym[s.a] != s.b)
         throw error(errc::shape_mismatch, who,
