@@ -282,9 +282,15 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
       inputs.push_back(found);
       all_known = all_known && found->known.has_value();
     }
+    const bool on_extents =
+        std::any_of(inputs.begin(), inputs.end(), [](const slot* s) { return s && s->extents; });
     std::vector<slot> out;
     try {
-      if (all_known && foldable(node.op_type())) {
+      if (on_extents) {
+        node_context c(g, node, k, opset, inputs, &values, prefix);
+        lower_on_extents(c);
+        out = std::move(c.produced());
+      } else if (all_known && foldable(node.op_type())) {
         out = fold(node, k, opset, *lower, inputs);
       } else {
         node_context c(g, node, k, opset, inputs, &values, prefix);
@@ -304,7 +310,8 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty()) continue;
       const auto u = static_cast<std::size_t>(o);
-      if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence))
+      if (u >= out.size() ||
+          (!out[u].value && !out[u].known && !out[u].sequence && !out[u].extents))
         fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
                                     "' is not produced by kiln's lowering");
       values.own[node.output(o)] = std::move(out[u]);

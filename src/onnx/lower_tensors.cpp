@@ -93,23 +93,18 @@ void lower_shape(node_context& c) {
   };
   start = clamp(start);
   end = clamp(end);
-  ints v;
-  for (std::int64_t i = start; i < end; ++i) {
-    if (d.dims[i] == dyn)
-      c.fail(errc::unsupported,
-             "axis " + std::to_string(i) +
-                 " of its input is a run-time size; kiln computes "
-                 "shapes at import: bind the model's symbolic dimensions (import_options::dims)");
-    v.push_back(d.dims[i]);
-  }
-  c.out_known(0, i64_tensor(v));
+  // Run-time sizes as extents (lower_extents.cpp), known where every size is static.
+  std::vector<graph::extent> e;
+  for (std::int64_t i = start; i < end; ++i)
+    e.push_back(c.g.extent_of(c.in(0), static_cast<int>(i)));
+  c.out_extents(0, e, false);
 }
 
 void lower_size(node_context& c) {
-  shape d = c.dims_of(0);
-  if (!d.is_static())
-    c.fail(errc::unsupported, "its input has run-time sizes; bind the model's symbolic dimensions");
-  c.out_known(0, i64_tensor({d.element_count()}, true));
+  const int rank = c.dims_of(0).rank;
+  graph::extent n = 1;
+  for (int i = 0; i < rank; ++i) n = c.g.product(n, c.g.extent_of(c.in(0), i));
+  c.out_extents(0, {n}, true);
 }
 
 void lower_reshape(node_context& c) {

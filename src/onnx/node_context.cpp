@@ -363,6 +363,33 @@ void node_context::out_known(int o, host_tensor t) {
   if (wants(o)) produced_at(o).known = std::move(t);
 }
 
+void node_context::out_extents(int o, std::vector<graph::extent> e, bool scalar) {
+  if (!wants(o)) return;
+  if (std::all_of(e.begin(), e.end(), [](const graph::extent& x) { return x.is_static(); })) {
+    std::vector<std::int64_t> v;
+    for (const auto& x : e) v.push_back(x.size());
+    shape d = scalar ? shape{} : shape{static_cast<std::int64_t>(v.size())};
+    return out_known(o, i64_tensor(v, d));
+  }
+  slot& s = produced_at(o);
+  s.extents = std::move(e);
+  s.scalar = scalar;
+}
+
+std::optional<std::vector<graph::extent>> node_context::extents_input(int i, bool* scalar) const {
+  if (!has(i)) return std::nullopt;
+  const slot& s = *inputs_[static_cast<std::size_t>(i)];
+  if (s.extents) {
+    if (scalar) *scalar = s.scalar;
+    return s.extents;
+  }
+  if (!s.known || s.known->dims.rank > 1 || is_floating(s.known->type)) return std::nullopt;
+  if (scalar) *scalar = s.known->dims.rank == 0;
+  std::vector<graph::extent> e;
+  for (std::int64_t v : s.known->ints()) e.emplace_back(v);
+  return e;
+}
+
 std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector<slot> inputs,
                                          const std::string& label) {
   const ::onnx::AttributeProto* a = attr(attribute);

@@ -41,6 +41,11 @@ struct slot {
   std::optional<graph::value> value;
   std::optional<host_tensor> known;
   std::optional<std::vector<slot>> sequence;
+  // An i64 shape whose sizes are not all known at import (Shape of a value with run-time sizes,
+  // and what Gather, Concat, Mul... make of it: lower_extents.cpp): one element per extent, a
+  // scalar where `scalar`.
+  std::optional<std::vector<graph::extent>> extents;
+  bool scalar = false;
 };
 
 // A tensor slot's graph value, a known tensor made a constant of the graph where it has none.
@@ -124,6 +129,11 @@ class node_context {
   void out_known(int o, host_tensor t);
   void out_sequence(int o, std::vector<slot> items);
   void out_slot(int o, slot s);  // a tensor as it is: a graph value, known, or both
+  // An i64 shape (a scalar where `scalar`): known where every extent is static.
+  void out_extents(int o, std::vector<graph::extent> e, bool scalar);
+  // Input i as extents: its own, or a known i64 tensor of rank 0 or 1 (scalar: its rank is 0);
+  // empty where it is neither.
+  std::optional<std::vector<graph::extent>> extents_input(int i, bool* scalar = nullptr) const;
 
   // The node's graph attribute `attribute` lowered with its inputs bound to `inputs`
   // (import_subgraph in the node's scope); `label` says which run it is in errors ("iteration 3").
@@ -164,6 +174,10 @@ void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
 void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
 void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp
 void add_data_sized_lowerings(lowering_table& table);    // lower_data_sized.cpp
+// A node one of whose inputs is a shape with run-time sizes (lower_extents.cpp): Gather, Slice,
+// Concat, Unsqueeze, Squeeze, Cast, Identity, Mul, Div over such shapes, and Reshape to one; any
+// other op is refused naming the input.
+void lower_on_extents(node_context& c);
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
 const lowering* find_lowering(std::string_view op_type);

@@ -1,0 +1,170 @@
+// Shapes computed from run-time sizes, as exporters write them (Shape -> Gather -> Unsqueeze ->
+// Concat -> Reshape, a flatten's Mul of two sizes): carried as graph::extents, so that a model with
+// a dynamic batch or sequence length imports once and runs at any size.
+#include <algorithm>
+#include <string>
+
+#include "node_context.hpp"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using extents = std::vector<graph::extent>;
+
+// Input i's extents, or the refusal.
+extents extents_of(node_context& c, int i, bool* scalar = nullptr) {
+  auto e = c.extents_input(i, scalar);
+  if (!e)
+    c.fail(errc::unsupported, "input " + std::to_string(i) +
+                                  " is not an integer shape known at import beside a shape of "
+                                  "run-time sizes");
+  return *e;
+}
+
+std::int64_t position(node_context& c, std::int64_t i, std::size_t n, const char* what) {
+  const auto size = static_cast<std::int64_t>(n);
+  if (i < -size || i >= size)
+    c.fail(errc::invalid_argument, std::string(what) + " " + std::to_string(i) +
+                                       " is out of range for a shape of " + std::to_string(n) +
+                                       " sizes");
+  return i < 0 ? i + size : i;
+}
+
+void lower_gather(node_context& c) {
+  c.only_attrs({"axis"});
+  if (c.attr_int("axis", 0) != 0) c.fail(errc::unsupported, "a shape is gathered along axis 0");
+  const extents data = extents_of(c, 0);
+  const host_tensor& at = c.known_input(1, "indices");
+  if (at.dims.rank > 1) c.fail(errc::unsupported, "indices of rank above 1 into a shape");
+  extents picked;
+  for (std::int64_t i : at.ints())
+    picked.push_back(data[static_cast<std::size_t>(position(c, i, data.size(), "index"))]);
+  c.out_extents(0, picked, at.dims.rank == 0);
+}
+
+void lower_slice(node_context& c) {
+  c.only_attrs({});
+  const extents data = extents_of(c, 0);
+  const auto n = static_cast<std::int64_t>(data.size());
+  const auto starts = c.ints_input(1, "starts"), ends = c.ints_input(2, "ends");
+  const auto axes = c.has(3) ? c.ints_input(3, "axes") : std::vector<std::int64_t>{0};
+  const auto steps = c.has(4) ? c.ints_input(4, "steps") : std::vector<std::int64_t>{1};
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1 ||
+      (axes[0] != 0 && axes[0] != -1) || steps[0] == 0)
+    c.fail(errc::unsupported, "a shape is sliced along its one axis, with a nonzero step");
+  const std::int64_t step = steps[0];
+  auto clamp = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (v < 0) v += n;
+    return std::clamp(v, lo, hi);
+  };
+  extents out;
+  if (step > 0)
+    for (std::int64_t i = clamp(starts[0], 0, n), e = clamp(ends[0], 0, n); i < e; i += step)
+      out.push_back(data[static_cast<std::size_t>(i)]);
+  else
+    for (std::int64_t i = clamp(starts[0], -1, n - 1), e = clamp(ends[0], -1, n - 1); i > e;
+         i += step)
+      out.push_back(data[static_cast<std::size_t>(i)]);
+  c.out_extents(0, out, false);
+}
+
+void lower_concat(node_context& c) {
+  c.only_attrs({"axis"});
+  if (c.attr_int("axis", 0) != 0 && c.attr_int("axis", 0) != -1)
+    c.fail(errc::unsupported, "shapes are concatenated along their one axis");
+  extents out;
+  for (int i = 0; i < c.inputs(); ++i) {
+    bool scalar = false;
+    const extents e = extents_of(c, i, &scalar);
+    if (scalar) c.fail(errc::invalid_argument, "input " + std::to_string(i) + " is a scalar");
+    out.insert(out.end(), e.begin(), e.end());
+  }
+  c.out_extents(0, out, false);
+}
+
+// Unsqueeze of a scalar to [1]; Squeeze of [1] to a scalar (a shape has one axis at most).
+void lower_unsqueeze(node_context& c) {
+  c.only_attrs({"axes"});
+  bool scalar = false;
+  const extents e = extents_of(c, 0, &scalar);
+  const auto axes = c.opset() < 13 ? c.attr_ints("axes") : c.ints_input(1, "axes");
+  if (!scalar || axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+    c.fail(errc::unsupported, "a shape of run-time sizes is unsqueezed from a scalar to one axis");
+  c.out_extents(0, e, false);
+}
+
+void lower_squeeze(node_context& c) {
+  c.only_attrs({"axes"});
+  bool scalar = false;
+  const extents e = extents_of(c, 0, &scalar);
+  if (scalar || e.size() != 1)
+    c.fail(errc::unsupported, "a shape of run-time sizes is squeezed from one size to a scalar");
+  c.out_extents(0, e, true);
+}
+
+void lower_cast(node_context& c) {
+  c.only_attrs({"to", "saturate"});
+  const dtype to = c.element_type(c.attr_int("to", 0));
+  if (to != dtype::i64 && to != dtype::i32)
+    c.fail(errc::unsupported, "a shape of run-time sizes is cast to an integer type");
+  bool scalar = false;
+  const extents e = extents_of(c, 0, &scalar);
+  c.out_extents(0, e, scalar);
+}
+
+void lower_identity(node_context& c) {
+  bool scalar = false;
+  const extents e = extents_of(c, 0, &scalar);
+  c.out_extents(0, e, scalar);
+}
+
+// Mul and Div of shapes elementwise (one side may be a single size): products and exact
+// quotients of run-time sizes. Division by a run-time size is that size's inverse in a product.
+template <bool divide>
+void lower_arithmetic(node_context& c) {
+  c.only_attrs({});
+  bool a_scalar = false, b_scalar = false;
+  const extents a = extents_of(c, 0, &a_scalar), b = extents_of(c, 1, &b_scalar);
+  const std::size_t n = std::max(a.size(), b.size());
+  if ((a.size() != n && a.size() != 1) || (b.size() != n && b.size() != 1))
+    c.fail(errc::shape_mismatch, "shapes of " + std::to_string(a.size()) + " and " +
+                                     std::to_string(b.size()) + " sizes do not broadcast");
+  extents out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const graph::extent x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
+    out.push_back(divide ? c.g.quotient(x, y) : c.g.product(x, y));
+  }
+  c.out_extents(0, out, a_scalar && b_scalar);
+}
+
+void lower_reshape(node_context& c) {
+  c.only_attrs({"allowzero"});
+  const extents to = extents_of(c, 1);
+  c.out(0, c.g.reshape(c.in(0), to, c.attr_int("allowzero", 0) != 0));
+}
+
+}  // namespace
+
+void lower_on_extents(node_context& c) {
+  static const lowering_table table = {
+      {"Gather", lower_gather},        {"Slice", lower_slice},
+      {"Concat", lower_concat},        {"Unsqueeze", lower_unsqueeze},
+      {"Squeeze", lower_squeeze},      {"Cast", lower_cast},
+      {"Identity", lower_identity},    {"Mul", lower_arithmetic<false>},
+      {"Div", lower_arithmetic<true>}, {"Reshape", lower_reshape}};
+  auto found = table.find(c.op());
+  if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) {
+    int which = 0;
+    while (which < c.inputs() && !(c.has(which) && c.input_slot(which).extents)) ++which;
+    c.fail(errc::unsupported,
+           "input " + std::to_string(which) +
+               " is a shape of sizes known only at the call (from Shape); kiln carries such "
+               "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Mul, "
+               "Div and Reshape, not " +
+               c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
+  }
+  found->second(c);
+}
+
+}  // namespace kiln::onnx_import
