@@ -144,6 +144,23 @@ void lower_reshape(node_context& c) {
   c.out(0, c.g.reshape(c.in(0), to, c.attr_int("allowzero", 0) != 0));
 }
 
+void lower_expand(node_context& c) {
+  c.only_attrs({});
+  c.out(0, c.g.expand(c.in(0), extents_of(c, 1)));
+}
+
+// The value (one element, 0.0f by default) expanded to the shape.
+void lower_constant_of_shape(node_context& c) {
+  c.only_attrs({"value"});
+  graph::value fill = c.g.constant(0.0, dtype::f32);
+  if (const auto* a = c.attr("value")) {
+    const host_tensor t = tensor_of(a->t(), c.who() + " value");
+    if (t.count() != 1) c.fail(errc::shape_mismatch, "value has more than one element");
+    fill = c.g.constant(std::vector<unsigned char>(t.bytes), t.type, shape{});
+  }
+  c.out(0, c.g.expand(fill, extents_of(c, 0)));
+}
+
 }  // namespace
 
 void lower_on_extents(node_context& c) {
@@ -152,7 +169,8 @@ void lower_on_extents(node_context& c) {
       {"Concat", lower_concat},        {"Unsqueeze", lower_unsqueeze},
       {"Squeeze", lower_squeeze},      {"Cast", lower_cast},
       {"Identity", lower_identity},    {"Mul", lower_arithmetic<false>},
-      {"Div", lower_arithmetic<true>}, {"Reshape", lower_reshape}};
+      {"Div", lower_arithmetic<true>}, {"Reshape", lower_reshape},
+      {"Expand", lower_expand},        {"ConstantOfShape", lower_constant_of_shape}};
   auto found = table.find(c.op());
   if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) {
     int which = 0;
@@ -161,7 +179,7 @@ void lower_on_extents(node_context& c) {
            "input " + std::to_string(which) +
                " is a shape of sizes known only at the call (from Shape); kiln carries such "
                "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Mul, "
-               "Div and Reshape, not " +
+               "Div, Reshape, Expand and ConstantOfShape, not " +
                c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
   }
   found->second(c);

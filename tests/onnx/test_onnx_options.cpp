@@ -263,6 +263,38 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
   EXPECT_NE(why.find("import_options::dims"), std::string::npos) << why;
 }
 
+// A mask or a fill shaped like a value of run-time sizes: Expand and ConstantOfShape to its
+// Shape (an exporter's attention mask, a zero state).
+TEST(OnnxOptions, ExpandAndConstantOfShapeToRunTimeSizes) {
+  model_builder b;
+  b.input("x", {std::string("batch"), std::string("seq"), std::int64_t{4}});
+  b.input("mask", {std::string("batch"), std::int64_t{1}, std::int64_t{1}});
+  b.node("Shape", {"x"}, {"s"});
+  auto* fill = b.node("ConstantOfShape", {"s"}, {"half"})->add_attribute();
+  fill->set_name("value");
+  fill->set_type(::onnx::AttributeProto::TENSOR);
+  fill->mutable_t()->set_data_type(::onnx::TensorProto::FLOAT);
+  fill->mutable_t()->add_dims(1);
+  fill->mutable_t()->add_float_data(0.5f);
+  b.node("Expand", {"mask", "s"}, {"wide"});
+  b.node("Add", {"x", "half"}, {"shifted"});
+  b.node("Mul", {"shifted", "wide"}, {"y"});
+  b.output("y", {std::string("batch"), std::string("seq"), std::int64_t{4}});
+  auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+  for (auto [n, t] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 6}}) {
+    std::vector<float> x(static_cast<std::size_t>(n * t * 4)), mask(static_cast<std::size_t>(n)),
+        y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.25f;
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 2 ? 0.0f : 2.0f;
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {n, t, 4}),
+             kiln::tensor_ref(mask.data(), kiln::dtype::f32, {n, 1, 1})},
+            {kiln::tensor_ref(y.data(), kiln::dtype::f32, {n, t, 4})});
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(y[i], (x[i] + 0.5f) * mask[i / static_cast<std::size_t>(t * 4)])
+          << "element " << i << " at batch " << n << ", seq " << t;
+  }
+}
+
 TEST(OnnxOptions, NamedDimensionLeftToTheCallRunsAtAnySize) {
   model_builder b;
   b.input("x", {std::string("batch"), std::int64_t{3}});

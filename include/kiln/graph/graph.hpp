@@ -135,6 +135,8 @@ class graph {
   // ONNX Reshape to extents: a static 0 copies x's size there (unless allow_zero), a static -1 is
   // inferred. The element counts must agree as products of the same run-time sizes.
   value reshape(value x, std::span<const extent> shape, bool allow_zero = false);
+  // ONNX Expand to extents (an attention mask to the scores' run-time shape).
+  value expand(value x, std::span<const extent> shape);
   value expand(value x, sizes shape);
   value expand(value x, size_list shape);
   value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {});
@@ -690,6 +692,23 @@ KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> sh
     dims[static_cast<std::size_t>(inferred)] = quotient(all, others).d_;
   }
   return wrap(b_.reshape(a, dims, true, true));
+}
+
+KILN_RUNTIME_API graph::value graph::expand(value x, std::span<const extent> shape) {
+  const std::int32_t a = id_of(x, "expand", 1);
+  if (static_cast<int>(shape.size()) > max_rank)
+    throw error(errc::invalid_argument, "expand",
+                "has " + std::to_string(shape.size()) + " sizes, above kiln::max_rank");
+  kiln::shape d;
+  d.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < d.rank; ++i) {
+    const extent& e = shape[static_cast<std::size_t>(i)];
+    if (e.is_static() && e.d_ < 0)
+      throw error(errc::invalid_argument, "expand",
+                  "size " + std::to_string(i) + " is " + std::to_string(e.d_));
+    d.dims[i] = e.d_;
+  }
+  return wrap(b_.expand(a, d));
 }
 
 KILN_RUNTIME_API graph::value graph::expand(value x, sizes shape) {
