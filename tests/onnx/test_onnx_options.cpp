@@ -75,6 +75,13 @@ struct model_builder {
     for (auto x : v) t->add_int64_data(x);
     return t;
   }
+  ::onnx::TensorProto* scalar_int(const std::string& name, std::int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+    return t;
+  }
   ::onnx::TensorProto* floats(const std::string& name, const std::vector<float>& v,
                               const std::vector<std::int64_t>& dims) {
     auto* t = g->add_initializer();
@@ -175,14 +182,8 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
   b.ints("heads", {2, 4});
   b.ints("width", {8});
   b.ints("three", {3});
-  auto* zero = b.g->add_initializer();  // scalar indices
-  zero->set_name("i0");
-  zero->set_data_type(::onnx::TensorProto::INT64);
-  zero->add_int64_data(0);
-  auto* one = b.g->add_initializer();
-  one->set_name("i1");
-  one->set_data_type(::onnx::TensorProto::INT64);
-  one->add_int64_data(1);
+  b.scalar_int("i0", 0);  // scalar indices
+  b.scalar_int("i1", 1);
   b.node("Shape", {"x"}, {"s"});
   b.node("Gather", {"s", "i0"}, {"bsz"});
   b.node("Gather", {"s", "i1"}, {"seqlen"});

@@ -412,6 +412,9 @@ class graph {
 
   value wrap(std::int32_t id) const { return {id, id_}; }
   static sizes list(size_list l) { return {l.begin(), l.size()}; }
+  // An IR size (static, or a symbol) as an extent; a negative static size refused naming op.
+  static extent extent_of_dim(std::int64_t d);
+  static void check_extents(const char* op, extent a, extent b);
   // C, H and W of an image x [N, C, H, W] for a block rearrangement (static, divisible).
   std::array<std::int64_t, 3> image_sizes(value x, const char* op, std::int64_t block,
                                           bool from_depth) const;
@@ -613,39 +616,39 @@ KILN_RUNTIME_API graph::value graph::reshape(value x, size_list shape, bool allo
   return reshape(x, list(shape), allow_zero);
 }
 
+KILN_RUNTIME_API graph::extent graph::extent_of_dim(std::int64_t d) {
+  extent e;
+  e.d_ = d;
+  e.run_time_ = ir::is_symbol(d);
+  return e;
+}
+
+KILN_RUNTIME_API void graph::check_extents(const char* op, extent a, extent b) {
+  for (const extent& e : {a, b})
+    if (e.is_static() && e.d_ < 0)
+      throw error(errc::invalid_argument, op, "size " + std::to_string(e.d_));
+}
+
 KILN_RUNTIME_API graph::extent graph::extent_of(value v, int axis) const {
   const shape& d = node(v).dims;
   if (axis < -d.rank || axis >= d.rank)
     throw error(errc::invalid_argument, "extent_of",
                 "axis " + std::to_string(axis) + " of a value of rank " + std::to_string(d.rank));
-  extent e;
-  e.d_ = d.dims[axis < 0 ? axis + d.rank : axis];
-  e.run_time_ = ir::is_symbol(e.d_);
-  return e;
+  return extent_of_dim(d.dims[axis < 0 ? axis + d.rank : axis]);
 }
 
 KILN_RUNTIME_API graph::extent graph::product(extent a, extent b) {
-  for (const extent& e : {a, b})
-    if (e.is_static() && e.d_ < 0)
-      throw error(errc::invalid_argument, "product", "size " + std::to_string(e.d_));
-  extent r;
-  r.d_ = b_.size_product(a.d_, b.d_);
-  r.run_time_ = ir::is_symbol(r.d_);
-  return r;
+  check_extents("product", a, b);
+  return extent_of_dim(b_.size_product(a.d_, b.d_));
 }
 
 KILN_RUNTIME_API graph::extent graph::quotient(extent a, extent b) {
-  for (const extent& e : {a, b})
-    if (e.is_static() && e.d_ < 0)
-      throw error(errc::invalid_argument, "quotient", "size " + std::to_string(e.d_));
+  check_extents("quotient", a, b);
   if (b.is_static() && b.d_ == 0) throw error(errc::invalid_argument, "quotient", "divides by 0");
   if (a.is_static() && b.is_static() && a.d_ % b.d_ != 0)
     throw error(errc::shape_mismatch, "quotient",
                 std::to_string(a.d_) + " is not a multiple of " + std::to_string(b.d_));
-  extent r;
-  r.d_ = b_.size_quotient(a.d_, b.d_);
-  r.run_time_ = ir::is_symbol(r.d_);
-  return r;
+  return extent_of_dim(b_.size_quotient(a.d_, b.d_));
 }
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,
@@ -677,10 +680,7 @@ KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> sh
                         "has rank " + std::to_string(n.dims.rank));
       dims[i] = n.dims.dims[i];
     }
-    extent copy;
-    copy.d_ = dims[i];
-    copy.run_time_ = ir::is_symbol(dims[i]);
-    others = product(others, copy);
+    others = product(others, extent_of_dim(dims[i]));
   }
   if (inferred >= 0) {
     extent all = 1;
