@@ -449,8 +449,8 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
   // Rows [r0, r0 + rows) x columns [c0, c0 + cols) of a computed operand, in this thread's
   // memory (row-major), until its next call.
   if constexpr (std::is_same_v<S, T> && std::is_floating_point_v<S>) {
-    if (M == 1 && N > 0 && !a.fill && !b.fill && a.layout.terms.empty() &&
-        b.layout.terms.empty() && b.layout.stride[rank - 1] == 1) {
+    if (M == 1 && N > 0 && !a.fill && !b.fill && a.layout.terms.empty() && b.layout.terms.empty() &&
+        b.layout.stride[rank - 1] == 1) {
       auto at = [&](const operand_layout& l) {
         return [&](std::int64_t bi) {
           return reinterpret_cast<const S*>(l.data) + batch_offset(l, bi);
