@@ -480,9 +480,9 @@ class builder {
     if (r.atoms.empty()) return std::nullopt;
     const std::int64_t common = std::gcd(r.factor, y.factor), by = y.factor / common;
     if (by > 0x7fffffff) return std::nullopt;
-    const std::int32_t q =
-        computed_size(symbol_kind::quotient, symbol_of(dim_of({1, r.atoms})),
-                      static_cast<std::int32_t>(by), static_cast<std::int32_t>(g_.nodes.size()));
+    // No node: the quotient may be made before the node that uses it, or used by none.
+    const std::int32_t q = computed_size(symbol_kind::quotient, symbol_of(dim_of({1, r.atoms})),
+                                         static_cast<std::int32_t>(by), -1);
     return monomial{r.factor / common, {q}};
   }
   // The size of product m: static, or a symbol.

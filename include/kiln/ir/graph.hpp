@@ -28,7 +28,7 @@ enum class symbol_kind : std::uint8_t {
   // so that equal products are one symbol.
   product,   // symbols `a` times `b`
   scaled,    // symbol `a` times the static size `b` (> 1)
-  quotient,  // symbol `a` divided by the static size `b` (> 1), which must divide it (`node`)
+  quotient,  // symbol `a` divided by the static size `b` (> 1), which must divide it
 };
 constexpr bool is_computed_size(symbol_kind k) {
   return k == symbol_kind::product || k == symbol_kind::scaled || k == symbol_kind::quotient;

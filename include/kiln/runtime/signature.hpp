@@ -201,7 +201,7 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
         if (x % y != 0)
           throw error(errc::shape_mismatch, who,
                       symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +
-                          ", which " + op() + " divides by " + std::to_string(y) +
+                          ", which a shape of the graph divides by " + std::to_string(y) +
                           ": not a multiple of it");
         sym[i] = x / y;
       } else if (y != 0 && x > std::numeric_limits<std::int64_t>::max() / y) {
