@@ -653,45 +653,23 @@ KILN_RUNTIME_API graph::extent graph::quotient(extent a, extent b) {
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,
                                              bool allow_zero) {
-  const std::int32_t a = id_of(x, "reshape", 1);
-  const ir::node& n = b_.get().nodes[static_cast<std::size_t>(a)];
-  if (static_cast<int>(shape.size()) > max_rank)
-    throw error(errc::invalid_argument, "reshape",
-                "has " + std::to_string(shape.size()) + " sizes, above kiln::max_rank");
-  std::vector<std::int64_t> dims(shape.size());
+  // The IR's sizes, the -1's place told apart (an IR size of -1 is a symbol); the builder copies
+  // the 0s and infers the -1 as the sizes-of-integers reshape does.
+  std::vector<std::int64_t> dims;
   int inferred = -1;
-  extent others = 1;  // the product of every size but the inferred one
   for (std::size_t i = 0; i < shape.size(); ++i) {
     const extent& e = shape[i];
     if (e.is_static() && e.d_ == -1) {
       if (inferred >= 0)
         throw error(errc::invalid_argument, "reshape", "has more than one size of -1");
       inferred = static_cast<int>(i);
-      continue;
-    }
-    if (e.is_static() && e.d_ < 0)
+    } else if (e.is_static() && e.d_ < 0) {
       throw error(errc::invalid_argument, "reshape",
                   "size " + std::to_string(i) + " is " + std::to_string(e.d_));
-    dims[i] = e.d_;
-    if (e.is_static() && e.d_ == 0 && !allow_zero) {
-      if (static_cast<int>(i) >= n.dims.rank)
-        throw error(errc::invalid_argument, "reshape",
-                    "size " + std::to_string(i) + " is 0 (copy the operand's), but the operand " +
-                        "has rank " + std::to_string(n.dims.rank));
-      dims[i] = n.dims.dims[i];
     }
-    others = product(others, extent_of_dim(dims[i]));
+    dims.push_back(e.d_);
   }
-  if (inferred >= 0) {
-    extent all = 1;
-    for (int i = 0; i < n.dims.rank; ++i) all = product(all, extent_of(x, i));
-    if (others.is_static() && others.d_ == 0)
-      throw error(
-          errc::shape_mismatch, "reshape",
-          "cannot infer the -1 of a shape with a size of 0 from operand " + to_string(n.dims));
-    dims[static_cast<std::size_t>(inferred)] = quotient(all, others).d_;
-  }
-  return wrap(b_.reshape(a, dims, true, true));
+  return wrap(b_.reshape(id_of(x, "reshape", 1), dims, allow_zero, true, inferred));
 }
 
 KILN_RUNTIME_API graph::value graph::expand(value x, std::span<const extent> shape) {

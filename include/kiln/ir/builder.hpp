@@ -352,9 +352,10 @@ class builder {
   // size at that position unless allow_zero, one -1 is inferred). Sizes may be run-time sizes
   // (symbols: an operand's, or products and quotients of them, computed_size); the element
   // counts must then agree as products of the same run-time sizes. `as_dims`: sizes are the IR's
-  // (negative ones are symbols, none is inferred, 0 is 0).
+  // (negative ones are symbols), and the inferred size is the one at `inferred_at` (if any).
   constexpr std::int32_t reshape(std::int32_t a, std::span<const std::int64_t> sizes,
-                                 bool allow_zero = false, bool as_dims = false) {
+                                 bool allow_zero = false, bool as_dims = false,
+                                 int inferred_at = -1) {
     const node& x = at(a, op::reshape);
     if (static_cast<int>(sizes.size()) > max_rank)
       fail(op::reshape, errc::invalid_argument,
@@ -366,13 +367,14 @@ class builder {
     monomial want{1, {}};  // the result's elements, but for the inferred size
     for (int i = 0; i < d.rank; ++i) {
       std::int64_t s = sizes[i];
-      if (s == 0 && !allow_zero && !as_dims) {
+      const bool infer_here = as_dims ? i == inferred_at : s == -1;
+      if (s == 0 && !allow_zero && !infer_here) {
         if (i >= x.dims.rank)
           fail(op::reshape, errc::invalid_argument,
                "size " + detail::to_text(i) + " is 0 (copy the operand's), but the operand has " +
                    "rank " + detail::to_text(x.dims.rank));
         d.dims[i] = x.dims.dims[i];
-      } else if (s == -1 && !as_dims) {
+      } else if (infer_here) {
         if (inferred >= 0)
           fail(op::reshape, errc::invalid_argument, "has more than one size of -1");
         inferred = i;
@@ -392,24 +394,26 @@ class builder {
     // The sizes as given (or, from the IR, with run-time sizes as '?').
     auto target = [&] {
       if (!as_dims) return detail::sizes_text(sizes);
-      shape t;
-      t.rank = static_cast<int>(sizes.size());
-      for (int i = 0; i < t.rank; ++i) t.dims[i] = sizes[i];
-      return to_string(t);
+      std::string t = "[";
+      for (int i = 0; i < d.rank; ++i)
+        t += (i ? ", " : "") + (i == inferred_at      ? std::string("-1")
+                                : is_symbol(sizes[i]) ? std::string("?")
+                                                      : detail::to_text(sizes[i]));
+      return t + "]";
     };
     auto mismatch = [&](const char* why) {
       fail(op::reshape, errc::shape_mismatch,
            "operand " + to_string(x.dims) + " cannot be reshaped to " + target() + why);
     };
     if (inferred >= 0) {
-      if (want.factor == 0)
-        fail(op::reshape, errc::shape_mismatch,
-             "cannot infer the -1 of " + target() + " from operand " + to_string(x.dims));
       auto q = divided(have, want);
-      if (!q)
+      if (!q) {
+        const bool sizes_among = std::includes(have.atoms.begin(), have.atoms.end(),
+                                               want.atoms.begin(), want.atoms.end());
         fail(op::reshape, errc::shape_mismatch,
              "cannot infer the -1 of " + target() + " from operand " + to_string(x.dims) +
-                 " (its run-time sizes are not those of the other sizes)");
+                 (sizes_among ? "" : " (its run-time sizes are not those of the other sizes)"));
+      }
       d.dims[inferred] = dim_of(*q);
       want = have;
     }
