@@ -379,14 +379,15 @@ class tile_program {
 namespace detail {
 
 // A chain clip(x a + b, lo, hi), times x where times_input, over f32 with constant a, b, lo and
-// hi: what graph::hard_sigmoid and hard_swish build. `inner`: the nodes one instruction replaces.
+// hi: what graph::hard_sigmoid and hard_swish build. `inner`: the nodes one instruction replaces
+// (the last: x, where x is a sum absorbed too).
 struct hard_sigmoid_chain {
   std::int32_t x = -1;
   std::array<float, 4> coeffs{};
   bool times_input = false;
   std::array<std::int32_t, 4> inner{-1, -1, -1, -1};
-  std::array<std::int32_t, 2> sum{-1, -1};  // x's operands, where x is a sum absorbed too
-  std::int32_t result = -1;                 // the result slot it stores to, or -1
+  std::int32_t result = -1;  // the result slot it stores to, or -1
+  bool biased() const { return inner[3] >= 0; }
 };
 
 // The chain that ends at node `id`, where each inner node is `absorbable` (read by the chain
@@ -455,8 +456,9 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
   for (std::int32_t id : reg.nodes)
     if (computed(id))
       for (int i = 0; i < arity(id); ++i) ++readers[g.nodes[id].operands[i]];
-  auto absorbable = [&](std::int32_t id) {
-    return computed(id) && readers[id] == 1 && !stored[id] && compiler::load_slot(p, reg, id) < 0;
+  // Read by `by` nodes of a chain and nothing else, neither stored nor loaded.
+  auto absorbable = [&](std::int32_t id, int by = 1) {
+    return computed(id) && readers[id] == by && !stored[id] && compiler::load_slot(p, reg, id) < 0;
   };
   std::vector<detail::hard_sigmoid_chain> chain_at(g.nodes.size());
   std::vector<bool> absorbed(g.nodes.size(), false);
@@ -467,11 +469,8 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
       continue;
     // x = u + v, read by the chain alone (a convolution's bias): summed by the instruction.
     const ir::node& x = g.nodes[c.x];
-    if (x.kind == ir::op::add && x.type == dtype::f32 && computed(c.x) && !stored[c.x] &&
-        compiler::load_slot(p, reg, c.x) < 0 && readers[c.x] == (c.times_input ? 2 : 1)) {
-      c.sum = {x.operands[0], x.operands[1]};
+    if (x.kind == ir::op::add && x.type == dtype::f32 && absorbable(c.x, c.times_input ? 2 : 1))
       c.inner[3] = c.x;
-    }
     // Stored once and read by nothing else: written to that result directly.
     int stores_of_id = 0;
     for (auto st : stores)
@@ -479,7 +478,7 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
         ++stores_of_id;
         c.result = st.slot;
       }
-    if (stores_of_id != 1 || readers[id] != 0 || id == reg.root) c.result = -1;
+    if (stores_of_id != 1 || readers[id] != 0) c.result = -1;
     chain_at[id] = c;
     for (std::int32_t n : c.inner)
       if (n >= 0) absorbed[n] = true;
@@ -487,8 +486,10 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
   // The operands each emitted instruction reads.
   auto operands_of = [&](std::int32_t id) -> std::vector<std::int32_t> {
     if (absorbed[id]) return {};
-    if (chain_at[id].sum[0] >= 0) return {chain_at[id].sum[0], chain_at[id].sum[1]};
-    if (chain_at[id].x >= 0) return {chain_at[id].x};
+    if (const detail::hard_sigmoid_chain& c = chain_at[id]; c.biased())
+      return {g.nodes[c.x].operands[0], g.nodes[c.x].operands[1]};
+    else if (c.x >= 0)
+      return {c.x};
     const ir::node& n = g.nodes[id];
     return std::vector<std::int32_t>(n.operands.begin(), n.operands.begin() + arity(id));
   };
@@ -541,7 +542,7 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
       if (const detail::hard_sigmoid_chain& c = chain_at[id]; c.x >= 0) {
         s.coeffs = c.coeffs;
         s.result = c.result;
-        s.fn = detail::hard_sigmoid_function(c.times_input, c.sum[0] >= 0, c.result >= 0);
+        s.fn = detail::hard_sigmoid_function(c.times_input, c.biased(), c.result >= 0);
       } else {
         s.fn = detail::function_for(n, operand);
       }

@@ -446,8 +446,6 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
     }
     return off;
   };
-  // Rows [r0, r0 + rows) x columns [c0, c0 + cols) of a computed operand, in this thread's
-  // memory (row-major), until its next call.
   if constexpr (std::is_same_v<S, T> && std::is_floating_point_v<S>) {
     if (M == 1 && N > 0 && !a.fill && !b.fill && a.layout.terms.empty() && b.layout.terms.empty() &&
         b.layout.stride[rank - 1] == 1) {
@@ -460,6 +458,8 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
                      b.layout.stride[rank - 2], epilogue);
     }
   }
+  // Rows [r0, r0 + rows) x columns [c0, c0 + cols) of a computed operand, in this thread's
+  // memory (row-major), until its next call.
   auto computed = [](const matmul_operand& o, std::int64_t bi, std::int64_t r0, std::int64_t rows,
                      std::int64_t c0, std::int64_t cols) {
     thread_local std::vector<T> block;
