@@ -18,9 +18,9 @@ namespace kiln::spirv::detail {
 // keeps rows b (i / threads_x) + 0..b-1 (b = block_rows) x columns 4 (i % threads_x) + 0..3 in b
 // vector accumulators. Each step along K, the workgroup stages a rows x depth block of A and a
 // depth x cols block of B in shared memory (zero past the edges, so every load is in bounds),
-// then each invocation adds its products. The epilogue then runs on each of its rows before they
-// are stored. The steps are K / depth loop iterations (the executor keeps them under the drivers'
-// 65535).
+// gathered in the step before, then gathers the next step's blocks and adds its products. The
+// epilogue then runs on each of its rows before they are stored. The steps are K / depth loop
+// iterations (the executor keeps them under the drivers' 65535).
 inline void region_emitter::contraction_body() {
   const target::gemm_tile tile = this->tile();
   const ir::node& c = g_.nodes[mb_->r->contraction];
@@ -164,35 +164,30 @@ inline void region_emitter::contraction_body() {
     }
     return idx;
   };
-  // The staging of operand o's block (0: A, 1: B) for one step along K (k0): each group of four
-  // elements (A: four rows at one k; B: four columns at one k) in turn is gathered and passed to
-  // store(kk, g, v), kk its k within the step, g its group of rows or columns. The caller puts
-  // the barrier after the blocks.
+  // Operand o's block (0: A, 1: B) for one step along K is groups of four elements (A: four rows
+  // at one k; B: four columns at one k), group q0 + local_ of them in an invocation's turn q0:
+  // slot_of gives its k within the step and its group of rows or columns.
+  const std::uint32_t block_groups[2] = {tile.rows() / 4 * tile.depth, tile.depth * tile.threads_x};
+  auto slot_of = [&](int o, std::uint32_t q0) -> std::pair<id, id> {
+    id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
+    const std::uint32_t d = o == 0 ? tile.depth : tile.threads_x;
+    id major = m_.emit(Op::OpUDiv, u32(), {q, cu(d)}),
+       minor = m_.emit(Op::OpUMod, u32(), {q, cu(d)});
+    return o == 0 ? std::pair{minor, major} : std::pair{major, minor};
+  };
+  // The staging of operand o's block for the step at k0: each group of four elements in turn is
+  // gathered and passed to store(kk, g, v), kk its k within the step, g its group of rows or
+  // columns. The caller puts the barrier after the blocks.
   auto stage = [&](id k0, int o, function_ref<void(id kk, id g, id v)> store) {
-    if (o == 0) {
-      const std::uint32_t row_quads = tile.rows() / 4;
-      for (std::uint32_t q0 = 0; q0 < row_quads * tile.depth; q0 += invocations) {
-        id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
-        id kk = m_.emit(Op::OpUMod, u32(), {q, cu(tile.depth)});
-        id r4 = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.depth)});
-        id rows = consecutive_from(
-            m_.emit(Op::OpIAdd, u32(), {row0, m_.emit(Op::OpIMul, u32(), {r4, cu(4)})}));
-        id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
-        id ok = both(below(rows, uv(M)), below(uv(k), uv(K)));
-        store(kk, r4, gather(0, a_index(rows, k), ok));
-      }
-      return;
-    }
-    for (std::uint32_t q0 = 0; q0 < tile.depth * tile.threads_x; q0 += invocations) {
-      id q = m_.emit(Op::OpIAdd, u32(), {local_, cu(q0)});
-      id kk = m_.emit(Op::OpUDiv, u32(), {q, cu(tile.threads_x)});
-      id c4 = m_.emit(Op::OpUMod, u32(), {q, cu(tile.threads_x)});
-      id cols = consecutive_from(
-          m_.emit(Op::OpIAdd, u32(), {col0, m_.emit(Op::OpIMul, u32(), {c4, cu(4)})}));
+    for (std::uint32_t q0 = 0; q0 < block_groups[o]; q0 += invocations) {
+      auto [kk, g] = slot_of(o, q0);
       id k = m_.emit(Op::OpIAdd, u32(), {k0, kk});
-      id ok = both(below(cols, uv(N)), below(uv(k), uv(K)));
-      id idx = b_index(k, cols, ok);
-      store(kk, c4, gather(1, idx, ok));
+      id first = m_.emit(Op::OpIAdd, u32(),
+                         {o == 0 ? row0 : col0, m_.emit(Op::OpIMul, u32(), {g, cu(4)})});
+      id lanes = consecutive_from(first);
+      id ok = both(below(lanes, uv(o == 0 ? M : N)), below(uv(k), uv(K)));
+      id idx = o == 0 ? a_index(lanes, k) : b_index(k, lanes, ok);
+      store(kk, g, gather(o, idx, ok));
     }
   };
   // The epilogue of four columns col .. col + 3 of row `row` of the result, v their products: the
@@ -251,22 +246,37 @@ inline void region_emitter::contraction_body() {
                    {shared_[block], i});
   };
   const std::uint32_t row_quads = tile.rows() / 4, block_quads = tile.block_rows / 4;
-  const carried init(tile.block_rows, zero);
-  const std::vector<id> types(tile.block_rows, v4);
+  // Each step stores the blocks gathered in the step before (or before the loop) and gathers the
+  // next step's, so that their loads are in flight while this step's products are added rather
+  // than between the barriers (no driver hoists a load above a barrier).
+  auto gather_step = [&](id k0) {
+    carried v;
+    for (int o = 0; o < 2; ++o) stage(k0, o, [&](id, id, id x) { v.push_back(x); });
+    return v;
+  };
+  auto store_step = [&](const carried& v, std::size_t at) {
+    for (int o = 0; o < 2; ++o)
+      for (std::uint32_t q0 = 0; q0 < block_groups[o]; q0 += invocations) {
+        auto [kk, g] = slot_of(o, q0);
+        id slot =
+            m_.emit(Op::OpIAdd, u32(),
+                    {m_.emit(Op::OpIMul, u32(), {kk, cu(o == 0 ? row_quads : tile.threads_x)}), g});
+        m_.inst(Op::OpStore, {tile_ptr(static_cast<std::size_t>(o), slot), v[at++]});
+      }
+  };
+  carried init(tile.block_rows, zero);
+  std::vector<id> types(tile.block_rows, v4);
+  for (id v : gather_step(cu(0))) {
+    init.push_back(v);
+    types.push_back(v4);
+  }
   carried acc = counted_loop(
       cu(0), K, cu(tile.depth), init, types, [&](id k0, const carried& now) -> carried {
-        stage(k0, 0, [&](id kk, id r4, id v) {
-          id slot =
-              m_.emit(Op::OpIAdd, u32(), {m_.emit(Op::OpIMul, u32(), {kk, cu(row_quads)}), r4});
-          m_.inst(Op::OpStore, {tile_ptr(0, slot), v});
-        });
-        stage(k0, 1, [&](id kk, id c4, id v) {
-          id q = m_.emit(Op::OpIAdd, u32(),
-                         {m_.emit(Op::OpIMul, u32(), {kk, cu(tile.threads_x)}), c4});
-          m_.inst(Op::OpStore, {tile_ptr(1, q), v});
-        });
+        store_step(now, tile.block_rows);
         barrier();
-        carried next = now;
+        carried next(now.begin(), now.begin() + tile.block_rows);
+        for (id v : gather_step(m_.emit(Op::OpIAdd, u32(), {k0, cu(tile.depth)})))
+          next.push_back(v);
         id my_quads = m_.emit(Op::OpIMul, u32(), {ty, cu(block_quads)});
         for (std::uint32_t kk = 0; kk < tile.depth; ++kk) {
           id b = m_.emit(Op::OpLoad, v4,

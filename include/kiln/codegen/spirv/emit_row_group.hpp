@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -62,29 +63,63 @@ inline void region_emitter::group_step(id g) {
 }
 
 // A row group's member over the elements of rows [first, end) (`count` each, whole groups of
-// four), a row at a time: the row's coordinates once, then its groups of four among the
-// workgroup's invocations, their lanes along the row (as a reduction folds them). So no group
-// of four divides its index by the extents to find its coordinates (an integer division,
-// which GPUs emulate), and a per-row operand is read at the row's own index.
+// four, at most four rows), the rows side by side: each row's coordinates once (so no group of
+// four divides its index by the extents to find them, an integer division that GPUs emulate; a
+// per-row operand is read at the row's own index), then one loop over the groups of four among
+// the workgroup's invocations, each turn computing group q of every row before storing them, so
+// that a GPU has the rows' loads in flight together (a row at a time waited on each load in
+// turn). A row past `end` (the last rows' group) repeats the last row and stores nothing.
 inline void region_emitter::over_whole_rows(id first, id end, id count) {
   const std::uint32_t axes = g_.nodes[members_[0].r->root].attrs.axes;
   id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
-  counted_loop(first, end, cu(1), {}, {}, [&](id row, const carried&) -> carried {
-    enter_row(row, axes);
-    id row_quads = m_.emit(Op::OpIMul, u32(), {row, quads});
-    counted_loop(local_, quads, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
-      g_index_ = m_.emit(Op::OpIAdd, u32(), {row_quads, q});
+  id last = m_.emit(Op::OpISub, u32(), {end, cu(1)});
+  std::array<row_state, 4> rows;
+  std::array<id, 4> inside{};
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    id wanted = m_.emit(Op::OpIAdd, u32(), {first, cu(j)});
+    id row = m_.ext(u32(), GLSLstd450UMin, {wanted, last});
+    inside[j] = m_.emit(Op::OpULessThan, m_.type_bool(), {wanted, end});
+    rows[j] = enter_row_state(row, axes, m_.emit(Op::OpIMul, u32(), {row, quads}));
+  }
+  counted_loop(local_, quads, wg_size_, {}, {}, [&](id q, const carried&) -> carried {
+    std::array<std::vector<id>, 4> values;
+    auto at_row = [&](std::uint32_t j) {
+      use_row(rows[j]);
+      g_index_ = m_.emit(Op::OpIAdd, u32(), {rows[j].first, q});
       along_r_ = m_.emit(Op::OpIMul, u32(), {q, cu(4)});
       along_ = true;
       forget_coordinates();
-      store_all(evaluate());
-      along_ = false;
-      forget_coordinates();
-      return {};
-    });
-    row_values_.clear();
+    };
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      at_row(j);
+      values[j] = evaluate();
+    }
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      at_row(j);
+      if (j == 0)
+        store_all(values[j]);  // row `first` is always in the group
+      else
+        only_where(inside[j], [&] { store_all(values[j]); });
+    }
+    along_ = false;
+    forget_coordinates();
     return {};
   });
+  row_values_.clear();
+}
+
+// The row state of `row` (enter_row), kept so that several rows can be worked on side by side;
+// `first` is where the caller's walk along the row starts.
+inline region_emitter::row_state region_emitter::enter_row_state(id row, std::uint32_t axes,
+                                                                 id first) {
+  enter_row(row, axes);
+  return {first, row_coords_, std::move(row_values_)};
+}
+
+// Makes `r` the row that evaluate() reads (row_coords_, row_values_).
+inline void region_emitter::use_row(const row_state& r) {
+  row_coords_ = r.coords;
+  row_values_ = r.values;
 }
 
 // Enters row `row` of the current member's space, reduced along `axes` (its root's): the
@@ -194,25 +229,47 @@ inline void region_emitter::workgroup_join(
   });
 }
 
-// Folds each of the four results' rows (j = 0 .. 3) along the row: fold_row(the row's first
-// element, its groups of four, ...) gives its totals, one scalar per carried value, which
-// become lane j of the carried vectors. row_coords_ holds the row's coordinates meanwhile.
+// Folds the four results' rows (j = 0 .. 3) along the row, side by side: one loop over the
+// invocation's groups of four (i, i + W ...) folds group q of every row into that row's own
+// values (`start` each, fold(the row's first element, q, its values)), so that a GPU has the
+// four rows' loads in flight together where a row at a time waited on each in turn; each row
+// still sees its groups in the same order (the same bits). finish(a row's values) gives its
+// totals, one scalar per value, which become lane j of vectors of the types `totals`.
 inline region_emitter::carried region_emitter::along_rows(
-    id count, const carried& init, const std::vector<id>& types,
-    function_ref<carried(id row, id quads, const carried& now)> fold_row) {
+    id count, const carried& start, const std::vector<id>& types,
+    function_ref<carried(id row, id q, const carried& now)> fold,
+    function_ref<carried(const carried& folded)> finish, const std::vector<id>& totals) {
   const std::uint32_t axes = g_.nodes[mb_->r->root].attrs.axes;
   id quads = m_.emit(Op::OpShiftRightLogical, u32(), {count, cu(2)});
   id results = lane_elements();
-  return counted_loop(cu(0), cu(4), cu(1), init, types, [&](id j, const carried& now) {
-    id result = m_.emit(Op::OpVectorExtractDynamic, u32(), {results, j});
-    enter_row(result, axes);
-    carried totals = fold_row(m_.emit(Op::OpIMul, u32(), {result, count}), quads, now);
-    row_values_.clear();
+  const std::size_t n = start.size();
+  std::array<row_state, 4> rows;
+  carried init;
+  std::vector<id> all_types;
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    id result = lane(results, u32(), j);
+    rows[j] = enter_row_state(result, axes, m_.emit(Op::OpIMul, u32(), {result, count}));
+    init.insert(init.end(), start.begin(), start.end());
+    all_types.insert(all_types.end(), types.begin(), types.end());
+  }
+  carried folded = strided_loop(quads, init, all_types, [&](id q, const carried& now) {
     carried next;
-    for (std::size_t v = 0; v < now.size(); ++v)
-      next.push_back(m_.emit(Op::OpVectorInsertDynamic, types[v], {now[v], totals[v], j}));
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      use_row(rows[j]);
+      carried f = fold(rows[j].first, q, carried(now.begin() + j * n, now.begin() + (j + 1) * n));
+      next.insert(next.end(), f.begin(), f.end());
+    }
     return next;
   });
+  row_values_.clear();
+  std::array<carried, 4> row_totals;
+  for (std::uint32_t j = 0; j < 4; ++j)
+    row_totals[j] = finish(carried(folded.begin() + j * n, folded.begin() + (j + 1) * n));
+  carried out;
+  for (std::size_t v = 0; v < totals.size(); ++v)
+    out.push_back(
+        compose(totals[v], row_totals[0][v], row_totals[1][v], row_totals[2][v], row_totals[3][v]));
+  return out;
 }
 
 // Each of the four results' first operand element (a lane per result).
@@ -325,14 +382,16 @@ inline void region_emitter::reduction_loop() {
     // load, a CPU driver's contiguous one, where a lane per result gathers), the group's lanes
     // joined as (0 1) (2 3) at the end. The four totals are then `partial`'s lanes, as above.
     id scalar = scalar_type(k);
-    partial = along_rows(count, {init}, {vk}, [&](id row, id quads, const carried&) {
-      id lanes = total_of(strided_loop(quads, start, types, [&](id q, const carried& acc) {
-        return fold(acc, operand_along(row, q));
-      }));
-      id pairs = combine(lanes, m_.emit(Op::OpVectorShuffle, vk, {lanes, lanes, 1, 0, 3, 2}));
-      id all = combine(pairs, m_.emit(Op::OpVectorShuffle, vk, {pairs, pairs, 2, 3, 0, 1}));
-      return carried{lane(all, scalar, 0)};
-    })[0];
+    partial = along_rows(
+        count, start, types,
+        [&](id row, id q, const carried& acc) { return fold(acc, operand_along(row, q)); },
+        [&](const carried& folded) {
+          id lanes = total_of(folded);
+          id pairs = combine(lanes, m_.emit(Op::OpVectorShuffle, vk, {lanes, lanes, 1, 0, 3, 2}));
+          id all = combine(pairs, m_.emit(Op::OpVectorShuffle, vk, {pairs, pairs, 2, 3, 0, 1}));
+          return carried{lane(all, scalar, 0)};
+        },
+        {vk})[0];
   }
   // The device's subgroup operation for the join, where it has one with kiln's semantics: sums
   // and products, and integer min/max (float min/max propagate NaN in kiln, where the subgroup
@@ -424,15 +483,18 @@ inline void region_emitter::index_reduction_loop(ir::op kind, bool select_last, 
       id bi = m_.emit(Op::OpVectorShuffle, uvec4(), {a[1], a[1], l0, l1, l2, l3});
       return pick(wins(a[0], a[1], bv, bi), a, bv, bi);
     };
-    folded = along_rows(count, start, types, [&](id row, id quads, const carried&) {
-      carried lanes = strided_loop(quads, start, types, [&](id q, const carried& acc) {
-        id x = operand_along(row, q);
-        id ri = consecutive_from(along_r_);
-        return pick(wins(acc[0], acc[1], x, ri), acc, x, ri);
-      });
-      carried all = pick_lanes(pick_lanes(lanes, 1, 0, 3, 2), 2, 3, 0, 1);
-      return carried{lane(all[0], scalar_type(k), 0), lane(all[1], u32(), 0)};
-    });
+    folded = along_rows(
+        count, start, types,
+        [&](id row, id q, const carried& acc) {
+          id x = operand_along(row, q);
+          id ri = consecutive_from(along_r_);
+          return pick(wins(acc[0], acc[1], x, ri), acc, x, ri);
+        },
+        [&](const carried& lanes) {
+          carried all = pick_lanes(pick_lanes(lanes, 1, 0, 3, 2), 2, 3, 0, 1);
+          return carried{lane(all[0], scalar_type(k), 0), lane(all[1], u32(), 0)};
+        },
+        types);
   }
   workgroup_join(
       folded, {vk, uvec4()},

@@ -1024,8 +1024,18 @@ class region_emitter final : public op_lowering {
                       function_ref<carried(const carried& mine, const carried& other)> join,
                       function_ref<void(const carried& total)> finish,
                       const function_ref<carried(const carried&)>* subgroup = nullptr);
-  carried along_rows(id count, const carried& init, const std::vector<id>& types,
-                     function_ref<carried(id row, id quads, const carried& now)> fold_row);
+  // A row's state for evaluate() (enter_row), kept to work on several rows side by side.
+  struct row_state {
+    id first;
+    std::vector<id> coords;
+    std::map<std::pair<std::size_t, dtype>, id> values;
+  };
+  row_state enter_row_state(id row, std::uint32_t axes, id first);
+  void use_row(const row_state& r);
+  carried along_rows(id count, const carried& start, const std::vector<id>& types,
+                     function_ref<carried(id row, id q, const carried& now)> fold,
+                     function_ref<carried(const carried& folded)> finish,
+                     const std::vector<id>& totals);
   id result_firsts(id count);
   id operand_at(id firsts, id r);
   id operand_along(id row, id q);
