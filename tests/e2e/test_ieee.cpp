@@ -107,6 +107,37 @@ TEST(Ieee, DivisionByAZeroTheCompilerCanSee) {
   }
 }
 
+TEST(Ieee, QuotientsByPowersOfTwoAreProductsWithTheQuotientsBits) {
+  // x / 8 and x / -2^-4 become products by 2^-3 and -2^4 (the same real number, rounded once);
+  // x / 3 and x / 2^-127 (whose reciprocal is no normal f32) stay quotients.
+  constexpr auto f = fn<tensor<f32, dyn>>([](auto x) {
+    return std::tuple{x / 8.f, x / -0.0625f, x / 3.f, x / 0x1p-127f};
+  });
+  int quotients = 0, products = 0;
+  for (const auto& n : f.plan.thaw().graph.nodes) {
+    quotients += n.kind == ir::op::div;
+    products += n.kind == ir::op::mul;
+  }
+  EXPECT_EQ(quotients, 2);
+  EXPECT_EQ(products, 2);
+  std::vector<float> x = specials;
+  for (float v : {0x1p-149f, -0x1.8p-149f, 0x1.234568p-130f, 0x1p-126f, 0x1.fffffep127f,
+                  -0x1.fffffep127f, 12345.678f, 0x1.000002p-120f, 3e-39f, -7e-45f})
+    x.push_back(v);
+  auto n = static_cast<std::int64_t>(x.size());
+  std::vector<std::vector<float>> out(4, std::vector<float>(n));
+  f(x, into(out[0], out[1], out[2], out[3]));
+  const bool flushes = ref::device_flushes_subnormals();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = flushes ? ref::flushed(x[i]) : x[i];
+    const float want[] = {a / 8.f, a / -0.0625f, a / 3.f, a / 0x1p-127f};
+    for (int k = 0; k < 4; ++k)
+      EXPECT_TRUE(same(out[k][i], want[k]) || (flushes && ref::flushed_result(out[k][i], want[k])))
+          << "quotient " << k << " at x = " << x[i] << ": " << out[k][i] << ", expected "
+          << want[k];
+  }
+}
+
 TEST(Ieee, PowFollowsC) {
   constexpr auto f =
       fn<tensor<f32, dyn>, tensor<f32, dyn>>([](auto x, auto y) { return pow(x, y); });

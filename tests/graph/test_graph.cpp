@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,7 @@
 
 #include "../support/errors.hpp"
 #include "../support/reference.hpp"
+#include "../support/subnormals.hpp"
 
 using namespace kiln;
 
@@ -588,6 +590,45 @@ TEST(Graph, ConstantsMovedInAreHeldOnce) {
             "kiln: constant: the extents [4] of f32 hold 16 bytes but the buffer has 12");
   EXPECT_EQ(error_of([&] { h.constant(nullptr, dtype::f32, 4, shape{4}); }),
             "kiln: constant: the data pointer is null (4 elements)");
+}
+
+TEST_P(GraphOnDevice, QuotientsByAScalarConstantThatIsAPowerOfTwoAreProducts) {
+  // As exporters write attention's scale: scores / a one-element initializer. 8 and -0.25 become
+  // products by their exact reciprocals, with the quotients' bits; 3 and the [2]-element constant
+  // stay quotients.
+  graph g;
+  auto x = g.input("x", dtype::f32, {2, 5});
+  const float eight = 8.f, quarter = -0.25f, three = 3.f, pair[] = {2.f, 4.f};
+  g.output("by8", g.div(x, g.constant(&eight, dtype::f32, 1, shape{})));
+  g.output("byq", g.div(x, g.constant(&quarter, dtype::f32, 1, shape{1, 1})));
+  g.output("by3", g.div(x, g.constant(&three, dtype::f32, 1, shape{1})));
+  g.output("bypair", g.div(g.input("z", dtype::f32, {5, 2}), g.constant(pair, dtype::f32, 2, {2})));
+  int quotients = 0;
+  for (const auto& n : g.ir().nodes) quotients += n.kind == ir::op::div;
+  EXPECT_EQ(quotients, 2);  // by 3 and by the pair
+  executable exe = compile(std::move(g));
+  const std::vector<float> xs = {1.f,    -3.5f,      0x1p-149f,        0x1.fffffep127f,
+                                 -0.f,   12345.678f, 0x1.234568p-130f, 7.f,
+                                 -1e-3f, 0x1p-126f};
+  std::vector<float> z = ramp(10, -2.f, 0.37f), by8(10), byq(10), by3(10), bypair(10);
+  exe.run({{"x", view(xs.data(), {2, 5})}, {"z", view(z.data(), {5, 2})}},
+          {{"by8", view(by8.data(), {2, 5})},
+           {"byq", view(byq.data(), {2, 5})},
+           {"by3", view(by3.data(), {2, 5})},
+           {"bypair", view(bypair.data(), {5, 2})}},
+          dev());
+  const bool flushes = GetParam() && !dev().context()->target().keeps_subnormals32();
+  auto same_bits = [&](float got, float want) {
+    return std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(want) ||
+           (flushes && ref::flushed_result(got, want));
+  };
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float a = flushes ? ref::flushed(xs[i]) : xs[i];
+    EXPECT_TRUE(same_bits(by8[i], a / 8.f)) << xs[i] << ": " << by8[i];
+    EXPECT_TRUE(same_bits(byq[i], a / -0.25f)) << xs[i] << ": " << byq[i];
+    EXPECT_TRUE(same_bits(by3[i], a / 3.f)) << xs[i] << ": " << by3[i];
+    EXPECT_EQ(bypair[i], z[i] / pair[i % 2]) << i;
+  }
 }
 
 TEST(Graph, ConcurrentCallsFromSeveralThreads) {

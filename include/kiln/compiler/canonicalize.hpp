@@ -1,5 +1,6 @@
-// Canonicalization: dead-code removal, constant folding, algebraic identities and CSE, in one
-// rebuild of the graph through ir::builder (whose deduplication is the CSE).
+// Canonicalization: dead-code removal, constant folding, algebraic identities (a quotient by a
+// power of two as a product) and CSE, in one rebuild of the graph through ir::builder (whose
+// deduplication is the CSE).
 #pragma once
 
 #include <bit>
@@ -50,6 +51,17 @@ constexpr std::int32_t identity_of(const ir::graph& g, const ir::node& n) {
     default:
       return -1;
   }
+}
+
+// The reciprocal r of divisor y (a node of g) where x / y is x * r exactly (exact_reciprocal),
+// else 0: y a float constant or a tensor constant of the DSL of one element.
+constexpr double exact_reciprocal(const ir::graph& g, const ir::node& y) {
+  if (y.kind == ir::op::constant) return kiln::exact_reciprocal(y.type, y.value.f);
+  if (y.kind != ir::op::input) return 0;
+  for (const ir::tensor_data& d : g.tensors)
+    if (d.arg == y.arg && d.values.size() == 1)
+      return kiln::exact_reciprocal(y.type, d.values[0].f);
+  return 0;
 }
 
 // The old graph's `exactly` symbol of run-time size `have` against static `size`, or -1: an
@@ -220,6 +232,14 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
           id = rebuild_view(b, g, old, ops[0], checks, map);
         break;
       default:
+        if (const double r = simplify && old.kind == ir::op::div
+                                 ? exact_reciprocal(g, g.nodes[old.operands[1]])
+                                 : 0;
+            r != 0 && b.get().nodes[ops[0]].dims == old.dims &&
+            b.get().nodes[ops[0]].type == old.type) {
+          id = b.binary(ir::op::mul, ops[0], b.constant(scalar{old.type, r, 0}));
+          break;
+        }
         id = old.arity() == 1 ? b.unary(old.kind, ops[0]) : b.binary(old.kind, ops[0], ops[1]);
     }
     std::int32_t same = simplify ? identity_of(b.get(), b.get().nodes[id]) : -1;

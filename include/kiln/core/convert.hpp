@@ -132,4 +132,22 @@ struct scalar {
   }
 };
 
+// 1 / v where that is exact in dtype t and x / v is x * (1 / v) for every x, else 0: t f32 or f64
+// and v = +-2^e with 2^-e a normal number of t. Quotient and product are then the same real
+// number, rounded once, so they have the same bits; the product is cheaper everywhere, and on a
+// GPU that divides f32 in f64 (spirv::target::divides_in_f64) much cheaper.
+constexpr double exact_reciprocal(dtype t, double v) {
+  if (t != dtype::f32 && t != dtype::f64) return 0;
+  const int limit = t == dtype::f32 ? 126 : 1022;
+  double m = v < 0 ? -v : v;
+  if (!(m > 0) || m > 1.7976931348623157e308) return 0;  // zero, NaN or infinite
+  int e = 0;
+  while (m >= 2 && e <= limit) m /= 2, ++e;
+  while (m < 1 && e >= -limit) m *= 2, --e;
+  if (m != 1 || e > limit || e < -limit) return 0;
+  double r = 1;
+  for (int k = 0; k < (e < 0 ? -e : e); ++k) r = e < 0 ? r * 2 : r / 2;
+  return v < 0 ? -r : r;
+}
+
 }  // namespace kiln

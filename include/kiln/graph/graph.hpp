@@ -431,6 +431,7 @@ class graph {
   std::uint32_t axes_mask(std::string_view op, std::int32_t id,
                           std::span<const std::int64_t> axes) const;
   static ir::pad_mode pad_mode_of(std::string_view mode);
+  KILN_RUNTIME_API double exact_reciprocal_of(std::int32_t id) const;
   std::int32_t id_of(value v, std::string_view op, int position) const {
     if (v.owner != id_ || v.id < 0)
       throw error(errc::invalid_argument, std::string(op),
@@ -530,6 +531,29 @@ KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes
   return v;
 }
 
+// The reciprocal of node `id` where it is a float constant or a one-element tensor constant and
+// dividing by it is multiplying by that exactly (kiln::exact_reciprocal), else 0: exporters
+// write attention's scale as a quotient by a scalar initializer (scores / 8).
+KILN_RUNTIME_API double graph::exact_reciprocal_of(std::int32_t id) const {
+  const ir::node& n = b_.get().nodes[id];
+  if (n.kind == ir::op::constant) return kiln::exact_reciprocal(n.type, n.value.f);
+  if (n.kind != ir::op::input) return 0;
+  for (const tensor_constant& c : constants_) {
+    if (c.arg != n.arg) continue;
+    if (n.type == dtype::f32 && c.bytes.size() == sizeof(float)) {
+      float v;
+      std::memcpy(&v, c.bytes.data(), sizeof v);
+      return kiln::exact_reciprocal(n.type, v);
+    }
+    if (n.type == dtype::f64 && c.bytes.size() == sizeof(double)) {
+      double v;
+      std::memcpy(&v, c.bytes.data(), sizeof v);
+      return kiln::exact_reciprocal(n.type, v);
+    }
+  }
+  return 0;
+}
+
 KILN_RUNTIME_API graph::value graph::apply(ir::op o, std::initializer_list<value> operands) {
   if (!ir::is_valid(o))
     throw error(errc::invalid_argument, "apply",
@@ -559,6 +583,12 @@ KILN_RUNTIME_API graph::value graph::apply(ir::op o, std::initializer_list<value
     case 1:
       return wrap(b_.unary(o, ids[0]));
     case 2:
+      if (o == ir::op::div) {  // by a one-element constant of no more axes: x's shape stays
+        const ir::node &x = b_.get().nodes[ids[0]], &y = b_.get().nodes[ids[1]];
+        if (const double r = exact_reciprocal_of(ids[1]);
+            r != 0 && x.type == y.type && y.dims.rank <= x.dims.rank)
+          return wrap(b_.binary(ir::op::mul, ids[0], b_.constant(scalar{y.type, r, 0})));
+      }
       return wrap(b_.binary(o, ids[0], ids[1]));
     default:
       if (ir::info(o).cls == ir::op_class::ternary)
