@@ -4,8 +4,10 @@
 # binaries, the validation layer and the libraries the machine lacks into .dev/ (ignored by git);
 # `run` there, with .dev and .gl carried, runs every gtest suite on the GPU with the validation
 # layer on, then the Vulkan benchmarks beside PyTorch's same ops (benchmarks/gpu) and the BERT
-# layer through kiln::onnx, writing the logs and compare.md to $OUT (`run tests`: the suites alone). .gl holds the Vulkan loader's Debian packages
-# (docs/TESTING.md says how).
+# layer through kiln::onnx, writing to $OUT the suites' logs (tests.log, rc.txt), the benchmarks'
+# (bench.txt), the table of both (compare.md) and the BERT layer's kernels as the GPU's target
+# emits them (dump.tgz); `run tests`: the suites alone. .gl holds the Vulkan loader's Debian
+# packages (docs/TESTING.md says how).
 set -u
 mode=${1:-}
 root=$(pwd)
@@ -81,17 +83,25 @@ grep -h '^\[  FAILED  \]' /tmp/logs/*.log | sort -u | head -60
 [ "${2:-}" = tests ] && exit 0
 
 unset KILN_VALIDATE  # the layer checks every call: timings without it
+# The benchmarks' outputs gather in /tmp/bench and come back as one file, $OUT/bench.txt, beside
+# compare.md, the tests' logs and dump.tgz: few files, since a run's $OUT may bring back only a
+# handful.
+b=/tmp/bench && mkdir -p $b
 timeout 150 ./benchmarks/bench_vulkan --benchmark_min_time=0.2 \
-  --benchmark_out="$OUT/bench_vulkan.json" 2>&1 | tee "$OUT/bench_vulkan.txt"
-# The BERT-base layer through kiln::onnx on the GPU, with one profiled call; then PyTorch on the
-# same GPU, the same ops and ONNX Runtime on the same model, and the table of both
-# (benchmarks/gpu).
+  --benchmark_out=$b/bench_vulkan.json >$b/bench_vulkan.txt 2>&1
+# The BERT-base layer through kiln::onnx on the GPU, with one profiled call and its kernels as
+# this device's target emits them (KILN_DUMP_DIR, dump.tgz); then PyTorch on the same GPU, the
+# same ops and ONNX Runtime on the same model, and the table of both (benchmarks/gpu).
 mkdir -p /tmp/models/bert && (cd /tmp/models && python3 "$root/benchmarks/models/make_models.py" . >/dev/null) &&
   mv /tmp/models/bert_layer.onnx /tmp/models/bert/ &&
-  KILN_BENCH_DEVICE=vulkan timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert 2>&1 |
-  tee "$OUT/kiln_models.txt"
-timeout 150 python3 "$root/benchmarks/gpu/torch_anchors.py" /tmp/models/bert >"$OUT/torch.json"
+  KILN_DUMP_DIR=/tmp/dump KILN_BENCH_DEVICE=vulkan timeout 60 ./benchmarks/kiln_bench_models \
+    /tmp/models/bert >$b/kiln_models.txt 2>&1
+[ -d /tmp/dump ] && tar -czf "$OUT/dump.tgz" -C /tmp dump
+timeout 150 python3 "$root/benchmarks/gpu/torch_anchors.py" /tmp/models/bert >$b/torch.json
 unset KILN_DEVICE  # and kiln's CPU path on the machine's cores, beside ONNX Runtime's CPU provider
-timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert "$(nproc)" 2>&1 | tee "$OUT/kiln_cpu.txt"
-python3 "$root/benchmarks/gpu/compare.py" "$OUT/bench_vulkan.json" "$OUT/torch.json" \
-  "$OUT/kiln_models.txt" | tee "$OUT/compare.md"
+timeout 60 ./benchmarks/kiln_bench_models /tmp/models/bert "$(nproc)" >$b/kiln_cpu.txt 2>&1
+for f in bench_vulkan.txt kiln_models.txt kiln_cpu.txt torch.json; do
+  echo "=== $f" && cat $b/$f
+done >"$OUT/bench.txt"
+python3 "$root/benchmarks/gpu/compare.py" $b/bench_vulkan.json $b/torch.json $b/kiln_models.txt |
+  tee "$OUT/compare.md"
