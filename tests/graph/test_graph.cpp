@@ -15,6 +15,7 @@
 #include <kiln/runtime/vulkan/context.hpp>
 
 #include "../support/errors.hpp"
+#include "../support/on_device.hpp"
 #include "../support/reference.hpp"
 #include "../support/subnormals.hpp"
 
@@ -57,10 +58,7 @@ void expect_layer(const std::vector<float>& x, const std::vector<float>& w, floa
   }
 }
 
-class GraphOnDevice : public ::testing::TestWithParam<bool> {
- protected:
-  device dev() const { return GetParam() ? device::vulkan() : device::cpu(); }
-};
+class GraphOnDevice : public ref::on_device {};
 
 TEST_P(GraphOnDevice, RunsByNameAtManySizes) {
   layer l;
@@ -134,8 +132,7 @@ TEST_P(GraphOnDevice, LongChainsReuseSlotsAndKeepEveryResult) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, GraphOnDevice, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "vulkan" : "cpu"; });
+KILN_ON_BOTH_DEVICES(GraphOnDevice);
 
 // top_k against a stable sort of each row's positions (a NaN above every number, equal elements
 // by position): ties, NaN, infinities, each axis, largest and smallest, k of 0, 2 and the whole

@@ -11,18 +11,15 @@
 #include <kiln/executable.hpp>
 
 #include "../support/errors.hpp"
+#include "../support/on_device.hpp"
 
 using namespace kiln;
 
 namespace {
 
-class RunTimeShapes : public ::testing::TestWithParam<bool> {
- protected:
-  device dev() const { return GetParam() ? device::vulkan() : device::cpu(); }
-};
+class RunTimeShapes : public ref::on_device {};
 
-INSTANTIATE_TEST_SUITE_P(Devices, RunTimeShapes, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "vulkan" : "cpu"; });
+KILN_ON_BOTH_DEVICES(RunTimeShapes);
 
 std::vector<float> wave(std::size_t n, double f) {
   std::vector<float> v(n);

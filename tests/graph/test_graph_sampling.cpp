@@ -9,17 +9,15 @@
 
 #include <kiln/executable.hpp>
 
+#include "../support/on_device.hpp"
+
 using namespace kiln;
 
 namespace {
 
-class GraphSampling : public ::testing::TestWithParam<bool> {
- protected:
-  device dev() const { return GetParam() ? device::vulkan() : device::cpu(); }
-};
+class GraphSampling : public ref::on_device {};
 
-INSTANTIATE_TEST_SUITE_P(Devices, GraphSampling, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "vulkan" : "cpu"; });
+KILN_ON_BOTH_DEVICES(GraphSampling);
 
 // Values that repeat no pattern a wrong stride could match.
 std::vector<float> wave(std::size_t n, double f, double scale) {
