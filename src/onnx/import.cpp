@@ -24,6 +24,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_recurrent_lowerings(t);
     add_sampling_lowerings(t);
     add_spectral_lowerings(t);
+    add_random_lowerings(t);
     add_sequence_lowerings(t);
     add_control_flow_lowerings(t);
     add_ngram_lowerings(t);

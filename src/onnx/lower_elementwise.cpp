@@ -157,13 +157,15 @@ void lower_where(node_context& c) {
 
 void lower_dropout(node_context& c) {
   // Inference: the identity. Training mode (opset 12's input, or is_test = 0 before opset 7)
-  // with a nonzero ratio draws random numbers, which kiln does not.
+  // with a nonzero ratio draws the mask (lower_random.cpp).
   c.only_attrs({"ratio", "seed", "is_test"});
   bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
   if (c.opset() >= 12 && c.has(2)) training = c.scalar_input(2, "training_mode") != 0;
-  if (training && (c.opset() >= 12 ? c.has(1) ? c.scalar_input(1, "ratio") : 0.5
-                                   : c.attr_float("ratio", 0.5)) != 0)
-    c.fail(errc::unsupported, "training_mode = 1 (kiln: inference only, no random numbers)");
+  if (training) {  // the ratio is needed at import then only
+    const double ratio =
+        c.opset() >= 12 ? c.has(1) ? c.scalar_input(1, "ratio") : 0.5 : c.attr_float("ratio", 0.5);
+    if (ratio != 0) return lower_training_dropout(c, ratio);
+  }
   identity(c);
   if (c.wants(1)) {
     value x = c.in(0);

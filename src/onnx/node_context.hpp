@@ -164,12 +164,15 @@ ir::conv_window conv_window_of(node_context& c);
 // One lowering per op type; each reads what its opset defines.
 using lowering = void (*)(node_context&);
 using lowering_table = std::map<std::string, lowering, std::less<>>;
-void add_elementwise_lowerings(lowering_table& table);   // lower_elementwise.cpp
-void add_tensor_lowerings(lowering_table& table);        // lower_tensors.cpp
-void add_composite_lowerings(lowering_table& table);     // lower_composites.cpp
-void add_recurrent_lowerings(lowering_table& table);     // lower_recurrent.cpp
-void add_sampling_lowerings(lowering_table& table);      // lower_sampling.cpp
-void add_spectral_lowerings(lowering_table& table);      // lower_spectral.cpp
+void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
+void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
+void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
+void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
+void add_sampling_lowerings(lowering_table& table);     // lower_sampling.cpp
+void add_spectral_lowerings(lowering_table& table);     // lower_spectral.cpp
+void add_random_lowerings(lowering_table& table);       // lower_random.cpp
+// Dropout in training mode, ratio in (0, 1) (lower_random.cpp).
+void lower_training_dropout(node_context& c, double ratio);
 void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
 void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
 void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp

@@ -14,10 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <variant>
 
 #include <kiln/onnx.hpp>
 #include <kiln/runtime/npy.hpp>
+
+#include "../support/threefry.hpp"
 
 namespace {
 
@@ -462,11 +465,10 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
     model_builder b;
     b.input("x", {std::int64_t{4}});
     b.node("Relu", {"x"}, {"r"});
-    b.node("RandomUniformLike", {"r"}, {"y"}, "draw");
+    b.node("Multinomial", {"r"}, {"y"}, "draw");
     b.output("y", {std::int64_t{4}});
     std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
-    EXPECT_NE(why.find("node 1 'draw' (RandomUniformLike): kiln has no lowering for "
-                       "RandomUniformLike"),
+    EXPECT_NE(why.find("node 1 'draw' (Multinomial): kiln has no lowering for Multinomial"),
               std::string::npos)
         << why;
   }
@@ -583,18 +585,33 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
         << why;
     refusal(b.bytes(), {}, kiln::errc::invalid_argument);
   }
-  {  // before opset 7, Dropout without is_test = 1 is training (random numbers); with it, identity
+  {  // before opset 7, Dropout without is_test = 1 is training (each element 0 or scaled by
+     // 1 / (1 - 0.5)); with it, the identity
     model_builder b(6);
-    b.input("x", {std::int64_t{4}});
+    b.input("x", {std::int64_t{64}});
     b.node("Dropout", {"x"}, {"y"});
-    b.output("y", {std::int64_t{4}});
-    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
-    EXPECT_NE(why.find("node 0 (Dropout): training_mode = 1"), std::string::npos) << why;
+    b.output("y", {std::int64_t{64}});
+    std::vector<float> x(64), y(64);
+    for (int i = 0; i < 64; ++i) x[static_cast<std::size_t>(i)] = 0.25f * float(i + 1);
+    auto run = [&] {
+      auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+      exe.run({kiln::tensor_ref(static_cast<const void*>(x.data()), kiln::dtype::f32, {64})},
+              {kiln::tensor_ref(static_cast<void*>(y.data()), kiln::dtype::f32, {64})});
+    };
+    run();
+    int dropped = 0;
+    for (std::size_t i = 0; i < 64; ++i) {
+      EXPECT_TRUE(y[i] == 0 || y[i] == 2 * x[i]) << i << ": " << y[i];
+      dropped += y[i] == 0;
+    }
+    EXPECT_GT(dropped, 0);
+    EXPECT_LT(dropped, 64);
     auto* is_test = b.g->mutable_node(0)->add_attribute();
     is_test->set_name("is_test");
     is_test->set_type(::onnx::AttributeProto::INT);
     is_test->set_i(1);
-    EXPECT_NO_THROW(kiln::onnx::import_bytes(b.bytes()));
+    run();
+    EXPECT_EQ(y, x);
   }
   {  // an element type kiln does not have, named by an attribute
     model_builder b;
@@ -916,5 +933,37 @@ TEST(OnnxOptions, DataSizedOpsOnValuesKnownAtImport) {
     exe.run({}, results);
     for (std::size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].bytes, want[o].bytes) << o;
   }
+}
+
+TEST(OnnxOptions, TrainingDropoutKeepsWhereTheSeedsDrawReachesTheRatio) {
+  // ONNX's own model (seed 0, an int; ratio and training_mode given at import); its expected
+  // values are numpy's draws, so the mask is checked against kiln's generator's reference.
+  const fs::path test = fs::path(KILN_ONNX_DATA_DIR) / "node" / "test_training_dropout_mask";
+  kiln::onnx::import_options opt;
+  const auto r = kiln::onnx::read_tensor(test / "test_data_set_0" / "input_1.pb");
+  opt.input_values["r"] = r;
+  opt.input_values["t"] = kiln::onnx::read_tensor(test / "test_data_set_0" / "input_2.pb");
+  auto m = kiln::onnx::import(test / "model.onnx", opt);
+  auto exe = kiln::compile(std::move(m.graph));
+  auto x = kiln::onnx::read_tensor(test / "test_data_set_0" / "input_0.pb");
+  float ratio;
+  std::memcpy(&ratio, r.bytes.data(), sizeof ratio);
+  const std::size_t n = x.bytes.size() / sizeof(float);
+  std::vector<float> xs(n), y(n, -1.f);
+  std::memcpy(xs.data(), x.bytes.data(), x.bytes.size());
+  std::unique_ptr<bool[]> z(new bool[n]);
+  exe.run({kiln::tensor_ref(static_cast<const void*>(xs.data()), kiln::dtype::f32, x.dims)},
+          {kiln::tensor_ref(static_cast<void*>(y.data()), kiln::dtype::f32, x.dims),
+           kiln::tensor_ref(static_cast<void*>(z.get()), kiln::dtype::boolean, x.dims)});
+  const float scale = static_cast<float>(1.0 / (1.0 - double(ratio)));
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool keep = ref::uniform(0, static_cast<std::uint32_t>(i)) >= ratio;
+    kept += keep;
+    ASSERT_EQ(z[i], keep) << i;
+    ASSERT_EQ(y[i], keep ? xs[i] * scale : 0.f) << i;
+  }
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, n);
 }
 #endif

@@ -267,6 +267,22 @@ class graph {
   value dft(value x, std::int64_t axis = 1, bool inverse = false, bool onesided = false,
             std::int64_t length = 0);
 
+  // Random numbers from a counter-based generator (graph/random.hpp): Threefry-2x32 with 20
+  // rounds, each element's row-major position the counter and the seed the key, so an element's
+  // numbers depend on the seed and its position alone: the same bits on every device and at
+  // every call. threefry applies the generator to u32 counter words c0, c1 (broadcast together)
+  // under key (k0, k1), giving both words. The others, keyed by the seed's two 32-bit halves
+  // (low, high), draw tensors of static extents `dims`:
+  // uniform in [low, high) (24 random bits an element), normal (Box-Muller on two 24-bit
+  // uniforms; its log, sqrt and cos are each device's, so devices agree to those functions'
+  // bounds), and bernoulli's 1 where a uniform draw falls below p (p's extents, dtype t).
+  std::pair<value, value> threefry(value c0, value c1, std::uint32_t k0, std::uint32_t k1);
+  value random_uniform(std::span<const std::int64_t> dims, double low, double high,
+                       std::uint64_t seed, dtype t = dtype::f32);
+  value random_normal(std::span<const std::int64_t> dims, double mean, double scale,
+                      std::uint64_t seed, dtype t = dtype::f32);
+  value bernoulli(value p, std::uint64_t seed, dtype t);
+
   // Per-channel normalizations of x [N, C, ...] (scale, bias, mean, var: [C]): ONNX's
   // BatchNormalization for inference (one dispatch), InstanceNormalization (one row group) and
   // GroupNormalization with per-channel scale and bias (opset 21).
@@ -1320,4 +1336,5 @@ KILN_RUNTIME_API void graph::check_name(const char* what, std::string_view name,
 
 #if KILN_RUNTIME_BODY
 #include "kiln/graph/composites.hpp"
+#include "kiln/graph/random.hpp"
 #endif
