@@ -43,20 +43,16 @@ std::vector<std::int64_t> static_dims(const node_context& c, const shape& d) {
   return {d.dims.begin(), d.dims.begin() + d.rank};
 }
 
-void lower_random_uniform(node_context& c, bool like) {
-  c.only_attrs({"dtype", "high", "low", "seed", "shape"});
+// RandomUniform (low, high) and RandomNormal (mean, scale); `like`: their Like forms, of the
+// input's extents and, without a dtype attribute, its element type.
+void lower_random(node_context& c, bool like, bool normal) {
+  const std::string_view first = normal ? "mean" : "low", second = normal ? "scale" : "high";
+  c.only_attrs({"dtype", first, second, "seed", "shape"});
   const std::vector<std::int64_t> dims = like ? static_dims(c, c.dims_of(0)) : c.attr_ints("shape");
   const dtype t = float_type(c, like ? c.type_of(0) : dtype::f32);
-  c.out(0,
-        c.g.random_uniform(dims, c.attr_float("low", 0), c.attr_float("high", 1), seed_of(c), t));
-}
-
-void lower_random_normal(node_context& c, bool like) {
-  c.only_attrs({"dtype", "mean", "scale", "seed", "shape"});
-  const std::vector<std::int64_t> dims = like ? static_dims(c, c.dims_of(0)) : c.attr_ints("shape");
-  const dtype t = float_type(c, like ? c.type_of(0) : dtype::f32);
-  c.out(0,
-        c.g.random_normal(dims, c.attr_float("mean", 0), c.attr_float("scale", 1), seed_of(c), t));
+  const double a = c.attr_float(first, 0), b = c.attr_float(second, 1);
+  c.out(0, normal ? c.g.random_normal(dims, a, b, seed_of(c), t)
+                  : c.g.random_uniform(dims, a, b, seed_of(c), t));
 }
 
 void lower_bernoulli(node_context& c) {
@@ -83,10 +79,10 @@ void lower_training_dropout(node_context& c, double ratio) {
 }
 
 void add_random_lowerings(lowering_table& t) {
-  t["RandomUniform"] = [](node_context& c) { lower_random_uniform(c, false); };
-  t["RandomUniformLike"] = [](node_context& c) { lower_random_uniform(c, true); };
-  t["RandomNormal"] = [](node_context& c) { lower_random_normal(c, false); };
-  t["RandomNormalLike"] = [](node_context& c) { lower_random_normal(c, true); };
+  t["RandomUniform"] = [](node_context& c) { lower_random(c, false, false); };
+  t["RandomUniformLike"] = [](node_context& c) { lower_random(c, true, false); };
+  t["RandomNormal"] = [](node_context& c) { lower_random(c, false, true); };
+  t["RandomNormalLike"] = [](node_context& c) { lower_random(c, true, true); };
   t["Bernoulli"] = lower_bernoulli;
 }
 
