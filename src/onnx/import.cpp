@@ -25,6 +25,7 @@ const lowering* find_lowering(std::string_view op_type) {
     add_sampling_lowerings(t);
     add_spectral_lowerings(t);
     add_random_lowerings(t);
+    add_training_lowerings(t);
     add_sequence_lowerings(t);
     add_control_flow_lowerings(t);
     add_ngram_lowerings(t);
@@ -139,6 +140,10 @@ void read_external(ModelProto& m, const std::filesystem::path& folder) {
 // SIGFPE in convPoolShapeInference).
 void prepare(ModelProto& m, const import_options& opt, model_info& info) {
   info.opset = default_opset(m);
+  // A model of the training domain's optimizers alone: no op of the default domain to read.
+  if (info.opset == 0 && std::any_of(m.opset_import().begin(), m.opset_import().end(),
+                                     [](const auto& o) { return o.domain() == preview_training; }))
+    info.opset = newest_opset;
   if (info.opset == 0)
     fail(
         errc::unsupported,
@@ -264,9 +269,11 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
       return prefix + "node " + std::to_string(k) +
              (node.name().empty() ? "" : " '" + node.name() + "'") + " (" + node.op_type() + ")";
     };
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
+    const bool training = node.domain() == preview_training;
+    if (!node.domain().empty() && node.domain() != "ai.onnx" && !training)
       fail(errc::unsupported, where() + ": domain '" + node.domain() + "' is not kiln's");
-    const lowering* lower = find_lowering(node.op_type());
+    const lowering* lower = find_lowering(
+        training ? std::string(preview_training) + "." + node.op_type() : node.op_type());
     if (!lower)
       fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
                                   " (opset " + std::to_string(opset) + ")");

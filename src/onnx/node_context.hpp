@@ -164,15 +164,14 @@ ir::conv_window conv_window_of(node_context& c);
 // One lowering per op type; each reads what its opset defines.
 using lowering = void (*)(node_context&);
 using lowering_table = std::map<std::string, lowering, std::less<>>;
-void add_elementwise_lowerings(lowering_table& table);  // lower_elementwise.cpp
-void add_tensor_lowerings(lowering_table& table);       // lower_tensors.cpp
-void add_composite_lowerings(lowering_table& table);    // lower_composites.cpp
-void add_recurrent_lowerings(lowering_table& table);    // lower_recurrent.cpp
-void add_sampling_lowerings(lowering_table& table);     // lower_sampling.cpp
-void add_spectral_lowerings(lowering_table& table);     // lower_spectral.cpp
-void add_random_lowerings(lowering_table& table);       // lower_random.cpp
-// Dropout in training mode, ratio in (0, 1) (lower_random.cpp).
-void lower_training_dropout(node_context& c, double ratio);
+void add_elementwise_lowerings(lowering_table& table);   // lower_elementwise.cpp
+void add_tensor_lowerings(lowering_table& table);        // lower_tensors.cpp
+void add_composite_lowerings(lowering_table& table);     // lower_composites.cpp
+void add_recurrent_lowerings(lowering_table& table);     // lower_recurrent.cpp
+void add_sampling_lowerings(lowering_table& table);      // lower_sampling.cpp
+void add_spectral_lowerings(lowering_table& table);      // lower_spectral.cpp
+void add_random_lowerings(lowering_table& table);        // lower_random.cpp
+void add_training_lowerings(lowering_table& table);      // lower_training.cpp
 void add_sequence_lowerings(lowering_table& table);      // lower_sequences.cpp
 void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.cpp
 void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp
@@ -183,6 +182,11 @@ void add_data_sized_lowerings(lowering_table& table);    // lower_data_sized.cpp
 void lower_on_extents(node_context& c);
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
+// Dropout in training mode, ratio in (0, 1) (lower_random.cpp).
+void lower_training_dropout(node_context& c, double ratio);
+// The one domain besides the default whose ops kiln reads (its optimizers, lower_training.cpp):
+// their lowerings are found as "<domain>.<op>".
+inline constexpr std::string_view preview_training = "ai.onnx.preview.training";
 const lowering* find_lowering(std::string_view op_type);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators and the ops that make sequences).
