@@ -217,7 +217,8 @@ class region_emitter final : public op_lowering {
     m_.decorate(block, spv::Decoration::Block);
     m_.member_decorate(block, 0, spv::Decoration::Offset, {0});
     id ptr = m_.type_pointer(spv::StorageClass::StorageBuffer, block);
-    // A buffer that no member writes is NonWritable; one that a member writes for a later one to
+    // A buffer that no member writes is NonWritable (the metadata buffer too, past all_), so the
+    // driver need not read it again after a store; one that a member writes for a later one to
     // read (a row group's transient) is Coherent, so its stores reach the other invocations of
     // the workgroup at the barrier between them.
     std::vector<bool> written(all_.size(), false);
@@ -229,7 +230,7 @@ class region_emitter final : public op_lowering {
                          {static_cast<std::uint32_t>(spv::StorageClass::StorageBuffer)});
       m_.decorate(var, spv::Decoration::DescriptorSet, {0});
       m_.decorate(var, spv::Decoration::Binding, {b});
-      if (b < all_.size() && !written[b]) m_.decorate(var, spv::Decoration::NonWritable);
+      if (b >= all_.size() || !written[b]) m_.decorate(var, spv::Decoration::NonWritable);
       if (b < all_.size() && written[b] && !all_[b].result && members_.size() > 1)
         m_.decorate(var, spv::Decoration::Coherent);
       bindings_.push_back(var);
