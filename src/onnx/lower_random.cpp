@@ -28,12 +28,9 @@ std::uint64_t seed_of(const node_context& c) {
   return h;
 }
 
-// The dtype attribute (a float type), or `otherwise` where the node has none.
-dtype float_type(const node_context& c, dtype otherwise) {
-  const dtype t = c.has_attr("dtype") ? c.element_type(c.attr_int("dtype", 1)) : otherwise;
-  if (t != dtype::f32 && t != dtype::f64 && t != dtype::f16 && t != dtype::bf16)
-    c.fail(errc::unsupported, "dtype " + std::string(kiln::name(t)) + ": draws floats only");
-  return t;
+// The dtype attribute, or `otherwise` where the node has none (graph's draws refuse non-floats).
+dtype draw_type(const node_context& c, dtype otherwise) {
+  return c.has_attr("dtype") ? c.element_type(c.attr_int("dtype", 1)) : otherwise;
 }
 
 std::vector<std::int64_t> static_dims(const node_context& c, const shape& d) {
@@ -49,7 +46,7 @@ void lower_random(node_context& c, bool like, bool normal) {
   const std::string_view first = normal ? "mean" : "low", second = normal ? "scale" : "high";
   c.only_attrs({"dtype", first, second, "seed", "shape"});
   const std::vector<std::int64_t> dims = like ? static_dims(c, c.dims_of(0)) : c.attr_ints("shape");
-  const dtype t = float_type(c, like ? c.type_of(0) : dtype::f32);
+  const dtype t = draw_type(c, like ? c.type_of(0) : dtype::f32);
   const double a = c.attr_float(first, 0), b = c.attr_float(second, 1);
   c.out(0, normal ? c.g.random_normal(dims, a, b, seed_of(c), t)
                   : c.g.random_uniform(dims, a, b, seed_of(c), t));
@@ -57,8 +54,7 @@ void lower_random(node_context& c, bool like, bool normal) {
 
 void lower_bernoulli(node_context& c) {
   c.only_attrs({"dtype", "seed"});
-  const dtype t = c.has_attr("dtype") ? c.element_type(c.attr_int("dtype", 1)) : c.type_of(0);
-  c.out(0, c.g.bernoulli(c.in(0), seed_of(c), t));
+  c.out(0, c.g.bernoulli(c.in(0), seed_of(c), draw_type(c, c.type_of(0))));
 }
 
 }  // namespace

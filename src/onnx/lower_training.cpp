@@ -42,6 +42,12 @@ optimizer_inputs inputs_of(node_context& c, int groups) {
   return o;
 }
 
+// G_i plus the gradient of the regularization term: norm_coefficient X_i.
+value regularized_gradient(node_context& c, const optimizer_inputs& o, int i) {
+  return c.g.add(c.g.mul(c.g.constant(c.attr_float("norm_coefficient", 0), o.x), o.at(0, i)),
+                 o.at(1, i));
+}
+
 void lower_adagrad(node_context& c) {
   c.only_attrs({"decay_factor", "epsilon", "norm_coefficient"});
   const optimizer_inputs o = inputs_of(c, 3);  // X, G, H
@@ -50,8 +56,7 @@ void lower_adagrad(node_context& c) {
   // The learning rate decayed by the update count.
   const value r = g.div(o.r, g.add(k(1), g.mul(o.t, k(c.attr_float("decay_factor", 0)))));
   for (int i = 0; i < o.n; ++i) {
-    const value x = o.at(0, i),
-                grad = g.add(g.mul(k(c.attr_float("norm_coefficient", 0)), x), o.at(1, i));
+    const value x = o.at(0, i), grad = regularized_gradient(c, o, i);
     const value h = g.add(o.at(2, i), g.mul(grad, grad));
     const value scale = g.add(g.sqrt(h), k(c.attr_float("epsilon", 1e-6)));
     c.out(i, g.sub(x, g.div(g.mul(r, grad), scale)));
@@ -71,8 +76,7 @@ void lower_momentum(node_context& c) {
   // The gradient's coefficient is 1 at the first update (T = 0).
   const value beta = g.select(g.gt(o.t, k(0)), k(c.attr_float("beta", 0)), k(1));
   for (int i = 0; i < o.n; ++i) {
-    const value x = o.at(0, i),
-                grad = g.add(g.mul(k(c.attr_float("norm_coefficient", 0)), x), o.at(1, i));
+    const value x = o.at(0, i), grad = regularized_gradient(c, o, i);
     const value v = g.add(g.mul(alpha, o.at(2, i)), g.mul(beta, grad));
     const value step = mode == "standard" ? v : g.add(grad, g.mul(alpha, v));
     c.out(i, g.sub(x, g.mul(o.r, step)));
@@ -91,8 +95,7 @@ void lower_adam(node_context& c) {
                                 g.sub(k(1), g.pow(k(alpha), o.t)));
   const value r = g.select(g.gt(o.t, k(0)), corrected, o.r);
   for (int i = 0; i < o.n; ++i) {
-    const value x = o.at(0, i),
-                grad = g.add(g.mul(k(c.attr_float("norm_coefficient", 0)), x), o.at(1, i));
+    const value x = o.at(0, i), grad = regularized_gradient(c, o, i);
     const value v = g.add(g.mul(k(alpha), o.at(2, i)), g.mul(k(1 - alpha), grad));
     const value h = g.add(g.mul(k(beta), o.at(3, i)), g.mul(k(1 - beta), g.mul(grad, grad)));
     const value scale = g.add(g.sqrt(h), k(c.attr_float("epsilon", 1e-6)));

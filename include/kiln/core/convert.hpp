@@ -145,9 +145,7 @@ constexpr double exact_reciprocal(dtype t, double v) {
   while (m >= 2 && e <= limit) m /= 2, ++e;
   while (m < 1 && e >= -limit) m *= 2, --e;
   if (m != 1 || e > limit || e < -limit) return 0;
-  double r = 1;
-  for (int k = 0; k < (e < 0 ? -e : e); ++k) r = e < 0 ? r * 2 : r / 2;
-  return v < 0 ? -r : r;
+  return 1 / v;  // a power of two within f64's normal range: exact
 }
 
 }  // namespace kiln

@@ -547,26 +547,21 @@ KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes
   return v;
 }
 
-// The reciprocal of node `id` where it is a float constant or a one-element tensor constant and
+// The reciprocal of node `id` where it is a one-element tensor constant of f32 or f64 and
 // dividing by it is multiplying by that exactly (kiln::exact_reciprocal), else 0: exporters
-// write attention's scale as a quotient by a scalar initializer (scores / 8).
+// write attention's scale as a quotient by a scalar initializer (scores / 8). Canonicalization
+// does the same for scalar constants, whose values the IR holds; these bytes only the graph has.
 KILN_RUNTIME_API double graph::exact_reciprocal_of(std::int32_t id) const {
   const ir::node& n = b_.get().nodes[id];
-  if (n.kind == ir::op::constant) return kiln::exact_reciprocal(n.type, n.value.f);
   if (n.kind != ir::op::input) return 0;
-  for (const tensor_constant& c : constants_) {
-    if (c.arg != n.arg) continue;
-    if (n.type == dtype::f32 && c.bytes.size() == sizeof(float)) {
-      float v;
-      std::memcpy(&v, c.bytes.data(), sizeof v);
-      return kiln::exact_reciprocal(n.type, v);
+  for (const tensor_constant& c : constants_)
+    if (c.arg == n.arg && c.bytes.size() == std::size_t(size_in_bytes(n.type))) {
+      float f = 0;
+      double d = 0;
+      if (n.type == dtype::f32) std::memcpy(&f, c.bytes.data(), sizeof f);
+      if (n.type == dtype::f64) std::memcpy(&d, c.bytes.data(), sizeof d);
+      return kiln::exact_reciprocal(n.type, n.type == dtype::f32 ? f : d);
     }
-    if (n.type == dtype::f64 && c.bytes.size() == sizeof(double)) {
-      double v;
-      std::memcpy(&v, c.bytes.data(), sizeof v);
-      return kiln::exact_reciprocal(n.type, v);
-    }
-  }
   return 0;
 }
 
@@ -599,7 +594,7 @@ KILN_RUNTIME_API graph::value graph::apply(ir::op o, std::initializer_list<value
     case 1:
       return wrap(b_.unary(o, ids[0]));
     case 2:
-      if (o == ir::op::div) {  // by a one-element constant of no more axes: x's shape stays
+      if (o == ir::op::div) {  // by a one-element tensor constant of no more axes: x's shape stays
         const ir::node &x = b_.get().nodes[ids[0]], &y = b_.get().nodes[ids[1]];
         if (const double r = exact_reciprocal_of(ids[1]);
             r != 0 && x.type == y.type && y.dims.rank <= x.dims.rank)
