@@ -4,6 +4,7 @@
 // what they compute without one.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -53,6 +54,27 @@ TEST(Threads, ALimitBoundsTheThreadsOfTheCallingThreadsWork) {
   });
   other.join();
   EXPECT_EQ(cpu::thread_count(), process);
+}
+
+// A call holds the workers awake while it runs its regions (cpu::workers_awake): jobs that follow
+// one another closely, small and large, each run every task once; a thread limited to itself
+// holds nothing (its jobs wake no worker).
+TEST(Threads, JobsWhileTheWorkersAreHeldAwakeRunEveryTaskOnce) {
+  {
+    thread_limit one(1);
+    EXPECT_FALSE(cpu::hold_workers());
+  }
+  // Whether the pool is held depends on the machine's load (not while calls run on their callers
+  // alone): the jobs must be whole either way.
+  const cpu::workers_awake awake;
+  for (std::int64_t tasks : {1, 3, 64, 5000, 2, 100000}) {
+    std::vector<std::atomic<int>> runs(static_cast<std::size_t>(tasks));
+    cpu::parallel_for(tasks, 7, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t t = first; t < last; ++t) runs[static_cast<std::size_t>(t)]++;
+    });
+    for (std::int64_t t = 0; t < tasks; ++t)
+      ASSERT_EQ(runs[static_cast<std::size_t>(t)].load(), 1) << "task " << t << " of " << tasks;
+  }
 }
 
 TEST(Threads, CallsUnderALimitComputeTheSame) {

@@ -250,8 +250,9 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
           PackB pack_b_block, tile_ref epilogue, bool a_computed = false) {
   using G = gemm_shape<S>;
   if (batches == 0 || M == 0 || N == 0) return;
-  // About 2 x M x N x K flops: below a few million, waking threads costs more than it saves.
-  const bool worth_threads = double(M) * double(N) * double(K) * double(batches) > 1e6;
+  // About 2 x M x N x K flops: below half a million, handing out the work to the threads (held
+  // awake through a call) costs more than it saves (thread_pool.hpp).
+  const bool worth_threads = double(M) * double(N) * double(K) * double(batches) > 2e5;
   const int threads = worth_threads ? thread_count() : 1;
   const std::int64_t row_blocks = (M + G::MC - 1) / G::MC;
   // Column blocks of equal width (whole NR panels, at most NC). Where the rows are one block, as
@@ -385,7 +386,7 @@ void gemv(std::int64_t batches, std::int64_t N, std::int64_t K, ARow a_at, std::
   constexpr int L = G::L, V = 4;  // four accumulators of columns
   constexpr std::int64_t width = V * L;
   // Column blocks of at most NC, as many as share out evenly when threads pay off.
-  const bool worth_threads = double(N) * double(K) * double(batches) > 1e6;
+  const bool worth_threads = double(N) * double(K) * double(batches) > 2e5;
   const int threads = worth_threads ? thread_count() : 1;
   std::int64_t blocks = (N + G::NC - 1) / G::NC;
   if (batches == 1 && threads > 1) blocks = std::max<std::int64_t>(blocks, threads);
@@ -605,8 +606,8 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       epilogue({image * c.groups + g, co % out_group, 1, 0, N, values, N});
     }
   };
-  // About 2 x cells multiply-adds per output: threads pay off past a few million.
-  if (double(planes) * double(N) * double(KH * KW) > 1e6)
+  // About 2 x cells multiply-adds per output: threads pay off past half a million flops.
+  if (double(planes) * double(N) * double(KH * KW) > 2e5)
     parallel_for(planes, 1, run_planes);
   else
     run_planes(0, planes);
@@ -731,8 +732,8 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
         epilogue({image * groups + g, co % out_group, 1, 0, N, values, N});
       }
     };
-    // About 2 x cells multiply-adds per output: threads pay off past a few million.
-    if (double(planes) * double(N) * double(K) > 1e6)
+    // About 2 x cells multiply-adds per output: threads pay off past half a million flops.
+    if (double(planes) * double(N) * double(K) > 2e5)
       parallel_for(planes, 1, run_planes);
     else
       run_planes(0, planes);

@@ -18,7 +18,7 @@
 namespace kiln::cpu {
 
 // Below this many elements a region runs on the calling thread: waking threads costs more.
-inline constexpr std::int64_t parallel_threshold = 1 << 16;
+inline constexpr std::int64_t parallel_threshold = 1 << 14;
 // The fewest elements a thread claims at a time: far more work than the claim (one atomic add).
 inline constexpr std::int64_t task_grain = 1 << 13;
 // The elements a thread claims at a time from a job of `total` on `threads`: about 1/32 of a

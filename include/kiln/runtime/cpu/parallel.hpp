@@ -26,6 +26,25 @@ KILN_RUNTIME_API void set_thread_limit_of_this_thread(int threads);
 // among them. Returns when all have run.
 KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn);
 
+// Keeps the pool's idle workers spinning between jobs until the matching release_workers():
+// true where it did (this thread may use several threads, and the pool is not running calls on
+// their callers alone because another process holds the cores). workers_awake holds them for a
+// scope: a call running its regions one after another.
+KILN_RUNTIME_API bool hold_workers();
+KILN_RUNTIME_API void release_workers();
+class workers_awake {
+ public:
+  workers_awake() : held_(hold_workers()) {}
+  ~workers_awake() {
+    if (held_) release_workers();
+  }
+  workers_awake(const workers_awake&) = delete;
+  workers_awake& operator=(const workers_awake&) = delete;
+
+ private:
+  bool held_;
+};
+
 }  // namespace kiln::cpu
 
 namespace kiln {

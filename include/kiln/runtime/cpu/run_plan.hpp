@@ -120,6 +120,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
+  // The regions' jobs follow one another closely: the workers wait for them awake.
+  const workers_awake awake;
   // The call's transients, in one arena laid out by the plan (reused between regions). A
   // row-local one has no place there (unless the caller's layout keeps one): a row group run a
   // block at a time keeps it in a buffer of the block's thread (`blocking`: layouts made for

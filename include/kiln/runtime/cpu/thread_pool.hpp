@@ -3,7 +3,9 @@
 // a call on a loaded machine is never much slower than running it on the calling thread: the caller
 // waits only for chunks a worker has already started, never for a worker that has not woken up;
 // and when such a wait was long (the scheduler took the worker away), the next calls run on the
-// calling thread alone for a while.
+// calling thread alone for a while. While a call runs its regions it holds the workers awake
+// (they spin between its jobs instead of sleeping), so that a small region's job finds them
+// ready.
 #pragma once
 
 #include <algorithm>
@@ -72,8 +74,9 @@ class thread_pool {
   // another thread's job holds the pool, the whole range runs on the calling thread.
   void run(std::int64_t tasks, std::int64_t chunk, task_range fn, int participants) {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
-    if (!busy || workers_.empty() || tasks <= chunk || solo_calls_ > 0 || participants < 2) {
-      if (busy && solo_calls_ > 0) --solo_calls_;
+    const int solo = solo_calls_.load(std::memory_order_relaxed);
+    if (!busy || workers_.empty() || tasks <= chunk || solo > 0 || participants < 2) {
+      if (busy && solo > 0) solo_calls_.store(solo - 1, std::memory_order_relaxed);
       fn(std::int64_t{0}, tasks);
       return;
     }
@@ -99,19 +102,41 @@ class thread_pool {
     // (another process holds the cores): then the next calls run on this thread alone, and a
     // later call tries the workers again.
     auto waited = std::chrono::steady_clock::now() - claimed, worked = claimed - start;
-    if (waited > 2 * worked && waited > std::chrono::microseconds(50)) solo_calls_ = 16;
+    if (waited > 2 * worked && waited > std::chrono::microseconds(50))
+      solo_calls_.store(16, std::memory_order_relaxed);
   }
+
+  // Keeps idle workers spinning, rather than sleeping, until as many release() calls: a call
+  // holds them while it runs its regions, whose jobs then cost no wake-up (tens of microseconds
+  // on a virtual machine, more than a small region's work). Not while the calls run on the
+  // calling thread alone: a spinning worker would take a core the machine's other work needs.
+  bool hold() {
+    if (workers_.empty() || solo_calls_.load(std::memory_order_relaxed) > 0) return false;
+    held_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  void release() { held_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
   // Spins while `ready()` is false, up to a few tens of microseconds: a job that follows soon
   // (a GEMM packs B, then multiplies; a program runs its regions one after another) then finds
   // its workers awake, and its end needs no wake-up, where sleeping costs each a futex wake-up
   // (13 % of a 256³ GEMM's time). Idle longer, the threads sleep.
+  // With `held`, a worker spins on while a call holds the pool, up to a bound that keeps a caller
+  // that never releases from spinning a core forever.
   template <class Ready>
-  static void spin_until(Ready ready) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (!ready() && std::chrono::steady_clock::now() < until)
-      for (int i = 0; i < 64 && !ready(); ++i) pause();
+  void spin_until(Ready ready, bool held = false) const {
+    using namespace std::chrono;
+    const auto start = steady_clock::now();
+    for (;;) {
+      for (int i = 0; i < 64; ++i)
+        if (ready()) return;
+        else pause();
+      const auto spun = steady_clock::now() - start;
+      if (spun < microseconds(50)) continue;
+      if (!held || held_.load(std::memory_order_relaxed) == 0 || spun > milliseconds(20)) return;
+      std::this_thread::yield();
+    }
   }
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -133,7 +158,7 @@ class thread_pool {
   void work() {
     std::uint64_t seen = 0;
     for (;;) {
-      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, true);
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
       if (stop_) return;
@@ -150,7 +175,9 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one job at a time
-  int solo_calls_ = 0;    // calls left to run on the caller alone (guarded by run_mutex_)
+  // Calls left to run on the caller alone (written under run_mutex_, read by hold()).
+  std::atomic<int> solo_calls_{0};
+  std::atomic<int> held_{0};  // calls holding the workers awake
   std::mutex mutex_;      // guards the fields below (next_ is claimed without it)
   std::condition_variable wake_, done_;
   const task_range* job_ = nullptr;  // the running job's, alive until run() returns
@@ -184,10 +211,21 @@ KILN_RUNTIME_API int thread_count() {
   return limit > 0 ? std::min(n, limit) : n;
 }
 
-KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn) {
-  static thread_pool pool(detail::process_thread_count());
-  pool.run(tasks, chunk, fn, thread_count());
+namespace detail {
+inline thread_pool& process_pool() {
+  static thread_pool pool(process_thread_count());
+  return pool;
 }
+}  // namespace detail
+
+KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn) {
+  detail::process_pool().run(tasks, chunk, fn, thread_count());
+}
+
+KILN_RUNTIME_API bool hold_workers() {
+  return thread_count() > 1 && detail::process_pool().hold();
+}
+KILN_RUNTIME_API void release_workers() { detail::process_pool().release(); }
 #endif  // KILN_RUNTIME_BODY
 
 }  // namespace kiln::cpu
