@@ -129,9 +129,10 @@ class thread_pool {
     using namespace std::chrono;
     const auto start = steady_clock::now();
     for (;;) {
-      for (int i = 0; i < 64; ++i)
+      for (int i = 0; i < 64; ++i) {
         if (ready()) return;
-        else pause();
+        pause();
+      }
       const auto spun = steady_clock::now() - start;
       if (spun < microseconds(50)) continue;
       if (!held || held_.load(std::memory_order_relaxed) == 0 || spun > milliseconds(20)) return;
@@ -178,7 +179,7 @@ class thread_pool {
   // Calls left to run on the caller alone (written under run_mutex_, read by hold()).
   std::atomic<int> solo_calls_{0};
   std::atomic<int> held_{0};  // calls holding the workers awake
-  std::mutex mutex_;      // guards the fields below (next_ is claimed without it)
+  std::mutex mutex_;          // guards the fields below (next_ is claimed without it)
   std::condition_variable wake_, done_;
   const task_range* job_ = nullptr;  // the running job's, alive until run() returns
   std::int64_t tasks_ = 0, chunk_ = 1;
@@ -222,9 +223,7 @@ KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_
   detail::process_pool().run(tasks, chunk, fn, thread_count());
 }
 
-KILN_RUNTIME_API bool hold_workers() {
-  return thread_count() > 1 && detail::process_pool().hold();
-}
+KILN_RUNTIME_API bool hold_workers() { return thread_count() > 1 && detail::process_pool().hold(); }
 KILN_RUNTIME_API void release_workers() { detail::process_pool().release(); }
 #endif  // KILN_RUNTIME_BODY
 
