@@ -226,6 +226,18 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
     return;
   }
   // The contiguous dim is kept: runs of consecutive rows along it, at every reduced index.
+  // Two dims, nothing reduced (a product's tile): whole rows step by the outer strides. (The
+  // general loop's two 64-bit divisions per row, tens of cycles each, were 7 % of a MobileNet
+  // block's time, its tiles' rows being many and short.)
+  if (s.rank == 2 && reduced == 1 && rows.first % c == 0 && rows.last % c == 0) {
+    for (std::size_t k = 0; k < s.entries(); ++k)
+      offsets[k] = rows.first / c * s.strides[k][0];
+    for (std::int64_t o = rows.first; o < rows.last; o += c) {
+      call(c);
+      for (std::size_t k = 0; k < s.entries(); ++k) offsets[k] += s.strides[k][0];
+    }
+    return;
+  }
   for (std::int64_t o = rows.first; o < rows.last;) {
     std::int64_t outer = o / c, begin = o % c, n = std::min(c - begin, rows.last - o);
     std::fill(base.begin(), base.end(), 0);
