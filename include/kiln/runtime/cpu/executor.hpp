@@ -230,8 +230,7 @@ KILN_RUNTIME_API void run_rows(row_ref row, const shape& space, std::uint32_t re
   // general loop's two 64-bit divisions per row, tens of cycles each, were 7 % of a MobileNet
   // block's time, its tiles' rows being many and short.)
   if (s.rank == 2 && reduced == 1 && rows.first % c == 0 && rows.last % c == 0) {
-    for (std::size_t k = 0; k < s.entries(); ++k)
-      offsets[k] = rows.first / c * s.strides[k][0];
+    for (std::size_t k = 0; k < s.entries(); ++k) offsets[k] = rows.first / c * s.strides[k][0];
     for (std::int64_t o = rows.first; o < rows.last; o += c) {
       call(c);
       for (std::size_t k = 0; k < s.entries(); ++k) offsets[k] += s.strides[k][0];
