@@ -298,6 +298,9 @@ struct executable::state {
     }
     for (std::size_t a = 0; a < constant.size(); ++a)
       if (!constant[a]) parameters.push_back(static_cast<std::int32_t>(a));
+    std::vector<bool> unchanging(constant.size(), false);
+    for (auto a : constant_args) unchanging[a] = true;
+    weights = std::make_unique<cpu::packed_weights>(std::move(unchanging));
   }
   runtime::program program;
   std::string prefix;
@@ -318,6 +321,7 @@ struct executable::state {
   std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
   std::atomic<int> threads{0};           // set_threads (0: no limit of its own)
   cpu::interpreted_plan cpu;
+  std::unique_ptr<cpu::packed_weights> weights;  // the constants the CPU's products read as B
   runtime::constant_uploads uploads;
 
   // Variable `name`, or the error naming the function (callers that read or replace its value
@@ -597,14 +601,15 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
                                  std::span<const runtime::buffer_ref> host_results,
                                  const std::vector<bool>* only, const runtime::arena& transients) {
       s->cpu.run(s->program.plan(), host_args, host_results, sym.data(), only, transients,
-                 s->program.name());
+                 s->program.name(), s->weights.get());
     };
     return runtime::submit(d, st().program, std::move(call), *order);
   }
   auto on_host = [&](std::span<const runtime::buffer_ref> host_args,
                      std::span<const runtime::buffer_ref> host_results,
                      const std::vector<bool>* only, const runtime::arena& transients) {
-    st().cpu.run(p, host_args, host_results, sym.data(), only, transients, st().program.name());
+    st().cpu.run(p, host_args, host_results, sym.data(), only, transients, st().program.name(),
+                 st().weights.get());
   };
   try {
     runtime::execute(d, st().program, args, results, sym.data(), who, on_host, ws);

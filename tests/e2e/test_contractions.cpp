@@ -8,6 +8,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 #include "../support/products.hpp"
 
@@ -124,6 +126,85 @@ TEST(Matmul, OneRowReadsBInPlaceWithTheGemmsBits) {
     }
   check_matmul({3, 1, 300}, {3, 300, 700}, 400);  // batched rows
   check_matmul({2, 1, 40}, {40, 90}, 402);        // rows of a batch over one B
+}
+
+// A constant B (a model's weights) is packed once per executable and read packed by every later
+// call: bit for bit what the same product computes with B passed as an input, at the first call
+// and later ones, from several threads at once. K across KC blocks with a short last one; N
+// across column blocks with a ragged last panel; M one row block (each tile reads its blocks) and
+// several (shared by the threads); a batched A over one B; B read through a transposed view and,
+// in the same graph, directly; f16 weights (packed widened).
+TEST(Matmul, ConstantWeightsArePackedOnceWithAnInputsBits) {
+  struct shape_case {
+    dims_t a;
+    std::int64_t K, N;
+    dtype weights;
+  };
+  unsigned seed = 500;
+  for (const shape_case& c : {shape_case{{128, 300}, 300, 257, dtype::f32},
+                              shape_case{{600, 520}, 520, 96, dtype::f32},
+                              shape_case{{3, 40, 64}, 64, 1000, dtype::f32},
+                              shape_case{{70, 96}, 96, 96, dtype::f16}}) {
+    SCOPED_TRACE(ref::dims_text(c.a) + " x " + std::to_string(c.K) + "x" + std::to_string(c.N));
+    const std::int64_t K = c.K, N = c.N;
+    host_tensor a = random_tensor(c.a, seed), w = random_tensor({K, N}, seed + 1);
+    seed += 2;
+    std::vector<float> a32 = floats(a), w32 = floats(w);
+    std::vector<kiln::float16> w16;
+    for (float v : w32) w16.push_back(kiln::float16(v));
+    dims_t y_dims = c.a;
+    y_dims.back() = N;
+    // y = a x w, and where w is square also a x transpose(w). (f16 weights are widened first: a
+    // cast of a constant, folded into an f32 constant.)
+    auto build = [&](bool constant) {
+      kiln::graph g;
+      auto av = g.input("a", dtype::f32, ref::to_shape(c.a));
+      kiln::graph::value wv =
+          !constant ? g.input("w", c.weights, {K, N})
+          : c.weights == dtype::f16 ? g.constant(w16, {K, N})
+                                    : g.constant(w32, {K, N});
+      if (c.weights != dtype::f32) wv = g.cast(wv, dtype::f32);
+      g.output("y", g.matmul(av, wv));
+      if (K == N) g.output("t", g.matmul(av, g.transpose(wv)));
+      return kiln::compile(g);
+    };
+    auto from_input = build(false), from_constant = build(true);
+    const std::size_t outputs = K == N ? 2 : 1, n = static_cast<std::size_t>(ref::count(y_dims));
+    std::vector<std::vector<float>> want(outputs, std::vector<float>(n));
+    std::vector<kiln::tensor_ref> want_refs;
+    for (auto& v : want) want_refs.push_back(view_of(v, y_dims));
+    const std::vector<kiln::tensor_ref> input_args{
+        view_of(a32, c.a), c.weights == dtype::f16
+                               ? kiln::tensor_ref(w16.data(), dtype::f16, kiln::shape{K, N})
+                               : view_of(w32, {K, N})};
+    from_input.run(input_args, want_refs, kiln::device::cpu());
+    const std::vector<kiln::tensor_ref> constant_args{view_of(a32, c.a)};
+    auto check = [&](int call) {
+      std::vector<std::vector<float>> got(outputs, std::vector<float>(n));
+      std::vector<kiln::tensor_ref> got_refs;
+      for (auto& v : got) got_refs.push_back(view_of(v, y_dims));
+      from_constant.run(constant_args, got_refs, kiln::device::cpu());
+      for (std::size_t o = 0; o < outputs; ++o)
+        for (std::size_t i = 0; i < n; ++i)
+          if (std::bit_cast<std::uint32_t>(got[o][i]) != std::bit_cast<std::uint32_t>(want[o][i]))
+            return ::testing::AssertionFailure() << "call " << call << ", output " << o
+                                                 << ", element " << i << ": " << got[o][i]
+                                                 << " against " << want[o][i];
+      return ::testing::AssertionSuccess();
+    };
+    EXPECT_TRUE(check(0));
+    EXPECT_TRUE(check(1));
+    std::vector<std::thread> threads;
+    std::vector<char> ok(4);
+    for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { ok[t] = bool(check(2 + t)); });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ok, std::vector<char>(4, 1));
+    // And the product itself against the reference.
+    if (c.weights == dtype::f32 && c.a.size() == 2) {
+      product p = ref_matmul(a, w);
+      expect_within_bound(want[0], p.value.v, p.magnitude.v, K, "matmul");
+    }
+  }
 }
 
 TEST(Matmul, BatchesBroadcastAndOneDimensionalOperandsAsNumpy) {

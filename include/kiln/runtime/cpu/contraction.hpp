@@ -68,6 +68,9 @@ struct matmul_operand {
   shape dims;
   operand_layout layout;
   const operand_fill_ref* fill = nullptr;
+  // B packed beforehand by pack_weights (the chosen kernels' layout), read in place of packing
+  // it at this call; null: packed as the product runs.
+  const void* packed = nullptr;
 };
 
 // C[b] = A[b] x B[b] for every batch index b: A [batch..., M, K] and B [batch..., K, N], elements
@@ -81,6 +84,13 @@ KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matm
 // once (shared by the threads, or by a row block's tiles), A's once per column block, so A only
 // where the N columns are one block.
 KILN_RUNTIME_API bool packing_computes_once(dtype type, int operand, std::int64_t n);
+
+// B of a matmul of dtype `type` packed whole as the GEMM packs its blocks (every KC block of rows
+// as NR-column panels across all N columns), for matmul_operand::packed: a constant weight packed
+// once instead of at every call. Writes to `to` (64-byte aligned) where it is not null; returns
+// the bytes it takes, or 0 where B cannot be read so: not the same matrix for every batch index
+// (its batch dims must have stride 0), computed (fill), or a type the GEMM does not pack.
+KILN_RUNTIME_API std::size_t pack_weights(dtype type, const matmul_operand& b, void* to);
 
 // A convolution's windows along each spatial axis a (0: the axis after the channels), from its
 // node's attributes: kernel cell k joins output o and input i where o * strides[a] + starts[a] +
@@ -247,7 +257,8 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
 // once.
 template <class S, class T, class PackA, class PackB>
 void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, PackA pack_a_block,
-          PackB pack_b_block, tile_ref epilogue, bool a_computed = false) {
+          PackB pack_b_block, tile_ref epilogue, bool a_computed = false,
+          const S* packed_whole = nullptr) {
   using G = gemm_shape<S>;
   if (batches == 0 || M == 0 || N == 0) return;
   // About 2 x M x N x K flops: below half a million, handing out the work to the threads (held
@@ -281,6 +292,13 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
     const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
     pack_b_block(bi, p0, kc, first, std::min(last, kc), j0, n, to);
   };
+  // Column block cb of KC block kb in B packed whole (pack_weights): its panels are the ones from
+  // column cb x nc of that block's, which hold every column's.
+  const std::int64_t whole_width = (N + G::NR - 1) / G::NR * G::NR;
+  auto packed_block = [&](std::int64_t cb, std::int64_t kb) {
+    const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
+    return packed_whole + p0 * whole_width + cb * nc * kc;
+  };
   // The tile (rb, cb) of batch bi: every KC block of A packed and multiplied into the thread's
   // tile, then the epilogue. packed_b(kb): B's KC block kb of this column block, packed.
   auto run_tile = [&](std::int64_t bi, std::int64_t rb, std::int64_t mc, std::int64_t cb,
@@ -293,11 +311,23 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
       const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
       const S* bp = packed_b(kb);
       pack_a_block(bi, i0, m, p0, kc, packed_a);
-      for (std::int64_t c = 0; c < n; c += G::NR)
-        for (std::int64_t r = 0; r < m; r += G::MR)
+      // B packed beforehand comes from memory, not from this thread's cache as a block packed
+      // now would: the next panel is fetched into L2 a slice per register tile.
+      const std::int64_t panel_lines = kc * G::NR * std::int64_t{sizeof(S)} / 64;
+      const std::int64_t slice = (panel_lines * G::MR + m - 1) / m;
+      for (std::int64_t c = 0; c < n; c += G::NR) {
+        const char* next = reinterpret_cast<const char*>(bp + (c + G::NR) * kc);
+        const bool fetch = packed_whole && c + G::NR < n;
+        for (std::int64_t r = 0; r < m; r += G::MR) {
+          if (fetch)
+            for (std::int64_t l = r / G::MR * slice;
+                 l < std::min(panel_lines, (r / G::MR + 1) * slice); ++l)
+              __builtin_prefetch(next + l * 64, 0, 2);
           micro_kernel<S>(kc, packed_a + r * kc, bp + c * kc, tile + r * ldc + c, ldc,
                           static_cast<int>(std::min<std::int64_t>(G::MR, m - r)),
                           static_cast<int>(std::min<std::int64_t>(G::NR, n - c)), kb > 0);
+        }
+      }
     }
     if constexpr (std::is_same_v<S, T>) {
       epilogue({bi, i0, m, j0, n, tile, ldc});
@@ -321,6 +351,22 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // convolution's images, each a few column blocks.
   const bool tiles_suffice =
       row_blocks == 1 && (tasks % threads == 0 || tasks >= 2 * std::int64_t{threads});
+  if (packed_whole) {  // every tile reads B's blocks where they are
+    auto run_tasks = [&](std::int64_t first, std::int64_t last) {
+      S* packed_a = thread_buffers();
+      for (std::int64_t t = first; t < last; ++t) {
+        const std::int64_t bi = t / (row_blocks * col_blocks);
+        const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
+        run_tile(bi, rb, G::MC, cb, packed_a, packed_a + a_size + b_size,
+                 [&](std::int64_t kb) { return packed_block(cb, kb); });
+      }
+    };
+    if (parallel)
+      parallel_for(tasks, 1, run_tasks);
+    else
+      run_tasks(0, tasks);
+    return;
+  }
   if (parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
     // Rows for every thread: each column block of B is packed once, by all threads, and shared
     // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
@@ -496,7 +542,29 @@ void matmul_as(const matmul_operand& a, const matmul_operand& b, tile_ref epilog
             b.layout.data + (batch_offset(b.layout, bi) + (p0 + first) * sk + j0 * sn) * sizeof(T),
             sk, sn, kc, first, last, n, to);
       },
-      epilogue, a.fill != nullptr);
+      epilogue, a.fill != nullptr, static_cast<const S*>(b.packed));
+}
+
+// B [batch..., K, N] packed whole for gemm's packed_whole, where every batch index reads the same
+// matrix.
+template <class S, class T>
+std::size_t pack_weights_as(const matmul_operand& b, void* to) {
+  using G = gemm_shape<S>;
+  const int rank = b.dims.rank;
+  if (b.fill || rank < 2 || !b.layout.terms.empty()) return 0;
+  for (int d = 0; d + 2 < rank; ++d)
+    if (b.dims.dims[d] > 1 && b.layout.stride[d] != 0) return 0;
+  const std::int64_t K = b.dims.dims[rank - 2], N = b.dims.dims[rank - 1];
+  const std::int64_t width = (N + G::NR - 1) / G::NR * G::NR;
+  const auto bytes = static_cast<std::size_t>(K * width) * sizeof(S);
+  if (!to || bytes == 0) return bytes;
+  const std::int64_t sk = b.layout.stride[rank - 2], sn = b.layout.stride[rank - 1];
+  for (std::int64_t p0 = 0; p0 < K; p0 += G::KC) {
+    const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
+    pack_b<S, T>(b.layout.data + p0 * sk * static_cast<std::int64_t>(sizeof(T)), sk, sn, kc, 0, kc,
+                 N, static_cast<S*>(to) + p0 * width);
+  }
+  return bytes;
 }
 
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
@@ -862,6 +930,14 @@ inline void run_matmul(dtype type, const matmul_operand& a, const matmul_operand
                        tile_ref epilogue) {
   detail::with_types(type, true, "matmul", "contraction",
                      [&]<class S, class T> { detail::matmul_as<S, T>(a, b, epilogue); });
+}
+
+inline std::size_t pack_weights(dtype type, const matmul_operand& b, void* to) {
+  if (type == dtype::i32) return 0;  // matmul_integer's products are packed as they run
+  std::size_t bytes = 0;
+  detail::with_types(type, false, "matmul", "contraction",
+                     [&]<class S, class T> { bytes = detail::pack_weights_as<S, T>(b, to); });
+  return bytes;
 }
 
 inline bool packing_computes_once(dtype type, int operand, std::int64_t n) {

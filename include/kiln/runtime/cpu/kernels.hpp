@@ -28,6 +28,7 @@ struct kernel_table {
   const char* level;  // its name in KILN_CPU_ISA: "sse2", "avx2", "avx512" (elsewhere: isa)
   void (*run_matmul)(dtype, const matmul_operand&, const matmul_operand&, tile_ref);
   bool (*packing_computes_once)(dtype, int, std::int64_t);
+  std::size_t (*pack_weights)(dtype, const matmul_operand&, void*);
   void (*run_conv)(dtype, const shape&, const operand_layout&, const shape&, const operand_layout&,
                    const shape&, const conv_geometry&, tile_ref);
   void (*run_reduction)(row_ref, fold_fn, ir::op, dtype, const shape&, const ir::attributes&,
@@ -44,7 +45,7 @@ struct kernel_table {
                           std::span<const runtime::buffer_ref> args,
                           std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
                           const std::vector<bool>* only, const runtime::arena& transients,
-                          std::string_view program);
+                          std::string_view program, packed_weights* weights);
 };
 
 // A table this program holds, and whether this CPU (and its operating system) runs it.
@@ -80,8 +81,9 @@ class interpreted_plan {
   void run(const compiler::plan& p, std::span<const runtime::buffer_ref> args,
            std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
            const std::vector<bool>* only, const runtime::arena& transients,
-           std::string_view program) const {
-    kernels_->run_interpreted(p, programs_.get(), args, results, sym, only, transients, program);
+           std::string_view program, packed_weights* weights = nullptr) const {
+    kernels_->run_interpreted(p, programs_.get(), args, results, sym, only, transients, program,
+                              weights);
   }
 
  private:
@@ -107,20 +109,21 @@ inline void run_interpreted(const compiler::plan& p, const void* programs,
                             std::span<const runtime::buffer_ref> args,
                             std::span<const runtime::buffer_ref> results, const std::int64_t* sym,
                             const std::vector<bool>* only, const runtime::arena& transients,
-                            std::string_view program) {
+                            std::string_view program, packed_weights* weights) {
   const auto& regions = *static_cast<const std::vector<tile_program>*>(programs);
   run_plan(
       p,
       [&](int region, const void* const* in, const std::int64_t* step, void* const* out,
           std::int64_t n) { regions[region].row(in, step, out, n); },
       {},  // the tile programs store a reduction's operand: run_reduction folds it
-      args, results, sym, only, transients, program);
+      args, results, sym, only, transients, program, weights);
 }
 
 inline const kernel_table& table() {
   static constexpr kernel_table t{KILN_CPU_ISA_NAME,      KILN_CPU_LEVEL, &run_matmul,
-                                  &packing_computes_once, &run_conv,      &run_reduction,
-                                  &reduce_rows,           &interpret,     &run_interpreted};
+                                  &packing_computes_once, &pack_weights,  &run_conv,
+                                  &run_reduction,         &reduce_rows,   &interpret,
+                                  &run_interpreted};
   return t;
 }
 
@@ -252,6 +255,10 @@ KILN_RUNTIME_API void run_matmul(dtype type, const matmul_operand& a, const matm
 
 KILN_RUNTIME_API bool packing_computes_once(dtype type, int operand, std::int64_t n) {
   return chosen_kernels().packing_computes_once(type, operand, n);
+}
+
+KILN_RUNTIME_API std::size_t pack_weights(dtype type, const matmul_operand& b, void* to) {
+  return chosen_kernels().pack_weights(type, b, to);
 }
 
 KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,

@@ -18,6 +18,7 @@
 #include "kiln/runtime/arena.hpp"
 #include "kiln/runtime/cpu/contraction.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
+#include "kiln/runtime/cpu/packed_weights.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
 #if KILN_RUNTIME_BODY  // for the definitions only
 #include <chrono>
@@ -41,13 +42,15 @@ using region_rows_ref =
 // Runs the regions of p marked in `only` (or all) on host data. folds: by region, its row
 // function's register fold (null where it has none; empty where no region has one, as in the
 // interpreter). sym: the resolved symbols; transients: the call's arena (p's layout in host
-// memory). Under KILN_PROFILE, prints each region's time, naming the program.
+// memory); weights: the caller's constant B operands packed once (null: packed at each product).
+// Under KILN_PROFILE, prints each region's time, naming the program.
 KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const fold_fn> folds,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
-                               const runtime::arena& transients, std::string_view program);
+                               const runtime::arena& transients, std::string_view program,
+                               packed_weights* weights = nullptr);
 
 #if KILN_RUNTIME_BODY
 namespace detail {
@@ -116,7 +119,8 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
                                std::span<const runtime::buffer_ref> args,
                                std::span<const runtime::buffer_ref> results,
                                const std::int64_t* sym, const std::vector<bool>* only,
-                               const runtime::arena& transients, std::string_view program) {
+                               const runtime::arena& transients, std::string_view program,
+                               packed_weights* weights) {
   const ir::graph& g = p.graph;
   const auto n_inputs = static_cast<int>(g.inputs.size());
   const auto n_outputs = static_cast<int>(g.outputs.size());
@@ -351,6 +355,16 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           computing[k] = prepare(static_cast<std::size_t>(packed_by[index][k]));
           ab[k].fill = &fills[k];
         }
+      }
+      // B read from a constant (directly or through a view of one): packed once.
+      if (weights && !ab[1].fill) {
+        std::int32_t slot = compiler::load_slot(p, *r.reg, m.operands[1]);
+        if (slot >= compiler::view_slot(p, 0))
+          slot = p.view_bases[slot - compiler::view_slot(p, 0)];
+        if (slot >= 0 && slot < n_inputs)
+          ab[1].packed = weights->find(
+              slot, ab[1].layout.data - static_cast<const unsigned char*>(args[slot].data), m.type,
+              ab[1]);
       }
       run_matmul(m.type, ab[0], ab[1], [&](const finished_tile& t) {
         std::array<std::int64_t, max_rank> origin{};
