@@ -141,10 +141,9 @@ TEST(Matmul, ConstantWeightsArePackedOnceWithAnInputsBits) {
     dtype weights;
   };
   unsigned seed = 500;
-  for (const shape_case& c : {shape_case{{128, 300}, 300, 257, dtype::f32},
-                              shape_case{{600, 520}, 520, 96, dtype::f32},
-                              shape_case{{3, 40, 64}, 64, 1000, dtype::f32},
-                              shape_case{{70, 96}, 96, 96, dtype::f16}}) {
+  for (const shape_case& c :
+       {shape_case{{128, 300}, 300, 257, dtype::f32}, shape_case{{600, 520}, 520, 96, dtype::f32},
+        shape_case{{3, 40, 64}, 64, 1000, dtype::f32}, shape_case{{70, 96}, 96, 96, dtype::f16}}) {
     SCOPED_TRACE(ref::dims_text(c.a) + " x " + std::to_string(c.K) + "x" + std::to_string(c.N));
     const std::int64_t K = c.K, N = c.N;
     host_tensor a = random_tensor(c.a, seed), w = random_tensor({K, N}, seed + 1);
@@ -159,10 +158,9 @@ TEST(Matmul, ConstantWeightsArePackedOnceWithAnInputsBits) {
     auto build = [&](bool constant) {
       kiln::graph g;
       auto av = g.input("a", dtype::f32, ref::to_shape(c.a));
-      kiln::graph::value wv =
-          !constant ? g.input("w", c.weights, {K, N})
-          : c.weights == dtype::f16 ? g.constant(w16, {K, N})
-                                    : g.constant(w32, {K, N});
+      kiln::graph::value wv = !constant                 ? g.input("w", c.weights, {K, N})
+                              : c.weights == dtype::f16 ? g.constant(w16, {K, N})
+                                                        : g.constant(w32, {K, N});
       if (c.weights != dtype::f32) wv = g.cast(wv, dtype::f32);
       g.output("y", g.matmul(av, wv));
       if (K == N) g.output("t", g.matmul(av, g.transpose(wv)));
@@ -187,9 +185,9 @@ TEST(Matmul, ConstantWeightsArePackedOnceWithAnInputsBits) {
       for (std::size_t o = 0; o < outputs; ++o)
         for (std::size_t i = 0; i < n; ++i)
           if (std::bit_cast<std::uint32_t>(got[o][i]) != std::bit_cast<std::uint32_t>(want[o][i]))
-            return ::testing::AssertionFailure() << "call " << call << ", output " << o
-                                                 << ", element " << i << ": " << got[o][i]
-                                                 << " against " << want[o][i];
+            return ::testing::AssertionFailure()
+                   << "call " << call << ", output " << o << ", element " << i << ": " << got[o][i]
+                   << " against " << want[o][i];
       return ::testing::AssertionSuccess();
     };
     EXPECT_TRUE(check(0));
