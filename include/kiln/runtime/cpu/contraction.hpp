@@ -558,12 +558,23 @@ std::size_t pack_weights_as(const matmul_operand& b, void* to) {
   const std::int64_t width = (N + G::NR - 1) / G::NR * G::NR;
   const auto bytes = static_cast<std::size_t>(K * width) * sizeof(S);
   if (!to || bytes == 0) return bytes;
+  // On the pool, a KC block's NC columns a task (packed at the first call, which would otherwise
+  // pack them on every thread).
   const std::int64_t sk = b.layout.stride[rank - 2], sn = b.layout.stride[rank - 1];
-  for (std::int64_t p0 = 0; p0 < K; p0 += G::KC) {
-    const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
-    pack_b<S, T>(b.layout.data + p0 * sk * static_cast<std::int64_t>(sizeof(T)), sk, sn, kc, 0, kc,
-                 N, static_cast<S*>(to) + p0 * width);
-  }
+  const std::int64_t k_blocks = (K + G::KC - 1) / G::KC, col_blocks = (N + G::NC - 1) / G::NC;
+  auto pack = [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t t = first; t < last; ++t) {
+      const std::int64_t p0 = t / col_blocks * G::KC, j0 = t % col_blocks * G::NC;
+      const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
+      pack_b<S, T>(b.layout.data + (p0 * sk + j0 * sn) * static_cast<std::int64_t>(sizeof(T)), sk,
+                   sn, kc, 0, kc, std::min<std::int64_t>(G::NC, N - j0),
+                   static_cast<S*>(to) + p0 * width + j0 * kc);
+    }
+  };
+  if (K * N > (1 << 16))
+    parallel_for(k_blocks * col_blocks, 1, pack);
+  else
+    pack(0, k_blocks * col_blocks);
   return bytes;
 }
 

@@ -39,7 +39,8 @@ class packed_weights {
     if (added) {
       const std::size_t bytes = pack_weights(type, b, nullptr);
       if (bytes > 0) {
-        at->second = std::make_unique<line[]>((bytes + sizeof(line) - 1) / sizeof(line));
+        // Not zeroed first: packing writes every byte.
+        at->second.reset(new line[(bytes + sizeof(line) - 1) / sizeof(line)]);
         pack_weights(type, b, at->second.get());
       }
     }
