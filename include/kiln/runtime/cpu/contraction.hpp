@@ -316,8 +316,8 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
       const std::int64_t panel_lines = kc * G::NR * std::int64_t{sizeof(S)} / 64;
       const std::int64_t slice = (panel_lines * G::MR + m - 1) / m;
       for (std::int64_t c = 0; c < n; c += G::NR) {
-        const char* next = reinterpret_cast<const char*>(bp + (c + G::NR) * kc);
         const bool fetch = packed_whole && c + G::NR < n;
+        const char* next = fetch ? reinterpret_cast<const char*>(bp + (c + G::NR) * kc) : nullptr;
         for (std::int64_t r = 0; r < m; r += G::MR) {
           if (fetch)
             for (std::int64_t l = r / G::MR * slice;
