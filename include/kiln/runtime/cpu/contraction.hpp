@@ -351,23 +351,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // convolution's images, each a few column blocks.
   const bool tiles_suffice =
       row_blocks == 1 && (tasks % threads == 0 || tasks >= 2 * std::int64_t{threads});
-  if (packed_whole) {  // every tile reads B's blocks where they are
-    auto run_tasks = [&](std::int64_t first, std::int64_t last) {
-      S* packed_a = thread_buffers();
-      for (std::int64_t t = first; t < last; ++t) {
-        const std::int64_t bi = t / (row_blocks * col_blocks);
-        const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
-        run_tile(bi, rb, G::MC, cb, packed_a, packed_a + a_size + b_size,
-                 [&](std::int64_t kb) { return packed_block(cb, kb); });
-      }
-    };
-    if (parallel)
-      parallel_for(tasks, 1, run_tasks);
-    else
-      run_tasks(0, tasks);
-    return;
-  }
-  if (parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
+  if (!packed_whole && parallel && M >= std::int64_t{threads} * G::MR && !tiles_suffice) {
     // Rows for every thread: each column block of B is packed once, by all threads, and shared
     // by the tiles under it (else each row block would pack it again: with few rows, as an MLP's
     // 128 tokens, packing B costs as much as the product). The rows split into blocks of at most
@@ -401,14 +385,16 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
       }
     return;
   }
-  // Few rows (a small or batched product): every tile on its own, packing its B blocks.
+  // Few rows (a small or batched product), or B packed whole beforehand: every tile on its own,
+  // packing its B blocks or reading them where they are.
   auto run_tasks = [&](std::int64_t first, std::int64_t last) {
     S* packed_a = thread_buffers();
     S* own_b = packed_a + a_size;
     for (std::int64_t t = first; t < last; ++t) {
       const std::int64_t bi = t / (row_blocks * col_blocks);
       const std::int64_t rb = (t / col_blocks) % row_blocks, cb = t % col_blocks;
-      run_tile(bi, rb, G::MC, cb, packed_a, own_b + b_size, [&](std::int64_t kb) {
+      run_tile(bi, rb, G::MC, cb, packed_a, own_b + b_size, [&](std::int64_t kb) -> const S* {
+        if (packed_whole) return packed_block(cb, kb);
         pack_b_blocks(bi, cb, kb, own_b);
         return own_b;
       });
