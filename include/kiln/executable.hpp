@@ -110,7 +110,8 @@ KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_c
   // Tensor constants go after the parameters, so that a parameter's position in the IR is its
   // position in a call (and in every message about it).
   for (const ir::tensor_data& t : ir.tensors)  // the builder's own (pad's and concat's positions)
-    parts.constants.push_back({t.arg, runtime::tensor_bytes(ir.inputs[t.arg].type, t.values)});
+    parts.constants.push_back(
+        {t.arg, shared_bytes(runtime::tensor_bytes(ir.inputs[t.arg].type, t.values))});
   ir.tensors.clear();
   std::vector<std::int32_t> moved_to(ir.inputs.size(), -1);
   std::int32_t next = 0;
@@ -163,7 +164,7 @@ inline executable fn_executable(compiler::plan plan, const ir::graph& traced, in
   // The function's tables (kiln::table), its last inputs, as the executable's tensor constants.
   for (const ir::tensor_data& t : plan.graph.tensors)
     parts.constants.push_back(
-        {t.arg, runtime::tensor_bytes(plan.graph.inputs[t.arg].type, t.values)});
+        {t.arg, shared_bytes(runtime::tensor_bytes(plan.graph.inputs[t.arg].type, t.values))});
   plan.graph.tensors.clear();
   return executable(std::move(plan), traced, std::move(parts), name);
 }

@@ -90,12 +90,12 @@ std::array<std::int64_t, Plan.sizes.symbols + 1> bind_call(
 template <const auto& Plan>
 void tensor_constant_refs(const device& d, std::span<runtime::buffer_ref> args) {
   if constexpr (Plan.sizes.tensors > 0) {
-    static const std::vector<std::vector<std::uint8_t>> host = [] {
-      std::vector<std::vector<std::uint8_t>> all;
+    static const std::vector<shared_bytes> host = [] {
+      std::vector<shared_bytes> all;
       for (const auto& t : Plan.tensors)
-        all.push_back(runtime::tensor_bytes(
+        all.push_back(shared_bytes(runtime::tensor_bytes(
             Plan.inputs[t.arg].type,
-            std::span<const scalar>(Plan.tensor_values.data() + t.begin, t.count)));
+            std::span<const scalar>(Plan.tensor_values.data() + t.begin, t.count))));
       return all;
     }();
     static runtime::constant_uploads uploads;

@@ -316,10 +316,10 @@ struct executable::state {
   };
   mutable std::mutex variables_mutex;  // (share_variable replaces values)
   std::vector<variable_use> variables;
-  std::vector<std::int32_t> constant_args;                // the plan's input of each constant
-  std::vector<std::vector<std::uint8_t>> constant_bytes;  // and its data
-  std::vector<std::int32_t> parameters;  // the plan's input of each parameter, in order
-  std::atomic<int> threads{0};           // set_threads (0: no limit of its own)
+  std::vector<std::int32_t> constant_args;   // the plan's input of each constant
+  std::vector<shared_bytes> constant_bytes;  // and its data
+  std::vector<std::int32_t> parameters;      // the plan's input of each parameter, in order
+  std::atomic<int> threads{0};               // set_threads (0: no limit of its own)
   cpu::interpreted_plan cpu;
   std::unique_ptr<cpu::packed_weights> weights;  // the constants the CPU's products read as B
   runtime::constant_uploads uploads;

@@ -344,8 +344,11 @@ imported import_model(ModelProto m, const import_options& opt,
   g.set_name(kiln::detail::is_function_name(graph_name) ? graph_name : "onnx");
   scope values;
 
-  for (const auto& init : gp.initializer()) {
+  // Each initializer's bytes leave the model as they become a known tensor, so that the weights
+  // are held once (plus one tensor) while importing.
+  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
     host_tensor t = tensor_of(init, "initializer '" + init.name() + "'");
+    std::unique_ptr<std::string>(init.release_raw_data());
     if (opt.variables.count(init.name())) {
       values.own[init.name()].value = g.variable(init.name(), t.type, t.dims);
       result.variable_values[init.name()] = {t.type, t.dims, std::move(t.bytes)};
@@ -472,9 +475,11 @@ imported import_bytes(std::span<const std::uint8_t> model, const import_options&
 
 imported import(const std::filesystem::path& model, const import_options& opt) {
   std::vector<std::uint8_t> bytes = runtime::read_file(model.string(), "onnx import");
+  ModelProto m = parse(bytes);
+  std::vector<std::uint8_t>().swap(bytes);  // the file is not held beside what it became
   const auto folder =
       opt.external_data_folder.empty() ? model.parent_path() : opt.external_data_folder;
-  return import_model(parse(bytes), opt, folder.empty() ? std::filesystem::path(".") : folder);
+  return import_model(std::move(m), opt, folder.empty() ? std::filesystem::path(".") : folder);
 }
 
 void load_variables(executable& exe, const imported& m) {

@@ -53,8 +53,8 @@ void variadic(node_context& c, value (graph::*method)(value, value)) {
 }
 
 void identity(node_context& c) {
-  if (const host_tensor* t = c.known(0))
-    c.out_known(0, *t);
+  if (c.known(0))
+    c.out_slot(0, c.input_slot(0));  // shared, not copied (exporters alias weights this way)
   else
     c.out(0, c.in(0));
 }

@@ -204,7 +204,7 @@ void node_context::fail(errc code, const std::string& message) const {
 
 graph::value value_of(graph& g, const slot& s) {
   if (s.value) return *s.value;
-  return g.constant(std::vector<unsigned char>(s.known->bytes), s.known->type, s.known->dims);
+  return g.constant(s.known.bytes(), s.known->type, s.known->dims);
 }
 
 host_tensor i64_tensor(const std::vector<std::int64_t>& values, const shape& dims) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,26 @@ struct host_tensor {
   std::vector<double> doubles() const;
 };
 
+// A known tensor as slots hold it: shared, not copied, by every slot that reads it (folding
+// copies its inputs' slots) and by the graph constant made of it, so that a model's weights are
+// held once while importing.
+class known_tensor {
+ public:
+  known_tensor() = default;
+  known_tensor(std::nullopt_t) {}
+  known_tensor(host_tensor t) : p_(std::make_shared<const host_tensor>(std::move(t))) {}
+  const host_tensor* operator->() const { return p_.get(); }
+  const host_tensor& operator*() const { return *p_; }
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return has_value(); }
+  void reset() { p_.reset(); }
+  // Its elements, kept alive by whoever holds them (a graph constant).
+  shared_bytes bytes() const { return {p_, p_->bytes.data(), p_->bytes.size()}; }
+
+ private:
+  std::shared_ptr<const host_tensor> p_;
+};
+
 // Element types: ONNX's TensorProto_DataType to kiln's; nullopt where kiln has none.
 std::optional<dtype> dtype_from_onnx(int onnx_type);
 std::string onnx_type_name(int onnx_type);
@@ -39,7 +60,7 @@ host_tensor tensor_of(const ::onnx::TensorProto& t, const std::string& who);
 // length and positions are known at import (sequences exist only while importing).
 struct slot {
   std::optional<graph::value> value;
-  std::optional<host_tensor> known;
+  known_tensor known;
   std::optional<std::vector<slot>> sequence;
   // An i64 shape whose sizes are not all known at import (Shape of a value with run-time sizes,
   // and what Gather, Concat, Mul... make of it: lower_extents.cpp): one element per extent, a

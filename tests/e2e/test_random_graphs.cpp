@@ -995,7 +995,8 @@ bool run_seed(unsigned seed, const device& vk) {
   // the parameters, in the order of their inputs in the graph; the reference reads their values.
   const std::size_t parameters = exe.input_names().size();
   std::vector<std::pair<std::int32_t, std::vector<unsigned char>>> constants;
-  for (const auto& c : rg.g.constants()) constants.emplace_back(c.arg, c.bytes);
+  for (const auto& c : rg.g.constants())
+    constants.emplace_back(c.arg, std::vector<unsigned char>(c.bytes.begin(), c.bytes.end()));
   for (const ir::tensor_data& c : rg.g.ir().tensors)
     constants.emplace_back(c.arg, runtime::tensor_bytes(rg.g.ir().inputs[c.arg].type, c.values));
   std::sort(constants.begin(), constants.end());

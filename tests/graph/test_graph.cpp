@@ -589,6 +589,49 @@ TEST(Graph, ConstantsMovedInAreHeldOnce) {
             "kiln: constant: the data pointer is null (4 elements)");
 }
 
+// Constants of bytes held elsewhere: borrowed ones are read where they are (the graph and the
+// executable point at the caller's memory), shared ones keep their owner alive after the caller
+// drops it (ASan would see a read of freed memory), and a module saved from either holds its
+// own copy, so that it runs after the caller's memory is gone.
+TEST(Graph, ConstantsBorrowedOrSharedAreNotCopied) {
+  auto weights = std::make_unique<std::vector<float>>(std::vector<float>{1.5f, -2.0f, 3.0f, 0.25f});
+  const std::vector<float> w = *weights;
+  auto shared = std::make_shared<std::vector<float>>(std::vector<float>{4.0f, 0.5f, -1.0f, 2.0f});
+  const std::vector<float> s = *shared;
+  graph g;
+  auto x = g.input("x", dtype::f32, {4});
+  auto borrowed = g.constant(shared_bytes::borrow(weights->data(), 16), dtype::f32, {4});
+  auto held = g.constant(shared_bytes(shared, shared->data(), 16), dtype::f32, {4});
+  ASSERT_EQ(g.constants().size(), 2u);
+  EXPECT_EQ(g.constants()[0].bytes.data(), static_cast<const void*>(weights->data()));
+  EXPECT_TRUE(g.constants()[0].bytes.borrowed());
+  EXPECT_EQ(g.constants()[1].bytes.data(), static_cast<const void*>(shared->data()));
+  // The same bytes again are the same constant; as other extents, another one.
+  g.constant(shared_bytes::borrow(weights->data(), 16), dtype::f32, {4});
+  EXPECT_EQ(g.constants().size(), 2u);
+  g.constant(shared_bytes::borrow(weights->data(), 16), dtype::f32, {2, 2});
+  EXPECT_EQ(g.constants().size(), 3u);
+  g.output("y", g.add(g.mul(x, borrowed), held));
+  executable e = compile(std::move(g));
+  shared.reset();
+  const std::vector<float> xs = {2, 2, 4, 8};
+  std::vector<float> y(4);
+  e.run({xs}, {y}, device::cpu());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], xs[i] * w[i] + s[i]) << i;
+  const std::vector<std::uint8_t> module = e.to_bytes();
+  weights.reset();
+  executable loaded = executable::from_bytes(module);
+  std::fill(y.begin(), y.end(), 0.0f);
+  loaded.run({xs}, {y}, device::cpu());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], xs[i] * w[i] + s[i]) << i;
+
+  graph h;
+  alignas(8) unsigned char raw[24] = {};
+  EXPECT_EQ(error_of([&] { h.constant(shared_bytes::borrow(raw + 2, 16), dtype::f32, {4}); }),
+            "kiln: constant: the data of a f32 constant must be aligned to 4 bytes; it starts at "
+            "an address 2 bytes past that");
+}
+
 TEST_P(GraphOnDevice, QuotientsByAScalarConstantThatIsAPowerOfTwoAreProducts) {
   // As exporters write attention's scale: scores / a one-element initializer. 8 and -0.25 become
   // products by their exact reciprocals, with the quotients' bits; 3 and the [2]-element constant

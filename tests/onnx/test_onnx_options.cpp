@@ -342,6 +342,35 @@ TEST(OnnxOptions, InputValuesGivenAtImportAreConstants) {
   refusal(b.bytes(), opt, kiln::errc::dtype_mismatch);
 }
 
+// An initializer read by two nodes, once directly and once through the Identity exporters write
+// for a shared weight, becomes one tensor constant of the graph: the importer's known tensor, the
+// graph's constant and the executable's argument are one buffer, so the weights are held once.
+TEST(OnnxOptions, AnInitializerReadTwiceIsOneConstant) {
+  model_builder b;
+  b.input("x", {std::int64_t{2}, std::int64_t{3}});
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  b.floats("W", w, {3, 4});
+  b.node("Identity", {"W"}, {"W2"});
+  b.node("MatMul", {"x", "W"}, {"a"});
+  b.node("MatMul", {"x", "W2"}, {"b"});
+  b.node("Sub", {"a", "b"}, {"d"});
+  b.node("Add", {"a", "d"}, {"y"});
+  b.output("y", {std::int64_t{2}, std::int64_t{4}});
+  auto m = kiln::onnx::import_bytes(b.bytes());
+  ASSERT_EQ(m.graph.constants().size(), 1u);
+  EXPECT_EQ(m.graph.constants()[0].bytes.size(), w.size() * 4);
+  kiln::executable e = kiln::compile(std::move(m.graph));
+  const std::vector<float> x = {1, 0, -1, 0.5f, 2, 0.25f};
+  std::vector<float> y(8);
+  e.run({x}, {y}, kiln::device::cpu());
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      float want = 0;
+      for (int k = 0; k < 3; ++k) want += x[i * 3 + k] * w[k * 4 + j];
+      EXPECT_FLOAT_EQ(y[i * 4 + j], want) << i << "," << j;
+    }
+}
+
 // y = MatMul(x, W) + B with W a variable on request: the executable reads W as its variable
 // (loaded with the initializer's value by load_variables, compile() and kiln-import-onnx's module)
 // and a new value changes the result without compiling again; B stays a constant. A name that is

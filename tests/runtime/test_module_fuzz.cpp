@@ -224,7 +224,7 @@ void mutate(runtime::module_contents& m, std::mt19937_64& rng) {
         if (rng() % 2)
           c.arg = static_cast<std::int32_t>(near(c.arg));
         else
-          c.bytes.resize(pick(c.bytes.size() + 8));
+          c.bytes = shared_bytes(std::vector<unsigned char>(pick(c.bytes.size() + 8)));
       }
       break;
     default:  // a tensor's dims wholesale: a rank change

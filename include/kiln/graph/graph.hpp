@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <concepts>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <ranges>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/shared_bytes.hpp"
 #include "kiln/core/text.hpp"
 #include "kiln/ir/builder.hpp"
 #include "kiln/ir/composites.hpp"
@@ -62,8 +64,8 @@ class graph {
   // the graph now. The executable keeps it, uploads it once per device, and reads it as it reads
   // an argument; it is never folded into a kernel. Not an input of the compiled function.
   struct tensor_constant {
-    std::int32_t arg = 0;              // the IR input it is
-    std::vector<unsigned char> bytes;  // its elements, row-major
+    std::int32_t arg = 0;  // the IR input it is
+    shared_bytes bytes;    // its elements, row-major
   };
   template <std::ranges::contiguous_range R>
   requires element_type<std::ranges::range_value_t<R>> value
@@ -78,6 +80,11 @@ class graph {
   // compile(std::move(g)) the executable takes it over in turn, so an importer's weights are
   // held once.
   value constant(std::vector<unsigned char>&& bytes, dtype t, const shape& dims);
+  // The same from bytes held elsewhere, not copied: shared (kept alive by their owner) or
+  // borrowed (shared_bytes::borrow: read where they are, so the caller keeps them alive and
+  // unchanged while the graph or any executable compiled from it lives; a module saved from one
+  // holds its own copy). Their address must be aligned to the element size.
+  value constant(shared_bytes bytes, dtype t, const shape& dims);
 
   // Any op of the op table by its ir::op, with its operands (for importers that map op names).
   value apply(ir::op o, std::initializer_list<value> operands);
@@ -529,12 +536,15 @@ KILN_RUNTIME_API graph::value graph::constant(const void* data, dtype t, std::si
   if (!data && bytes > 0)
     throw error(errc::invalid_argument, "constant",
                 "the data pointer is null (" + std::to_string(n) + " elements)");
-  const auto* from = static_cast<const unsigned char*>(data);
-  return constant(std::vector<unsigned char>(from, from + bytes), t, dims);
+  return constant(shared_bytes::copy_of(data, bytes), t, dims);
 }
 
 KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes, dtype t,
                                               const shape& dims) {
+  return constant(shared_bytes(std::move(bytes)), t, dims);
+}
+
+KILN_RUNTIME_API graph::value graph::constant(shared_bytes bytes, dtype t, const shape& dims) {
   const std::int64_t n = detail::constant_count(t, dims);
   const auto want = static_cast<std::size_t>(n) * static_cast<std::size_t>(size_in_bytes(t));
   if (bytes.size() != want)
@@ -542,6 +552,23 @@ KILN_RUNTIME_API graph::value graph::constant(std::vector<unsigned char>&& bytes
                 "the extents " + to_string(dims) + " of " + std::string(kiln::name(t)) + " hold " +
                     std::to_string(want) + " bytes but the buffer has " +
                     std::to_string(bytes.size()));
+  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % size_in_bytes(t) != 0)
+    throw error(
+        errc::invalid_argument, "constant",
+        "the data of a " + std::string(kiln::name(t)) + " constant must be aligned to " +
+            std::to_string(size_in_bytes(t)) + " bytes; it starts at an address " +
+            std::to_string(reinterpret_cast<std::uintptr_t>(bytes.data()) % size_in_bytes(t)) +
+            " bytes past that");
+  // The same bytes as the same type and extents are the same constant (an importer's aliases of
+  // one weight): one input of the plan, packed once.
+  for (const tensor_constant& c : constants_) {
+    const ir::input_decl& d = b_.get().inputs[c.arg];
+    if (c.bytes.data() == bytes.data() && c.bytes.size() == bytes.size() && !bytes.empty() &&
+        d.type == t && d.dims == dims)
+      for (std::size_t id = 0; id < b_.get().nodes.size(); ++id)
+        if (b_.get().nodes[id].kind == ir::op::input && b_.get().nodes[id].arg == c.arg)
+          return wrap(static_cast<std::int32_t>(id));
+  }
   value v = wrap(b_.input(t, dims));
   constants_.push_back({b_.get().nodes[v.id].arg, std::move(bytes)});
   return v;

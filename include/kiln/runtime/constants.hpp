@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/shared_bytes.hpp"
 #include "kiln/runtime/device.hpp"
 #include "kiln/runtime/signature.hpp"
 
@@ -26,8 +27,7 @@ class constant_uploads {
 
   // Constant k of `host` (each constant's bytes) with extents `dims`, as an argument on d.
   KILN_RUNTIME_API buffer_ref ref(const device& d, std::size_t k,
-                                  std::span<const std::vector<std::uint8_t>> host,
-                                  const shape& dims);
+                                  std::span<const shared_bytes> host, const shape& dims);
 
  private:
   struct state;
@@ -69,7 +69,7 @@ KILN_RUNTIME_API constant_uploads::constant_uploads() : s_(std::make_unique<stat
 KILN_RUNTIME_API constant_uploads::~constant_uploads() = default;
 
 KILN_RUNTIME_API buffer_ref constant_uploads::ref(const device& d, std::size_t k,
-                                                  std::span<const std::vector<std::uint8_t>> host,
+                                                  std::span<const shared_bytes> host,
                                                   const shape& dims) {
   if (d.type() == device::kind::cpu) return {host[k].data(), dims};
   std::lock_guard lock(s_->mutex);

@@ -14,6 +14,7 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/hash.hpp"
 #include "kiln/core/runtime_boundary.hpp"
+#include "kiln/core/shared_bytes.hpp"
 #include "kiln/core/text.hpp"
 
 namespace kiln::runtime {
@@ -26,7 +27,7 @@ struct function_parts {
   std::vector<std::string> inputs, outputs;
   struct constant {
     std::int32_t arg = 0;
-    std::vector<std::uint8_t> bytes;  // row-major elements of the input's dtype
+    shared_bytes bytes;  // row-major elements of the input's dtype
   };
   std::vector<constant> constants;
   struct variable {
@@ -92,7 +93,7 @@ class module_writer {
     count(s.size());
     out.insert(out.end(), s.begin(), s.end());
   }
-  void bytes(const std::vector<std::uint8_t>& b) {
+  void bytes(std::span<const std::uint8_t> b) {
     count(b.size());
     out.insert(out.end(), b.begin(), b.end());
   }
@@ -549,7 +550,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   f.constants.resize(r.count("tensor constants", 8));
   for (auto& c : f.constants) {
     c.arg = r.get<std::int32_t>("a tensor constant");
-    c.bytes = r.bytes("a tensor constant");
+    c.bytes = shared_bytes(r.bytes("a tensor constant"));
   }
   f.variables.resize(r.count("variables", 16));
   for (auto& v : f.variables) {
