@@ -44,6 +44,8 @@ inline DLDataType dl_type_of(dtype t) {
       return {kDLInt, 64, 1};
     case dtype::u8:
       return {kDLUInt, 8, 1};
+    case dtype::u16:
+      return {kDLUInt, 16, 1};
     case dtype::u32:
       return {kDLUInt, 32, 1};
     case dtype::boolean:

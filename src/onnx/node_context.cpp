@@ -47,6 +47,8 @@ double element(const host_tensor& t, std::int64_t i) {
     case dtype::u8:
     case dtype::boolean:
       return *p;
+    case dtype::u16:
+      return load<std::uint16_t>(p);
     case dtype::u32:
       return load<std::uint32_t>(p);
   }
@@ -113,6 +115,8 @@ std::optional<dtype> dtype_from_onnx(int t) {
       return dtype::f32;
     case TensorProto::UINT8:
       return dtype::u8;
+    case TensorProto::UINT16:
+      return dtype::u16;
     case TensorProto::INT8:
       return dtype::i8;
     case TensorProto::INT16:
@@ -147,7 +151,7 @@ host_tensor tensor_of(const TensorProto& p, const std::string& who) {
   if (!type)
     throw error(errc::unsupported, "onnx import",
                 who + " has element type " + onnx_type_name(p.data_type()) +
-                    ", which kiln does not have (kiln: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 "
+                    ", which kiln does not have (kiln: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 "
                     "bool)");
   if (p.data_location() == TensorProto::EXTERNAL)
     throw error(errc::invalid_argument, "onnx import", who + ": external data was not read in");
@@ -184,7 +188,7 @@ host_tensor tensor_of(const TensorProto& p, const std::string& who) {
     case TensorProto::UINT32:
       copy_typed(p.uint64_data(), t, who);
       break;
-    default:  // INT32, INT16, INT8, UINT8, BOOL, FLOAT16, BFLOAT16: int32_data
+    default:  // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16: int32_data
       copy_typed(p.int32_data(), t, who);
   }
   if (t.type == dtype::boolean)  // any nonzero is true; kiln's bool is 0 or 1

@@ -26,6 +26,7 @@ TEST(Dtypes, I16Wraps) { check_integer_arith<i16>(-32768, 32768); }
 TEST(Dtypes, I32Wraps) { check_integer_arith<i32>(-2147483648.0, 2147483647.0); }
 TEST(Dtypes, I64) { check_integer_arith<i64>(-3e18, 3e18); }
 TEST(Dtypes, U8Wraps) { check_integer_arith<u8>(0, 256); }
+TEST(Dtypes, U16Wraps) { check_integer_arith<u16>(0, 65536); }
 TEST(Dtypes, U32Wraps) { check_integer_arith<u32>(0, 4294967295.0); }
 
 // Division truncates toward zero; x / 0 is 0 and MIN / -1 wraps (kiln's definition).
@@ -52,6 +53,7 @@ void check_integer_div() {
 TEST(Dtypes, I32Division) { check_integer_div<i32>(); }
 TEST(Dtypes, I64Division) { check_integer_div<i64>(); }
 TEST(Dtypes, I8Division) { check_integer_div<i8>(); }
+TEST(Dtypes, U16Division) { check_integer_div<u16>(); }
 
 TEST(Dtypes, IntegerMinMaxAbsNegRelu) {
   constexpr auto f = fn<tensor<i32, dyn>, tensor<i32, dyn>>(
@@ -150,6 +152,30 @@ TEST(Dtypes, CastFloatToIntegers) {
     EXPECT_EQ(d[i], wd[i]) << i;
     EXPECT_EQ(e[i], we[i]) << i;
     EXPECT_EQ(g[i], wg[i]) << i;
+  }
+}
+
+// u16: a float truncates and saturates into [0, 65535] (NaN -> 0), an i32 wraps modulo 2^16, and
+// a u16 widens to i32 and f32 exactly.
+TEST(Dtypes, CastToAndFromU16) {
+  constexpr auto f = fn<tensor<f32, dyn>, tensor<i32, dyn>>([](auto x, auto i) {
+    auto u = cast<u16>(i);
+    return std::tuple{cast<u16>(x), u, cast<i32>(u) - 1, cast<f32>(u) * 0.5f};
+  });
+  const std::vector<float> x = {1.9f, -1.9f, 300.f, 70000.f, NAN, -0.5f, INFINITY, 65535.5f};
+  const std::vector<i32> i = {1, -1, 65535, 65536, 70000, -65536, 32768, 0};
+  const std::size_t n = x.size();
+  std::vector<u16> a(n), b(n);
+  std::vector<i32> c(n);
+  std::vector<f32> d(n);
+  f(x, i, into(a, b, c, d));
+  const u16 wa[] = {1, 0, 300, 65535, 0, 0, 65535, 65535};
+  const u16 wb[] = {1, 65535, 65535, 0, 4464, 0, 32768, 0};
+  for (std::size_t k = 0; k < n; ++k) {
+    EXPECT_EQ(a[k], wa[k]) << k;
+    EXPECT_EQ(b[k], wb[k]) << k;
+    EXPECT_EQ(c[k], i32(wb[k]) - 1) << k;
+    EXPECT_EQ(d[k], float(wb[k]) * 0.5f) << k;
   }
 }
 

@@ -156,6 +156,7 @@ TEST(IntegerOps, EveryIntegerType) {
   check_integer_ops<i32>();
   check_integer_ops<i64>();
   check_integer_ops<u8>();
+  check_integer_ops<u16>();
   check_integer_ops<u32>();
 }
 

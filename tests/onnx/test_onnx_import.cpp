@@ -25,25 +25,29 @@ namespace {
 namespace fs = std::filesystem;
 using kiln::onnx::tensor_data;
 
-// ONNX 1.12's data stores bfloat16 tensors as UINT16 (their bits): read as bf16.
-tensor_data read_tensor(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ::onnx::TensorProto t;
-  if (t.ParseFromString(bytes) && t.data_type() == ::onnx::TensorProto::UINT16) {
-    t.set_data_type(::onnx::TensorProto::BFLOAT16);
-    bytes = t.SerializeAsString();
-  }
-  return kiln::onnx::parse_tensor(
-      std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+// The element types the model declares for its inputs, or its outputs.
+std::vector<int> declared_types(const fs::path& dir, bool outputs) {
+  ::onnx::ModelProto model;
+  std::ifstream in(dir / "model.onnx", std::ios::binary);
+  std::vector<int> types;
+  if (model.ParseFromIstream(&in))
+    for (const auto& v : outputs ? model.graph().output() : model.graph().input())
+      types.push_back(v.type().tensor_type().elem_type());
+  return types;
 }
 
+// A data set's "input" or "output" tensors. ONNX 1.12's data stores bfloat16 tensors as UINT16
+// (their bits): a u16 tensor where the model declares BFLOAT16 is read as bf16.
 std::vector<tensor_data> read_set(const fs::path& folder, const std::string& prefix) {
+  const std::vector<int> declared = declared_types(folder.parent_path(), prefix == "output");
   std::vector<tensor_data> v;
-  for (int i = 0;; ++i) {
+  for (std::size_t i = 0;; ++i) {
     fs::path f = folder / (prefix + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(f)) return v;
-    v.push_back(read_tensor(f));
+    v.push_back(kiln::onnx::read_tensor(f));
+    if (v.back().type == kiln::dtype::u16 && i < declared.size() &&
+        declared[i] == ::onnx::TensorProto::BFLOAT16)
+      v.back().type = kiln::dtype::bf16;
   }
 }
 

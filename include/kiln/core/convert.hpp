@@ -20,6 +20,8 @@ constexpr std::int64_t wrap_integer(dtype t, std::int64_t v) {
       return static_cast<std::int32_t>(v);
     case dtype::u8:
       return static_cast<std::uint8_t>(v);
+    case dtype::u16:
+      return static_cast<std::uint16_t>(v);
     case dtype::u32:
       return static_cast<std::uint32_t>(v);
     case dtype::boolean:
@@ -56,6 +58,8 @@ constexpr std::int64_t integer_max(dtype t) {
       return std::numeric_limits<std::int64_t>::max();
     case dtype::u8:
       return 255;
+    case dtype::u16:
+      return 65535;
     case dtype::u32:
       return std::numeric_limits<std::uint32_t>::max();
     default:

@@ -21,6 +21,7 @@ constexpr lane_kind lane_of(dtype t) {
     case dtype::i32:
       return lane_kind::s32;
     case dtype::u8:
+    case dtype::u16:
     case dtype::u32:
       return lane_kind::u32;
     case dtype::i64:

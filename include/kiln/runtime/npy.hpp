@@ -61,6 +61,8 @@ inline const char* npy_descr(dtype t) {
       return "<i8";
     case dtype::u8:
       return "|u1";
+    case dtype::u16:
+      return "<u2";
     case dtype::u32:
       return "<u4";
     case dtype::boolean:

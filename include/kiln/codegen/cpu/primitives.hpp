@@ -122,8 +122,9 @@ pack<T> wrap(const pack<T>& v) {
   if constexpr (D == dtype::i8 || D == dtype::i16) {
     constexpr int shift = D == dtype::i8 ? 24 : 16;
     return detail::map(v, [](auto x) { return (x << shift) >> shift; });
-  } else if constexpr (D == dtype::u8) {
-    return detail::map(v, [](auto x) { return x & decltype(x)(0xFF); });
+  } else if constexpr (D == dtype::u8 || D == dtype::u16) {
+    constexpr auto mask = D == dtype::u8 ? 0xFF : 0xFFFF;
+    return detail::map(v, [](auto x) { return x & decltype(x)(mask); });
   } else {
     return v;
   }

@@ -651,6 +651,7 @@ class region_emitter final : public op_lowering {
       case dtype::f32:
         return m_.emit(Op::OpBitcast, vec(lane_kind::f32), {bits});
       case dtype::u32:
+      case dtype::u16:
       case dtype::u8:
         return bits;
       case dtype::i32:
@@ -674,7 +675,8 @@ class region_emitter final : public op_lowering {
       case dtype::u32:
         return v;
       case dtype::u8:
-        return m_.emit(Op::OpBitwiseAnd, uvec4(), {v, usplat(0xFF)});
+      case dtype::u16:
+        return m_.emit(Op::OpBitwiseAnd, uvec4(), {v, usplat(t == dtype::u8 ? 0xFF : 0xFFFF)});
       case dtype::i8:
       case dtype::i16:
         return m_.emit(

@@ -113,7 +113,9 @@ class value_builder {
       id l = m_.emit(Op::OpShiftLeftLogical, vec(lane_kind::s32), {v, usplat(s)});
       return m_.emit(Op::OpShiftRightArithmetic, vec(lane_kind::s32), {l, usplat(s)});
     }
-    if (t == dtype::u8) return m_.emit(Op::OpBitwiseAnd, vec(lane_kind::u32), {v, usplat(0xFF)});
+    if (t == dtype::u8 || t == dtype::u16)
+      return m_.emit(Op::OpBitwiseAnd, vec(lane_kind::u32),
+                     {v, usplat(t == dtype::u8 ? 0xFF : 0xFFFF)});
     return v;
   }
 
