@@ -48,6 +48,8 @@ inline DLDataType dl_type_of(dtype t) {
       return {kDLUInt, 16, 1};
     case dtype::u32:
       return {kDLUInt, 32, 1};
+    case dtype::u64:
+      return {kDLUInt, 64, 1};
     case dtype::boolean:
       return {dl_bool_code, 8, 1};
     default:

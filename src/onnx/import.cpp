@@ -272,9 +272,13 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
     const bool training = node.domain() == preview_training;
     if (!node.domain().empty() && node.domain() != "ai.onnx" && !training)
       fail(errc::unsupported, where() + ": domain '" + node.domain() + "' is not kiln's");
-    const lowering* lower = find_lowering(
-        training ? std::string(preview_training) + "." + node.op_type() : node.op_type());
-    if (!lower)
+    // Gradient reads the nodes before it, not only its inputs.
+    const bool gradient = training && node.op_type() == "Gradient";
+    const lowering* lower =
+        gradient ? nullptr
+                 : find_lowering(training ? std::string(preview_training) + "." + node.op_type()
+                                          : node.op_type());
+    if (!lower && !gradient)
       fail(errc::unsupported, where() + ": kiln has no lowering for " + node.op_type() +
                                   " (opset " + std::to_string(opset) + ")");
     std::vector<slot*> inputs;
@@ -294,7 +298,10 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
         std::any_of(inputs.begin(), inputs.end(), [](const slot* s) { return s && s->extents; });
     std::vector<slot> out;
     try {
-      if (on_extents) {
+      if (gradient) {
+        node_context c(g, node, k, opset, inputs, &values, prefix);
+        out = lower_gradient(c, gp, k, values);
+      } else if (on_extents) {
         node_context c(g, node, k, opset, inputs, &values, prefix);
         lower_on_extents(c);
         out = std::move(c.produced());

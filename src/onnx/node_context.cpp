@@ -51,6 +51,8 @@ double element(const host_tensor& t, std::int64_t i) {
       return load<std::uint16_t>(p);
     case dtype::u32:
       return load<std::uint32_t>(p);
+    case dtype::u64:
+      return static_cast<double>(load<std::uint64_t>(p));
   }
   return 0;
 }
@@ -97,7 +99,7 @@ std::int64_t host_tensor::count() const { return dims.element_count(); }
 std::vector<std::int64_t> host_tensor::ints() const {
   std::vector<std::int64_t> v(static_cast<std::size_t>(count()));
   for (std::int64_t i = 0; i < count(); ++i)
-    v[static_cast<std::size_t>(i)] = type == dtype::i64
+    v[static_cast<std::size_t>(i)] = type == dtype::i64 || type == dtype::u64  // every bit
                                          ? load<std::int64_t>(bytes.data() + i * 8)
                                          : static_cast<std::int64_t>(element(*this, i));
   return v;
@@ -133,6 +135,8 @@ std::optional<dtype> dtype_from_onnx(int t) {
       return dtype::f64;
     case TensorProto::UINT32:
       return dtype::u32;
+    case TensorProto::UINT64:
+      return dtype::u64;
     case TensorProto::BFLOAT16:
       return dtype::bf16;
     default:
@@ -149,10 +153,11 @@ std::string onnx_type_name(int t) {
 host_tensor tensor_of(const TensorProto& p, const std::string& who) {
   auto type = dtype_from_onnx(p.data_type());
   if (!type)
-    throw error(errc::unsupported, "onnx import",
-                who + " has element type " + onnx_type_name(p.data_type()) +
-                    ", which kiln does not have (kiln: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 "
-                    "bool)");
+    throw error(
+        errc::unsupported, "onnx import",
+        who + " has element type " + onnx_type_name(p.data_type()) +
+            ", which kiln does not have (kiln: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 "
+            "bool)");
   if (p.data_location() == TensorProto::EXTERNAL)
     throw error(errc::invalid_argument, "onnx import", who + ": external data was not read in");
   host_tensor t;
@@ -186,6 +191,7 @@ host_tensor tensor_of(const TensorProto& p, const std::string& who) {
       copy_typed(p.int64_data(), t, who);
       break;
     case TensorProto::UINT32:
+    case TensorProto::UINT64:
       copy_typed(p.uint64_data(), t, who);
       break;
     default:  // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16: int32_data

@@ -203,6 +203,10 @@ void add_data_sized_lowerings(lowering_table& table);    // lower_data_sized.cpp
 void lower_on_extents(node_context& c);
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);
+// ONNX's Gradient, node `at` of gp: the derivatives of its y with respect to its xs, from the
+// nodes before it and their values in `values` (lower_gradient.cpp).
+std::vector<slot> lower_gradient(node_context& c, const ::onnx::GraphProto& gp, int at,
+                                 scope& values);
 // Dropout in training mode, ratio in (0, 1) (lower_random.cpp).
 void lower_training_dropout(node_context& c, double ratio);
 // The one domain besides the default whose ops kiln reads (its optimizers, lower_training.cpp):

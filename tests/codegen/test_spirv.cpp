@@ -141,9 +141,9 @@ TEST(SpirvModule, SectionsComeOutInSpecOrderWhateverTheCallOrder) {
 
 // Every op, on every dtype it accepts, with its operands full, uniform and strided.
 TEST(SpirvEmitter, EveryOpAndDtypeValidates) {
-  const dtype all[] = {dtype::f32,    dtype::f64, dtype::f16, dtype::bf16,   dtype::f8e4m3,
-                       dtype::f8e5m2, dtype::i8,  dtype::i16, dtype::i32,    dtype::i64,
-                       dtype::u8,     dtype::u16, dtype::u32, dtype::boolean};
+  const dtype all[] = {dtype::f32,    dtype::f64, dtype::f16, dtype::bf16, dtype::f8e4m3,
+                       dtype::f8e5m2, dtype::i8,  dtype::i16, dtype::i32,  dtype::i64,
+                       dtype::u8,     dtype::u16, dtype::u32, dtype::u64,  dtype::boolean};
   int modules = 0, refused = 0;
   for (int o = 2; o < ir::op_count; ++o) {
     auto kind = static_cast<op>(o);

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "../support/e2e.hpp"
+#include "../support/errors.hpp"
 
 using namespace kiln;
 
@@ -27,6 +28,7 @@ TEST(Dtypes, I32Wraps) { check_integer_arith<i32>(-2147483648.0, 2147483647.0); 
 TEST(Dtypes, I64) { check_integer_arith<i64>(-3e18, 3e18); }
 TEST(Dtypes, U8Wraps) { check_integer_arith<u8>(0, 256); }
 TEST(Dtypes, U16Wraps) { check_integer_arith<u16>(0, 65536); }
+TEST(Dtypes, U64Wraps) { check_integer_arith<u64>(-9e18, 9e18); }  // the high bit set or not
 TEST(Dtypes, U32Wraps) { check_integer_arith<u32>(0, 4294967295.0); }
 
 // Division truncates toward zero; x / 0 is 0 and MIN / -1 wraps (kiln's definition).
@@ -54,6 +56,7 @@ TEST(Dtypes, I32Division) { check_integer_div<i32>(); }
 TEST(Dtypes, I64Division) { check_integer_div<i64>(); }
 TEST(Dtypes, I8Division) { check_integer_div<i8>(); }
 TEST(Dtypes, U16Division) { check_integer_div<u16>(); }
+TEST(Dtypes, U64Division) { check_integer_div<u64>(); }
 
 TEST(Dtypes, IntegerMinMaxAbsNegRelu) {
   constexpr auto f = fn<tensor<i32, dyn>, tensor<i32, dyn>>(
@@ -177,6 +180,67 @@ TEST(Dtypes, CastToAndFromU16) {
     EXPECT_EQ(c[k], i32(wb[k]) - 1) << k;
     EXPECT_EQ(d[k], float(wb[k]) * 0.5f) << k;
   }
+}
+
+// u64 beyond i64's range: ordered, divided and converted as unsigned (a signed reading of the
+// same bits would put 2^63 + 5 below 3), a float saturating into [0, 2^64 - 1], an i64 taken as
+// its bits; the same through scalar constants, which the compiler folds.
+TEST(Dtypes, U64AboveTheHighBit) {
+  constexpr auto f = fn<tensor<u64, dyn>, tensor<u64, dyn>, tensor<f32, dyn>, tensor<i64, dyn>>(
+      [](auto x, auto y, auto r, auto s) {
+        return std::tuple{x > y,        min(x, y),    max(x, y),
+                          x / y,        mod(x, y),    shift_right(x, u64(60)),
+                          cast<f64>(x), cast<u64>(r), cast<u64>(s),
+                          cast<i64>(x)};
+      });
+  constexpr u64 high = (u64{1} << 63) + 5, all = ~u64{0};
+  const std::vector<u64> x = {high, 3, all, 7, all - 1};
+  const std::vector<u64> y = {3, high, 2, all, 0};
+  const std::vector<f32> r = {1.9f, -1.9f, 3e19f, NAN, 1.5e19f};
+  const std::vector<i64> s = {-1, 5, -9223372036854775807LL - 1, 0, 42};
+  const std::size_t n = x.size();
+  ref::buffer<bool> gt(n);
+  std::vector<u64> lo(n), hi(n), q(n), m(n), sh(n), from_f(n), from_i(n);
+  std::vector<f64> d(n);
+  std::vector<i64> back(n);
+  f(x, y, r, s,
+    into(ref::view_of(gt, {std::int64_t(n)}), lo, hi, q, m, sh, d, from_f, from_i, back));
+  for (std::size_t k = 0; k < n; ++k) {
+    EXPECT_EQ(gt[k], x[k] > y[k]) << k;
+    EXPECT_EQ(lo[k], std::min(x[k], y[k])) << k;
+    EXPECT_EQ(hi[k], std::max(x[k], y[k])) << k;
+    EXPECT_EQ(q[k], y[k] ? x[k] / y[k] : 0) << k;
+    EXPECT_EQ(m[k], y[k] ? x[k] % y[k] : 0) << k;
+    EXPECT_EQ(sh[k], x[k] >> 60) << k;
+    EXPECT_EQ(d[k], static_cast<double>(x[k])) << k;
+    EXPECT_EQ(from_i[k], static_cast<u64>(s[k])) << k;
+    EXPECT_EQ(back[k], static_cast<i64>(x[k])) << k;
+  }
+  const u64 wr[] = {1, 0, all, 0, static_cast<u64>(1.5e19f)};
+  for (std::size_t k = 0; k < n; ++k) EXPECT_EQ(from_f[k], wr[k]) << k;
+
+  graph g;
+  auto a = g.constant(high, dtype::u64), b = g.constant(3, dtype::u64);
+  g.output("gt", g.gt(a, b));
+  g.output("max", g.max(a, b));
+  g.output("as_f32", g.cast(a, dtype::f32));
+  executable e = compile(g);
+  ref::buffer<bool> folded_gt(1);
+  u64 folded_max = 0;
+  f32 as_f32 = 0;
+  const std::vector<tensor_ref> results = {
+      tensor_ref(static_cast<void*>(&folded_gt[0]), dtype::boolean, shape{}),
+      tensor_ref(static_cast<void*>(&folded_max), dtype::u64, shape{}),
+      tensor_ref(static_cast<void*>(&as_f32), dtype::f32, shape{})};
+  e.run({}, results);
+  EXPECT_TRUE(folded_gt[0]);
+  EXPECT_EQ(folded_max, high);
+  EXPECT_EQ(as_f32, static_cast<f32>(static_cast<double>(high)));
+  EXPECT_EQ(error_of([] {
+              graph h;
+              h.constant(-1, dtype::u64);
+            }),
+            "kiln: constant: -1 is outside the range of u64");
 }
 
 TEST(Dtypes, CastIntegersAndBool) {

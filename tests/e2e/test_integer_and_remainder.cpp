@@ -113,7 +113,8 @@ void check_integer_ops() {
                       shift_left(x, y), shift_right(x, y), clip(x, y, T(50))};
   });
   constexpr int bits = sizeof(T) * 8;
-  using W = std::int64_t;  // wide enough for every operand here; results wrap into T below
+  // Wide enough for every operand here (u64's own type for u64); results wrap into T below.
+  using W = std::conditional_t<std::is_same_v<T, u64>, std::uint64_t, std::int64_t>;
   std::mt19937 gen(7);
   std::int64_t n = 1031;
   std::vector<T> x(n), y(n);
@@ -157,6 +158,7 @@ TEST(IntegerOps, EveryIntegerType) {
   check_integer_ops<i64>();
   check_integer_ops<u8>();
   check_integer_ops<u16>();
+  check_integer_ops<u64>();
   check_integer_ops<u32>();
 }
 

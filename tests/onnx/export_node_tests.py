@@ -22,7 +22,7 @@ OPS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reduc
        "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "MatMul", "Gemm",
        "Conv", "ConvTranspose", "MatMulInteger"}
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "bool": "bool"}
+          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool"}
 
 
 def value_text(v, floating):

@@ -86,8 +86,8 @@ TEST(Signature, MalformedStringsNameTheirByte) {
   EXPECT_EQ(error_of("I4!Q1!R1!"),
             "kiln: parse_signature: at byte 3: 'Q' is not a buffer ('B') or scalar ('S'): kiln's "
             "functions take and give tensors only");
-  EXPECT_EQ(error_of("I7!B4!t11R1!"),
-            "kiln: parse_signature: at byte 7: element type 11 is not a kiln dtype");  // u64
+  EXPECT_EQ(error_of("I7!B4!t15R1!"),  // 15: no dtype's code
+            "kiln: parse_signature: at byte 7: element type 15 is not a kiln dtype");
   EXPECT_EQ(error_of("I7!B4!x2R1!"), "kiln: parse_signature: at byte 6: expected 'd', found 'x'");
   EXPECT_EQ(error_of("I7!B4!d-2R1!"), "kiln: parse_signature: at byte 7: an extent of -2");
   EXPECT_EQ(error_of("I6!S3!d2R1!"), "kiln: parse_signature: at byte 6: a scalar has no extents");

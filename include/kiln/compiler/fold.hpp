@@ -24,6 +24,12 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
   auto ub = ir::info(o).arity > 1 ? static_cast<std::uint64_t>(v[1].i) : 0;
   double fa = a.f, fb = ir::info(o).arity > 1 ? v[1].f : 0;
   auto boolean = [](bool x) { return scalar{dtype::boolean, 0, x}; };
+  // Integer order: a u64 above 2^63 is held as a negative int64 (its bits).
+  const bool is_unsigned = is_unsigned_integer(t);
+  auto below = [&](const scalar& x, const scalar& y) {
+    return is_unsigned ? static_cast<std::uint64_t>(x.i) < static_cast<std::uint64_t>(y.i)
+                       : x.i < y.i;
+  };
   switch (o) {
     case op::add:
       return fl ? num(fa + fb) : integer(ua + ub);
@@ -40,19 +46,22 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::neg:
       return fl ? num(-fa) : integer(0 - ua);
     case op::abs:
-      return fl ? num(fa == 0 ? 0.0 : fa < 0 ? -fa : fa) : integer(a.i < 0 ? 0 - ua : ua);
+      return fl ? num(fa == 0  ? 0.0
+                      : fa < 0 ? -fa
+                               : fa)
+                : integer(a.i < 0 && !is_unsigned ? 0 - ua : ua);
     case op::min:
       // As the kernels: x < y ? x : y (so min(-0, 0) is 0), NaN in either operand propagates.
       if (fl) return num(fa != fa || fb != fb ? fa + fb : (fa < fb ? fa : fb));
-      return a.i <= v[1].i ? a : v[1];
+      return !below(v[1], a) ? a : v[1];
     case op::max:
       if (fl) return num(fa != fa || fb != fb ? fa + fb : (fb < fa ? fa : fb));
-      return a.i >= v[1].i ? a : v[1];
+      return !below(a, v[1]) ? a : v[1];
     case op::reciprocal:  // one division, as the kernels do (double then f32 rounds correctly)
       return num(1.0 / fa);
     case op::sign:
       if (fl) return num(fa > 0 ? 1.0 : fa < 0 ? -1.0 : fa);  // keeps NaN and the zero's sign
-      return scalar::of_integer(t, a.i > 0 ? 1 : a.i < 0 ? -1 : 0);
+      return scalar::of_integer(t, a.i == 0 ? 0 : below(a, scalar{t, 0, 0}) ? -1 : 1);
     case op::mod:  // integers only: float remainders are left to the kernels (exact there)
     case op::fmod: {
       if (fl) return std::nullopt;
@@ -73,8 +82,8 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
         double m = lo < fa ? fa : lo;  // max(x, lo), then min(m, hi), as the kernels order them
         return num(m < hi ? m : hi);
       }
-      const scalar& m = v[1].i >= a.i ? v[1] : a;
-      return v[2].i <= m.i ? v[2] : m;
+      const scalar& m = !below(v[1], a) ? v[1] : a;
+      return !below(m, v[2]) ? v[2] : m;
     }
     case op::bitwise_and:
       return integer(ua & ub);
@@ -101,19 +110,19 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
       return boolean(fa - fa != fa - fa && fa == fa);
     case op::relu:
       if (fl) return num(fa < 0 ? 0.0 : fa);  // as the kernels: NaN and -0 stay
-      return a.i > 0 ? a : scalar::of_integer(t, 0);
+      return below(scalar{t, 0, 0}, a) ? a : scalar::of_integer(t, 0);
     case op::eq:
       return boolean(fl ? fa == fb : a.i == v[1].i);
     case op::ne:
       return boolean(fl ? fa != fb : a.i != v[1].i);
     case op::lt:
-      return boolean(fl ? fa < fb : a.i < v[1].i);
+      return boolean(fl ? fa < fb : below(a, v[1]));
     case op::le:
-      return boolean(fl ? fa <= fb : a.i <= v[1].i);
+      return boolean(fl ? fa <= fb : !below(v[1], a));
     case op::gt:
-      return boolean(fl ? fa > fb : a.i > v[1].i);
+      return boolean(fl ? fa > fb : below(v[1], a));
     case op::ge:
-      return boolean(fl ? fa >= fb : a.i >= v[1].i);
+      return boolean(fl ? fa >= fb : !below(a, v[1]));
     case op::logical_and:
       return boolean(a.i && v[1].i);
     case op::logical_or:

@@ -62,6 +62,8 @@ constexpr std::int64_t integer_max(dtype t) {
       return 65535;
     case dtype::u32:
       return std::numeric_limits<std::uint32_t>::max();
+    case dtype::u64:  // the largest u64 an i64 holds: where the whole range matters, u64_max
+      return std::numeric_limits<std::int64_t>::max();
     default:
       return 1;
   }
@@ -72,6 +74,11 @@ constexpr std::int64_t integer_max(dtype t) {
 constexpr std::int64_t float_to_integer(dtype t, double v) {
   if (v != v) return 0;
   if (t == dtype::boolean) return v != 0;
+  if (t == dtype::u64) {  // 2^64 is exact as a double; the result is the u64's bits
+    if (v <= 0) return 0;
+    if (v >= 18446744073709551616.0) return -1;
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(v));
+  }
   // The bounds as doubles: 2^63 is exact, so compare with >=; smaller types' bounds are exact.
   double lo = static_cast<double>(integer_min(t));
   double hi = t == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(t)) + 1.0;
@@ -101,7 +108,14 @@ constexpr double round_to_float(dtype t, double v) {
   }
 }
 
-// A scalar of any dtype: floats keep a double, integers and bool an int64 (u32 fits).
+// The largest value of integer dtype t (u64's too, which an int64 cannot hold).
+constexpr std::uint64_t unsigned_max(dtype t) {
+  return t == dtype::u64 ? std::numeric_limits<std::uint64_t>::max()
+                         : static_cast<std::uint64_t>(integer_max(t));
+}
+
+// A scalar of any dtype: floats keep a double, integers and bool an int64 (u32 fits; a u64 is
+// its bits, so above 2^63 it reads negative: compare and convert it as unsigned).
 struct scalar {
   dtype type = dtype::f32;
   double f = 0;
@@ -122,11 +136,15 @@ struct scalar {
     if (!is_floating(t)) return of_float(t, v);
     return {t, round_to_float(compute_dtype(t), v), 0};
   }
-  constexpr double as_double() const { return is_floating(type) ? f : static_cast<double>(i); }
+  constexpr double as_double() const {
+    if (type == dtype::u64) return static_cast<double>(static_cast<std::uint64_t>(i));
+    return is_floating(type) ? f : static_cast<double>(i);
+  }
   // Converts to dtype t with kiln's cast semantics.
   constexpr scalar to(dtype t) const {
     if (type == dtype::boolean) return of_integer(t, i);
     if (t == dtype::boolean) return {t, 0, is_floating(type) ? (f != 0 || f != f) : i != 0};
+    if (type == dtype::u64 && is_floating(t)) return of_float(t, as_double());
     return is_floating(type) ? of_float(t, f) : of_integer(t, i);
   }
   // Identity of the stored value, bit for bit (so -0.0 and 0.0 differ, NaN equals itself).

@@ -25,9 +25,10 @@ enum class dtype : std::uint8_t {
   u8,
   u16,
   u32,
+  u64,
   boolean,
 };
-inline constexpr int dtype_count = 14;
+inline constexpr int dtype_count = 15;
 
 // The element types a user writes in tensor<...> and passes as data.
 using f32 = float;
@@ -43,6 +44,7 @@ using i64 = std::int64_t;
 using u8 = std::uint8_t;
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
+using u64 = std::uint64_t;
 
 // The bit layout of a storage-only float dtype (f16, bf16, f8e4m3, f8e5m2).
 constexpr minifloat_layout narrow_layout(dtype t) {
@@ -86,6 +88,7 @@ KILN_DTYPE_PAIR(std::int64_t, i64)
 KILN_DTYPE_PAIR(std::uint8_t, u8)
 KILN_DTYPE_PAIR(std::uint16_t, u16)
 KILN_DTYPE_PAIR(std::uint32_t, u32)
+KILN_DTYPE_PAIR(std::uint64_t, u64)
 KILN_DTYPE_PAIR(bool, boolean)
 #undef KILN_DTYPE_PAIR
 }  // namespace detail
@@ -118,21 +121,22 @@ constexpr bool is_valid(dtype t) { return static_cast<int>(t) < dtype_count; }
 
 constexpr std::string_view name(dtype t) {
   if (!is_valid(t)) return "(not a dtype)";
-  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2", "i8",
-                                        "i16", "i32", "i64", "u8",   "u16",    "u32",    "bool"};
+  constexpr std::string_view names[] = {"f32",    "f64", "f16", "bf16", "f8e4m3",
+                                        "f8e5m2", "i8",  "i16", "i32",  "i64",
+                                        "u8",     "u16", "u32", "u64",  "bool"};
   return names[static_cast<int>(t)];
 }
 
 constexpr int size_in_bytes(dtype t) {
   if (!is_valid(t)) return 1;
-  constexpr int sizes[] = {4, 8, 2, 2, 1, 1, 1, 2, 4, 8, 1, 2, 4, 1};
+  constexpr int sizes[] = {4, 8, 2, 2, 1, 1, 1, 2, 4, 8, 1, 2, 4, 8, 1};
   return sizes[static_cast<int>(t)];
 }
 
 constexpr bool is_floating(dtype t) { return t <= dtype::f8e5m2; }
-constexpr bool is_integer(dtype t) { return t >= dtype::i8 && t <= dtype::u32; }
+constexpr bool is_integer(dtype t) { return t >= dtype::i8 && t <= dtype::u64; }
 constexpr bool is_signed_integer(dtype t) { return t >= dtype::i8 && t <= dtype::i64; }
-constexpr bool is_unsigned_integer(dtype t) { return t >= dtype::u8 && t <= dtype::u32; }
+constexpr bool is_unsigned_integer(dtype t) { return t >= dtype::u8 && t <= dtype::u64; }
 
 // Floats narrower than f32 are storage types: values are computed in f32 and rounded when stored.
 constexpr bool is_storage_only(dtype t) { return t >= dtype::f16 && t <= dtype::f8e5m2; }

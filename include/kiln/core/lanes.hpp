@@ -10,7 +10,7 @@
 
 namespace kiln {
 
-enum class lane_kind : std::uint8_t { f32, f64, s32, u32, s64, boolean };
+enum class lane_kind : std::uint8_t { f32, f64, s32, u32, s64, u64, boolean };
 
 constexpr lane_kind lane_of(dtype t) {
   switch (t) {
@@ -26,6 +26,8 @@ constexpr lane_kind lane_of(dtype t) {
       return lane_kind::u32;
     case dtype::i64:
       return lane_kind::s64;
+    case dtype::u64:
+      return lane_kind::u64;
     case dtype::boolean:
       return lane_kind::boolean;
     default:
@@ -44,6 +46,8 @@ using lane_type_t = std::conditional_t<
         std::conditional_t<
             K == lane_kind::s32, std::int32_t,
             std::conditional_t<K == lane_kind::u32, std::uint32_t,
-                               std::conditional_t<K == lane_kind::s64, std::int64_t, bool>>>>>;
+                               std::conditional_t<K == lane_kind::s64, std::int64_t,
+                                                  std::conditional_t<K == lane_kind::u64,
+                                                                     std::uint64_t, bool>>>>>>;
 
 }  // namespace kiln

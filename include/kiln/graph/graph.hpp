@@ -51,10 +51,10 @@ class graph {
   template <std::integral I>
   value constant(I v, dtype t) {
     if (is_valid(t) && is_integer(t) &&
-        (std::cmp_less(v, integer_min(t)) || std::cmp_greater(v, integer_max(t))))
+        (std::cmp_less(v, integer_min(t)) || std::cmp_greater(v, unsigned_max(t))))
       throw error(errc::invalid_argument, "constant",
                   std::to_string(v) + " is outside the range of " + std::string(kiln::name(t)));
-    if (std::cmp_greater(v, integer_max(dtype::i64)))  // u64 beyond i64, for a float dtype
+    if (std::cmp_greater(v, integer_max(dtype::i64)) && !is_integer(t))  // beyond i64, as a float
       return constant(scalar::of_float(t, static_cast<double>(v)));
     return constant(scalar::of_integer(t, static_cast<std::int64_t>(v)));
   }
@@ -500,8 +500,9 @@ KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t, const
 KILN_RUNTIME_API graph::value graph::constant(double v, dtype t) {
   if (is_valid(t) && is_integer(t)) {
     double lo = static_cast<double>(integer_min(t));
-    double hi = t == dtype::i64 ? 9223372036854775808.0  // 2^63, exact as a double
-                                : static_cast<double>(integer_max(t)) + 1.0;
+    double hi = t == dtype::i64   ? 9223372036854775808.0   // 2^63, exact as a double
+                : t == dtype::u64 ? 18446744073709551616.0  // 2^64
+                                  : static_cast<double>(integer_max(t)) + 1.0;
     if (!(v == std::trunc(v) && v >= lo && v < hi))
       throw error(errc::invalid_argument, "constant",
                   std::to_string(v) + " is not a value of " + std::string(kiln::name(t)) +

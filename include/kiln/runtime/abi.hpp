@@ -89,8 +89,8 @@ KILN_RUNTIME_API acceptance accept_entry(std::span<const signature_buffer> list,
 namespace detail {
 
 // The ABI's element code of each dtype, in dtype order (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8,
-// i16, i32, i64, u8, u16, u32, bool).
-inline constexpr int abi_codes[dtype_count] = {0, 2, 1, 3, 13, 14, 4, 5, 6, 7, 8, 9, 10, 12};
+// i16, i32, i64, u8, u16, u32, u64, bool).
+inline constexpr int abi_codes[dtype_count] = {0, 2, 1, 3, 13, 14, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
 inline std::string length_prefixed(char tag, const std::string& body) {
   return tag + std::to_string(body.size() + 1) + "!" + body;

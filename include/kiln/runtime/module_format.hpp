@@ -50,7 +50,7 @@ struct module_contents {
   std::vector<std::pair<std::string, spirv::kernel>> kernels;
 };
 
-inline constexpr std::uint32_t module_format_version = 3;  // 3: dtype u16 (after u8)
+inline constexpr std::uint32_t module_format_version = 4;  // 3: dtype u16; 4: u64
 
 // The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
 // version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).

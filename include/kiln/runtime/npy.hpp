@@ -65,6 +65,8 @@ inline const char* npy_descr(dtype t) {
       return "<u2";
     case dtype::u32:
       return "<u4";
+    case dtype::u64:
+      return "<u8";
     case dtype::boolean:
       return "|b1";
     default:  // f32, and bf16 / f8 widened to it

@@ -229,7 +229,7 @@ class op_lowering : public function_library {
       id r = m_.emit(Op::OpUMod, t, {x, select(k, by_zero, one, y)});
       return select(k, by_zero, zero, r);
     }
-    id ut = k == lane_kind::s64 ? m_.type_vector(m_.type_int(64, false), 4) : uvec4();
+    id ut = k == lane_kind::s64 ? vec(lane_kind::u64) : uvec4();
     id x_negative = less(k, x, zero);
     auto magnitude = [&](id v, id negative) {
       return m_.emit(Op::OpBitcast, ut, {select(k, negative, m_.emit(Op::OpSNegate, t, {v}), v)});
@@ -318,8 +318,10 @@ class op_lowering : public function_library {
     }
     if (is_float_lane(fk)) {  // float -> integer
       double lo = static_cast<double>(integer_min(to));
-      double hi =
-          to == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(to)) + 1.0;
+      double hi = to == dtype::i64   ? 9223372036854775808.0
+                  : to == dtype::u64 ? 18446744073709551616.0
+                                     : static_cast<double>(integer_max(to)) + 1.0;
+      const std::int64_t top = to == dtype::u64 ? -1 : integer_max(to);  // u64's: all ones
       id small = m_.emit(Op::OpFOrdLessThanEqual, bvec4(), {x, fsplat(fk, lo)});
       id big = m_.emit(Op::OpFOrdGreaterThanEqual, bvec4(), {x, fsplat(fk, hi)});
       id nan = m_.emit(Op::OpIsNan, bvec4(), {x});
@@ -327,13 +329,14 @@ class op_lowering : public function_library {
           m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpLogicalOr, bvec4(), {small, big}), nan});
       id safe = select(fk, out, fsplat(fk, 0), x);
       id conv = m_.emit(is_signed_lane(tk) ? Op::OpConvertFToS : Op::OpConvertFToU, tt, {safe});
-      id r = select(tk, small, isplat(tk, integer_min(to)),
-                    select(tk, big, isplat(tk, integer_max(to)), conv));
+      id r = select(tk, small, isplat(tk, integer_min(to)), select(tk, big, isplat(tk, top), conv));
       return select(tk, nan, isplat(tk, 0), r);
     }
-    if (is_float_lane(tk)) {  // integer -> float, through f64 for i64 as the CPU does
+    const bool from64 = fk == lane_kind::s64 || fk == lane_kind::u64,
+               to64 = tk == lane_kind::s64 || tk == lane_kind::u64;
+    if (is_float_lane(tk)) {  // integer -> float, through f64 for 64-bit ones as the CPU does
       Op conv = is_signed_lane(fk) ? Op::OpConvertSToF : Op::OpConvertUToF;
-      if (fk == lane_kind::s64 && tk == lane_kind::f32) {
+      if (from64 && tk == lane_kind::f32) {
         id d = m_.emit(conv, vec(lane_kind::f64), {x});
         return round_narrow(to, m_.emit(Op::OpFConvert, tt, {d}));
       }
@@ -341,7 +344,6 @@ class op_lowering : public function_library {
     }
     // integer -> integer: truncate or extend by the source's signedness, then wrap.
     id v = x;
-    bool from64 = fk == lane_kind::s64, to64 = tk == lane_kind::s64;
     if (from64 && !to64) {
       v = m_.emit(Op::OpSConvert, vec(lane_kind::s32), {v});
       if (tk == lane_kind::u32) v = m_.emit(Op::OpBitcast, tt, {v});
@@ -349,10 +351,9 @@ class op_lowering : public function_library {
       // Zero-extended, then (from a signed type) sign-extended by two shifts: llvmpipe (Mesa 22,
       // LLVM 15) compares an OpSConvert result as though it were zero-extended (sext(x) < 0 is
       // false for x = -1), where the stored value is right; the shifts compare correctly.
-      id u64 = m_.type_vector(m_.type_int(64, false), 4);
-      id u32v = m_.type_vector(m_.type_int(32, false), 4);
-      if (is_signed_lane(fk)) v = m_.emit(Op::OpBitcast, u32v, {v});
-      v = m_.emit(Op::OpBitcast, tt, {m_.emit(Op::OpUConvert, u64, {v})});
+      if (is_signed_lane(fk)) v = m_.emit(Op::OpBitcast, uvec4(), {v});
+      v = m_.emit(Op::OpUConvert, vec(lane_kind::u64), {v});
+      if (tk != lane_kind::u64) v = m_.emit(Op::OpBitcast, tt, {v});
       if (is_signed_lane(fk)) {
         id by = isplat(tk, 32);
         v = m_.emit(Op::OpShiftRightArithmetic, tt,

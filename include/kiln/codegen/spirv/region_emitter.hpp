@@ -154,7 +154,8 @@ class region_emitter final : public op_lowering {
   std::string check() const {
     auto needs = [&](dtype t) -> std::string {
       if (t == dtype::f64 && !t_.float64) return "f64 needs shaderFloat64, which the device lacks";
-      if (t == dtype::i64 && !t_.int64) return "i64 needs shaderInt64, which the device lacks";
+      if ((t == dtype::i64 || t == dtype::u64) && !t_.int64)
+        return std::string(name(t)) + " needs shaderInt64, which the device lacks";
       return "";
     };
     if (mb_->r->contraction >= 0) {
@@ -185,8 +186,10 @@ class region_emitter final : public op_lowering {
       if (n.kind == ir::op::cast) {
         dtype from = g_.nodes[n.operands[0]].type;
         if (auto s = needs(from); !s.empty()) return what + ": " + s;
-        if (from == dtype::i64 && lane_of(n.type) == lane_kind::f32 && !t_.float64)
-          return what + ": i64 to float rounds through f64, which needs shaderFloat64";
+        if (size_in_bytes(from) == 8 && !is_floating(from) && lane_of(n.type) == lane_kind::f32 &&
+            !t_.float64)
+          return what + ": " + std::string(name(from)) +
+                 " to float rounds through f64, which needs shaderFloat64";
       }
       if (n.type == dtype::f64 && needs_32bit_float(n.kind))
         return what + ": GLSL.std.450 has no 64-bit form of " + std::string(ir::name(n.kind));
@@ -201,9 +204,11 @@ class region_emitter final : public op_lowering {
     for (const member& m : members_)
       for (auto id : m.r->nodes) {
         f64 = f64 || g_.nodes[id].type == dtype::f64;
-        i64 = i64 || g_.nodes[id].type == dtype::i64;
-        if (g_.nodes[id].kind == ir::op::cast &&
-            g_.nodes[g_.nodes[id].operands[0]].type == dtype::i64)
+        i64 = i64 || g_.nodes[id].type == dtype::i64 || g_.nodes[id].type == dtype::u64;
+        const dtype from = g_.nodes[id].kind == ir::op::cast
+                               ? g_.nodes[g_.nodes[id].operands[0]].type
+                               : dtype::f32;
+        if (from == dtype::i64 || from == dtype::u64)
           f64 = f64 || lane_of(g_.nodes[id].type) == lane_kind::f32;
       }
     f64 = f64 || divide_in_f64_;  // f32 quotients (values.hpp's divide)
@@ -1065,7 +1070,9 @@ class region_emitter final : public op_lowering {
 
   static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
   static std::int64_t highest_of(dtype t) {
-    return t == dtype::u32 ? std::int64_t{0xFFFFFFFF} : integer_max(t);
+    return t == dtype::u32   ? std::int64_t{0xFFFFFFFF}
+           : t == dtype::u64 ? std::int64_t{-1}  // all ones
+                             : integer_max(t);
   }
 
   static constexpr std::size_t no_binding = ~std::size_t{0};

@@ -34,6 +34,8 @@ class value_builder {
         return m_.type_int(32, false);
       case lane_kind::s64:
         return m_.type_int(64, true);
+      case lane_kind::u64:
+        return m_.type_int(64, false);
       default:
         return m_.type_bool();
     }
@@ -69,6 +71,7 @@ class value_builder {
         s = m_.constant_u32(static_cast<std::uint32_t>(iv));
         break;
       case lane_kind::s64:
+      case lane_kind::u64:
         s = m_.constant_64(scalar_type(k), static_cast<std::uint64_t>(iv));
         break;
       case lane_kind::boolean:
@@ -131,7 +134,7 @@ class value_builder {
   bool divide_in_f64_ = false;  // set by the emitter from its target
 
  private:
-  id scalar_types_[6] = {}, vector_types_[6] = {};
+  id scalar_types_[7] = {}, vector_types_[7] = {};  // by lane_kind
   std::map<std::tuple<int, std::uint64_t, std::int64_t>, id> splats_;
 };
 
