@@ -2,16 +2,22 @@
 // iree-compile do together: the module then runs with kiln-run, or executable::load, on any
 // device, without ONNX's library.
 //
-//   kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--variable NAME]... [--no-check]
+//   kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...
+//                    [--value NAME=VALUE|FILE.npy]... [--variable NAME]... [--no-check]
 //
-// --variable makes the initializer NAME a variable of the module (executable::variable), saved
-// with its initializer's value.
+// --shape gives an input's extents (import_options::input_dims: for dimensions without a name to
+// bind). --value gives the graph input NAME its value at import (import_options::input_values): it
+// is then a constant of the module, so that what depends on it alone (a sample rate choosing a
+// branch, a shape) is computed then. VALUE is a scalar: i64 when written as an integer, else f32;
+// a .npy file gives any type and extents. --variable makes the initializer NAME a variable of the
+// module (executable::variable), saved with its initializer's value.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include <kiln/onnx.hpp>
+#include <kiln/runtime/npy.hpp>
 
 namespace {
 
@@ -19,9 +25,31 @@ namespace {
   std::fprintf(stderr,
                "kiln-import-onnx: %s\n"
                "usage: kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... "
-               "[--variable NAME]... [--no-check]\n",
+               "[--shape INPUT=AxBxC]... [--value NAME=VALUE|FILE.npy]... [--variable NAME]...\n"
+               "       [--no-check]\n",
                why.c_str());
   std::exit(2);
+}
+
+// A --value's tensor: a .npy file's, or a scalar (i64 when the text is an integer, else f32).
+kiln::onnx::tensor_data value_of(const std::string& text) {
+  if (text.size() > 4 && text.compare(text.size() - 4, 4, ".npy") == 0) {
+    kiln::runtime::npy_array a = kiln::runtime::read_npy(text);
+    return {a.type, a.dims, std::move(a.bytes)};
+  }
+  char* stop = nullptr;
+  const long long i = std::strtoll(text.c_str(), &stop, 10);
+  if (!text.empty() && *stop == '\0') {
+    std::vector<unsigned char> bytes(8);
+    std::memcpy(bytes.data(), &i, 8);
+    return {kiln::dtype::i64, kiln::shape{}, std::move(bytes)};
+  }
+  const float f = std::strtof(text.c_str(), &stop);
+  if (text.empty() || *stop != '\0')
+    usage("--value takes NAME=NUMBER or NAME=FILE.npy, got '" + text + "'");
+  std::vector<unsigned char> bytes(4);
+  std::memcpy(bytes.data(), &f, 4);
+  return {kiln::dtype::f32, kiln::shape{}, std::move(bytes)};
 }
 
 }  // namespace
@@ -45,6 +73,32 @@ int main(int argc, char** argv) {
       if (eq == std::string::npos || eq == 0 || size < 0 || *stop != '\0')
         usage("--dim takes NAME=SIZE (a size >= 0), got " + v);
       opt.dims[v.substr(0, eq)] = size;
+    } else if (a == "--shape") {
+      std::string v = value("--shape");
+      auto eq = v.find('=');
+      kiln::shape s;
+      bool ok = eq != std::string::npos && eq > 0;
+      for (std::size_t at = eq + 1; ok && at <= v.size();) {
+        char* stop = nullptr;
+        const long long d = std::strtoll(v.c_str() + at, &stop, 10);
+        ok = stop != v.c_str() + at && d >= 0 && s.rank < kiln::max_rank &&
+             (*stop == 'x' || *stop == '\0');
+        if (ok) s.dims[s.rank++] = d;
+        at = static_cast<std::size_t>(stop - v.c_str()) + 1;
+        if (*stop == '\0') break;
+      }
+      if (!ok) usage("--shape takes INPUT=AxBxC (sizes >= 0), got " + v);
+      opt.input_dims[v.substr(0, eq)] = s;
+    } else if (a == "--value") {
+      std::string v = value("--value");
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage("--value takes NAME=VALUE, got " + v);
+      try {
+        opt.input_values[v.substr(0, eq)] = value_of(v.substr(eq + 1));
+      } catch (const kiln::error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+      }
     } else if (a == "--variable") {
       opt.variables.insert(value("--variable"));
     } else if (a == "--no-check") {

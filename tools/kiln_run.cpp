@@ -2,9 +2,13 @@
 // iree-run-module does: inputs from .npy files or literals, results printed and written as .npy.
 // It includes <kiln/runtime.hpp> only: a module runs without the compiler. Given an ONNX model
 // (MODEL.onnx), it runs kiln-import-onnx (beside kiln-run, else on PATH) into a temporary module
-// first, so ONNX's library stays out of kiln-run too.
+// first, so ONNX's library stays out of kiln-run too; --dim, --shape and --value go to the
+// importer (a named dimension's size, an input's extents, an input's value at import:
+// kiln-import-onnx says what each does).
 //
-//   kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--device cpu|vulkan|vulkan:N] [--dump DIR]
+//   kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...
+//            [--value NAME=VALUE|FILE.npy]...
+//            [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
 //            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
 //            [--trust-kernels]   (run the module's own SPIR-V, not kernels emitted from its plan)
@@ -34,16 +38,16 @@
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "kiln-run: %s\n"
-      "usage: kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--device cpu|vulkan|vulkan:N]\n"
-      "         [--dump DIR]\n"
-      "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
-      "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
-      "         [--trust-kernels]\n"
-      "       kiln-run --list-devices\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "kiln-run: %s\n"
+               "usage: kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...\n"
+               "         [--value NAME=VALUE|FILE.npy]...\n"
+               "         [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
+               "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
+               "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
+               "         [--trust-kernels]\n"
+               "       kiln-run --list-devices\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -207,10 +211,10 @@ void list_devices() {
 }
 
 // ONNX model `model` compiled into a temporary module by kiln-import-onnx (beside this program,
-// else on PATH), named dimensions bound as `dims` says (NAME=SIZE each); returns its path. A model
-// the importer refuses ends kiln-run with status 1, its message already on stderr.
+// else on PATH), given the importer's --dim and --value flags `at_import`; returns its path. A
+// model the importer refuses ends kiln-run with status 1, its message already on stderr.
 std::filesystem::path imported_module(const std::string& model,
-                                      const std::vector<std::string>& dims) {
+                                      const std::vector<std::string>& at_import) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "kiln-import-onnx";
@@ -218,7 +222,7 @@ std::filesystem::path imported_module(const std::string& model,
   const fs::path module =
       fs::temp_directory_path() / ("kiln-run-" + std::to_string(::getpid()) + ".kiln");
   std::vector<std::string> words = {importer, model, "-o", module.string()};
-  for (const std::string& d : dims) words.insert(words.end(), {"--dim", d});
+  words.insert(words.end(), at_import.begin(), at_import.end());
   std::vector<char*> command;
   for (std::string& w : words) command.push_back(w.data());
   command.push_back(nullptr);
@@ -247,7 +251,7 @@ std::filesystem::path imported_module(const std::string& model,
 int main(int argc, char** argv) {
   std::string path, device_name = "default";
   std::map<std::string, std::string> inputs, outputs;
-  std::vector<std::string> dims_at_import;
+  std::vector<std::string> at_import;  // --dim and --value, as the importer takes them
   bool signature = false, trust_kernels = false;
   int benchmark = 0;
   for (int i = 1; i < argc; ++i) {
@@ -271,7 +275,11 @@ int main(int argc, char** argv) {
     else if (a.rfind("--input", 0) == 0)
       named("--input", inputs);
     else if (a.rfind("--dim", 0) == 0)
-      dims_at_import.push_back(value("--dim"));
+      at_import.insert(at_import.end(), {"--dim", value("--dim")});
+    else if (a.rfind("--shape", 0) == 0)
+      at_import.insert(at_import.end(), {"--shape", value("--shape")});
+    else if (a.rfind("--value", 0) == 0)
+      at_import.insert(at_import.end(), {"--value", value("--value")});
     else if (a.rfind("--output", 0) == 0)
       named("--output", outputs);
     else if (a == "--signature")
@@ -309,10 +317,11 @@ int main(int argc, char** argv) {
     else if (device_name != "default")
       usage("--device takes cpu, vulkan or vulkan:N");
     const bool onnx = path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
-    if (!onnx && !dims_at_import.empty()) usage("--dim binds an ONNX model's named dimensions");
+    if (!onnx && !at_import.empty())
+      usage("--dim, --shape and --value bind an ONNX model's dimensions and inputs at import");
     kiln::executable m = [&] {
       if (!onnx) return kiln::module::load(path, trust_kernels);
-      const std::filesystem::path module = imported_module(path, dims_at_import);
+      const std::filesystem::path module = imported_module(path, at_import);
       struct removed {
         const std::filesystem::path& p;
         ~removed() {

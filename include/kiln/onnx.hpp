@@ -28,6 +28,9 @@ struct import_options {
   // Sizes for the model's named (symbolic) dimensions, by dim_param: a bound dimension is a
   // static size of the graph. An unbound one stays a run-time size (kiln::dyn) of its input.
   std::map<std::string, std::int64_t, std::less<>> dims;
+  // Extents of graph inputs by name, in place of the declared ones (where a dimension has no name
+  // to bind, or none is declared); each declared static size must agree.
+  std::map<std::string, shape, std::less<>> input_dims;
   // The folder that external tensor data is read from; empty: the model file's own folder (for a
   // model given as bytes, a model with external data then needs it).
   std::filesystem::path external_data_folder;

@@ -185,6 +185,20 @@ declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& op
     fail(errc::unsupported, who + " has element type " + onnx_type_name(tt.elem_type()) +
                                 ", which kiln does not have");
   declared d{*t, std::nullopt};
+  if (auto given = opt.input_dims.find(v.name()); is_input && given != opt.input_dims.end()) {
+    // Extents given for the input replace the declared ones, which they must agree with.
+    const shape& s = given->second;
+    bool agree = !tt.has_shape() || tt.shape().dim_size() == s.rank;
+    for (int i = 0; agree && tt.has_shape() && i < s.rank; ++i)
+      agree = s.dims[i] >= 0 &&
+              (!tt.shape().dim(i).has_dim_value() || tt.shape().dim(i).dim_value() == s.dims[i]);
+    if (!agree)
+      fail(errc::shape_mismatch, "import_options::input_dims['" + v.name() + "'] is " +
+                                     to_string(s) + ", which the model's " + who +
+                                     " does not allow");
+    d.dims = s;
+    return d;
+  }
   if (!tt.has_shape()) return d;
   if (tt.shape().dim_size() > max_rank)
     fail(errc::unsupported,
@@ -367,6 +381,11 @@ imported import_model(ModelProto m, const import_options& opt,
     if (!result.variable_values.count(name))
       fail(errc::invalid_argument,
            "import_options::variables names '" + name + "', which is not an initializer");
+  for (const auto& entry : opt.input_dims)
+    if (std::none_of(gp.input().begin(), gp.input().end(),
+                     [&](const auto& in) { return in.name() == entry.first; }))
+      fail(errc::invalid_argument, "import_options::input_dims names '" + entry.first +
+                                       "', which is not an input of the model");
   for (const auto& [name, t] : opt.input_values) {
     auto it = std::find_if(gp.input().begin(), gp.input().end(),
                            [&](const auto& in) { return in.name() == name; });

@@ -254,6 +254,11 @@ TEST(Conv, OneDimensionalWindows) {
   check({3, 4, 1, 17}, {6, 2, 1, 4}, (p.groups = 2, p), false, seed += 2, true);
   check({3, 4, 1, 9}, {4, 3, 1, 3}, (p.groups = 1, p), true, seed += 2, true);
   check({2, 4, 1, 30}, {4, 1, 1, 5}, (p.groups = 4, p), false, seed += 2, true);  // depthwise
+  // One input channel: many filters over short strided rows (an STFT's), and long unit rows.
+  check({1, 1, 1, 576}, {258, 1, 1, 256}, with(128, 1, 0, 0), false, seed += 2, true);
+  windows q = with(1, 1, 0, 0);
+  q.begin[1] = q.end[1] = 1;
+  check({2, 1, 1, 100}, {8, 1, 1, 3}, q, false, seed += 2, true);
 }
 
 TEST(ConvTranspose, EveryWindowParameterAgainstTheReference) {

@@ -394,6 +394,65 @@ TEST(Modules, KilnRunTakesIntegerLiteralsExactly) {
   std::filesystem::remove(path);
 }
 
+// A view of higher rank than the region that reads it (a reshape adding leading 1s, a reflect
+// pad, reshaped back: how exporters write a 1-D padding, as in a voice-activity model) loads
+// from its module and runs as the executable it came from does.
+TEST(Modules, AViewOfHigherRankThanItsRegionLoads) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {1, 16});
+  auto padded = g.pad(g.reshape(x, {1, 1, 1, 16}), {0, 0, 0, 4, 0, 0, 0, 4}, "reflect");
+  g.output("y", g.mul(g.reshape(padded, {1, 1, 24}), g.constant(2.0)));
+  executable e = compile(g);
+  const compiler::plan& p = e.plan();
+  bool higher = false;
+  for (const auto& r : p.regions)
+    for (auto v : r.views) higher = higher || p.graph.nodes[p.views[v]].dims.rank > r.space.rank;
+  ASSERT_TRUE(higher) << "the plan no longer reads a view of higher rank than its region";
+  executable loaded = executable::from_bytes(e.to_bytes());
+  std::vector<float> xs(16), y(24), z(24);
+  for (int i = 0; i < 16; ++i) xs[i] = float(i * i) - 3;
+  e.run({xs}, {y}, device::cpu());
+  loaded.run({xs}, {z}, device::cpu());
+  for (int j = 0; j < 24; ++j) {
+    const int k = j < 4 ? 4 - j : j > 19 ? 34 - j : j - 4;  // reflected into [0, 16)
+    EXPECT_EQ(y[j], 2 * xs[k]) << j;
+    EXPECT_EQ(z[j], y[j]) << j;
+  }
+}
+
+// Two views of one product read by one region (an LSTM's gates, as slices of one MatMul): the
+// region lists the product once, and the plan loads from its module and runs as it came.
+TEST(Modules, ViewsOfOneValueInARegionLoad) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {2, 3});
+  auto w = g.input("w", dtype::f32, {3, 8});
+  auto m = g.matmul(x, w);
+  g.output("y", g.mul(g.slice(m, {0}, {4}, {1}), g.sigmoid(g.slice(m, {4}, {8}, {1}))));
+  executable e = compile(g);
+  const compiler::plan& p = e.plan();
+  bool shared = false;
+  for (const auto& r : p.regions)
+    for (std::size_t i = 0; i < r.views.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        shared = shared || p.view_bases[r.views[i]] == p.view_bases[r.views[j]];
+  ASSERT_TRUE(shared) << "the plan no longer reads two views of one value in a region";
+  executable loaded = executable::from_bytes(e.to_bytes());
+  std::vector<float> xs = {1, -2, 0.5f, 0.25f, 3, -1}, ws(24), y(8), z(8);
+  for (int i = 0; i < 24; ++i) ws[i] = 0.1f * float((i * 5) % 7) - 0.3f;
+  e.run({xs, ws}, {y}, device::cpu());
+  loaded.run({xs, ws}, {z}, device::cpu());
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double a = 0, b = 0;
+      for (int k = 0; k < 3; ++k) {
+        a += double(xs[i * 3 + k]) * ws[k * 8 + j];
+        b += double(xs[i * 3 + k]) * ws[k * 8 + 4 + j];
+      }
+      EXPECT_NEAR(y[i * 4 + j], a / (1 + std::exp(-b)), 1e-5) << i << "," << j;
+      EXPECT_EQ(z[i * 4 + j], y[i * 4 + j]) << i << "," << j;
+    }
+}
+
 TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
   const std::vector<std::uint8_t> good = mlp_layer().to_bytes();
   auto load_error = [](std::vector<std::uint8_t> b) {

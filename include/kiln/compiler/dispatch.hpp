@@ -360,12 +360,16 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (load_view[id] && !(materialized[id] && id != produced)) v.push_back(id);
     return v;
   };
+  // Each once: several views may read one value (an LSTM's gates, slices of one product).
   auto view_loads_of = [&](const region& r, std::int32_t produced) {
     std::vector<std::int32_t> loaded;
+    auto load = [&](std::int32_t id) {
+      if (materialized[id] && std::find(loaded.begin(), loaded.end(), id) == loaded.end())
+        loaded.push_back(id);
+    };
     for (auto id : views_of(r, produced)) {
-      if (materialized[view_base[id]]) loaded.push_back(view_base[id]);
-      for (auto i : indices_of(id))
-        if (materialized[i]) loaded.push_back(i);
+      load(view_base[id]);
+      for (auto i : indices_of(id)) load(i);
     }
     return loaded;
   };

@@ -306,13 +306,18 @@ inline void check_plan(const module_contents& m, module_reader& r) {
     // before it, and it stores at least one value (the back ends index these without checks).
     if (reg.results.empty() && reg.writes.empty()) r.fail("corrupt plan: a region stores nothing");
     // Every slot it lists is one of its nodes (the executors lay out and copy each), read over
-    // the space: each of its sizes that size or 1 (a contraction's operands are packed instead).
+    // the space: each of its sizes that size or 1, right-aligned, and any axes beyond the space's
+    // rank of size 1 (a view of a reshape that adds leading 1s); a contraction's operands are
+    // packed instead.
     auto fits_space = [&](std::int32_t id) {
       const shape& s = g.nodes[id].dims;
-      bool ok = s.rank <= reg.space.rank;
+      const int extra = s.rank - reg.space.rank;
+      bool ok = true;
       for (int i = 0; ok && i < s.rank; ++i) {
-        const std::int64_t d = s.dims[i], e = reg.space.dims[reg.space.rank - s.rank + i];
-        ok = d == e || d == 1 || ir::is_symbol(d);
+        const std::int64_t d = s.dims[i];
+        ok = i < extra
+                 ? d == 1
+                 : d == reg.space.dims[reg.space.rank - s.rank + i] || d == 1 || ir::is_symbol(d);
       }
       return ok || reg.contraction >= 0;
     };
