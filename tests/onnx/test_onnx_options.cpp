@@ -318,6 +318,43 @@ TEST(OnnxOptions, NamedDimensionLeftToTheCallRunsAtAnySize) {
   }
 }
 
+// An input whose dimension has neither a size nor a name (as some exporters leave it) gets its
+// extents from import_options::input_dims: a reflect Pad, which needs its axis's size at import,
+// then imports. Extents that contradict a declared size, or name no input, are refused.
+TEST(OnnxOptions, InputDimsGiveExtentsThatHaveNoName) {
+  model_builder b;
+  b.input("x", {std::int64_t{1}, std::int64_t{1}});
+  b.g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->Clear();
+  b.ints("pads", {0, 2, 0, 2});
+  auto* mode = b.node("Pad", {"x", "pads"}, {"y"})->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(::onnx::AttributeProto::STRING);
+  mode->set_s("reflect");
+  b.output("y", {std::int64_t{1}, std::int64_t{10}});
+  const std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+  EXPECT_NE(why.find("run-time size"), std::string::npos) << why;
+  kiln::onnx::import_options opt;
+  opt.input_dims["x"] = kiln::shape{1, 6};
+  kiln::executable e = kiln::compile(kiln::onnx::import_bytes(b.bytes(), opt).graph);
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  std::vector<float> y(10);
+  e.run({x}, {y}, kiln::device::cpu());
+  EXPECT_EQ(y, (std::vector<float>{3, 2, 1, 2, 3, 4, 5, 6, 5, 4}));
+  opt.input_dims["x"] = kiln::shape{2, 6};
+  EXPECT_NE(refusal(b.bytes(), opt, kiln::errc::shape_mismatch)
+                .find("import_options::input_dims['x'] is [2, 6], which the model's graph value "
+                      "'x' does not allow"),
+            std::string::npos);
+  opt.input_dims.clear();
+  opt.input_dims["nothing"] = kiln::shape{1};
+  refusal(b.bytes(), opt, kiln::errc::invalid_argument);
+}
+
 TEST(OnnxOptions, InputValuesGivenAtImportAreConstants) {
   model_builder b;
   b.input("x", {std::int64_t{2}, std::int64_t{3}});
