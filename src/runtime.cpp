@@ -8,3 +8,10 @@
 #define KILN_SEPARATE_RUNTIME
 #endif
 #include <kiln/executable.hpp>
+
+// kiln::fn's services (function.hpp's detail::fn_door): here, unless the build compiles them in
+// an object of their own (kiln's CMake package does, so that a program that only runs modules
+// links no compiler pass).
+#ifndef KILN_FN_DOOR_APART
+#include "fn_door.cpp"
+#endif

@@ -39,11 +39,14 @@ KILN_RUNTIME_API void reproduce_fn(const compiler::plan& plan, const compiler::f
 // A failed compile(): with KILN_REPRO_DIR set, the graph and the error written to a fresh folder
 // there, and e thrown again naming it; else e.
 [[noreturn]] KILN_RUNTIME_API void compile_failed(const ir::graph& ir, const error& e);
-// Gives kiln::fn what only this door has (function.hpp, detail::fn_door), once per program.
+#if !defined(KILN_SEPARATE_RUNTIME)
+// Gives kiln::fn what only this door has (function.hpp, detail::fn_door), once per program. With
+// the runtime library, its object src/fn_door.cpp does (linked by the programs that use kiln::fn).
 inline const bool fn_door_given = [] {
   fn_door_services = {&compile_traced_fn, &run_traced_fn, &save_fn, &reproduce_fn};
   return true;
 }();
+#endif
 }  // namespace detail
 
 namespace detail {

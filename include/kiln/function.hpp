@@ -55,8 +55,20 @@ struct fn_door {
                     const char* name) = nullptr;
 };
 inline fn_door fn_door_services;
+#if defined(KILN_SEPARATE_RUNTIME)
+// Defined by the runtime library's object that fills fn_door_services (src/fn_door.cpp). Every
+// use of the services reads it, so a program that uses kiln::fn links that object, and one that
+// only runs modules links neither it nor the compiler that compile_traced_fn brings.
+extern const bool fn_door_registered;
+#endif
+inline const fn_door& fn_door_linked() {
+#if defined(KILN_SEPARATE_RUNTIME)
+  [[maybe_unused]] volatile bool linked = fn_door_registered;
+#endif
+  return fn_door_services;
+}
 inline const fn_door& need_fn_door(const char* what) {
-  if (!fn_door_services.save)
+  if (!fn_door_linked().save)
     throw error(errc::unsupported, "fn",
                 std::string(what) +
                     " needs <kiln/executable.hpp> in one translation unit of the program "
@@ -495,7 +507,7 @@ class function {
                                order->keep,
                                {},
                                {}};
-      if (auto* reproduce = detail::fn_door_services.reproduce)
+      if (auto* reproduce = detail::fn_door_linked().reproduce)
         call.reproduce = [reproduce, d, args = call.args](const error& e) {
           reproducer_of(reproduce, d, args, e);
         };
@@ -515,7 +527,7 @@ class function {
         runtime::execute(d, detail::program_of<F, P...>(), in, out_refs, sym.data(), "fn", on_host,
                          ws);
       } catch (const error& e) {
-        if (auto* reproduce = detail::fn_door_services.reproduce)
+        if (auto* reproduce = detail::fn_door_linked().reproduce)
           reproducer_of(reproduce, d, in, e);  // throws e naming it, where KILN_REPRO_DIR is set
         throw;
       }

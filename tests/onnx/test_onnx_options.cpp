@@ -1019,8 +1019,29 @@ TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
                  " > /dev/null 2>&1")
                     .c_str())),
             1);
+  // --value gives that model's input at import, where kiln computes Unique: kiln-run then runs
+  // the module with no input.
+  {
+    const fs::path unique = fs::path(root) / "node" / "test_unique_not_sorted_without_axis";
+    const auto x = kiln::onnx::read_tensor(unique / "test_data_set_0" / "input_0.pb");
+    const auto y_want = kiln::onnx::read_tensor(unique / "test_data_set_0" / "output_0.pb");
+    const fs::path x_npy = folder / "x.npy", y_npy = folder / "unique_y.npy";
+    kiln::runtime::write_npy(x_npy.string(), x.type, x.dims, x.bytes.data());
+    const std::string with_value =
+        std::string(KILN_RUN_PATH) + " " + (unique / "model.onnx").string() +
+        " --value X=" + x_npy.string() + " --output Y=" + y_npy.string() + " > /dev/null 2>&1";
+    ASSERT_EQ(std::system(with_value.c_str()), 0) << with_value;
+    kiln::runtime::npy_array y = kiln::runtime::read_npy(y_npy.string());
+    EXPECT_EQ(y.dims, y_want.dims);
+    EXPECT_EQ(y.bytes, y_want.bytes);
+  }
   fs::remove_all(folder);
-  // A usage mistake exits 2, a model kiln refuses 1.
+  // A usage mistake exits 2 (an extent that is not a number among them), a model kiln refuses 1.
+  EXPECT_EQ(WEXITSTATUS(std::system((std::string(KILN_IMPORT_ONNX_PATH) + " " +
+                                     (test / "model.onnx").string() + " -o " + module.string() +
+                                     " --shape a=2xq 2>/dev/null")
+                                        .c_str())),
+            2);
   EXPECT_EQ(WEXITSTATUS(std::system((std::string(KILN_IMPORT_ONNX_PATH) + " 2>/dev/null").c_str())),
             2);
   std::string refused =

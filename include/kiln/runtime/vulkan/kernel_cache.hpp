@@ -271,7 +271,6 @@ inline const spirv::kernel& kernel_of_regions(const runtime::program& prog, cons
 #if KILN_RUNTIME_BODY
 }  // namespace kiln::vulkan
 
-#include "kiln/compiler/canonicalize.hpp"
 #include "kiln/compiler/dispatch.hpp"
 #include "kiln/runtime/cpu/kernels.hpp"
 
@@ -286,7 +285,10 @@ KILN_RUNTIME_API program::program(const char* prefix, const ir::graph& traced, c
   name_ = name;
   if (const auto& dir = vulkan::dump_directory(); !dir.empty()) {
     std::string files[][2] = {{"0-traced.ir", ir::print(traced)},
-                              {"1-canonical.ir", ir::print(compiler::canonicalize(traced))},
+                              // The plan's graph is the canonical one (compiler::compile): a
+                              // program does not run the canonicalizer, so a module runner
+                              // links none of it.
+                              {"1-canonical.ir", ir::print(plan_.graph)},
                               {"2-regions.txt", compiler::print_regions(plan_)},
                               {"3-plan.txt", text},
                               {"4-cpu.txt", cpu::describe_plan(plan_)}};
