@@ -44,7 +44,7 @@ async function main() {
   for (const [label, file, spec] of models) {
     const model = path.join(pkg, file);
     if (!fs.existsSync(model)) continue;
-    const session = await ort.InferenceSession.create(
+    const loaded = await ort.InferenceSession.create(
         model, {intraOpNumThreads: threads, interOpNumThreads: 1});
     const feeds = {};
     for (const [name, [type, dims, fill]] of Object.entries(spec)) {
@@ -54,13 +54,13 @@ async function main() {
       feeds[name] = new ort.Tensor(type, data, dims);
       writeNpy(path.join(out, `${label}.in.${name}.npy`), type, dims, data);
     }
-    const results = await session.run(feeds);
+    const results = await loaded.run(feeds);
     for (const [name, t] of Object.entries(results))
       writeNpy(path.join(out, `${label}.ort.${name}.npy`), t.type, t.dims, t.data);
     const times = [];
     for (let i = 0; i < 200; ++i) {
       const t0 = process.hrtime.bigint();
-      await session.run(feeds);
+      await loaded.run(feeds);
       times.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
     times.sort((a, b) => a - b);
