@@ -33,6 +33,13 @@ value unbroadcast(graph& g, value grad, const shape& target) {
                                    : g.reshape(grad, std::span(target.dims.data(), target.rank));
 }
 
+// v's extents, as expand takes them (run-time ones too).
+std::vector<graph::extent> extents_of(const graph& g, value v) {
+  std::vector<graph::extent> e;
+  for (int a = 0; a < g.dims_of(v).rank; ++a) e.push_back(g.extent_of(v, a));
+  return e;
+}
+
 value transpose_last_two(graph& g, value x) {
   const int r = g.dims_of(x).rank;
   std::vector<std::int64_t> perm;
@@ -74,9 +81,7 @@ std::vector<slot> lower_gradient(node_context& c, const ::onnx::GraphProto& gp, 
     c.fail(errc::invalid_argument, "y '" + y + "' is not computed from xs before the node");
   std::map<std::string, value> grads;
   const value y_value = forward(y);
-  std::vector<graph::extent> y_extents;
-  for (int i = 0; i < g.dims_of(y_value).rank; ++i) y_extents.push_back(g.extent_of(y_value, i));
-  grads.emplace(y, g.expand(g.constant(1.0, g.type_of(y_value)), y_extents));
+  grads.emplace(y, g.expand(g.constant(1.0, g.type_of(y_value)), extents_of(g, y_value)));
   auto add_grad = [&](const std::string& name, value grad) {
     auto [it, fresh] = grads.emplace(name, grad);
     if (!fresh) it->second = g.add(it->second, grad);
@@ -154,14 +159,12 @@ std::vector<slot> lower_gradient(node_context& c, const ::onnx::GraphProto& gp, 
 
   std::vector<slot> out(xs.size());
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    const value x = forward(xs[i]);
     auto it = grads.find(xs[i]);
     if (it != grads.end()) {
       out[i].value = it->second;
     } else {  // y does not depend on this x
-      std::vector<graph::extent> e;
-      for (int a = 0; a < g.dims_of(x).rank; ++a) e.push_back(g.extent_of(x, a));
-      out[i].value = g.expand(g.constant(0.0, g.type_of(x)), e);
+      const value x = forward(xs[i]);
+      out[i].value = g.expand(g.constant(0.0, g.type_of(x)), extents_of(g, x));
     }
   }
   return out;

@@ -46,10 +46,8 @@ constexpr std::optional<scalar> fold(ir::op o, dtype result, const scalar* v) {
     case op::neg:
       return fl ? num(-fa) : integer(0 - ua);
     case op::abs:
-      return fl ? num(fa == 0  ? 0.0
-                      : fa < 0 ? -fa
-                               : fa)
-                : integer(a.i < 0 && !is_unsigned ? 0 - ua : ua);
+      if (fl) return num(fa == 0 ? 0.0 : fa < 0 ? -fa : fa);
+      return integer(a.i < 0 && !is_unsigned ? 0 - ua : ua);
     case op::min:
       // As the kernels: x < y ? x : y (so min(-0, 0) is 0), NaN in either operand propagates.
       if (fl) return num(fa != fa || fb != fb ? fa + fb : (fa < fb ? fa : fb));

@@ -69,22 +69,30 @@ constexpr std::int64_t integer_max(dtype t) {
   }
 }
 
-// Float to integer: truncates toward zero, saturates at the type's range, NaN becomes 0.
-// (C++ leaves out-of-range conversions undefined; kiln defines them so every back end agrees.)
+// The largest value of integer dtype t (u64's too, which an int64 cannot hold).
+constexpr std::uint64_t unsigned_max(dtype t) {
+  return t == dtype::u64 ? std::numeric_limits<std::uint64_t>::max()
+                         : static_cast<std::uint64_t>(integer_max(t));
+}
+
+// The smallest double above every value of integer dtype t, exact: 2^63 for i64, 2^64 for u64,
+// the largest value + 1 for the others (a float at or above it saturates).
+constexpr double integer_end(dtype t) {
+  return t == dtype::i64   ? 9223372036854775808.0
+         : t == dtype::u64 ? 18446744073709551616.0
+                           : static_cast<double>(integer_max(t)) + 1.0;
+}
+
+// Float to integer: truncates toward zero, saturates at the type's range, NaN becomes 0; a u64
+// is its bits. (C++ leaves out-of-range conversions undefined; kiln defines them so every back
+// end agrees.)
 constexpr std::int64_t float_to_integer(dtype t, double v) {
   if (v != v) return 0;
   if (t == dtype::boolean) return v != 0;
-  if (t == dtype::u64) {  // 2^64 is exact as a double; the result is the u64's bits
-    if (v <= 0) return 0;
-    if (v >= 18446744073709551616.0) return -1;
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(v));
-  }
-  // The bounds as doubles: 2^63 is exact, so compare with >=; smaller types' bounds are exact.
-  double lo = static_cast<double>(integer_min(t));
-  double hi = t == dtype::i64 ? 9223372036854775808.0 : static_cast<double>(integer_max(t)) + 1.0;
-  if (v <= lo) return integer_min(t);
-  if (v >= hi) return integer_max(t);
-  return static_cast<std::int64_t>(v);
+  if (v <= static_cast<double>(integer_min(t))) return integer_min(t);
+  if (v >= integer_end(t)) return static_cast<std::int64_t>(unsigned_max(t));
+  return t == dtype::u64 ? static_cast<std::int64_t>(static_cast<std::uint64_t>(v))
+                         : static_cast<std::int64_t>(v);
 }
 
 // Rounds a double to the values representable in floating dtype t (f32 or narrower via f32).
@@ -106,12 +114,6 @@ constexpr double round_to_float(dtype t, double v) {
     default:
       return v;
   }
-}
-
-// The largest value of integer dtype t (u64's too, which an int64 cannot hold).
-constexpr std::uint64_t unsigned_max(dtype t) {
-  return t == dtype::u64 ? std::numeric_limits<std::uint64_t>::max()
-                         : static_cast<std::uint64_t>(integer_max(t));
 }
 
 // A scalar of any dtype: floats keep a double, integers and bool an int64 (u32 fits; a u64 is

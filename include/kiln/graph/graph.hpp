@@ -499,11 +499,7 @@ KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t, const
 
 KILN_RUNTIME_API graph::value graph::constant(double v, dtype t) {
   if (is_valid(t) && is_integer(t)) {
-    double lo = static_cast<double>(integer_min(t));
-    double hi = t == dtype::i64   ? 9223372036854775808.0   // 2^63, exact as a double
-                : t == dtype::u64 ? 18446744073709551616.0  // 2^64
-                                  : static_cast<double>(integer_max(t)) + 1.0;
-    if (!(v == std::trunc(v) && v >= lo && v < hi))
+    if (!(v == std::trunc(v) && v >= static_cast<double>(integer_min(t)) && v < integer_end(t)))
       throw error(errc::invalid_argument, "constant",
                   std::to_string(v) + " is not a value of " + std::string(kiln::name(t)) +
                       " (integer constants: pass an integer, not a double)");

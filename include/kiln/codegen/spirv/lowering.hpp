@@ -317,19 +317,17 @@ class op_lowering : public function_library {
       return round_narrow(to, v);
     }
     if (is_float_lane(fk)) {  // float -> integer
-      double lo = static_cast<double>(integer_min(to));
-      double hi = to == dtype::i64   ? 9223372036854775808.0
-                  : to == dtype::u64 ? 18446744073709551616.0
-                                     : static_cast<double>(integer_max(to)) + 1.0;
-      const std::int64_t top = to == dtype::u64 ? -1 : integer_max(to);  // u64's: all ones
-      id small = m_.emit(Op::OpFOrdLessThanEqual, bvec4(), {x, fsplat(fk, lo)});
-      id big = m_.emit(Op::OpFOrdGreaterThanEqual, bvec4(), {x, fsplat(fk, hi)});
+      const std::int64_t lowest = integer_min(to),
+                         top = static_cast<std::int64_t>(unsigned_max(to));
+      id small =
+          m_.emit(Op::OpFOrdLessThanEqual, bvec4(), {x, fsplat(fk, static_cast<double>(lowest))});
+      id big = m_.emit(Op::OpFOrdGreaterThanEqual, bvec4(), {x, fsplat(fk, integer_end(to))});
       id nan = m_.emit(Op::OpIsNan, bvec4(), {x});
       id out =
           m_.emit(Op::OpLogicalOr, bvec4(), {m_.emit(Op::OpLogicalOr, bvec4(), {small, big}), nan});
       id safe = select(fk, out, fsplat(fk, 0), x);
       id conv = m_.emit(is_signed_lane(tk) ? Op::OpConvertFToS : Op::OpConvertFToU, tt, {safe});
-      id r = select(tk, small, isplat(tk, integer_min(to)), select(tk, big, isplat(tk, top), conv));
+      id r = select(tk, small, isplat(tk, lowest), select(tk, big, isplat(tk, top), conv));
       return select(tk, nan, isplat(tk, 0), r);
     }
     const bool from64 = fk == lane_kind::s64 || fk == lane_kind::u64,

@@ -1069,10 +1069,8 @@ class region_emitter final : public op_lowering {
       function_ref<void(id row, id col, id v)> epilogue);
 
   static std::int64_t lowest_of(dtype t) { return is_signed_integer(t) ? integer_min(t) : 0; }
-  static std::int64_t highest_of(dtype t) {
-    return t == dtype::u32   ? std::int64_t{0xFFFFFFFF}
-           : t == dtype::u64 ? std::int64_t{-1}  // all ones
-                             : integer_max(t);
+  static std::int64_t highest_of(dtype t) {  // a u64's as its bits
+    return static_cast<std::int64_t>(unsigned_max(t));
   }
 
   static constexpr std::size_t no_binding = ~std::size_t{0};
