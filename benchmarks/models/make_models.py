@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The model blocks kiln is measured on against ONNX Runtime, written as ONNX files the way
 exporters write them (opset 17, seeded weights, a dynamic batch): a BERT-base encoder layer with
-an attention mask, an MLP (256x1024 -> 4096 -> 1024), two ResNet-50 bottleneck blocks and a
-MobileNetV3-small-style block (depthwise convolutions, squeeze-excite, hard-swish).
+an attention mask (batch and sequence length dynamic, heads split by Shape subgraphs), an MLP
+(256x1024 -> 4096 -> 1024), two ResNet-50 bottleneck blocks, a MobileNetV3-small-style block
+(depthwise convolutions, squeeze-excite, hard-swish) and a GPT-2-small-style decoder step with
+past keys and values (two layers, a 2048-token vocabulary).
 
 Usage: make_models.py OUT_DIR   (writes OUT_DIR/<name>.onnx; Debian's python3-onnx, numpy)
 """
@@ -76,27 +78,42 @@ def gelu(b, x):  # erf form, as PyTorch exports nn.GELU
     return b.op("Mul", [b.op("Mul", [x, b.op("Add", [inner, b.const(1.0)])]), b.const(0.5)])
 
 
-def bert_layer(seq=128, width=768, heads=12, hidden=3072):
+def shape_pieces(b, t):
+    """[batch] and [seq] of t [batch, seq, ...] as exporters compute them (Shape, Gather,
+    Unsqueeze): run-time sizes where the model leaves them open."""
+    shape = b.op("Shape", [t])
+    return [b.op("Unsqueeze", [b.op("Gather", [shape, b.const(i, np.int64)], axis=0),
+                               b.const([0], np.int64)]) for i in (0, 1)]
+
+
+def attention(b, q, k, v, additive, head, pieces, width):
+    """Softmax(q k' / sqrt(head) + additive) v over [B, H, S, D], merged back to [B, S, W]."""
+    scores = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                          b.const(np.sqrt(head))])
+    probs = b.op("Softmax", [b.op("Add", [scores, additive])], axis=-1)
+    context = b.op("Transpose", [b.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    merged = b.op("Concat", pieces + [b.const([width], np.int64)], axis=0)
+    return b.op("Reshape", [context, merged])
+
+
+def bert_layer(seq="seq", width=768, heads=12, hidden=3072):
     """One encoder layer: self-attention with an additive mask from a [batch, seq] 0/1 mask."""
     b = Builder(1)
     head = width // heads
     x, mask = "hidden_states", "attention_mask"
+    pieces = shape_pieces(b, x)
+    split = b.op("Concat", pieces + [b.const([heads, head], np.int64)], axis=0)
 
     def split_heads(t):  # [B, S, W] -> [B, H, S, D]
-        t = b.op("Reshape", [t, b.const([0, 0, heads, head], np.int64)])
-        return b.op("Transpose", [t], perm=[0, 2, 1, 3])
+        return b.op("Transpose", [b.op("Reshape", [t, split])], perm=[0, 2, 1, 3])
 
     q = split_heads(dense(b, x, width, width))
     k = split_heads(dense(b, x, width, width))
     v = split_heads(dense(b, x, width, width))
-    scores = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]),
-                          b.const(np.sqrt(head))])
     # (1 - mask) * -10000, broadcast over heads and query rows: [B, 1, 1, S]
     m = b.op("Unsqueeze", [b.op("Cast", [mask], to=TensorProto.FLOAT), b.const([1, 2], np.int64)])
     additive = b.op("Mul", [b.op("Sub", [b.const(1.0), m]), b.const(-10000.0)])
-    probs = b.op("Softmax", [b.op("Add", [scores, additive])], axis=-1)
-    context = b.op("Transpose", [b.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-    context = b.op("Reshape", [context, b.const([0, 0, width], np.int64)])
+    context = attention(b, q, k, v, additive, head, pieces, width)
     attn = layer_norm(b, b.op("Add", [dense(b, context, width, width), x]), width)
     ffn = dense(b, gelu(b, dense(b, attn, width, hidden)), hidden, width)
     out = layer_norm(b, b.op("Add", [ffn, attn]), width)
@@ -106,6 +123,66 @@ def bert_layer(seq=128, width=768, heads=12, hidden=3072):
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", seq, width]),
          helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", seq])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", seq, width])])
+
+
+def gpt2_step(layers=2, width=768, heads=12, vocab=2048, positions=1024):
+    """A decoder step with a cache, as exporters write GPT-2: token and position ids [batch, seq],
+    each layer's past keys and values [batch, heads, past, 64] in and the grown ones (a Concat
+    along the sequence: past + seq) out, a 0/1 attention mask [batch, total] widened by Expand to
+    [batch, 1, 1, past + seq] (an Add of run-time sizes), pre-norm blocks, tied output
+    embedding."""
+    b = Builder(5)
+    head = width // heads
+    wte = b.weight([vocab, width], 0.02)
+    h = b.op("Add", [b.op("Gather", [wte, "input_ids"], axis=0),
+                     b.op("Gather", [b.weight([positions, width], 0.01), "position_ids"], axis=0)])
+    pieces = shape_pieces(b, h)
+    split = b.op("Concat", pieces + [b.const([heads, head], np.int64)], axis=0)
+    past_len = b.op("Gather", [b.op("Shape", ["past_key_values.0.key"]), b.const(2, np.int64)],
+                    axis=0)
+    key_len = b.op("Add", [past_len, b.op("Squeeze", [pieces[1], b.const([0], np.int64)])])
+    mask_shape = b.op("Concat", [pieces[0], b.const([1, 1], np.int64),
+                                 b.op("Unsqueeze", [key_len, b.const([0], np.int64)])], axis=0)
+    m = b.op("Unsqueeze", [b.op("Cast", ["attention_mask"], to=TensorProto.FLOAT),
+                           b.const([1, 2], np.int64)])
+    additive = b.op("Expand", [b.op("Mul", [b.op("Sub", [b.const(1.0), m]), b.const(-10000.0)]),
+                               mask_shape])
+    cache_in, cache_out = [], []
+    for layer in range(layers):
+        a = layer_norm(b, h, width)
+        qkv = [b.name(part) for part in ("q", "k", "v")]
+        b.nodes.append(helper.make_node("Split", [dense(b, a, width, 3 * width),
+                                                  b.const([width] * 3, np.int64)], qkv, axis=2))
+        q, k, v = (b.op("Transpose", [b.op("Reshape", [t, split])], perm=[0, 2, 1, 3])
+                   for t in qkv)
+        grown = []
+        for kind, new in (("key", k), ("value", v)):
+            past, present = f"past_key_values.{layer}.{kind}", f"present.{layer}.{kind}"
+            b.nodes.append(helper.make_node("Concat", [past, new], [present], axis=2))
+            cache_in.append(helper.make_tensor_value_info(
+                past, TensorProto.FLOAT, ["batch", heads, "past", head]))
+            cache_out.append(helper.make_tensor_value_info(
+                present, TensorProto.FLOAT, ["batch", heads, "past + seq", head]))
+            grown.append(present)
+        context = attention(b, q, grown[0], grown[1], additive, head, pieces, width)
+        h = b.op("Add", [h, dense(b, context, width, width)])
+        f = dense(b, layer_norm(b, h, width), width, 4 * width)
+        # GPT-2's tanh form of GELU
+        cube = b.op("Mul", [f, b.op("Mul", [f, f])])
+        inner = b.op("Mul", [b.op("Add", [f, b.op("Mul", [cube, b.const(0.044715)])]),
+                             b.const(np.sqrt(2.0 / np.pi))])
+        f = b.op("Mul", [b.op("Mul", [f, b.const(0.5)]),
+                         b.op("Add", [b.op("Tanh", [inner]), b.const(1.0)])])
+        h = b.op("Add", [h, dense(b, f, 4 * width, width)])
+    b.nodes.append(helper.make_node("MatMul", [layer_norm(b, h, width),
+                                               b.op("Transpose", [wte], perm=[1, 0])], ["logits"]))
+    ids = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.INT64, dims)  # noqa: E731
+    return b.model(
+        "gpt2_step",
+        [ids("input_ids", ["batch", "seq"]), ids("position_ids", ["batch", "seq"]),
+         ids("attention_mask", ["batch", "total"])] + cache_in,
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", vocab])] +
+        cache_out)
 
 
 def mlp(tokens=256, width=1024, hidden=4096):
@@ -163,7 +240,8 @@ def mobilenet_block(height=224, width=224):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     models = {"bert_layer": bert_layer(), "mlp": mlp(), "resnet_stages": resnet_stages(),
-              "mobilenet_224": mobilenet_block(), "mobilenet_48x192": mobilenet_block(48, 192)}
+              "mobilenet_224": mobilenet_block(), "mobilenet_48x192": mobilenet_block(48, 192),
+              "gpt2_step": gpt2_step()}
     for name, m in models.items():
         onnx.save(m, f"{out}/{name}.onnx")
         print(f"{out}/{name}.onnx: {len(m.graph.node)} nodes, "

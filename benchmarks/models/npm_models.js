@@ -6,6 +6,7 @@
 const ort = require('onnxruntime-node');
 const fs = require('fs');
 const path = require('path');
+const {writeNpy} = require('./npy.js');
 
 // [label, model file, inputs {name: [type, dims, fill(i)]}]
 const chunk = (i) => 0.5 * Math.sin(0.05 * i) + 0.1 * Math.sin(0.91 * i);
@@ -21,21 +22,6 @@ const models = [
     input: ['float32', [1, 512], chunk], state: ['float32', [2, 1, 128], small],
     sr: ['int64', [], () => 16000]}],
 ];
-
-// A .npy file (version 1.0, little-endian, C order) of a float32 or int64 array.
-function writeNpy(file, type, dims, data) {
-  const descr = type === 'int64' ? '<i8' : '<f4';
-  const shape = dims.length === 1 ? `(${dims[0]},)` : `(${dims.join(', ')})`;
-  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
-  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
-  const head = Buffer.alloc(10);
-  head.write('\x93NUMPY', 0, 'latin1');
-  head[6] = 1;
-  head[7] = 0;
-  head.writeUInt16LE(header.length, 8);
-  const body = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), body]));
-}
 
 async function main() {
   const [pkg, out, threadArg] = process.argv.slice(2);

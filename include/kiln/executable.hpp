@@ -127,7 +127,11 @@ KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_c
       if (supplied == (pass == 1)) moved_to[a] = next++;
     }
   std::vector<ir::input_decl> decls(ir.inputs.size());
-  for (std::size_t a = 0; a < ir.inputs.size(); ++a) decls[moved_to[a]] = ir.inputs[a];
+  for (std::size_t a = 0; a < ir.inputs.size(); ++a) {
+    decls[moved_to[a]] = ir.inputs[a];
+    for (std::int32_t& s : decls[moved_to[a]].same_as)  // parameters keep their order
+      if (s != 0) s = ir::same_as_code(moved_to[(s - 1) / max_rank], (s - 1) % max_rank);
+  }
   ir.inputs = std::move(decls);
   for (auto& n : ir.nodes)
     if (n.kind == ir::op::input) n.arg = moved_to[n.arg];

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <climits>
 #include <fstream>
+#include <map>
 #include <unordered_map>
 
 #include "kiln/runtime/files.hpp"
@@ -171,6 +172,7 @@ void prepare(ModelProto& m, const import_options& opt, model_info& info) {
 struct declared {
   dtype type;
   std::optional<shape> dims;
+  std::array<std::string, max_rank> names{};  // the named dimensions left to the call
 };
 
 declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& opt, model_info& info,
@@ -220,9 +222,11 @@ declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& op
           fail(errc::invalid_argument, "import_options::dims binds '" + dim.dim_param() + "' to " +
                                            std::to_string(bound->second));
         s.dims[i] = bound->second;
-      } else if (is_input && std::find(info.symbolic_dims.begin(), info.symbolic_dims.end(),
-                                       dim.dim_param()) == info.symbolic_dims.end()) {
-        info.symbolic_dims.push_back(dim.dim_param());
+      } else if (is_input) {
+        d.names[static_cast<std::size_t>(i)] = dim.dim_param();
+        if (std::find(info.symbolic_dims.begin(), info.symbolic_dims.end(), dim.dim_param()) ==
+            info.symbolic_dims.end())
+          info.symbolic_dims.push_back(dim.dim_param());
       }
     }
   }
@@ -405,12 +409,25 @@ imported import_model(ModelProto m, const import_options& opt,
                                      to_string(t.dims));
     values.own[name].known = host_tensor{t.type, t.dims, t.bytes};
   }
+  // A dimension named in several inputs is one run-time size: the first input's, which the
+  // others share (checked at the call), so that their values meet without a broadcast.
+  std::map<std::string, graph::extent> named_sizes;
   for (const auto& in : gp.input()) {
     // An initializer listed as an input (IR < 4), or an input given its value.
     if (values.own.count(in.name())) continue;
     declared d = declared_type(in, opt, info, true);
     if (!d.dims) fail(errc::unsupported, "graph input '" + in.name() + "' has no shape");
-    values.own[in.name()].value = g.input(in.name(), d.type, *d.dims);
+    std::vector<graph::extent> sizes;
+    for (int i = 0; i < d.dims->rank; ++i) {
+      auto named = named_sizes.find(d.names[static_cast<std::size_t>(i)]);
+      sizes.push_back(named != named_sizes.end() && d.dims->dims[i] == dyn ? named->second
+                                                                           : d.dims->dims[i]);
+    }
+    const graph::value v = g.input(in.name(), d.type, sizes);
+    values.own[in.name()].value = v;
+    for (int i = 0; i < d.dims->rank; ++i)
+      if (!d.names[static_cast<std::size_t>(i)].empty() && d.dims->dims[i] == dyn)
+        named_sizes.emplace(d.names[static_cast<std::size_t>(i)], g.extent_of(v, i));
   }
 
   info.nodes = gp.node_size();

@@ -119,9 +119,11 @@ void lower_identity(node_context& c) {
   c.out_extents(0, e, scalar);
 }
 
-// Mul and Div of shapes elementwise (one side may be a single size): products and exact
-// quotients of run-time sizes. Division by a run-time size is that size's inverse in a product.
-template <bool divide>
+// Add, Sub, Mul and Div of shapes elementwise (one side may be a single size): sums, differences,
+// products and exact quotients of run-time sizes. Division by a run-time size is that size's
+// inverse in a product; subtraction takes a run-time size out of a sum that holds it.
+enum class arithmetic { add, sub, mul, div };
+template <arithmetic o>
 void lower_arithmetic(node_context& c) {
   c.only_attrs({});
   bool a_scalar = false, b_scalar = false;
@@ -133,7 +135,10 @@ void lower_arithmetic(node_context& c) {
   extents out;
   for (std::size_t i = 0; i < n; ++i) {
     const graph::extent x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
-    out.push_back(divide ? c.g.quotient(x, y) : c.g.product(x, y));
+    out.push_back(o == arithmetic::add   ? c.g.sum(x, y)
+                  : o == arithmetic::sub ? c.g.difference(x, y)
+                  : o == arithmetic::mul ? c.g.product(x, y)
+                                         : c.g.quotient(x, y));
   }
   c.out_extents(0, out, a_scalar && b_scalar);
 }
@@ -164,13 +169,20 @@ void lower_constant_of_shape(node_context& c) {
 }  // namespace
 
 void lower_on_extents(node_context& c) {
-  static const lowering_table table = {
-      {"Gather", lower_gather},        {"Slice", lower_slice},
-      {"Concat", lower_concat},        {"Unsqueeze", lower_unsqueeze},
-      {"Squeeze", lower_squeeze},      {"Cast", lower_cast},
-      {"Identity", lower_identity},    {"Mul", lower_arithmetic<false>},
-      {"Div", lower_arithmetic<true>}, {"Reshape", lower_reshape},
-      {"Expand", lower_expand},        {"ConstantOfShape", lower_constant_of_shape}};
+  static const lowering_table table = {{"Gather", lower_gather},
+                                       {"Slice", lower_slice},
+                                       {"Concat", lower_concat},
+                                       {"Unsqueeze", lower_unsqueeze},
+                                       {"Squeeze", lower_squeeze},
+                                       {"Cast", lower_cast},
+                                       {"Identity", lower_identity},
+                                       {"Add", lower_arithmetic<arithmetic::add>},
+                                       {"Sub", lower_arithmetic<arithmetic::sub>},
+                                       {"Mul", lower_arithmetic<arithmetic::mul>},
+                                       {"Div", lower_arithmetic<arithmetic::div>},
+                                       {"Reshape", lower_reshape},
+                                       {"Expand", lower_expand},
+                                       {"ConstantOfShape", lower_constant_of_shape}};
   auto found = table.find(c.op());
   if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) {
     int which = 0;
@@ -178,8 +190,8 @@ void lower_on_extents(node_context& c) {
     c.fail(errc::unsupported,
            "input " + std::to_string(which) +
                " is a shape of sizes known only at the call (from Shape); kiln carries such "
-               "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Mul, "
-               "Div, Reshape, Expand and ConstantOfShape, not " +
+               "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Add, "
+               "Sub, Mul, Div, Reshape, Expand and ConstantOfShape, not " +
                c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
   }
   found->second(c);

@@ -421,9 +421,9 @@ TEST(Moves, MistakesNameTheOpAndTheArgument) {
               }),
               testing::HasSubstr("concat: piece 1 is f32[2, 5], piece 0 is f32[3, 4]"));
   EXPECT_THAT(message([&] {
-                g.concat({d, d}, 0);
+                g.pad(d, {1, 0, 0, 0}, "edge");
               }),
-              testing::HasSubstr("concat: axis 0 has a run-time size"));
+              testing::HasSubstr("pad: axis 0 has a run-time size"));
   EXPECT_THAT(message([&] {
                 g.pad(x, {0, 4, 0, 0}, "reflect");
               }),

@@ -1,7 +1,9 @@
 // Shapes computed from run-time sizes (graph::extent): an attention block's head split and merge,
 // a flatten for a matmul and its inverse, reshapes that infer a size, all compiled once and run at
 // several batch and sequence sizes on the CPU and on Vulkan against scalar loops; a saved module
-// keeps the sizes; a quotient that does not divide is refused at the call.
+// keeps the sizes; a quotient that does not divide is refused at the call. Sums of run-time sizes:
+// a key-value cache grown by a concat of run-time lengths and attended over, pieces of static and
+// run-time sizes joined, a size below zero refused at the call.
 #include <gmock/gmock.h>
 
 #include <cmath>
@@ -130,6 +132,158 @@ TEST_P(RunTimeShapes, AQuotientThatDoesNotDivideIsRefusedAtTheCall) {
               }),
               ::testing::HasSubstr("argument 1 axis 0 has size 10, which a shape of the graph "
                                    "divides by 3: not a multiple of it"));
+}
+
+// A decoder step's cache: past [P, 4] and new [T, 4] (P and T known at the call) joined into
+// present [P + T, 4], then attended over by q [1, 4]: scores q present' [1, P + T], their row
+// softmax, times present. The softmax and products run over the sum of the two run-time sizes.
+struct kv_cache {
+  graph g;
+  kv_cache() {
+    auto past = g.input("past", dtype::f32, {dyn, 4});
+    auto fresh = g.input("new", dtype::f32, {dyn, 4});
+    auto q = g.input("q", dtype::f32, {1, 4});
+    auto present = g.concat({past, fresh}, 0);
+    g.output("present", present);
+    auto probs = g.softmax(g.matmul(q, g.transpose(present)), -1);
+    g.output("attended", g.matmul(probs, present));
+  }
+};
+
+TEST_P(RunTimeShapes, ACacheGrownByRunTimeLengthsRunsAtAnyLength) {
+  kv_cache c;
+  executable e = compile(c.g);
+  const std::vector<float> q = wave(4, 0.9);
+  for (auto [p, t] : {std::pair<std::int64_t, std::int64_t>{3, 1}, {1, 1}, {9, 2}, {0, 3}}) {
+    SCOPED_TRACE("P " + std::to_string(p) + ", T " + std::to_string(t));
+    const std::vector<float> past = wave(static_cast<std::size_t>(p * 4), 0.3),
+                             fresh = wave(static_cast<std::size_t>(t * 4), 0.7);
+    std::vector<float> present(static_cast<std::size_t>((p + t) * 4)), attended(4);
+    e.run({tensor_ref(past.data(), dtype::f32, {p, 4}),
+           tensor_ref(fresh.data(), dtype::f32, {t, 4}), tensor_ref(q.data(), dtype::f32, {1, 4})},
+          {tensor_ref(present.data(), dtype::f32, {p + t, 4}),
+           tensor_ref(attended.data(), dtype::f32, {1, 4})},
+          dev());
+    std::vector<float> want = past;
+    want.insert(want.end(), fresh.begin(), fresh.end());
+    ASSERT_EQ(present, want);
+    std::vector<double> score(static_cast<std::size_t>(p + t));
+    double top = -1e300, total = 0;
+    for (std::int64_t j = 0; j < p + t; ++j) {
+      for (int k = 0; k < 4; ++k) score[j] += double(q[k]) * want[j * 4 + k];
+      top = std::max(top, score[j]);
+    }
+    for (double& x : score) total += x = std::exp(x - top);
+    for (int k = 0; k < 4; ++k) {
+      double r = 0;
+      for (std::int64_t j = 0; j < p + t; ++j) r += score[j] / total * want[j * 4 + k];
+      ASSERT_NEAR(attended[k], r, 1e-5) << "feature " << k;
+    }
+  }
+  // A saved module keeps the sums.
+  executable loaded = executable::from_bytes(e.to_bytes());
+  const std::vector<float> past = wave(8, 0.1), fresh = wave(4, 0.2);
+  std::vector<float> present(12), attended(4);
+  loaded.run(
+      {tensor_ref(past.data(), dtype::f32, {2, 4}), tensor_ref(fresh.data(), dtype::f32, {1, 4}),
+       tensor_ref(q.data(), dtype::f32, {1, 4})},
+      {tensor_ref(present.data(), dtype::f32, {3, 4}),
+       tensor_ref(attended.data(), dtype::f32, {1, 4})},
+      dev());
+  std::vector<float> want = past;
+  want.insert(want.end(), fresh.begin(), fresh.end());
+  EXPECT_EQ(present, want);
+  // Its result extents follow from the argument extents before any call.
+  const std::vector<shape> args = {shape{5, 4}, shape{2, 4}, shape{1, 4}};
+  EXPECT_EQ(e.result_dims(args)[0], (shape{7, 4}));
+}
+
+TEST_P(RunTimeShapes, PiecesOfStaticAndRunTimeSizesJoin) {
+  graph g;
+  auto a = g.input("a", dtype::i32, {dyn});
+  auto b = g.input("b", dtype::i32, {dyn});
+  const std::int32_t mid[] = {-1, -2};
+  auto joined = g.concat({a, g.constant(mid, dtype::i32, 2, shape{2}), b, a}, 0);
+  g.output("y", g.add(joined, g.constant(std::int64_t{100}, dtype::i32)));
+  executable e = compile(g);
+  for (auto [n, m] : {std::pair<std::int64_t, std::int64_t>{2, 3}, {5, 1}, {1, 0}}) {
+    std::vector<std::int32_t> x(static_cast<std::size_t>(n)), z(static_cast<std::size_t>(m));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::int32_t>(10 + i);
+    for (std::size_t i = 0; i < z.size(); ++i) z[i] = static_cast<std::int32_t>(20 + i);
+    std::vector<std::int32_t> want;
+    for (std::int32_t v : x) want.push_back(v + 100);
+    want.insert(want.end(), {99, 98});
+    for (std::int32_t v : z) want.push_back(v + 100);
+    for (std::int32_t v : x) want.push_back(v + 100);
+    std::vector<std::int32_t> y(want.size());
+    e.run({tensor_ref(x.data(), dtype::i32, {n}), tensor_ref(z.data(), dtype::i32, {m})},
+          {tensor_ref(y.data(), dtype::i32, {2 * n + m + 2})}, dev());
+    EXPECT_EQ(y, want) << "n " << n << ", m " << m;
+  }
+}
+
+TEST_P(RunTimeShapes, ASizeBelowZeroIsRefusedAtTheCall) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  const graph::extent n = g.extent_of(x, 0);
+  const std::vector<graph::extent> shorter = {g.difference(n, 2)};
+  g.output("y", g.expand(g.constant(1.5, dtype::f32), shorter));
+  executable e = compile(g);
+  std::vector<float> five(5), y(3);
+  e.run({tensor_ref(five.data(), dtype::f32, {5})}, {tensor_ref(y.data(), dtype::f32, {3})}, dev());
+  EXPECT_EQ(y, (std::vector<float>{1.5f, 1.5f, 1.5f}));
+  EXPECT_THAT(error_of([&] {
+                e.run({tensor_ref(five.data(), dtype::f32, {1})},
+                      {tensor_ref(y.data(), dtype::f32, {0})}, dev());
+              }),
+              ::testing::HasSubstr("argument 1 axis 0 has size 1, to which a shape of the graph "
+                                   "adds -2: below zero"));
+}
+
+// Two parameters that share a run-time size (ONNX inputs naming one dimension "batch") meet
+// without a broadcast: their sum reshapes to the first one's extents; a call whose sizes differ
+// there is refused naming both; a saved module keeps the sharing.
+TEST_P(RunTimeShapes, ParametersThatShareASizeHaveOneSymbol) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn, dyn});
+  const std::vector<graph::extent> rows = {g.extent_of(x, 0), 1};
+  auto bias = g.input("bias", dtype::f32, rows);
+  auto y = g.add(x, bias);
+  EXPECT_EQ(g.extent_of(y, 0), g.extent_of(x, 0));
+  const std::vector<graph::extent> flat = {g.product(g.extent_of(x, 0), g.extent_of(x, 1))};
+  g.output("y", g.reshape(y, flat));
+  executable e = executable::from_bytes(compile(g).to_bytes());
+  const std::vector<float> xs = wave(6, 0.4), bs = {10.f, 20.f, 30.f};
+  std::vector<float> ys(6);
+  e.run({tensor_ref(xs.data(), dtype::f32, {3, 2}), tensor_ref(bs.data(), dtype::f32, {3, 1})},
+        {tensor_ref(ys.data(), dtype::f32, {6})}, dev());
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(ys[i], xs[i] + bs[i / 2]) << "element " << i;
+  EXPECT_THAT(error_of([&] {
+                e.run({tensor_ref(xs.data(), dtype::f32, {3, 2}),
+                       tensor_ref(bs.data(), dtype::f32, {1, 1})},
+                      {tensor_ref(ys.data(), dtype::f32, {6})}, dev());
+              }),
+              ::testing::HasSubstr("argument 2 has extents [1, 1], but its axis 0 is the size of "
+                                   "argument 1 axis 0 (3)"));
+}
+
+TEST(RunTimeShapeErrors, SumsAreOneSizeAndDifferencesNeedTheirPieces) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn, dyn});
+  const graph::extent p = g.extent_of(x, 0), t = g.extent_of(x, 1);
+  // p + t + 1 in any order is one size; taking p out again leaves t + 1, taking t + 1 leaves p.
+  const graph::extent total = g.sum(g.sum(p, 1), t);
+  EXPECT_EQ(total, g.sum(t, g.sum(1, p)));
+  EXPECT_EQ(g.difference(total, p), g.sum(t, 1));
+  EXPECT_EQ(g.difference(total, g.sum(t, 1)), p);
+  EXPECT_EQ(g.difference(g.sum(p, 3), p).size(), 3);
+  EXPECT_EQ(g.sum(4, 5).size(), 9);
+  EXPECT_THAT(error_of([&] { g.difference(p, t); }),
+              ::testing::HasSubstr("kiln subtracts run-time sizes only from sums that hold them"));
+  EXPECT_THAT(error_of([&] { g.difference(2, 3); }), ::testing::HasSubstr("below zero"));
+  const std::vector<graph::extent> computed = {total};
+  EXPECT_THAT(error_of([&] { g.input("y", dtype::f32, computed); }),
+              ::testing::HasSubstr("shares only another parameter's own run-time size"));
 }
 
 TEST(RunTimeShapeErrors, ReshapesThatCannotHoldNameTheSizes) {

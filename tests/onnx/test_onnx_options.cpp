@@ -254,7 +254,7 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
         }
       }
   }
-  // A sum of run-time sizes is not carried: refused naming the node, the op and the way out.
+  // A sum of run-time sizes is carried: Shape(x) + 1 is [batch + 1, 5] at every batch.
   model_builder sum;
   sum.input("x", {std::string("batch"), std::int64_t{4}});
   sum.ints("one", {1});
@@ -262,8 +262,21 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
   sum.node("Add", {"s", "one"}, {"grown"}, "grow");
   sum.node("ConstantOfShape", {"grown"}, {"y"});
   sum.output("y", {std::string("n"), std::int64_t{5}});
-  std::string why = refusal(sum.bytes(), {}, kiln::errc::unsupported);
-  EXPECT_NE(why.find("node 1 'grow' (Add)"), std::string::npos) << why;
+  auto grown = kiln::compile(kiln::onnx::import_bytes(sum.bytes()).graph);
+  const std::vector<kiln::shape> three = {kiln::shape{3, 4}};
+  EXPECT_EQ(grown.result_dims(three)[0], (kiln::shape{4, 5}));
+  // A Range to a run-time size is not: refused naming the node, the op and the way out.
+  model_builder range;
+  range.input("x", {std::string("batch"), std::int64_t{4}});
+  range.scalar_int("i0", 0);
+  range.scalar_int("zero", 0);
+  range.scalar_int("step", 1);
+  range.node("Shape", {"x"}, {"s"});
+  range.node("Gather", {"s", "i0"}, {"n"});
+  range.node("Range", {"zero", "n", "step"}, {"y"}, "count");
+  range.output("y", {std::string("batch")}, ::onnx::TensorProto::INT64);
+  std::string why = refusal(range.bytes(), {}, kiln::errc::unsupported);
+  EXPECT_NE(why.find("node 2 'count' (Range)"), std::string::npos) << why;
   EXPECT_NE(why.find("import_options::dims"), std::string::npos) << why;
 }
 
@@ -296,6 +309,75 @@ TEST(OnnxOptions, ExpandAndConstantOfShapeToRunTimeSizes) {
     for (std::size_t i = 0; i < x.size(); ++i)
       ASSERT_EQ(y[i], (x[i] + 0.5f) * mask[i / static_cast<std::size_t>(t * 4)])
           << "element " << i << " at batch " << n << ", seq " << t;
+  }
+}
+
+// A decoder step's attention over a cache, as exporters write it: past [past, 4] and the new
+// token x [1, 4] joined (Concat) into present [past + 1, 4]; the additive mask [1, total]
+// expanded to [1, Shape(past)[0] + 1] (an Add of a run-time size); scores x present', masked,
+// softmax, times present. Imported once, run at several cache lengths against a double loop.
+TEST(OnnxOptions, ACacheOfRunTimeLengthImportsOnceAndRunsAtAnyLength) {
+  model_builder b;
+  b.input("past", {std::string("past"), std::int64_t{4}});
+  b.input("x", {std::int64_t{1}, std::int64_t{4}});
+  b.input("mask", {std::int64_t{1}, std::string("total")});
+  auto int_attr = [](::onnx::NodeProto* n, const char* name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  b.ints("one", {1});
+  b.ints("axis0", {0});
+  b.scalar_int("i0", 0);
+  int_attr(b.node("Concat", {"past", "x"}, {"present"}), "axis", 0);
+  b.node("Shape", {"past"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"len"});
+  b.node("Unsqueeze", {"len", "axis0"}, {"len1"});
+  b.node("Add", {"len1", "one"}, {"total"});
+  int_attr(b.node("Concat", {"one", "total"}, {"mask_shape"}), "axis", 0);
+  b.node("Expand", {"mask", "mask_shape"}, {"wide_mask"});
+  auto* perm = b.node("Transpose", {"present"}, {"keys"})->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(::onnx::AttributeProto::INTS);
+  perm->add_ints(1);
+  perm->add_ints(0);
+  b.node("MatMul", {"x", "keys"}, {"scores"});
+  b.node("Add", {"scores", "wide_mask"}, {"masked"});
+  int_attr(b.node("Softmax", {"masked"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "present"}, {"y"});
+  b.output("present", {std::string("past + 1"), std::int64_t{4}});
+  b.output("y", {std::int64_t{1}, std::int64_t{4}});
+  auto m = kiln::onnx::import_bytes(b.bytes());
+  EXPECT_EQ(m.info.symbolic_dims, (std::vector<std::string>{"past", "total"}));
+  auto exe = kiln::compile(std::move(m.graph));
+  for (std::int64_t past : {0, 1, 5, 12}) {
+    const std::size_t n = static_cast<std::size_t>(past) + 1;
+    std::vector<float> cache(4 * (n - 1)), x(4), mask(n), present(4 * n, -1), y(4, -1);
+    for (std::size_t i = 0; i < cache.size(); ++i) cache[i] = std::sin(0.3f * float(i));
+    for (std::size_t i = 0; i < 4; ++i) x[i] = std::cos(0.7f * float(i));
+    for (std::size_t i = 0; i < n; ++i) mask[i] = i % 3 == 1 ? -1e4f : 0.0f;
+    exe.run({kiln::tensor_ref(cache.data(), kiln::dtype::f32, {past, 4}),
+             kiln::tensor_ref(x.data(), kiln::dtype::f32, {1, 4}),
+             kiln::tensor_ref(mask.data(), kiln::dtype::f32, {1, past + 1})},
+            {kiln::tensor_ref(present.data(), kiln::dtype::f32, {past + 1, 4}),
+             kiln::tensor_ref(y.data(), kiln::dtype::f32, {1, 4})});
+    std::vector<float> joined = cache;
+    joined.insert(joined.end(), x.begin(), x.end());
+    ASSERT_EQ(present, joined) << "past " << past;
+    std::vector<double> p(n);
+    double top = -1e300, total = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t k = 0; k < 4; ++k) p[j] += double(x[k]) * joined[j * 4 + k];
+      p[j] += mask[j];
+      top = std::max(top, p[j]);
+    }
+    for (double& v : p) total += v = std::exp(v - top);
+    for (std::size_t k = 0; k < 4; ++k) {
+      double want = 0;
+      for (std::size_t j = 0; j < n; ++j) want += p[j] / total * joined[j * 4 + k];
+      ASSERT_NEAR(y[k], want, 1e-5) << "past " << past << ", feature " << k;
+    }
   }
 }
 

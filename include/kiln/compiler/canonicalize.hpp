@@ -98,6 +98,11 @@ constexpr std::int64_t rebuilt_size(ir::builder& b, const ir::graph& g,
       return b.size_product(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
     case ir::symbol_kind::quotient:
       return b.size_quotient(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    case ir::symbol_kind::sum:
+      return b.size_sum(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)),
+                        rebuilt_size(b, g, map, ir::dim_of_symbol(s.b)));
+    case ir::symbol_kind::offset:
+      return b.size_plus(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
     default:
       break;
   }
@@ -131,7 +136,9 @@ constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir
         v = b.with_size(v, j, d.dims[i]);
         d.dims[i] = 1;
       } else if (ir::is_symbol(d.dims[i])) {
-        d.dims[i] = 1;
+        // The operand's own run-time size comes with it; a size the operand does not have there
+        // (an expand to extents) is computed anew.
+        d.dims[i] = j >= 0 && ir::is_symbol(from.dims[j]) ? 1 : rebuilt_size(b, g, map, d.dims[i]);
       }
     }
     return b.expand(v, d);
@@ -147,12 +154,25 @@ constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir
                         ? x.dims[i]
                         : rebuilt_size(b, g, map, old.dims.dims[i]);
         break;
+      case ir::op::shift:  // its axis's size is its own (a concat's sum of sizes)
+        d.dims[i] = i == old.attrs.axis ? rebuilt_size(b, g, map, old.dims.dims[i]) : x.dims[i];
+        break;
       default:  // slice keeps the axis whole
         d.dims[i] = x.dims[i];
         break;
     }
   }
-  return b.view(old.kind, operand, old.attrs, d);
+  ir::attributes m = old.attrs;
+  if (m.begin_symbol >= 0) {  // renumbered too
+    const std::int64_t begin = rebuilt_size(b, g, map, ir::dim_of_symbol(m.begin_symbol));
+    if (ir::is_symbol(begin)) {
+      m.begin_symbol = ir::symbol_of(begin);
+    } else {
+      m.begin_symbol = -1;
+      m.starts[m.axis] = static_cast<std::int32_t>(m.starts[m.axis] + begin);
+    }
+  }
+  return b.view(old.kind, operand, m, d);
 }
 
 // One rebuild: drops dead nodes; with `simplify`, also folds and applies identities. Those can
@@ -174,7 +194,8 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
   for (std::size_t i = 0; i < n; ++i)
     if (g.nodes[i].kind == ir::op::input) input_node[g.nodes[i].arg] = static_cast<std::int32_t>(i);
   for (std::size_t a = 0; a < g.inputs.size(); ++a)
-    if (input_node[a] >= 0) map[input_node[a]] = b.input(g.inputs[a].type, g.inputs[a].dims);
+    if (input_node[a] >= 0)
+      map[input_node[a]] = b.input(g.inputs[a].type, g.inputs[a].dims, g.inputs[a].same_as);
   for (std::size_t i = 0; i < n; ++i) {
     const ir::node& old = g.nodes[i];
     if (old.kind == ir::op::input) continue;

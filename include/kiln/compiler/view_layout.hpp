@@ -87,13 +87,21 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
       break;
     case ir::op::shift: {  // positions computed from the coordinate along the axis
       const int axis = n.attrs.axis;
+      if (l.dims.dims[axis] == 0) {  // a piece of run-time length 0, never selected: every
+        r.offset = 0;                // position reads the operand's place 0 (the runtime gives an
+        r.strides = {};              // empty argument readable data there), with the same terms
+        for (auto& t : r.terms) t.data_stride = 0, t.strides = {};
+        r.terms.push_back({-1, dtype::i64, ir::position_fold::clamp, 0, 0, 0, {}});
+        break;
+      }
       remap([&](int i) { return i == axis ? -1 : i; });
       index_term t{-1,
                    dtype::i64,
                    static_cast<ir::position_fold>(n.attrs.fold),
                    l.dims.dims[axis],
                    l.strides[axis],
-                   -std::int64_t{n.attrs.starts[axis]},
+                   -std::int64_t{n.attrs.starts[axis]} -
+                       (n.attrs.begin_symbol < 0 ? 0 : sym[n.attrs.begin_symbol]),
                    {}};
       t.strides[axis] = 1;
       r.terms.push_back(t);

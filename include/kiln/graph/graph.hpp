@@ -118,9 +118,10 @@ class graph {
   value reshape(value x, size_list shape, bool allow_zero = false);
 
   // A size of a value for shapes computed from it (an exporter's Shape -> Gather -> Mul -> Concat
-  // -> Reshape): a static size, or one known at the call (an input's run-time size, or a product
-  // or an exact quotient of such sizes). A graph built from extents runs at any run-time sizes:
-  // the products are computed at each call, and a quotient that does not divide is an error then.
+  // -> Reshape): a static size, or one known at the call (an input's run-time size, or a sum,
+  // difference, product or exact quotient of such sizes). A graph built from extents runs at any
+  // run-time sizes: they are computed at each call, and a quotient that does not divide or a
+  // difference below 0 is an error then.
   class extent {
    public:
     constexpr extent(std::int64_t static_size = 0) : d_(static_size) {}  // NOLINT: a size is one
@@ -136,9 +137,18 @@ class graph {
   };
   // Axis `axis` (negative counts from the end) of v.
   extent extent_of(value v, int axis) const;
+  // A parameter whose extents are static sizes, kiln::dyn (a run-time size of its own) or an
+  // earlier parameter's run-time size (extent_of(x, 0): ONNX inputs that name one dimension
+  // "batch"), which the call checks, so that values of both have one size there.
+  value input(std::string_view name, dtype t, std::span<const extent> dims);
   extent product(extent a, extent b);
   // a / b: b static, or b's run-time sizes among a's (a product b x c divided by b is c).
   extent quotient(extent a, extent b);
+  // a + b (a cache's past length plus the new tokens); a - b where b's run-time sizes are among
+  // a's (a sum's size minus one of its pieces); a result below 0 is an error, at the call where
+  // it is a run-time size.
+  extent sum(extent a, extent b);
+  extent difference(extent a, extent b);
   // ONNX Reshape to extents: a static 0 copies x's size there (unless allow_zero), a static -1 is
   // inferred. The element counts must agree as products of the same run-time sizes.
   value reshape(value x, std::span<const extent> shape, bool allow_zero = false);
@@ -486,13 +496,38 @@ KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t,
 }
 
 KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t, const shape& dims) {
+  std::vector<extent> sizes(dims.dims.begin(), dims.dims.begin() + dims.rank);
+  return input(name, t, sizes);
+}
+
+KILN_RUNTIME_API graph::value graph::input(std::string_view name, dtype t,
+                                           std::span<const extent> dims) {
+  if (dims.size() > static_cast<std::size_t>(max_rank))
+    throw error(
+        errc::invalid_argument, "input",
+        detail::quoted(name) + ": " + std::to_string(dims.size()) + " sizes, above kiln::max_rank");
+  shape s;
+  s.rank = static_cast<int>(dims.size());
+  std::array<std::int32_t, max_rank> same_as{};
+  for (int i = 0; i < s.rank; ++i) {
+    const extent& e = dims[static_cast<std::size_t>(i)];
+    s.dims[i] = e.is_static() ? e.d_ : dyn;
+    if (e.is_static()) continue;
+    const ir::symbol& sym = b_.get().symbols[static_cast<std::size_t>(ir::symbol_of(e.d_))];
+    if (sym.kind != ir::symbol_kind::input)
+      throw error(errc::invalid_argument, "input",
+                  detail::quoted(name) + ": size " + std::to_string(i) +
+                      " is computed from run-time sizes; a parameter shares only another "
+                      "parameter's own run-time size");
+    same_as[i] = ir::same_as_code(sym.a, sym.b);
+  }
   check_name("input", name, inputs_);
   if (!is_valid(t))
     throw error(errc::invalid_argument, "input",
                 detail::quoted(name) + ": dtype value " + std::to_string(static_cast<int>(t)) +
                     " is not a kiln::dtype");
-  checked_element_count(dims, size_in_bytes(t), "input", detail::quoted(name), true);
-  value v = wrap(b_.input(t, dims));
+  checked_element_count(s, size_in_bytes(t), "input", detail::quoted(name), true);
+  value v = wrap(b_.input(t, s, same_as));
   inputs_.emplace_back(name);
   return v;
 }
@@ -714,6 +749,16 @@ KILN_RUNTIME_API graph::extent graph::quotient(extent a, extent b) {
     throw error(errc::shape_mismatch, "quotient",
                 std::to_string(a.d_) + " is not a multiple of " + std::to_string(b.d_));
   return extent_of_dim(b_.size_quotient(a.d_, b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::sum(extent a, extent b) {
+  check_extents("sum", a, b);
+  return extent_of_dim(b_.size_sum(a.d_, b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::difference(extent a, extent b) {
+  check_extents("difference", a, b);
+  return extent_of_dim(b_.size_difference(a.d_, b.d_));
 }
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,

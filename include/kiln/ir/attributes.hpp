@@ -30,6 +30,9 @@ struct attributes {
   // padding before the axis. groups: the channels split into that many (0 for other ops).
   std::array<std::int16_t, max_rank> dilations{};
   std::int32_t groups = 0;
+  // shift: its begin is starts[axis] plus this run-time size (a symbol; -1: none), so that a
+  // concat's pieces of run-time sizes are read where they lie.
+  std::int32_t begin_symbol = -1;
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
 

@@ -23,7 +23,8 @@ namespace kiln::ir {
 class builder {
  public:
   // A function parameter with element type t and declared extents (static sizes or dyn).
-  constexpr std::int32_t input(dtype t, const shape& declared) {
+  constexpr std::int32_t input(dtype t, const shape& declared,
+                               const std::array<std::int32_t, max_rank>& same_as = {}) {
     std::int32_t arg = static_cast<std::int32_t>(g_.inputs.size());
     if (!is_valid(t))
       fail(op::input, errc::invalid_argument,
@@ -36,12 +37,27 @@ class builder {
     n.type = t;
     n.arg = arg;
     n.dims = declared;
-    g_.inputs.push_back({t, declared});
     for (int i = 0; i < declared.rank; ++i) {
       if (declared.dims[i] >= 0) continue;
+      if (same_as[i] != 0) {  // an earlier parameter's size: its symbol
+        const std::int32_t from = (same_as[i] - 1) / max_rank, axis = (same_as[i] - 1) % max_rank;
+        std::int32_t s = -1;
+        for (std::size_t k = 0; k < g_.nodes.size() && s < 0 && from < arg; ++k)
+          if (g_.nodes[k].kind == op::input && g_.nodes[k].arg == from &&
+              axis < g_.nodes[k].dims.rank && is_symbol(g_.nodes[k].dims.dims[axis]))
+            s = symbol_of(g_.nodes[k].dims.dims[axis]);
+        if (s < 0)
+          fail(op::input, errc::invalid_argument,
+               "parameter " + detail::to_text(arg + 1) + " axis " + detail::to_text(i) +
+                   " is the size of parameter " + detail::to_text(from + 1) + " axis " +
+                   detail::to_text(axis) + ", which is not an earlier parameter's run-time size");
+        n.dims.dims[i] = dim_of_symbol(s);
+        continue;
+      }
       n.dims.dims[i] = dim_of_symbol(static_cast<std::int32_t>(g_.symbols.size()));
       add_symbol({symbol_kind::input, arg, i, -1}, {});
     }
+    g_.inputs.push_back({t, declared, same_as});
     return push(n);
   }
 
@@ -528,6 +544,92 @@ class builder {
   constexpr std::string size_text(std::int64_t d) const {
     return is_symbol(d) ? "s" + detail::to_text(symbol_of(d)) : detail::to_text(d);
   }
+  // A size as a sum: a constant plus atoms (symbols that are not sums or offsets: inputs' sizes,
+  // products, ...) each counted, sorted. Equal sums are one symbol: dim_of_sum builds a left-deep
+  // chain of `sum` symbols over the atoms (an atom counted k times `scaled` by k), then an
+  // `offset` by the constant.
+  struct linear {
+    std::int64_t constant = 0;
+    std::vector<std::pair<std::int32_t, std::int64_t>> terms;  // (atom, count), by atom
+  };
+  constexpr linear linear_of(std::int64_t d) const {
+    if (!is_symbol(d)) return {d, {}};
+    const symbol& s = g_.symbols[static_cast<std::size_t>(symbol_of(d))];
+    if (s.kind == symbol_kind::sum)
+      return combined(linear_of(dim_of_symbol(s.a)), linear_of(dim_of_symbol(s.b)), 1);
+    if (s.kind == symbol_kind::offset) return combined(linear_of(dim_of_symbol(s.a)), {s.b, {}}, 1);
+    if (s.kind == symbol_kind::scaled) {
+      linear l = linear_of(dim_of_symbol(s.a));
+      bool over = __builtin_mul_overflow(l.constant, std::int64_t{s.b}, &l.constant);
+      for (auto& t : l.terms) over = over || __builtin_mul_overflow(t.second, s.b, &t.second);
+      if (over)
+        throw error(errc::shape_mismatch, "sizes",
+                    "a size times " + detail::to_text(s.b) + " passes 2^63");
+      return l;
+    }
+    return {0, {{symbol_of(d), 1}}};
+  }
+  // x + sign y; a count below zero stays (dim_of_sum refuses it).
+  constexpr linear combined(const linear& x, const linear& y, int sign) const {
+    linear r;
+    if (__builtin_add_overflow(x.constant, sign * y.constant, &r.constant))
+      throw error(errc::shape_mismatch, "sizes", "sizes add past 2^63");
+    std::size_t i = 0, j = 0;
+    while (i < x.terms.size() || j < y.terms.size()) {
+      if (j == y.terms.size() || (i < x.terms.size() && x.terms[i].first < y.terms[j].first)) {
+        r.terms.push_back(x.terms[i++]);
+      } else if (i == x.terms.size() || y.terms[j].first < x.terms[i].first) {
+        r.terms.push_back({y.terms[j].first, sign * y.terms[j].second});
+        ++j;
+      } else {
+        const std::int64_t c = x.terms[i].second + sign * y.terms[j].second;
+        if (c != 0) r.terms.push_back({x.terms[i].first, c});
+        ++i, ++j;
+      }
+    }
+    return r;
+  }
+  // The size of sum l: static, or a symbol; an error where it is below zero or subtracts a
+  // run-time size that it does not hold.
+  constexpr std::int64_t dim_of_sum(const linear& l, const char* what) {
+    std::int32_t s = -1;
+    for (auto [atom, count] : l.terms) {
+      if (count < 0 || count > 0x7fffffff)
+        throw error(
+            errc::unsupported, "sizes",
+            std::string(what) +
+                ": kiln subtracts run-time sizes only from sums that hold them (a sum's size "
+                "minus one of its pieces)");
+      std::int32_t t = count == 1 ? atom
+                                  : computed_size(symbol_kind::scaled, atom,
+                                                  static_cast<std::int32_t>(count), -1);
+      s = s < 0 ? t : computed_size(symbol_kind::sum, s, t, -1);
+    }
+    if (s < 0) {
+      if (l.constant < 0)
+        throw error(errc::shape_mismatch, "sizes",
+                    std::string(what) + " is " + detail::to_text(l.constant) + ", below zero");
+      return l.constant;
+    }
+    if (l.constant == 0) return dim_of_symbol(s);
+    if (l.constant > 0x7fffffff || l.constant < -0x7fffffff)
+      throw error(errc::unsupported, "sizes",
+                  std::string(what) + ": a run-time size plus " + detail::to_text(l.constant));
+    return dim_of_symbol(
+        computed_size(symbol_kind::offset, s, static_cast<std::int32_t>(l.constant), -1));
+  }
+  // Sizes a and b (static or symbols) added; a minus b (b's run-time sizes among a's); a plus the
+  // constant k (which may be negative: the call checks that the size is not).
+  constexpr std::int64_t size_sum(std::int64_t a, std::int64_t b) {
+    return dim_of_sum(combined(linear_of(a), linear_of(b), 1), "a sum of sizes");
+  }
+  constexpr std::int64_t size_difference(std::int64_t a, std::int64_t b) {
+    return dim_of_sum(combined(linear_of(a), linear_of(b), -1),
+                      ("size " + size_text(a) + " minus " + size_text(b)).c_str());
+  }
+  constexpr std::int64_t size_plus(std::int64_t a, std::int64_t k) {
+    return dim_of_sum(combined(linear_of(a), {k, {}}, 1), "a size plus a constant");
+  }
 
   // The operand broadcast with `sizes` (ONNX Expand: numpy broadcasting both ways).
   constexpr std::int32_t expand(std::int32_t a, const shape& sizes) {
@@ -638,10 +740,12 @@ class builder {
   }
 
   // `size` positions along `axis`, position j reading a's position fold(j - begin): edge, reflect
-  // and wrap padding and concat's pieces, with no position tensor. a's size along the axis may
-  // be a run-time size; the result's is static.
+  // and wrap padding and concat's pieces, with no position tensor. a's size along the axis and
+  // the result's `size` may be run-time sizes; begin_symbol (a symbol, or -1) adds its run-time
+  // size to `begin` (a piece of a concat after pieces of run-time sizes).
   constexpr std::int32_t shift(std::int32_t a, std::int64_t axis, std::int64_t size,
-                               std::int64_t begin, position_fold fold) {
+                               std::int64_t begin, position_fold fold,
+                               std::int32_t begin_symbol = -1) {
     const node& x = at(a, op::shift);
     const int r = x.dims.rank;
     if (axis < -r || axis >= r)
@@ -649,7 +753,9 @@ class builder {
            "axis " + detail::to_text(axis) + " is out of range for an operand of rank " +
                detail::to_text(r));
     const int ax = static_cast<int>(axis < 0 ? axis + r : axis);
-    if (size < 0 || begin < -0x7fffffff || begin > 0x7fffffff)
+    if ((size < 0 && symbol_of(size) >= static_cast<std::int32_t>(g_.symbols.size())) ||
+        begin_symbol < -1 || begin_symbol >= static_cast<std::int32_t>(g_.symbols.size()) ||
+        begin < -0x7fffffff || begin > 0x7fffffff)
       fail(op::shift, errc::invalid_argument,
            "size " + detail::to_text(size) + " or begin " + detail::to_text(begin) +
                " is out of range");
@@ -661,6 +767,7 @@ class builder {
     m.axis = static_cast<std::int8_t>(ax);
     m.fold = static_cast<std::uint8_t>(fold);
     m.starts[ax] = static_cast<std::int32_t>(begin);
+    m.begin_symbol = begin_symbol;
     shape d = x.dims;
     d.dims[ax] = size;
     return view(op::shift, a, m, d);
@@ -677,7 +784,7 @@ class builder {
     for (int i = 0; i < d.rank; ++i) {
       if (o == op::transpose) identity = identity && m.perm[i] == i;
       if (o == op::slice) identity = identity && m.starts[i] == 0 && m.steps[i] == 1;
-      if (o == op::shift) identity = identity && m.starts[i] == 0;
+      if (o == op::shift) identity = identity && m.starts[i] == 0 && m.begin_symbol < 0;
     }
     if (identity) return a;
     if (x.kind == o && o != op::shift) {  // a view of a view: one view of the first's operand

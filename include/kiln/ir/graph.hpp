@@ -29,9 +29,14 @@ enum class symbol_kind : std::uint8_t {
   product,   // symbols `a` times `b`
   scaled,    // symbol `a` times the static size `b` (> 1)
   quotient,  // symbol `a` divided by the static size `b` (> 1), which must divide it
+  // Sums (a concat's length over run-time sizes, a KV cache's past + new), in the same canonical
+  // order.
+  sum,     // symbols `a` plus `b`
+  offset,  // symbol `a` plus the static size `b` (not 0; negative where the call's `a` allows)
 };
 constexpr bool is_computed_size(symbol_kind k) {
-  return k == symbol_kind::product || k == symbol_kind::scaled || k == symbol_kind::quotient;
+  return k == symbol_kind::product || k == symbol_kind::scaled || k == symbol_kind::quotient ||
+         k == symbol_kind::sum || k == symbol_kind::offset;
 }
 
 struct symbol {
@@ -60,12 +65,19 @@ struct node {
   constexpr int arity() const { return info(kind).arity; }
 };
 
-// A function parameter: element type and declared extents (static or dyn).
+// A function parameter: element type and declared extents (static or dyn). A dyn axis may be
+// the same size as an earlier parameter's dyn axis (an ONNX model's inputs that name one
+// dimension "batch"): same_as[i] = 1 + that parameter x max_rank + its axis (0: a size of its
+// own), checked at the call, so that both have one symbol.
 struct input_decl {
   dtype type = dtype::f32;
   shape dims;
+  std::array<std::int32_t, max_rank> same_as{};
   friend constexpr bool operator==(const input_decl&, const input_decl&) = default;
 };
+constexpr std::int32_t same_as_code(std::int32_t arg, int axis) {
+  return 1 + arg * max_rank + axis;
+}
 
 // A tensor constant of the DSL (a kiln::table in the lambda): the input it is given as, and its
 // values in row-major order. The runtime supplies it as that input's data; it is never folded

@@ -41,9 +41,11 @@ constexpr std::int32_t bool_pair(builder& b, int axis, int rank, bool first, boo
 }
 
 // Along `axis`, `size` positions: pair's first value before position `at`, its second from
-// there on (a shift of the pair by at - 1, clamped). No table as long as the axis.
+// there on (a shift of the pair by at - 1, clamped). No table as long as the axis. Sizes and `at`
+// may be run-time sizes.
 constexpr std::int32_t step_mask(builder& b, std::int32_t pair, std::int64_t size,
                                  std::int64_t at) {
+  if (is_symbol(at)) return b.shift(pair, 0, size, -1, position_fold::clamp, symbol_of(at));
   return b.shift(pair, 0, size, at - 1, position_fold::clamp);
 }
 
@@ -119,7 +121,8 @@ constexpr std::int32_t pad(builder& b, std::int32_t x, std::span<const std::int6
 
 // ONNX Concat: the pieces along `axis` (negative from the end), every other size equal. Each
 // piece is read where its positions are: a shift of it (clamped) chosen by a mask, so the
-// consumer reads every piece in place.
+// consumer reads every piece in place. Pieces of run-time sizes along the axis make the result's
+// size their sum (a KV cache's past + new), and the later pieces' begins run-time sizes.
 constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, std::int64_t axis) {
   if (pieces.empty()) throw error(errc::invalid_argument, "concat", "takes at least one piece");
   const node first = b.get().nodes[pieces[0]];
@@ -130,7 +133,7 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
                     kiln::detail::to_text(r));
   const int a = static_cast<int>(axis < 0 ? axis + r : axis);
   std::vector<std::int32_t> kept;
-  std::vector<std::int64_t> ends;  // each kept piece's end along the axis
+  std::vector<std::int64_t> ends;  // each kept piece's end along the axis (a size)
   std::int64_t total = 0;
   for (std::size_t k = 0; k < pieces.size(); ++k) {
     const node& p = b.get().nodes[pieces[k]];
@@ -146,10 +149,10 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
                       type_text(first.type, first.dims) +
                       " (the same element type and sizes except along axis " +
                       kiln::detail::to_text(a) + ")");
-    std::int64_t n = detail::static_size(b, "concat", pieces[k], a);
+    const std::int64_t n = p.dims.dims[a];
     if (n == 0) continue;
     kept.push_back(pieces[k]);
-    total += n;
+    total = b.size_sum(total, n);
     ends.push_back(total);
   }
   if (kept.empty()) return pieces[0];  // every piece is empty along the axis
@@ -159,7 +162,9 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
   std::int32_t below = detail::bool_pair(b, a, r, true, false), y = -1;
   for (std::size_t k = kept.size(); k-- > 0;) {
     const std::int64_t begin = k ? ends[k - 1] : 0;
-    std::int32_t piece = b.shift(kept[k], a, total, begin, position_fold::clamp);
+    std::int32_t piece = is_symbol(begin)
+                             ? b.shift(kept[k], a, total, 0, position_fold::clamp, symbol_of(begin))
+                             : b.shift(kept[k], a, total, begin, position_fold::clamp);
     y = y < 0 ? piece : b.select(detail::step_mask(b, below, total, ends[k]), piece, y);
   }
   return y;

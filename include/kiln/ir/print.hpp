@@ -69,6 +69,13 @@ inline std::string print(const graph& g) {
       case symbol_kind::quotient:
         out += a + " / " + std::to_string(s.b) + ", which must divide";
         break;
+      case symbol_kind::sum:
+        out += a + " + " + b;
+        break;
+      case symbol_kind::offset:
+        out += a +
+               (s.b < 0 ? " - " + std::to_string(-std::int64_t{s.b}) : " + " + std::to_string(s.b));
+        break;
     }
     out += "\n";
   }
@@ -120,8 +127,9 @@ inline std::string print(const graph& g) {
     if (n.kind == op::shift) {
       constexpr const char* folds[] = {"clamp", "reflect", "wrap"};
       out += " axis " + std::to_string(n.attrs.axis) + " from " +
-             std::to_string(n.attrs.starts[n.attrs.axis]) + " " +
-             (n.attrs.fold < 3 ? folds[n.attrs.fold] : "?");
+             std::to_string(n.attrs.starts[n.attrs.axis]) +
+             (n.attrs.begin_symbol >= 0 ? " + s" + std::to_string(n.attrs.begin_symbol) : "") +
+             " " + (n.attrs.fold < 3 ? folds[n.attrs.fold] : "?");
     }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }

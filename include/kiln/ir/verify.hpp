@@ -24,6 +24,7 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
   if (n.kind == op::shift) {
     expected.axis = m.axis;
     expected.fold = m.fold;
+    expected.begin_symbol = m.begin_symbol;
     if (m.axis >= 0 && m.axis < max_rank) expected.starts[m.axis] = m.starts[m.axis];
   }
   if (m != expected) report("has attributes its op does not take");
@@ -90,7 +91,6 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
     case op::shift: {
       bool ok = m.axis >= 0 && m.axis < x.dims.rank && n.dims.rank == x.dims.rank &&
                 m.fold <= static_cast<std::uint8_t>(position_fold::wrap) &&
-                !is_symbol(n.dims.dims[m.axis]) &&
                 (x.dims.dims[m.axis] != 0 || n.dims.dims[m.axis] == 0);
       for (int i = 0; ok && i < n.dims.rank; ++i)
         ok = i == m.axis || n.dims.dims[i] == x.dims.dims[i];
@@ -140,6 +140,13 @@ constexpr std::vector<std::string> verify(const graph& g) {
     const shape& s = g.inputs[i].dims;
     bool ok = s.rank >= 0 && s.rank <= max_rank && is_valid(g.inputs[i].type);
     for (int k = 0; ok && k < s.rank; ++k) ok = s.dims[k] >= 0 || s.dims[k] == dyn;
+    for (int k = 0; ok && k < max_rank; ++k) {  // the same size as an earlier parameter's
+      const std::int32_t code = g.inputs[i].same_as[k];
+      if (code == 0) continue;
+      const std::int32_t from = (code - 1) / max_rank, axis = (code - 1) % max_rank;
+      ok = code > 0 && k < s.rank && s.dims[k] == dyn && from < static_cast<std::int32_t>(i) &&
+           axis < g.inputs[from].dims.rank && g.inputs[from].dims.dims[axis] == dyn;
+    }
     if (!ok)
       problems.push_back("parameter " + detail::to_text(static_cast<std::int64_t>(i)) +
                          " has an invalid type, rank or size");
@@ -171,13 +178,17 @@ constexpr std::vector<std::string> verify(const graph& g) {
         report(id, "rank differs from its parameter's declaration");
       else
         for (int i = 0; i < d.rank; ++i) {
-          // A declared size, or (dyn) the symbol of this parameter's size i.
+          // A declared size, or (dyn) the symbol of this parameter's size i, or of the earlier
+          // parameter's size it shares.
           const std::int64_t e = n.dims.dims[i];
+          const std::int32_t code = g.inputs[n.arg].same_as[i];
+          const std::int32_t arg = code ? (code - 1) / max_rank : n.arg,
+                             axis = code ? (code - 1) % max_rank : i;
           const bool ok = d.dims[i] >= 0 ? e == d.dims[i]
                                          : e < 0 && e >= -n_symbols &&
                                                g.symbols[symbol_of(e)].kind == symbol_kind::input &&
-                                               g.symbols[symbol_of(e)].a == n.arg &&
-                                               g.symbols[symbol_of(e)].b == i;
+                                               g.symbols[symbol_of(e)].a == arg &&
+                                               g.symbols[symbol_of(e)].b == axis;
           if (!ok) {
             report(id, "dims " + to_string(n.dims) + " differ from its parameter's declaration");
             break;
@@ -244,6 +255,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
     if (oi.cls == op_class::view) {
       const node* indices = is_gather(n.kind) ? &g.nodes[n.operands[1]] : nullptr;
       verify_view(n, x, indices, [&](const std::string& m) { report(id, m); });
+      if (n.attrs.begin_symbol < -1 || n.attrs.begin_symbol >= n_symbols)
+        report(id, "its begin names an unknown symbol");
       continue;
     }
     if (n.attrs != attributes{}) report(id, "has attributes its op does not take");
@@ -329,6 +342,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
               : s.kind == symbol_kind::exactly ? s.a >= 0 && s.a < before && s.b >= 0
               : s.kind == symbol_kind::scaled || s.kind == symbol_kind::quotient
                   ? s.a >= 0 && s.a < before && s.b > 1
+              : s.kind == symbol_kind::offset
+                  ? s.a >= 0 && s.a < before && s.b != 0
                   : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)
       problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +

@@ -215,6 +215,11 @@ inline void execute_now(const device& d, const program& prog, std::span<const bu
   const std::vector<buffer_ref>& out = views->results;
   host_refs(args, views->args);
   host_refs(results, views->results);
+  // An empty argument's data may be null; a view that reads it where its mask takes another piece
+  // (a concat's piece of run-time length 0) reads its first element (compiler::apply_view): zeros.
+  alignas(64) static constexpr unsigned char no_elements[64] = {};
+  for (buffer_ref& r : in)
+    if (!r.memory && r.dims.element_count() == 0) r.data = no_elements;
   const row_major_copies copies(prog.plan(), in);
   switch (d.type()) {
     case device::kind::cpu:

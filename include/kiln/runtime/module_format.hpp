@@ -50,7 +50,8 @@ struct module_contents {
   std::vector<std::pair<std::string, spirv::kernel>> kernels;
 };
 
-inline constexpr std::uint32_t module_format_version = 4;  // 3: dtype u16; 4: u64
+inline constexpr std::uint32_t module_format_version = 5;  // 3: dtype u16; 4: u64; 5: sums,
+                                                           // inputs' shared sizes
 
 // The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
 // version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).
@@ -203,6 +204,7 @@ inline void put_node(module_writer& w, const ir::node& n) {
     w.put(a.dilations[i]);
   }
   w.put(a.groups);
+  w.put(a.begin_symbol);
 }
 
 inline ir::node get_node(module_reader& r) {
@@ -229,6 +231,7 @@ inline ir::node get_node(module_reader& r) {
     a.dilations[i] = r.get<std::int16_t>("a node's attributes");
   }
   a.groups = r.get<std::int32_t>("a node's attributes");
+  a.begin_symbol = r.get<std::int32_t>("a node's attributes");
   return n;
 }
 
@@ -400,6 +403,7 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
   for (const auto& in : g.inputs) {
     w.put(static_cast<std::uint8_t>(in.type));
     w.dims(in.dims);
+    for (std::int32_t s : in.same_as) w.put(s);
   }
   w.count(g.nodes.size());
   for (const auto& n : g.nodes) detail::put_node(w, n);
@@ -515,13 +519,14 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   for (auto& in : g.inputs) {
     in.type = r.type("an input");
     in.dims = r.dims("an input's extents");
+    for (auto& s : in.same_as) s = r.get<std::int32_t>("an input's extents");
   }
   g.nodes.resize(r.count("nodes", 16));
   for (auto& n : g.nodes) n = detail::get_node(r);
   g.symbols.resize(r.count("symbols", 13));
   for (auto& s : g.symbols) {
     auto kind = r.get<std::uint8_t>("a symbol");
-    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::quotient))
+    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::offset))
       r.fail("corrupt: a symbol's kind");
     s.kind = static_cast<ir::symbol_kind>(kind);
     s.a = r.get<std::int32_t>("a symbol");

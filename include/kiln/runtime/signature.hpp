@@ -187,6 +187,17 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
                     arg() + " has extents " + to_string(b.dims) + " but " + declarer(who) +
                         " declares " + declared_text(d) + " (axis " + std::to_string(i) +
                         " must be " + std::to_string(d.dims[i]) + ")");
+    for (int i = 0; i < d.dims.rank; ++i) {
+      if (d.same_as[i] == 0) continue;
+      const auto from = static_cast<std::size_t>((d.same_as[i] - 1) / max_rank);
+      const int axis = (d.same_as[i] - 1) % max_rank;
+      if (b.dims[i] != args[from].dims[axis])
+        throw error(errc::shape_mismatch, who,
+                    arg() + " has extents " + to_string(b.dims) + ", but its axis " +
+                        std::to_string(i) + " is the size of argument " + std::to_string(from + 1) +
+                        " axis " + std::to_string(axis) + " (" +
+                        std::to_string(args[from].dims[axis]) + ")");
+    }
   }
   for (std::size_t i = 0; i < symbols.size(); ++i) {
     const ir::symbol& s = symbols[i];
@@ -196,8 +207,17 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
     }
     auto op = [&] { return s.node >= 0 ? std::string(ir::name(nodes[s.node].kind)) : "a node"; };
     if (ir::is_computed_size(s.kind)) {
-      const std::int64_t x = sym[s.a], y = s.kind == ir::symbol_kind::product ? sym[s.b] : s.b;
-      if (s.kind == ir::symbol_kind::quotient) {
+      const std::int64_t x = sym[s.a],
+                         y = s.kind == ir::symbol_kind::product || s.kind == ir::symbol_kind::sum
+                                 ? sym[s.b]
+                                 : s.b;
+      if (s.kind == ir::symbol_kind::sum || s.kind == ir::symbol_kind::offset) {
+        if (__builtin_add_overflow(x, y, &sym[i]) || sym[i] < 0)
+          throw error(errc::shape_mismatch, who,
+                      symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +
+                          ", to which a shape of the graph adds " + std::to_string(y) +
+                          (sym[i] < 0 ? ": below zero" : ": past 2^63"));
+      } else if (s.kind == ir::symbol_kind::quotient) {
         if (x % y != 0)
           throw error(errc::shape_mismatch, who,
                       symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Models whose sizes are left to the call, imported once (kiln-import-onnx MODEL.onnx -o
+# MODEL.kiln) and run from that module at two sizes on each device, against ONNX Runtime's CPU
+# provider (ort_run.js) at the same sizes: the BERT layer at batch x sequence 1 x 128 and 3 x 37,
+# the GPT-2 step (one new token, batch 1 and 2) after a cache of 7 and of 30 tokens. Prints each
+# output's largest difference from ORT's.
+# Usage: benchmarks/models/run_time_sizes.sh BUILD_DIR
+#   BUILD_DIR: a build with kiln-run and kiln-import-onnx; onnxruntime-node must be resolvable by
+#   node (NODE_PATH). KILN_DEVICES: the devices (default "cpu vulkan").
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: run_time_sizes.sh BUILD_DIR}" && pwd)
+models=${KILN_MODELS_DIR:-$build/models}
+mkdir -p "$models"
+[ -f "$models/gpt2_step.onnx" ] || /usr/bin/python3 "$here/make_models.py" "$models"
+io=$models/run_time_sizes
+rm -rf "$io" && mkdir -p "$io"
+
+# The inputs of each run (seeded): LABEL.in.NAME.npy.
+/usr/bin/python3 - "$io" <<'PY'
+import sys
+import numpy as np
+io = sys.argv[1]
+rng = np.random.default_rng(7)
+def save(label, **arrays):
+    for name, a in arrays.items():
+        np.save(f"{io}/{label}.in.{name}.npy", a)
+for batch, seq in ((1, 128), (3, 37)):
+    mask = np.ones((batch, seq), np.int64)
+    mask[-1, seq - seq // 4:] = 0  # the last row padded
+    save(f"bert_layer.{batch}x{seq}",
+         hidden_states=rng.standard_normal((batch, seq, 768)).astype(np.float32),
+         attention_mask=mask)
+for batch, past in ((1, 7), (2, 30)):
+    cache = {f"past_key_values.{layer}.{kind}":
+             (0.5 * rng.standard_normal((batch, 12, past, 64))).astype(np.float32)
+             for layer in range(2) for kind in ("key", "value")}
+    mask = np.ones((batch, past + 1), np.int64)
+    mask[0, :2] = 0  # the first row left-padded
+    save(f"gpt2_step.{batch}x{past}", input_ids=rng.integers(0, 2048, (batch, 1)),
+         position_ids=np.full((batch, 1), past, np.int64), attention_mask=mask, **cache)
+PY
+
+for model in bert_layer gpt2_step; do
+  start=$(date +%s%N)
+  "$build/kiln-import-onnx" "$models/$model.onnx" -o "$io/$model.kiln" >/dev/null
+  echo "$model: imported once in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  for file in "$io/$model".*.in.*.npy; do
+    label=${file#"$io/"}
+    label=${label%%.in.*}
+    [ -f "$io/$label.ort.done" ] && continue
+    node "$here/ort_run.js" "$models/$model.onnx" "$io" "$label"
+    touch "$io/$label.ort.done"
+    for device in ${KILN_DEVICES:-cpu vulkan}; do
+      args=()
+      for in in "$io/$label".in.*.npy; do
+        name=${in#"$io/$label.in."}
+        args+=(--input "${name%.npy}=$in")
+      done
+      for out in "$io/$label".ort.*.npy; do
+        name=${out#"$io/$label.ort."}
+        args+=(--output "${name%.npy}=$io/$label.kiln.$device.${name}")
+      done
+      "$build/kiln-run" "$io/$model.kiln" --device "$device" "${args[@]}" >/dev/null
+      /usr/bin/python3 - "$io" "$label" "$device" <<'PY'
+import glob, sys
+import numpy as np
+io, label, device = sys.argv[1:4]
+for ort_file in sorted(glob.glob(f"{io}/{label}.ort.*.npy")):
+    name = ort_file[len(f"{io}/{label}.ort."):-4]
+    want, got = np.load(ort_file), np.load(f"{io}/{label}.kiln.{device}.{name}.npy")
+    diff = np.abs(got.astype(np.float64) - want).max() if want.size else 0.0
+    ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4)
+    print(f"{label} on {device}: {name} {list(got.shape)}, max |kiln - ORT| {diff:.3g}"
+          f" (values up to {np.abs(want).max():.3g}): {'within' if ok else 'BEYOND'} rtol 1e-4,"
+          f" atol 1e-4")
+PY
+    done
+  done
+done
