@@ -4,13 +4,15 @@
 // (MODEL.onnx), it runs kiln-import-onnx (beside kiln-run, else on PATH) into a temporary module
 // first, so ONNX's library stays out of kiln-run too; --dim, --shape and --value go to the
 // importer (a named dimension's size, an input's extents, an input's value at import:
-// kiln-import-onnx says what each does).
+// kiln-import-onnx says what each does). --save writes the module it runs (the imported one, for
+// a model) to a file, which runs where neither the importer nor protobuf is installed; with no
+// input to give, kiln-run then only saves.
 //
 //   kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...
 //            [--value NAME=VALUE|FILE.npy]...
 //            [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
-//            [--output NAME=FILE.npy]... [--benchmark N] [--signature]
+//            [--output NAME=FILE.npy]... [--benchmark N] [--signature] [--save FILE.kiln]
 //            [--trust-kernels]   (run the module's own SPIR-V, not kernels emitted from its plan)
 //   kiln-run --list-devices
 #include <algorithm>
@@ -45,7 +47,7 @@ namespace {
                "         [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
                "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
                "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
-               "         [--trust-kernels]\n"
+               "         [--save FILE.kiln] [--trust-kernels]\n"
                "       kiln-run --list-devices\n",
                why.c_str());
   std::exit(2);
@@ -249,7 +251,7 @@ std::filesystem::path imported_module(const std::string& model,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path, device_name = "default";
+  std::string path, device_name = "default", save;
   std::map<std::string, std::string> inputs, outputs;
   std::vector<std::string> at_import;  // --dim and --value, as the importer takes them
   bool signature = false, trust_kernels = false;
@@ -284,6 +286,8 @@ int main(int argc, char** argv) {
       named("--output", outputs);
     else if (a == "--signature")
       signature = true;
+    else if (a.rfind("--save", 0) == 0)
+      save = value("--save");
     else if (a == "--trust-kernels")
       trust_kernels = true;
     else if (a.rfind("--benchmark", 0) == 0) {
@@ -331,6 +335,13 @@ int main(int argc, char** argv) {
       } cleanup{module};
       return kiln::module::load(module.string(), trust_kernels);
     }();
+    if (!save.empty()) {
+      m.save(save);
+      std::printf("saved %s\n", save.c_str());
+      if (inputs.empty() && outputs.empty() && !signature && benchmark == 0 &&
+          !m.input_names().empty())
+        return 0;
+    }
     kiln::signature sig = m.signature();
     if (signature) {
       std::printf("%s\n", kiln::to_string(sig).c_str());

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Models whose sizes are left to the call, imported once (kiln-import-onnx MODEL.onnx -o
+# Models whose sizes are left to the call, imported once (kiln-run MODEL.onnx --save
 # MODEL.kiln) and run from that module at two sizes on each device, against ONNX Runtime's CPU
 # provider (ort_run.js) at the same sizes: the BERT layer at batch x sequence 1 x 128 and 3 x 37,
 # the GPT-2 step (one new token, batch 1 and 2) after a cache of 7 and of 30 tokens. Prints each
@@ -43,7 +43,7 @@ PY
 
 for model in bert_layer gpt2_step; do
   start=$(date +%s%N)
-  "$build/kiln-import-onnx" "$models/$model.onnx" -o "$io/$model.kiln" >/dev/null
+  "$build/kiln-run" "$models/$model.onnx" --save "$io/$model.kiln" >/dev/null
   echo "$model: imported once in $(( ($(date +%s%N) - start) / 1000000 )) ms"
   for file in "$io/$model".*.in.*.npy; do
     label=${file#"$io/"}

@@ -1089,6 +1089,15 @@ TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
   const auto* yv = reinterpret_cast<const float*>(y.bytes.data());
   for (std::size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(yv[i], w[i], 1e-7 + 1e-3 * std::fabs(w[i])) << i;
+  // --save keeps the module it imported (with no inputs given, it only saves); it runs alone.
+  const fs::path saved = folder / "saved.kiln";
+  const std::string save = std::string(KILN_RUN_PATH) + " " + (test / "model.onnx").string() +
+                           " --save " + saved.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(save.c_str()), 0) << save;
+  std::vector<float> again(got.size());
+  const std::vector<kiln::tensor_ref> into = {kiln::tensor_ref(again.data(), want.type, want.dims)};
+  kiln::module::load(saved.string()).run(args, into);
+  EXPECT_EQ(again, got);
   // --dim applies to ONNX models only; a model the importer refuses ends kiln-run with 1.
   EXPECT_EQ(
       WEXITSTATUS(std::system(
