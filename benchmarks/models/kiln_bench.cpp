@@ -1,5 +1,5 @@
 // kiln's side of the model benchmark: each model of make_models.py imported by kiln::onnx (the
-// batch bound to 1; BERT's also to 8, its sequence length to 128), with the inputs ort_bench.js feeds ONNX Runtime; import
+// batch bound to 1; BERT's also to 8, its sequence length to 128, the MLP's tokens to 256), with the inputs ort_bench.js feeds ONNX Runtime; import
 // plus compile plus the first call, then the median and minimum of 20 timed calls, and at the end
 // the process's peak resident memory. Where ort_bench.js left ONNX
 // Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
     auto t0 = clock_type::now();
     kiln::onnx::import_options opt;
     opt.dims["batch"] = batch;
-    opt.dims["seq"] = 128;  // BERT's; the other models have no such name
+    opt.dims["seq"] = 128;     // BERT's
+    opt.dims["tokens"] = 256;  // the MLP's
     kiln::executable exe = kiln::onnx::compile(path, opt);
     exe.set_threads(threads);
     const auto sig = exe.signature();

@@ -2,7 +2,7 @@
 """The model blocks kiln is measured on against ONNX Runtime, written as ONNX files the way
 exporters write them (opset 17, seeded weights, a dynamic batch): a BERT-base encoder layer with
 an attention mask (batch and sequence length dynamic, heads split by Shape subgraphs), an MLP
-(256x1024 -> 4096 -> 1024), two ResNet-50 bottleneck blocks, a MobileNetV3-small-style block
+(tokens x 1024 -> 4096 -> 1024, the benchmark's 256 tokens), two ResNet-50 bottleneck blocks, a MobileNetV3-small-style block
 (depthwise convolutions, squeeze-excite, hard-swish) and a GPT-2-small-style decoder step with
 past keys and values (two layers, a 2048-token vocabulary).
 
@@ -185,7 +185,7 @@ def gpt2_step(layers=2, width=768, heads=12, vocab=2048, positions=1024):
         cache_out)
 
 
-def mlp(tokens=256, width=1024, hidden=4096):
+def mlp(tokens="tokens", width=1024, hidden=4096):
     b = Builder(2)
     h = b.op("Relu", [dense(b, "x", width, hidden)])
     dense(b, h, hidden, width)

@@ -2,8 +2,9 @@
 # Models whose sizes are left to the call, imported once (kiln-run MODEL.onnx --save
 # MODEL.kiln) and run from that module at two sizes on each device, against ONNX Runtime's CPU
 # provider (ort_run.js) at the same sizes: the BERT layer at batch x sequence 1 x 128 and 3 x 37,
-# the GPT-2 step (one new token, batch 1 and 2) after a cache of 7 and of 30 tokens. Prints each
-# output's largest difference from ORT's.
+# the GPT-2 step (one new token, batch 1 and 2) after a cache of 7 and of 30 tokens, the MLP at
+# 256 and 77 tokens, the ResNet bottlenecks and the MobileNet block at batch 1 and 2. Prints each
+# model's import time and each output's largest difference from ORT's.
 # Usage: benchmarks/models/run_time_sizes.sh BUILD_DIR
 #   BUILD_DIR: a build with kiln-run and kiln-import-onnx; onnxruntime-node must be resolvable by
 #   node (NODE_PATH). KILN_DEVICES: the devices (default "cpu vulkan").
@@ -39,9 +40,16 @@ for batch, past in ((1, 7), (2, 30)):
     mask[0, :2] = 0  # the first row left-padded
     save(f"gpt2_step.{batch}x{past}", input_ids=rng.integers(0, 2048, (batch, 1)),
          position_ids=np.full((batch, 1), past, np.int64), attention_mask=mask, **cache)
+for tokens in (256, 77):
+    save(f"mlp.{tokens}", x=rng.standard_normal((tokens, 1024)).astype(np.float32))
+for batch in (1, 2):
+    save(f"resnet_stages.{batch}",
+         x=np.maximum(rng.standard_normal((batch, 256, 56, 56)), 0).astype(np.float32))
+    save(f"mobilenet_48x192.{batch}",
+         x=rng.standard_normal((batch, 3, 48, 192)).astype(np.float32))
 PY
 
-for model in bert_layer gpt2_step; do
+for model in bert_layer gpt2_step mlp resnet_stages mobilenet_48x192; do
   start=$(date +%s%N)
   "$build/kiln-run" "$models/$model.onnx" --save "$io/$model.kiln" >/dev/null
   echo "$model: imported once in $(( ($(date +%s%N) - start) / 1000000 )) ms"

@@ -119,10 +119,11 @@ void lower_identity(node_context& c) {
   c.out_extents(0, e, scalar);
 }
 
-// Add, Sub, Mul and Div of shapes elementwise (one side may be a single size): sums, differences,
-// products and exact quotients of run-time sizes. Division by a run-time size is that size's
-// inverse in a product; subtraction takes a run-time size out of a sum that holds it.
-enum class arithmetic { add, sub, mul, div };
+// Add, Sub, Mul, Div, Min and Max of shapes elementwise (one side may be a single size): sums,
+// differences, products, quotients rounded down (as ONNX divides integers), and bounds by a
+// static size. Division by a run-time size is that size's inverse in a product; subtraction
+// takes a run-time size out of a sum that holds it.
+enum class arithmetic { add, sub, mul, div, min, max };
 template <arithmetic o>
 void lower_arithmetic(node_context& c) {
   c.only_attrs({});
@@ -138,7 +139,9 @@ void lower_arithmetic(node_context& c) {
     out.push_back(o == arithmetic::add   ? c.g.sum(x, y)
                   : o == arithmetic::sub ? c.g.difference(x, y)
                   : o == arithmetic::mul ? c.g.product(x, y)
-                                         : c.g.quotient(x, y));
+                  : o == arithmetic::div ? c.g.floor_quotient(x, y)
+                  : o == arithmetic::min ? c.g.minimum(x, y)
+                                         : c.g.maximum(x, y));
   }
   c.out_extents(0, out, a_scalar && b_scalar);
 }
@@ -180,6 +183,8 @@ void lower_on_extents(node_context& c) {
                                        {"Sub", lower_arithmetic<arithmetic::sub>},
                                        {"Mul", lower_arithmetic<arithmetic::mul>},
                                        {"Div", lower_arithmetic<arithmetic::div>},
+                                       {"Min", lower_arithmetic<arithmetic::min>},
+                                       {"Max", lower_arithmetic<arithmetic::max>},
                                        {"Reshape", lower_reshape},
                                        {"Expand", lower_expand},
                                        {"ConstantOfShape", lower_constant_of_shape}};
@@ -191,7 +196,7 @@ void lower_on_extents(node_context& c) {
            "input " + std::to_string(which) +
                " is a shape of sizes known only at the call (from Shape); kiln carries such "
                "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Add, "
-               "Sub, Mul, Div, Reshape, Expand and ConstantOfShape, not " +
+               "Sub, Mul, Div, Min, Max, Reshape, Expand and ConstantOfShape, not " +
                c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
   }
   found->second(c);

@@ -267,6 +267,29 @@ TEST_P(RunTimeShapes, ParametersThatShareASizeHaveOneSymbol) {
                                    "argument 1 axis 0 (3)"));
 }
 
+// Shape arithmetic as exporters compute it: n / 3 rounded down, min(n, 4), max(n, 2).
+TEST_P(RunTimeShapes, QuotientsRoundedDownAndBoundsRunAtAnySize) {
+  graph g;
+  auto x = g.input("x", dtype::f32, {dyn});
+  const graph::extent n = g.extent_of(x, 0);
+  const std::vector<graph::extent> sizes = {g.floor_quotient(n, 3), g.minimum(n, 4),
+                                            g.maximum(2, n)};
+  g.output("y", g.expand(g.constant(0.5, dtype::f32), sizes));
+  executable e = compile(g);
+  for (std::int64_t size : {7, 1, 12}) {
+    const shape want{size / 3, std::min<std::int64_t>(size, 4), std::max<std::int64_t>(size, 2)};
+    const std::vector<shape> args = {shape{size}};
+    ASSERT_EQ(e.result_dims(args)[0], want) << "n " << size;
+    std::vector<float> xs(static_cast<std::size_t>(size)),
+        y(static_cast<std::size_t>(want.element_count()), -1.f);
+    e.run({tensor_ref(xs.data(), dtype::f32, {size})}, {tensor_ref(y.data(), dtype::f32, want)},
+          dev());
+    EXPECT_EQ(y, std::vector<float>(y.size(), 0.5f)) << "n " << size;
+  }
+  EXPECT_EQ(g.floor_quotient(g.product(n, 6), 3), g.product(n, 2));  // exact where it can be
+  EXPECT_THAT(error_of([&] { g.minimum(n, n); }), ::testing::HasSubstr("one must be static"));
+}
+
 TEST(RunTimeShapeErrors, SumsAreOneSizeAndDifferencesNeedTheirPieces) {
   graph g;
   auto x = g.input("x", dtype::f32, {dyn, dyn});

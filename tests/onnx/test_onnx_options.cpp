@@ -265,6 +265,29 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
   auto grown = kiln::compile(kiln::onnx::import_bytes(sum.bytes()).graph);
   const std::vector<kiln::shape> three = {kiln::shape{3, 4}};
   EXPECT_EQ(grown.result_dims(three)[0], (kiln::shape{4, 5}));
+  // Div (rounded down, as ONNX divides integers), Min and Max of a run-time size.
+  model_builder bounds;
+  bounds.input("x", {std::string("n")});
+  bounds.ints("two", {2});
+  bounds.ints("three", {3});
+  bounds.ints("five", {5});
+  bounds.node("Shape", {"x"}, {"s"});
+  bounds.node("Div", {"s", "two"}, {"half"});
+  bounds.node("Min", {"s", "three"}, {"low"});
+  bounds.node("Max", {"s", "five"}, {"high"});
+  auto* along = bounds.node("Concat", {"half", "low", "high"}, {"shape"})->add_attribute();
+  along->set_name("axis");
+  along->set_type(::onnx::AttributeProto::INT);
+  along->set_i(0);
+  bounds.node("ConstantOfShape", {"shape"}, {"y"});
+  bounds.output("y", {std::string("a"), std::string("b"), std::string("c")});
+  auto bounded = kiln::compile(kiln::onnx::import_bytes(bounds.bytes()).graph);
+  for (std::int64_t n : {7, 2}) {
+    const std::vector<kiln::shape> x = {kiln::shape{n}};
+    EXPECT_EQ(bounded.result_dims(x)[0],
+              (kiln::shape{n / 2, std::min<std::int64_t>(n, 3), std::max<std::int64_t>(n, 5)}))
+        << "n " << n;
+  }
   // A Range to a run-time size is not: refused naming the node, the op and the way out.
   model_builder range;
   range.input("x", {std::string("batch"), std::int64_t{4}});

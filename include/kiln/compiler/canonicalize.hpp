@@ -103,6 +103,11 @@ constexpr std::int64_t rebuilt_size(ir::builder& b, const ir::graph& g,
                         rebuilt_size(b, g, map, ir::dim_of_symbol(s.b)));
     case ir::symbol_kind::offset:
       return b.size_plus(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    case ir::symbol_kind::floor_quotient:
+      return b.size_floor_quotient(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    case ir::symbol_kind::minimum:
+    case ir::symbol_kind::maximum:
+      return b.size_bound(s.kind, rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
     default:
       break;
   }

@@ -149,6 +149,11 @@ class graph {
   // it is a run-time size.
   extent sum(extent a, extent b);
   extent difference(extent a, extent b);
+  // a / b rounded down (b static, or b's run-time sizes among a's); the smaller or larger of a
+  // and b, one of them static: shape arithmetic as an exporter's Div, Min and Max compute it.
+  extent floor_quotient(extent a, extent b);
+  extent minimum(extent a, extent b);
+  extent maximum(extent a, extent b);
   // ONNX Reshape to extents: a static 0 copies x's size there (unless allow_zero), a static -1 is
   // inferred. The element counts must agree as products of the same run-time sizes.
   value reshape(value x, std::span<const extent> shape, bool allow_zero = false);
@@ -759,6 +764,29 @@ KILN_RUNTIME_API graph::extent graph::sum(extent a, extent b) {
 KILN_RUNTIME_API graph::extent graph::difference(extent a, extent b) {
   check_extents("difference", a, b);
   return extent_of_dim(b_.size_difference(a.d_, b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::floor_quotient(extent a, extent b) {
+  check_extents("floor_quotient", a, b);
+  if (b.is_static() && b.d_ == 0)
+    throw error(errc::invalid_argument, "floor_quotient", "divides by 0");
+  return extent_of_dim(b_.size_floor_quotient(a.d_, b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::minimum(extent a, extent b) {
+  check_extents("minimum", a, b);
+  if (!a.is_static() && !b.is_static())
+    throw error(errc::unsupported, "minimum", "of two run-time sizes: one must be static");
+  return extent_of_dim(b_.size_bound(ir::symbol_kind::minimum, a.is_static() ? b.d_ : a.d_,
+                                     a.is_static() ? a.d_ : b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::maximum(extent a, extent b) {
+  check_extents("maximum", a, b);
+  if (!a.is_static() && !b.is_static())
+    throw error(errc::unsupported, "maximum", "of two run-time sizes: one must be static");
+  return extent_of_dim(b_.size_bound(ir::symbol_kind::maximum, a.is_static() ? b.d_ : a.d_,
+                                     a.is_static() ? a.d_ : b.d_));
 }
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,

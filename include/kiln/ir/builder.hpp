@@ -630,6 +630,36 @@ class builder {
   constexpr std::int64_t size_plus(std::int64_t a, std::int64_t k) {
     return dim_of_sum(combined(linear_of(a), {k, {}}, 1), "a size plus a constant");
   }
+  // a / b rounded down (ONNX's Div of sizes): exact where kiln can divide (b's run-time sizes
+  // among a's, or a static b dividing a's factor), else a floor_quotient of a static b.
+  constexpr std::int64_t size_floor_quotient(std::int64_t a, std::int64_t b) {
+    if (!is_symbol(a) && !is_symbol(b)) {
+      if (b <= 0)
+        throw error(errc::invalid_argument, "sizes", "a size divided by " + detail::to_text(b));
+      return a / b;
+    }
+    const monomial x = monomial_of(a), y = monomial_of(b);
+    if (y.factor > 0 && x.factor % y.factor == 0)
+      if (auto q = divided(x, y)) return dim_of(*q);
+    if (is_symbol(b))
+      throw error(errc::unsupported, "sizes",
+                  "size " + size_text(a) + " divided by " + size_text(b) +
+                      ": kiln divides run-time sizes by static sizes and by the run-time sizes "
+                      "they are products of");
+    if (b <= 0 || b > 0x7fffffff)
+      throw error(errc::invalid_argument, "sizes", "a size divided by " + detail::to_text(b));
+    if (b == 1) return a;
+    return dim_of_symbol(
+        computed_size(symbol_kind::floor_quotient, symbol_of(a), static_cast<std::int32_t>(b), -1));
+  }
+  // min(a, k) or max(a, k) (kind minimum or maximum) of size a and a static size k.
+  constexpr std::int64_t size_bound(symbol_kind kind, std::int64_t a, std::int64_t k) {
+    if (k < 0 || k > 0x7fffffff)
+      throw error(errc::invalid_argument, "sizes", "a bound of " + detail::to_text(k));
+    if (!is_symbol(a)) return kind == symbol_kind::minimum ? std::min(a, k) : std::max(a, k);
+    if (kind == symbol_kind::maximum && k == 0) return a;
+    return dim_of_symbol(computed_size(kind, symbol_of(a), static_cast<std::int32_t>(k), -1));
+  }
 
   // The operand broadcast with `sizes` (ONNX Expand: numpy broadcasting both ways).
   constexpr std::int32_t expand(std::int32_t a, const shape& sizes) {

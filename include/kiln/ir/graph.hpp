@@ -33,11 +33,12 @@ enum class symbol_kind : std::uint8_t {
   // order.
   sum,     // symbols `a` plus `b`
   offset,  // symbol `a` plus the static size `b` (not 0; negative where the call's `a` allows)
+  // Shape arithmetic as ONNX computes it on sizes (an exporter's Div, Min and Max).
+  floor_quotient,  // symbol `a` divided by the static size `b` (> 1), rounded down
+  minimum,         // the smaller of symbol `a` and the static size `b`
+  maximum,         // the larger of symbol `a` and the static size `b`
 };
-constexpr bool is_computed_size(symbol_kind k) {
-  return k == symbol_kind::product || k == symbol_kind::scaled || k == symbol_kind::quotient ||
-         k == symbol_kind::sum || k == symbol_kind::offset;
-}
+constexpr bool is_computed_size(symbol_kind k) { return k >= symbol_kind::product; }
 
 struct symbol {
   symbol_kind kind = symbol_kind::input;

@@ -72,6 +72,15 @@ inline std::string print(const graph& g) {
       case symbol_kind::sum:
         out += a + " + " + b;
         break;
+      case symbol_kind::floor_quotient:
+        out += a + " / " + std::to_string(s.b) + ", rounded down";
+        break;
+      case symbol_kind::minimum:
+        out += "min(" + a + ", " + std::to_string(s.b) + ")";
+        break;
+      case symbol_kind::maximum:
+        out += "max(" + a + ", " + std::to_string(s.b) + ")";
+        break;
       case symbol_kind::offset:
         out += a +
                (s.b < 0 ? " - " + std::to_string(-std::int64_t{s.b}) : " + " + std::to_string(s.b));

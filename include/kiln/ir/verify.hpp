@@ -342,8 +342,10 @@ constexpr std::vector<std::string> verify(const graph& g) {
               : s.kind == symbol_kind::exactly ? s.a >= 0 && s.a < before && s.b >= 0
               : s.kind == symbol_kind::scaled || s.kind == symbol_kind::quotient
                   ? s.a >= 0 && s.a < before && s.b > 1
-              : s.kind == symbol_kind::offset
-                  ? s.a >= 0 && s.a < before && s.b != 0
+              : s.kind == symbol_kind::offset         ? s.a >= 0 && s.a < before && s.b != 0
+              : s.kind == symbol_kind::floor_quotient ? s.a >= 0 && s.a < before && s.b > 1
+              : s.kind == symbol_kind::minimum || s.kind == symbol_kind::maximum
+                  ? s.a >= 0 && s.a < before && s.b >= 0
                   : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)
       problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +

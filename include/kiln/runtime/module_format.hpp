@@ -526,7 +526,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   g.symbols.resize(r.count("symbols", 13));
   for (auto& s : g.symbols) {
     auto kind = r.get<std::uint8_t>("a symbol");
-    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::offset))
+    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::maximum))
       r.fail("corrupt: a symbol's kind");
     s.kind = static_cast<ir::symbol_kind>(kind);
     s.a = r.get<std::int32_t>("a symbol");

@@ -211,7 +211,13 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
                          y = s.kind == ir::symbol_kind::product || s.kind == ir::symbol_kind::sum
                                  ? sym[s.b]
                                  : s.b;
-      if (s.kind == ir::symbol_kind::sum || s.kind == ir::symbol_kind::offset) {
+      if (s.kind == ir::symbol_kind::floor_quotient) {
+        sym[i] = x / y;
+      } else if (s.kind == ir::symbol_kind::minimum) {
+        sym[i] = std::min(x, y);
+      } else if (s.kind == ir::symbol_kind::maximum) {
+        sym[i] = std::max(x, y);
+      } else if (s.kind == ir::symbol_kind::sum || s.kind == ir::symbol_kind::offset) {
         if (__builtin_add_overflow(x, y, &sym[i]) || sym[i] < 0)
           throw error(errc::shape_mismatch, who,
                       symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +
