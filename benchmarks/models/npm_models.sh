@@ -43,18 +43,7 @@ kiln_on() {  # LABEL IMPORT-FLAGS...
     done
     KILN_NUM_THREADS=$threads "$build/kiln-run" "$pkg/$label.onnx" --device "$device" "$@" \
       "${inputs[@]}" "${outputs[@]}" >/dev/null
-    /usr/bin/python3 - "$io" "$label" "$device" <<'EOF'
-import glob, sys
-import numpy as np
-io, label, device = sys.argv[1:4]
-for ort_file in sorted(glob.glob(f"{io}/{label}.ort.*.npy")):
-    name = ort_file[len(f"{io}/{label}.ort."):-4]
-    want, got = np.load(ort_file), np.load(f"{io}/{label}.kiln.{device}.{name}.npy")
-    diff = np.abs(got.astype(np.float64) - want).max() if want.size else 0.0
-    ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5)
-    print(f"{label} on {device}: output {name} {list(got.shape)}, max |kiln - ORT| {diff:.3g}"
-          f" (up to {np.abs(want).max():.3g}): {'within' if ok else 'beyond'} rtol 1e-4, atol 1e-5")
-EOF
+    /usr/bin/python3 "$here/compare_npy.py" "$io" "$label" "$device" 1e-4 1e-5
   done
   echo -n "$label: kiln on the CPU, "
   KILN_NUM_THREADS=$threads "$build/kiln-run" "$pkg/$label.onnx" --device cpu "$@" \

@@ -70,19 +70,7 @@ for model in bert_layer gpt2_step mlp resnet_stages mobilenet_48x192; do
         args+=(--output "${name%.npy}=$io/$label.kiln.$device.${name}")
       done
       "$build/kiln-run" "$io/$model.kiln" --device "$device" "${args[@]}" >/dev/null
-      /usr/bin/python3 - "$io" "$label" "$device" <<'PY'
-import glob, sys
-import numpy as np
-io, label, device = sys.argv[1:4]
-for ort_file in sorted(glob.glob(f"{io}/{label}.ort.*.npy")):
-    name = ort_file[len(f"{io}/{label}.ort."):-4]
-    want, got = np.load(ort_file), np.load(f"{io}/{label}.kiln.{device}.{name}.npy")
-    diff = np.abs(got.astype(np.float64) - want).max() if want.size else 0.0
-    ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4)
-    print(f"{label} on {device}: {name} {list(got.shape)}, max |kiln - ORT| {diff:.3g}"
-          f" (values up to {np.abs(want).max():.3g}): {'within' if ok else 'BEYOND'} rtol 1e-4,"
-          f" atol 1e-4")
-PY
+      /usr/bin/python3 "$here/compare_npy.py" "$io" "$label" "$device" 1e-4 1e-4
     done
   done
 done
