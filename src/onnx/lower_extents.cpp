@@ -152,6 +152,29 @@ void lower_reshape(node_context& c) {
   c.out(0, c.g.reshape(c.in(0), to, c.attr_int("allowzero", 0) != 0));
 }
 
+// Tile by repeats known at the call: x [d...] seen as [1, d0, 1, d1, ...], expanded to
+// [r0, d0, r1, d1, ...] and joined to [r0 d0, r1 d1, ...], the products carried as run-time sizes.
+void lower_tile(node_context& c) {
+  c.only_attrs({});
+  if (c.opset() < 6) c.fail(errc::unsupported, "Tile before opset 6 takes its tiles as a scalar");
+  const graph::value x = c.in(0);
+  const int rank = c.g.dims_of(x).rank;
+  const extents repeats = extents_of(c, 1);
+  if (static_cast<int>(repeats.size()) != rank)
+    c.fail(errc::invalid_argument, "repeats has " + std::to_string(repeats.size()) +
+                                       " sizes for an input of rank " + std::to_string(rank));
+  if (2 * rank > max_rank)
+    c.fail(errc::unsupported, "rank " + std::to_string(rank) + " above kiln::max_rank / 2");
+  extents spread, tiled, joined;
+  for (int i = 0; i < rank; ++i) {
+    const graph::extent size = c.g.extent_of(x, i), r = repeats[static_cast<std::size_t>(i)];
+    spread.insert(spread.end(), {1, size});
+    tiled.insert(tiled.end(), {r, size});
+    joined.push_back(c.g.product(r, size));
+  }
+  c.out(0, c.g.reshape(c.g.expand(c.g.reshape(x, spread), tiled), joined));
+}
+
 void lower_expand(node_context& c) {
   c.only_attrs({});
   c.out(0, c.g.expand(c.in(0), extents_of(c, 1)));
@@ -187,6 +210,7 @@ void lower_on_extents(node_context& c) {
                                        {"Max", lower_arithmetic<arithmetic::max>},
                                        {"Reshape", lower_reshape},
                                        {"Expand", lower_expand},
+                                       {"Tile", lower_tile},
                                        {"ConstantOfShape", lower_constant_of_shape}};
   auto found = table.find(c.op());
   if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) {
@@ -196,7 +220,7 @@ void lower_on_extents(node_context& c) {
            "input " + std::to_string(which) +
                " is a shape of sizes known only at the call (from Shape); kiln carries such "
                "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Add, "
-               "Sub, Mul, Div, Min, Max, Reshape, Expand and ConstantOfShape, not " +
+               "Sub, Mul, Div, Min, Max, Reshape, Expand, Tile and ConstantOfShape, not " +
                c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
   }
   found->second(c);

@@ -404,6 +404,31 @@ TEST(OnnxOptions, ACacheOfRunTimeLengthImportsOnceAndRunsAtAnyLength) {
   }
 }
 
+// Tile by repeats computed from a run-time size: x [n, 2] repeated n times along axis 0.
+TEST(OnnxOptions, TileByRunTimeRepeats) {
+  model_builder b;
+  b.input("x", {std::string("n"), std::int64_t{2}});
+  b.ints("zero", {0});
+  b.ints("one", {1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "zero", "one"}, {"n"});
+  auto* axis = b.node("Concat", {"n", "one"}, {"repeats"})->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(0);
+  b.node("Tile", {"x", "repeats"}, {"y"});
+  b.output("y", {std::string("m"), std::int64_t{2}});
+  auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes()).graph);
+  for (std::int64_t n : {1, 3}) {
+    std::vector<float> x(static_cast<std::size_t>(2 * n)), y(static_cast<std::size_t>(2 * n * n));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
+    exe.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {n, 2})},
+            {kiln::tensor_ref(y.data(), kiln::dtype::f32, {n * n, 2})});
+    for (std::size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(y[i], x[i % x.size()]) << "element " << i << ", n " << n;
+  }
+}
+
 TEST(OnnxOptions, NamedDimensionLeftToTheCallRunsAtAnySize) {
   model_builder b;
   b.input("x", {std::string("batch"), std::int64_t{3}});
