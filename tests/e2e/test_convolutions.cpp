@@ -123,9 +123,10 @@ kiln::ir::conv_window window_of(const windows& p, int axes) {
 }
 
 // conv (or conv_transpose) of x and w through the graph API, 2-D, or 1-D where x's height is 1
-// (the operands given as [N, C, W]), checked against the reference.
+// (the operands given as [N, C, W]), checked against the reference. constant_w: w a constant of
+// the graph (packed once, at the first call, and read so by later ones), run twice.
 void check(const dims_t& xd, const dims_t& wd, const windows& p, bool transposed, unsigned seed,
-           bool one_dimensional = false) {
+           bool one_dimensional = false, bool constant_w = false) {
   SCOPED_TRACE(std::string(transposed ? "conv_transpose " : "conv ") + ref::dims_text(xd) + " by " +
                ref::dims_text(wd) + " stride " + std::to_string(p.stride[1]) + " dilation " +
                std::to_string(p.dilation[1]) + " pads " + std::to_string(p.begin[1]) + "/" +
@@ -137,19 +138,28 @@ void check(const dims_t& xd, const dims_t& wd, const windows& p, bool transposed
     return d;
   };
   dims_t out = drop_height(want.value.dims);
+  std::vector<float> x32 = floats(x), w32 = floats(w), y32(ref::count(out));
   kiln::graph g;
   auto xv = g.input("x", dtype::f32, ref::to_shape(drop_height(xd)));
-  auto wv = g.input("w", dtype::f32, ref::to_shape(drop_height(wd)));
+  auto wv = constant_w
+                ? g.constant(w32.data(), dtype::f32, w32.size(), ref::to_shape(drop_height(wd)))
+                : g.input("w", dtype::f32, ref::to_shape(drop_height(wd)));
   const auto c = window_of(p, one_dimensional ? 1 : 2);
   auto y = transposed ? g.conv_transpose(xv, wv, c) : g.conv(xv, wv, c);
   ASSERT_EQ(g.dims_of(y), ref::to_shape(out));
   g.output("y", y);
   auto e = kiln::compile(g);
   EXPECT_EQ(e.dispatch_count(), 1);
-  std::vector<float> x32 = floats(x), w32 = floats(w), y32(ref::count(out));
-  e.run({view_of(x32, drop_height(xd)), view_of(w32, drop_height(wd))}, {view_of(y32, out)});
   const std::int64_t cells = wd[2] * wd[3];
-  expect_within_bound(y32, want, (transposed ? wd[0] : wd[1]) * cells, "result");
+  for (int call = 0; call < (constant_w ? 2 : 1); ++call) {
+    std::fill(y32.begin(), y32.end(), -1.f);
+    if (constant_w)
+      e.run({view_of(x32, drop_height(xd))}, {view_of(y32, out)});
+    else
+      e.run({view_of(x32, drop_height(xd)), view_of(w32, drop_height(wd))}, {view_of(y32, out)});
+    expect_within_bound(y32, want, (transposed ? wd[0] : wd[1]) * cells,
+                        "result of call " + std::to_string(call + 1));
+  }
 }
 
 windows with(std::int64_t stride, std::int64_t dilation, std::int64_t begin, std::int64_t end,
@@ -223,6 +233,22 @@ TEST(Conv, SizesAroundTilesAndBlocks) {
   }
   check({2, 3, 1, 1000}, {70, 3, 1, 5}, with(1, 1, 0, 0), false, seed += 2, true);
   check({1, 64, 20, 20}, {64, 64, 3, 3}, with(1, 1, 1, 1), false, seed += 2);  // K in blocks
+}
+
+// w a constant (packed whole once as the GEMM's A, per group, KC block after KC block): rows
+// around the register tile, K in several KC blocks, groups, transposed, 1-D, depthwise (not
+// packed).
+TEST(Conv, ConstantWeightsArePackedOnceAndReadSo) {
+  unsigned seed = 400;
+  for (std::int64_t s : {1, 7, 9, 63, 65})
+    check({1, 3, 6, 5}, {s, 3, 3, 3}, with(1, 1, 1, 1), false, seed += 2, false, true);
+  check({1, 64, 10, 10}, {33, 64, 3, 3}, with(1, 1, 1, 1), false, seed += 2, false, true);
+  check({2, 6, 8, 8}, {10, 3, 3, 3}, with(2, 1, 1, 1, 2), false, seed += 2, false, true);
+  check({2, 5, 9, 7}, {5, 1, 3, 3}, with(1, 1, 1, 1, 5), false, seed += 2, false, true);
+  check({2, 70, 9, 13}, {33, 70, 1, 1}, with(1, 1, 0, 0), false, seed += 2, false, true);
+  check({2, 3, 1, 200}, {70, 3, 1, 5}, with(2, 1, 0, 0), false, seed += 2, true, true);
+  check({1, 4, 5, 6}, {4, 3, 3, 3}, with(2, 1, 1, 0, 2), true, seed += 2, false, true);
+  check({1, 9, 4, 5}, {9, 5, 2, 3}, with(1, 2, 0, 1), true, seed += 2, false, true);
 }
 
 TEST(Conv, PointwiseOverATransposedInputReadsItInPlace) {

@@ -99,6 +99,9 @@ struct conv_geometry {
   bool transposed = false;
   std::int64_t groups = 1;
   std::array<std::int64_t, max_rank> strides{}, starts{}, dilations{};
+  // w packed beforehand by pack_conv_weights (the chosen kernels' layout), read in place of
+  // packing it at this call; null: packed as the GEMM runs.
+  const void* packed_weights = nullptr;
 };
 
 // y [N, M, outputs...] = x [N, C, spatial...] convolved with w ([M, C / groups, kernel...];
@@ -108,6 +111,15 @@ struct conv_geometry {
 KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_layout& x,
                                const shape& w_dims, const operand_layout& w, const shape& y_dims,
                                const conv_geometry& c, tile_ref epilogue);
+
+// A convolution's w packed whole as its GEMM packs A (each group's rows as MR-row panels, KC
+// block after KC block), for conv_geometry::packed_weights: a constant weight packed once instead
+// of at every call. Writes to `to` (64-byte aligned) where it is not null; returns the bytes it
+// takes, or 0 where the convolution does not read w as a GEMM's A (a 2-D depthwise one) or the
+// type is not one the GEMM packs.
+KILN_RUNTIME_API std::size_t pack_conv_weights(dtype type, const shape& w_dims,
+                                               const operand_layout& w, const shape& y_dims,
+                                               const conv_geometry& c, void* to);
 
 }  // namespace kiln::cpu
 
@@ -255,10 +267,12 @@ void micro_kernel(std::int64_t kc, const S* ap, const S* bp, S* c, std::int64_t 
 // columns [j0, j0 + n) as pack_b does (rows p0 + first to p0 + last of them); a_computed: A's
 // packing computes it (keep the packings of each row few). Every tile of C goes to the epilogue
 // once.
+// A packed whole beforehand (a_whole: batch b's A is A[b % a_period], each KC block's rows, padded
+// to whole MR-row panels, as pack_a packs them) is read in place of packing it.
 template <class S, class T, class PackA, class PackB>
 void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, PackA pack_a_block,
           PackB pack_b_block, tile_ref epilogue, bool a_computed = false,
-          const S* packed_whole = nullptr) {
+          const S* packed_whole = nullptr, const S* a_whole = nullptr, std::int64_t a_period = 1) {
   using G = gemm_shape<S>;
   if (batches == 0 || M == 0 || N == 0) return;
   // About 2 x M x N x K flops: below half a million, handing out the work to the threads (held
@@ -280,6 +294,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
   constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
   const std::int64_t k_blocks = (K + G::KC - 1) / G::KC;
+  const std::int64_t a_rows = (M + G::MR - 1) / G::MR * G::MR;
   auto aligned = [](S* p) {
     auto at = reinterpret_cast<std::uintptr_t>(p);
     return reinterpret_cast<S*>((at + 63) / 64 * 64);
@@ -310,7 +325,11 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
     for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
       const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
       const S* bp = packed_b(kb);
-      pack_a_block(bi, i0, m, p0, kc, packed_a);
+      const S* ap = packed_a;
+      if (a_whole)  // rows padded to whole panels: KC block kb starts at p0 x the padded rows
+        ap = a_whole + (bi % a_period) * a_rows * K + p0 * a_rows + i0 * kc;
+      else
+        pack_a_block(bi, i0, m, p0, kc, packed_a);
       // B packed beforehand comes from memory, not from this thread's cache as a block packed
       // now would: the next panel is fetched into L2 a slice per register tile.
       const std::int64_t panel_lines = kc * G::NR * std::int64_t{sizeof(S)} / 64;
@@ -323,7 +342,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
             for (std::int64_t l = r / G::MR * slice;
                  l < std::min(panel_lines, (r / G::MR + 1) * slice); ++l)
               __builtin_prefetch(next + l * 64, 0, 2);
-          micro_kernel<S>(kc, packed_a + r * kc, bp + c * kc, tile + r * ldc + c, ldc,
+          micro_kernel<S>(kc, ap + r * kc, bp + c * kc, tile + r * ldc + c, ldc,
                           static_cast<int>(std::min<std::int64_t>(G::MR, m - r)),
                           static_cast<int>(std::min<std::int64_t>(G::NR, n - c)), kb > 0);
         }
@@ -680,6 +699,61 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
 
 // Fold type S, storage type T. B's row p is (input channel, kernel cell), its column j an output
 // cell: the input element that cell's window puts under that kernel cell, or 0 (padding).
+// Per column p of a convolution's A (input channel p / cells, kernel cell p % cells): the
+// element's offset in w's rows.
+inline std::vector<std::int64_t> conv_weight_offsets(const shape& w_dims, const operand_layout& w,
+                                                     bool transposed, std::int64_t in_group) {
+  std::int64_t cells = 1;
+  for (int a = 2; a < w_dims.rank; ++a) cells *= w_dims.dims[a];
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(in_group * cells));
+  std::array<std::int64_t, max_rank> k{};  // the cell's index along each kernel axis
+  std::int64_t channel = 0;
+  for (auto& off : offsets) {  // the cells in row-major order, counted without dividing
+    off = channel * w.stride[transposed ? 0 : 1];
+    for (int a = 2; a < w_dims.rank; ++a) off += k[a] * w.stride[a];
+    int a = w_dims.rank - 1;
+    while (a >= 2 && ++k[a] == w_dims.dims[a]) k[a--] = 0;
+    if (a < 2) ++channel;
+  }
+  return offsets;
+}
+
+// w's rows of group g as the GEMM's A: where its first row starts (elements) and the row stride.
+inline std::pair<std::int64_t, std::int64_t> conv_weight_rows(const operand_layout& w,
+                                                              const conv_geometry& c,
+                                                              std::int64_t g, std::int64_t in_group,
+                                                              std::int64_t out_group) {
+  // conv: row m of group g is w[g x out_group + m]; transposed: w[g x in_group + ci, m].
+  return {c.transposed ? g * in_group * w.stride[0] : g * out_group * w.stride[0],
+          w.stride[c.transposed ? 1 : 0]};
+}
+
+// pack_conv_weights for fold type S from storage type T: each group's A whole, as gemm's a_whole.
+template <class S, class T>
+std::size_t pack_conv_weights_as(const shape& w_dims, const operand_layout& w, const shape& y_dims,
+                                 const conv_geometry& c, void* to) {
+  using G = gemm_shape<S>;
+  const std::int64_t groups = c.groups, out_group = y_dims.dims[1] / groups;
+  const std::int64_t in_group = c.transposed ? w_dims.dims[0] / groups : w_dims.dims[1];
+  if (!c.transposed && in_group == 1 && w_dims.rank == 4) return 0;  // depthwise_2d reads w
+  if (!w.terms.empty()) return 0;
+  std::int64_t K = in_group;
+  for (int a = 2; a < w_dims.rank; ++a) K *= w_dims.dims[a];
+  const std::int64_t rows = (out_group + G::MR - 1) / G::MR * G::MR;
+  const auto bytes = static_cast<std::size_t>(groups * rows * K) * sizeof(S);
+  if (!to || bytes == 0) return bytes;
+  const std::vector<std::int64_t> offsets = conv_weight_offsets(w_dims, w, c.transposed, in_group);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const auto [base, sm] = conv_weight_rows(w, c, g, in_group, out_group);
+    for (std::int64_t p0 = 0; p0 < K; p0 += G::KC)
+      pack_a<S, T>(
+          w.data + base * std::int64_t{sizeof(T)}, sm,
+          [&](std::int64_t p) { return offsets[static_cast<std::size_t>(p)]; }, out_group, p0,
+          std::min<std::int64_t>(G::KC, K - p0), static_cast<S*>(to) + g * rows * K + p0 * rows);
+  }
+  return bytes;
+}
+
 template <class S, class T>
 void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
              const operand_layout& w, const shape& y_dims, const conv_geometry& c,
@@ -696,18 +770,16 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
   const std::int64_t K = in_group * cells;
   // Per row p of B (and column p of A): the input channel's offset in x, the kernel cell's
   // element offset in w, and per spatial axis starts + k x dilation (the cell's shift).
-  std::vector<std::int64_t> x_channel(K), w_offset(K), shift(K * ns);
-  for (std::int64_t p = 0; p < K; ++p) {
-    const std::int64_t ci = p / cells;
-    std::int64_t cell = p % cells, off = ci * w.stride[c.transposed ? 0 : 1];
-    for (int a = ns - 1; a >= 0; --a) {
-      const std::int64_t k = cell % w_dims.dims[2 + a];
-      cell /= w_dims.dims[2 + a];
-      off += k * w.stride[2 + a];
-      shift[p * ns + a] = c.starts[a] + k * c.dilations[a];
-    }
-    x_channel[p] = ci * x.stride[1];
-    w_offset[p] = off;
+  // (w's offsets only where w is not packed already.)
+  std::vector<std::int64_t> w_offset, x_channel(K), shift(K * ns);
+  if (!c.packed_weights) w_offset = conv_weight_offsets(w_dims, w, c.transposed, in_group);
+  std::array<std::int64_t, max_rank> k{};              // the cell's index along each kernel axis
+  for (std::int64_t p = 0, channel = 0; p < K; ++p) {  // counted without dividing
+    for (int a = 0; a < ns; ++a) shift[p * ns + a] = c.starts[a] + k[a] * c.dilations[a];
+    x_channel[p] = channel * x.stride[1];
+    int a = ns - 1;
+    while (a >= 0 && ++k[a] == w_dims.dims[2 + a]) k[a--] = 0;
+    if (a < 0) ++channel;
   }
   const int last = ns - 1;
   const std::int64_t out_last = y_dims.dims[rank - 1], in_last = x_dims.dims[rank - 1];
@@ -759,6 +831,7 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
   // K = taps instead: the rows would not vectorize (one thread: 0.29 ms, as a GEMM 0.09).
   const bool long_rows = s_last * xs_last == 1 && out_last >= 16;
   if (!c.transposed && in_group == 1 && (groups > 1 || long_rows)) {
+    if (w_offset.empty()) w_offset = conv_weight_offsets(w_dims, w, c.transposed, in_group);
     const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1], rows = N / out_last;
     auto run_planes = [&](std::int64_t first, std::int64_t end) {
       thread_local std::vector<S> plane;
@@ -813,11 +886,7 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
       x_dims.dims[0] * groups, out_group, N, K,
       [&](std::int64_t bi, std::int64_t i0, std::int64_t m, std::int64_t p0, std::int64_t kc,
           S* to) {
-        const std::int64_t g = bi % groups;
-        // conv: row m of group g is w[g x out_group + m]; transposed: w[g x in_group + ci, m].
-        const std::int64_t base =
-            c.transposed ? g * in_group * w.stride[0] : g * out_group * w.stride[0];
-        const std::int64_t sm = w.stride[c.transposed ? 1 : 0];
+        const auto [base, sm] = conv_weight_rows(w, c, bi % groups, in_group, out_group);
         pack_a<S, T>(
             w.data + (base + i0 * sm) * sizeof(T), sm, [&](std::int64_t p) { return w_offset[p]; },
             m, p0, kc, to);
@@ -890,7 +959,7 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
           put(n, (n + G::NR - 1) / G::NR * G::NR - n, zero);  // the last panel's spare columns
         }
       },
-      epilogue);
+      epilogue, false, nullptr, static_cast<const S*>(c.packed_weights), groups);
 }
 
 }  // namespace detail
@@ -947,6 +1016,15 @@ inline bool packing_computes_once(dtype type, int operand, std::int64_t n) {
   detail::with_types(type, true, "matmul", "contraction",
                      [&]<class S, class T> { once = once || n <= detail::gemm_shape<S>::NC; });
   return once;
+}
+
+inline std::size_t pack_conv_weights(dtype type, const shape& w_dims, const operand_layout& w,
+                                     const shape& y_dims, const conv_geometry& c, void* to) {
+  std::size_t bytes = 0;
+  detail::with_types(type, false, "conv", "convolution", [&]<class S, class T> {
+    bytes = detail::pack_conv_weights_as<S, T>(w_dims, w, y_dims, c, to);
+  });
+  return bytes;
 }
 
 inline void run_conv(dtype type, const shape& x_dims, const operand_layout& x, const shape& w_dims,

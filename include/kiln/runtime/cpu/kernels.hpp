@@ -31,6 +31,8 @@ struct kernel_table {
   std::size_t (*pack_weights)(dtype, const matmul_operand&, void*);
   void (*run_conv)(dtype, const shape&, const operand_layout&, const shape&, const operand_layout&,
                    const shape&, const conv_geometry&, tile_ref);
+  std::size_t (*pack_conv_weights)(dtype, const shape&, const operand_layout&, const shape&,
+                                   const conv_geometry&, void*);
   void (*run_reduction)(row_ref, fold_fn, ir::op, dtype, const shape&, const ir::attributes&,
                         std::span<const std::int32_t>, std::span<const operand_layout>,
                         std::span<const std::int32_t>, std::span<const operand_layout>, int,
@@ -120,10 +122,10 @@ inline void run_interpreted(const compiler::plan& p, const void* programs,
 }
 
 inline const kernel_table& table() {
-  static constexpr kernel_table t{KILN_CPU_ISA_NAME,      KILN_CPU_LEVEL, &run_matmul,
-                                  &packing_computes_once, &pack_weights,  &run_conv,
-                                  &run_reduction,         &reduce_rows,   &interpret,
-                                  &run_interpreted};
+  static constexpr kernel_table t{
+      KILN_CPU_ISA_NAME, KILN_CPU_LEVEL, &run_matmul,        &packing_computes_once,
+      &pack_weights,     &run_conv,      &pack_conv_weights, &run_reduction,
+      &reduce_rows,      &interpret,     &run_interpreted};
   return t;
 }
 
@@ -265,6 +267,12 @@ KILN_RUNTIME_API void run_conv(dtype type, const shape& x_dims, const operand_la
                                const shape& w_dims, const operand_layout& w, const shape& y_dims,
                                const conv_geometry& c, tile_ref epilogue) {
   chosen_kernels().run_conv(type, x_dims, x, w_dims, w, y_dims, c, epilogue);
+}
+
+KILN_RUNTIME_API std::size_t pack_conv_weights(dtype type, const shape& w_dims,
+                                               const operand_layout& w, const shape& y_dims,
+                                               const conv_geometry& c, void* to) {
+  return chosen_kernels().pack_conv_weights(type, w_dims, w, y_dims, c, to);
 }
 
 KILN_RUNTIME_API void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type,

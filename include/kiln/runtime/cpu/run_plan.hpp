@@ -398,6 +398,15 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (auto s : r.in_slots)
       if (s != acc) flat = flat && walks_flat(r.ins[s]);
     for (auto s : r.out_slots) flat = flat && walks_flat(r.outs[s]);
+    // w read from a constant (directly or through a view of one): packed once.
+    if (weights) {
+      std::int32_t slot = compiler::load_slot(p, *r.reg, m.operands[1]);
+      if (slot >= compiler::view_slot(p, 0)) slot = p.view_bases[slot - compiler::view_slot(p, 0)];
+      if (slot >= 0 && slot < n_inputs)
+        c.packed_weights = weights->find_conv(
+            slot, operands[1].data - static_cast<const unsigned char*>(args[slot].data), m.type,
+            operand_dims[1], operands[1], r.space, c);
+    }
     run_conv(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1], r.space, c,
              [&](const finished_tile& t) {
                // The tile's columns are output cells in row-major order: a part per run along
