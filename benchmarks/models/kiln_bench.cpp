@@ -1,12 +1,11 @@
 // kiln's side of the model benchmark: each model of make_models.py imported by kiln::onnx (the
-// batch bound to 1; BERT's also to 8, its sequence length to 128, the MLP's tokens to 256), with the inputs ort_bench.js feeds ONNX Runtime; import
-// plus compile plus the first call, then the median and minimum of 20 timed calls, and at the end
-// the process's peak resident memory. Where ort_bench.js left ONNX
-// Runtime's output beside the model (<model>.ort.bin), kiln's is compared with it; kiln's is
-// written beside it (<model>.kiln.bin).
-// KILN_BENCH_DEVICE=vulkan runs the calls on the Vulkan device instead: with host data (each call
-// stages its inputs and result), then on device buffers, the last call under KILN_PROFILE=1, whose
-// dispatches' device times kiln prints.
+// batch bound to 1; BERT's also to 8, its sequence length to 128, the MLP's tokens to 256), with
+// the inputs ort_bench.js feeds ONNX Runtime; import plus compile plus the first call, then the
+// median and minimum of 20 timed calls, and at the end the process's peak resident memory. Where
+// ort_bench.js left ONNX Runtime's output beside the model (<model>.ort.bin), kiln's is compared
+// with it; kiln's is written beside it (<model>.kiln.bin). KILN_BENCH_DEVICE=vulkan runs the calls
+// on the Vulkan device instead: with host data (each call stages its inputs and result), then on
+// device buffers, the last call under KILN_PROFILE=1, whose dispatches' device times kiln prints.
 // --busy: beside another process that keeps a core busy (a spinning child), each model's calls
 // with one thread and with THREADS alternate, five of each at a time, 20 of each: both medians
 // and the ratio (a pool that waits on a descheduled worker makes more threads slower).
