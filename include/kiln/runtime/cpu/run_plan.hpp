@@ -277,6 +277,13 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     const int rank = r.space.rank;
     const int acc = compiler::accumulator_slot(p);
     const bool conv = ir::is_convolution(m.kind);
+    // The plan input that operand 1 (a product's B, a convolution's w) is read from, directly or
+    // through a view of it, or -1: a constant there is packed once.
+    auto weight_input = [&]() -> std::int32_t {
+      std::int32_t slot = compiler::load_slot(p, *r.reg, m.operands[1]);
+      if (slot >= compiler::view_slot(p, 0)) slot = p.view_bases[slot - compiler::view_slot(p, 0)];
+      return slot >= 0 && slot < n_inputs ? slot : -1;
+    };
     // A tile's rows run along the space's axis row_axis (a convolution's output channels), its
     // columns along the last.
     const int row_axis = conv ? 1 : rank - 2, col_axis = rank - 1;
@@ -356,16 +363,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
           ab[k].fill = &fills[k];
         }
       }
-      // B read from a constant (directly or through a view of one): packed once.
-      if (weights && !ab[1].fill) {
-        std::int32_t slot = compiler::load_slot(p, *r.reg, m.operands[1]);
-        if (slot >= compiler::view_slot(p, 0))
-          slot = p.view_bases[slot - compiler::view_slot(p, 0)];
-        if (slot >= 0 && slot < n_inputs)
-          ab[1].packed = weights->find(
-              slot, ab[1].layout.data - static_cast<const unsigned char*>(args[slot].data), m.type,
-              ab[1]);
-      }
+      if (const std::int32_t slot = weights && !ab[1].fill ? weight_input() : -1; slot >= 0)
+        ab[1].packed = weights->find(
+            slot, ab[1].layout.data - static_cast<const unsigned char*>(args[slot].data), m.type,
+            ab[1]);
       run_matmul(m.type, ab[0], ab[1], [&](const finished_tile& t) {
         std::array<std::int64_t, max_rank> origin{};
         for (std::int64_t d = rank - 3, b = t.batch; d >= 0; --d) {
@@ -398,15 +399,10 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
     for (auto s : r.in_slots)
       if (s != acc) flat = flat && walks_flat(r.ins[s]);
     for (auto s : r.out_slots) flat = flat && walks_flat(r.outs[s]);
-    // w read from a constant (directly or through a view of one): packed once.
-    if (weights) {
-      std::int32_t slot = compiler::load_slot(p, *r.reg, m.operands[1]);
-      if (slot >= compiler::view_slot(p, 0)) slot = p.view_bases[slot - compiler::view_slot(p, 0)];
-      if (slot >= 0 && slot < n_inputs)
-        c.packed_weights = weights->find_conv(
-            slot, operands[1].data - static_cast<const unsigned char*>(args[slot].data), m.type,
-            operand_dims[1], operands[1], r.space, c);
-    }
+    if (const std::int32_t slot = weights ? weight_input() : -1; slot >= 0)
+      c.packed_weights = weights->find_conv(
+          slot, operands[1].data - static_cast<const unsigned char*>(args[slot].data), m.type,
+          operand_dims[1], operands[1], r.space, c);
     run_conv(m.type, operand_dims[0], operands[0], operand_dims[1], operands[1], r.space, c,
              [&](const finished_tile& t) {
                // The tile's columns are output cells in row-major order: a part per run along
