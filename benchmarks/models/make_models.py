@@ -126,27 +126,42 @@ def bert_layer(seq="seq", width=768, heads=12, hidden=3072):
 
 
 def gpt2_step(layers=2, width=768, heads=12, vocab=2048, positions=1024):
-    """A decoder step with a cache, as exporters write GPT-2: token and position ids [batch, seq],
-    each layer's past keys and values [batch, heads, past, 64] in and the grown ones (a Concat
-    along the sequence: past + seq) out, a 0/1 attention mask [batch, total] widened by Expand to
-    [batch, 1, 1, past + seq] (an Add of run-time sizes), pre-norm blocks, tied output
-    embedding."""
+    """A decoder step with a cache, as exporters write GPT-2: token ids [batch, seq], position ids
+    counted in the graph (Range(past, past + seq), as an export without position_ids computes
+    them), each layer's past keys and values [batch, heads, past, 64] in and the grown ones (a
+    Concat along the sequence: past + seq) out, a 0/1 attention mask [batch, total] widened by
+    Expand to [batch, 1, 1, past + seq] (an Add of run-time sizes) plus the causal mask cut from
+    a static triangle at run-time positions, pre-norm blocks, tied output embedding."""
     b = Builder(5)
     head = width // heads
     wte = b.weight([vocab, width], 0.02)
-    h = b.op("Add", [b.op("Gather", [wte, "input_ids"], axis=0),
-                     b.op("Gather", [b.weight([positions, width], 0.01), "position_ids"], axis=0)])
-    pieces = shape_pieces(b, h)
+    tokens = b.op("Gather", [wte, "input_ids"], axis=0)
+    pieces = shape_pieces(b, tokens)
     split = b.op("Concat", pieces + [b.const([heads, head], np.int64)], axis=0)
     past_len = b.op("Gather", [b.op("Shape", ["past_key_values.0.key"]), b.const(2, np.int64)],
                     axis=0)
     key_len = b.op("Add", [past_len, b.op("Squeeze", [pieces[1], b.const([0], np.int64)])])
+    position_ids = b.op("Unsqueeze", [b.op("Range", [past_len, key_len, b.const(1, np.int64)]),
+                                      b.const([0], np.int64)])
+    h = b.op("Add", [tokens, b.op("Gather", [b.weight([positions, width], 0.01), position_ids],
+                                  axis=0)])
     mask_shape = b.op("Concat", [pieces[0], b.const([1, 1], np.int64),
                                  b.op("Unsqueeze", [key_len, b.const([0], np.int64)])], axis=0)
     m = b.op("Unsqueeze", [b.op("Cast", ["attention_mask"], to=TensorProto.FLOAT),
                            b.const([1, 2], np.int64)])
-    additive = b.op("Expand", [b.op("Mul", [b.op("Sub", [b.const(1.0), m]), b.const(-10000.0)]),
-                               mask_shape])
+    padding = b.op("Expand", [b.op("Mul", [b.op("Sub", [b.const(1.0), m]), b.const(-10000.0)]),
+                              mask_shape])
+    # GPT-2's causal mask: rows [past, past + seq) and columns [0, past + seq) cut from a static
+    # lower triangle by Slices at run-time positions.
+    triangle = b.const(np.tril(np.ones((1, 1, positions, positions))))
+    new_len = b.op("Squeeze", [pieces[1], b.const([0], np.int64)])
+    key_end = b.op("Unsqueeze", [key_len, b.const([0], np.int64)])
+    rows = b.op("Slice", [triangle, b.op("Unsqueeze", [b.op("Sub", [key_len, new_len]),
+                                                       b.const([0], np.int64)]),
+                          key_end, b.const([2], np.int64)])
+    causal = b.op("Slice", [rows, b.const([0], np.int64), key_end, b.const([3], np.int64)])
+    additive = b.op("Add", [padding, b.op("Mul", [b.op("Sub", [b.const(1.0), causal]),
+                                                  b.const(-10000.0)])])
     cache_in, cache_out = [], []
     for layer in range(layers):
         a = layer_norm(b, h, width)
@@ -179,8 +194,7 @@ def gpt2_step(layers=2, width=768, heads=12, vocab=2048, positions=1024):
     ids = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.INT64, dims)  # noqa: E731
     return b.model(
         "gpt2_step",
-        [ids("input_ids", ["batch", "seq"]), ids("position_ids", ["batch", "seq"]),
-         ids("attention_mask", ["batch", "total"])] + cache_in,
+        [ids("input_ids", ["batch", "seq"]), ids("attention_mask", ["batch", "total"])] + cache_in,
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", vocab])] +
         cache_out)
 

@@ -2,7 +2,7 @@
 # Models whose sizes are left to the call, imported once (kiln-run MODEL.onnx --save
 # MODEL.kiln) and run from that module at two sizes on each device, against ONNX Runtime's CPU
 # provider (ort_run.js) at the same sizes: the BERT layer at batch x sequence 1 x 128 and 3 x 37,
-# the GPT-2 step (one new token, batch 1 and 2) after a cache of 7 and of 30 tokens, the MLP at
+# the GPT-2 step (batch 1: one new token after a cache of 7; batch 2: four after 30), the MLP at
 # 256 and 77 tokens, the ResNet bottlenecks and the MobileNet block at batch 1 and 2. Prints each
 # model's import time and each output's largest difference from ORT's.
 # Usage: benchmarks/models/run_time_sizes.sh BUILD_DIR
@@ -32,14 +32,14 @@ for batch, seq in ((1, 128), (3, 37)):
     save(f"bert_layer.{batch}x{seq}",
          hidden_states=rng.standard_normal((batch, seq, 768)).astype(np.float32),
          attention_mask=mask)
-for batch, past in ((1, 7), (2, 30)):
+for batch, past, seq in ((1, 7, 1), (2, 30, 4)):
     cache = {f"past_key_values.{layer}.{kind}":
              (0.5 * rng.standard_normal((batch, 12, past, 64))).astype(np.float32)
              for layer in range(2) for kind in ("key", "value")}
-    mask = np.ones((batch, past + 1), np.int64)
+    mask = np.ones((batch, past + seq), np.int64)
     mask[0, :2] = 0  # the first row left-padded
-    save(f"gpt2_step.{batch}x{past}", input_ids=rng.integers(0, 2048, (batch, 1)),
-         position_ids=np.full((batch, 1), past, np.int64), attention_mask=mask, **cache)
+    save(f"gpt2_step.{batch}x{past}+{seq}", input_ids=rng.integers(0, 2048, (batch, seq)),
+         attention_mask=mask, **cache)
 for tokens in (256, 77):
     save(f"mlp.{tokens}", x=rng.standard_normal((tokens, 1024)).astype(np.float32))
 for batch in (1, 2):

@@ -120,10 +120,11 @@ KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_c
   std::int32_t next = 0;
   for (int pass = 0; pass < 2; ++pass)
     for (std::size_t a = 0; a < ir.inputs.size(); ++a) {
-      bool supplied = false;  // by the executable: a tensor constant or a variable
+      bool supplied = false;  // by the executable: a tensor constant, a variable or positions
       for (const auto& c : parts.constants)
         supplied = supplied || c.arg == static_cast<std::int32_t>(a);
       for (const auto& v : variables) supplied = supplied || v.arg == static_cast<std::int32_t>(a);
+      for (std::int32_t p : ir.positions) supplied = supplied || p == static_cast<std::int32_t>(a);
       if (supplied == (pass == 1)) moved_to[a] = next++;
     }
   std::vector<ir::input_decl> decls(ir.inputs.size());
@@ -138,6 +139,7 @@ KILN_RUNTIME_API executable compile_ir(ir::graph ir, std::vector<graph::tensor_c
   for (auto& sym : ir.symbols)
     if (sym.kind == ir::symbol_kind::input) sym.a = moved_to[sym.a];
   for (auto& c : parts.constants) c.arg = moved_to[c.arg];
+  for (std::int32_t& p : ir.positions) p = moved_to[p];
   // Assignments are results after the function's own; trace points follow them.
   for (const auto& v : variables) {
     std::int32_t assigned = -1;

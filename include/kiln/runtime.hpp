@@ -288,6 +288,7 @@ struct executable::state {
       constant_bytes.push_back(std::move(c.bytes));
     }
     const ir::graph& g = program.plan().graph;
+    for (std::int32_t a : g.positions) constant[a] = true;
     for (auto& v : parts.variables) {
       constant[v.arg] = true;
       bool in_place =
@@ -334,6 +335,12 @@ struct executable::state {
   }
 
   // Constant c as an argument on device d.
+  // The extents of positions input a (ir::graph::positions): its node's.
+  shape positions_dims(std::int32_t a) const {
+    for (const ir::node& n : program.plan().graph.nodes)
+      if (n.kind == ir::op::input && n.arg == a) return n.dims;
+    return shape{0};  // (unread: a rebuild keeps every input)
+  }
   runtime::buffer_ref constant_ref(const device& d, std::size_t c) {
     return uploads.ref(d, c, constant_bytes, program.plan().graph.inputs[constant_args[c]].dims);
   }
@@ -551,9 +558,13 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
       throw error(errc::invalid_argument, who, what() + " is read-only (const data or a number)");
     results.push_back(given_results[r].ref);
   }
+  // Positions: none while the sizes are resolved (theirs is the parameters'), then that many.
+  for (std::int32_t a : g.positions) args[a] = {nullptr, shape{0}};
   std::vector<std::int64_t> sym(g.symbols.size() + 1);
   runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints,
                       std::span(g.outputs).first(n_results), p, args, results, sym.data(), who);
+  for (std::int32_t a : g.positions)
+    args[a] = runtime::positions_ref(runtime::concrete(st().positions_dims(a), sym.data())[0], who);
   // Assigned variables, the results after the function's own: written into the variable's memory
   // where the plan allows, else into a temporary copied in once the call has succeeded (so a
   // failed call leaves the variable as it was).

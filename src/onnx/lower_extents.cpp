@@ -1,6 +1,7 @@
 // Shapes computed from run-time sizes, as exporters write them (Shape -> Gather -> Unsqueeze ->
 // Concat -> Reshape, a flatten's Mul of two sizes): carried as graph::extents, so that a model with
-// a dynamic batch or sequence length imports once and runs at any size.
+// a dynamic batch or sequence length imports once and runs at any size; Range and Slice of data
+// over them count and cut at the call, and any other op reads them as numbers.
 #include <algorithm>
 #include <string>
 
@@ -43,8 +44,41 @@ void lower_gather(node_context& c) {
   c.out_extents(0, picked, at.dims.rank == 0);
 }
 
+// A Slice of data from or to run-time sizes (a causal mask's rows [past, past + new) of a static
+// table): steps of 1, each axis a window of the data (graph::slice: an end past the data's size
+// is an error at the call, not clamped). Static negative positions count from the end.
+void lower_slice_of_data(node_context& c) {
+  const graph::value x = c.in(0);
+  const int rank = c.g.dims_of(x).rank;
+  const extents starts = extents_of(c, 1), ends = extents_of(c, 2);
+  std::vector<std::int64_t> axes(starts.size());
+  for (std::size_t k = 0; k < axes.size(); ++k) axes[k] = static_cast<std::int64_t>(k);
+  if (c.has(3)) axes = c.ints_input(3, "axes");
+  if (c.has(4))
+    for (std::int64_t step : c.ints_input(4, "steps"))
+      if (step != 1) c.fail(errc::unsupported, "steps other than 1 at run-time positions");
+  if (ends.size() != starts.size() || axes.size() != starts.size())
+    c.fail(errc::invalid_argument, "starts, ends and axes differ in length");
+  graph::value y = x;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const auto axis =
+        static_cast<int>(position(c, axes[k], static_cast<std::size_t>(rank), "axis"));
+    const graph::extent n = c.g.extent_of(x, axis);
+    auto place = [&](graph::extent e) {  // from the end where negative; past the end: the end
+      if (!e.is_static()) return e;
+      if (e.size() < 0) return c.g.difference(n, -std::max(e.size(), -(std::int64_t{1} << 40)));
+      return n.is_static()           ? graph::extent(std::min(e.size(), n.size()))
+             : e.size() >= (1 << 30) ? n
+                                     : e;
+    };
+    y = c.g.slice(y, axis, place(starts[k]), place(ends[k]));
+  }
+  c.out(0, y);
+}
+
 void lower_slice(node_context& c) {
   c.only_attrs({});
+  if (!c.input_slot(0).extents) return lower_slice_of_data(c);
   const extents data = extents_of(c, 0);
   const auto n = static_cast<std::int64_t>(data.size());
   const auto starts = c.ints_input(1, "starts"), ends = c.ints_input(2, "ends");
@@ -103,11 +137,18 @@ void lower_squeeze(node_context& c) {
   c.out_extents(0, e, true);
 }
 
+// Any other op reads the sizes as numbers (an i64 tensor counted at the call: value_of), which
+// then are data: a shape computed from them is refused where it is used.
+void lower_as_data(node_context& c) {
+  const lowering* lower = find_lowering(c.op());
+  if (!lower) c.fail(errc::unsupported, "kiln has no lowering for " + c.op());
+  (*lower)(c);
+}
+
 void lower_cast(node_context& c) {
   c.only_attrs({"to", "saturate"});
   const dtype to = c.element_type(c.attr_int("to", 0));
-  if (to != dtype::i64 && to != dtype::i32)
-    c.fail(errc::unsupported, "a shape of run-time sizes is cast to an integer type");
+  if (to != dtype::i64 && to != dtype::i32) return lower_as_data(c);  // (a size as a float)
   bool scalar = false;
   const extents e = extents_of(c, 0, &scalar);
   c.out_extents(0, e, scalar);
@@ -144,6 +185,20 @@ void lower_arithmetic(node_context& c) {
                                          : c.g.maximum(x, y));
   }
   c.out_extents(0, out, a_scalar && b_scalar);
+}
+
+// Range from or to run-time sizes (position ids [past, past + new)): start and limit sizes,
+// delta known at import, of delta's type.
+void lower_range(node_context& c) {
+  c.only_attrs({});
+  auto bound = [&](int i) {
+    bool scalar = false;
+    const extents e = extents_of(c, i, &scalar);
+    if (!scalar) c.fail(errc::invalid_argument, "input " + std::to_string(i) + " is not a scalar");
+    return e.front();
+  };
+  const dtype t = c.known(2) ? c.type_of(2) : dtype::i64;
+  c.out(0, c.g.range(bound(0), bound(1), static_cast<std::int64_t>(c.scalar_input(2, "delta")), t));
 }
 
 void lower_reshape(node_context& c) {
@@ -208,21 +263,13 @@ void lower_on_extents(node_context& c) {
                                        {"Div", lower_arithmetic<arithmetic::div>},
                                        {"Min", lower_arithmetic<arithmetic::min>},
                                        {"Max", lower_arithmetic<arithmetic::max>},
+                                       {"Range", lower_range},
                                        {"Reshape", lower_reshape},
                                        {"Expand", lower_expand},
                                        {"Tile", lower_tile},
                                        {"ConstantOfShape", lower_constant_of_shape}};
   auto found = table.find(c.op());
-  if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) {
-    int which = 0;
-    while (which < c.inputs() && !(c.has(which) && c.input_slot(which).extents)) ++which;
-    c.fail(errc::unsupported,
-           "input " + std::to_string(which) +
-               " is a shape of sizes known only at the call (from Shape); kiln carries such "
-               "shapes through Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Identity, Add, "
-               "Sub, Mul, Div, Min, Max, Reshape, Expand, Tile and ConstantOfShape, not " +
-               c.op() + ": bind the model's symbolic dimensions (import_options::dims)");
-  }
+  if (found == table.end() || (c.op() == "Slice" && c.opset() < 10)) return lower_as_data(c);
   found->second(c);
 }
 

@@ -214,6 +214,12 @@ void node_context::fail(errc code, const std::string& message) const {
 
 graph::value value_of(graph& g, const slot& s) {
   if (s.value) return *s.value;
+  if (s.extents) {  // sizes read as numbers: each counted at the call where it is a run-time size
+    if (s.scalar) return g.size_value(s.extents->front());
+    std::vector<graph::value> sizes;
+    for (const graph::extent& e : *s.extents) sizes.push_back(g.reshape(g.size_value(e), {1}));
+    return g.concat(sizes, 0);
+  }
   return g.constant(s.known.bytes(), s.known->type, s.known->dims);
 }
 

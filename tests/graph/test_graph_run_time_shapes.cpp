@@ -290,6 +290,100 @@ TEST_P(RunTimeShapes, QuotientsRoundedDownAndBoundsRunAtAnySize) {
   EXPECT_THAT(error_of([&] { g.minimum(n, n); }), ::testing::HasSubstr("one must be static"));
 }
 
+// Ranges of run-time length (graph::range over extents): a decoder step's position ids [P, P + T)
+// looked up in a table and added to the new tokens; even numbers up to T as f32 (delta 2); P down
+// to 1 as i32 (delta -1); 0 to P + T as i64 on its own. Worked out by hand at each (P, T), T and
+// P of 0 included, the last large enough that the runtime's table of positions grows; from a
+// saved module as well.
+TEST_P(RunTimeShapes, RangesOfRunTimeLengthCountAtEachCall) {
+  graph g;
+  auto past = g.input("past", dtype::f32, {dyn});
+  auto x = g.input("x", dtype::f32, {dyn, 3});
+  const graph::extent p = g.extent_of(past, 0), t = g.extent_of(x, 0), total = g.sum(p, t);
+  std::vector<float> table(16 * 3);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) * 0.5f;
+  auto ids = g.range(p, total);
+  g.output("y", g.add(x, g.gather(g.constant(table.data(), dtype::f32, table.size(), shape{16, 3}),
+                                  ids, 0)));
+  g.output("evens", g.range(0, t, 2, dtype::f32));
+  g.output("down", g.range(p, 0, -1, dtype::i32));
+  g.output("all", g.range(0, total));
+  executable compiled = compile(g);
+  executable loaded = executable::from_bytes(compiled.to_bytes());
+  for (const executable* e : {&compiled, &loaded})
+    for (auto [np, nt] :
+         {std::pair<std::int64_t, std::int64_t>{2, 3}, {0, 5}, {7, 1}, {4, 0}, {9, 3000}}) {
+      SCOPED_TRACE("P " + std::to_string(np) + ", T " + std::to_string(nt));
+      const bool looked_up = np + nt <= 16;  // (the table's rows; past them gather clamps)
+      std::vector<float> pv(static_cast<std::size_t>(np)),
+          xv = wave(std::size_t(nt * 3), 0.3), y(xv.size()), evens(std::size_t((nt + 1) / 2));
+      std::vector<std::int32_t> down(static_cast<std::size_t>(np));
+      std::vector<std::int64_t> all(static_cast<std::size_t>(np + nt));
+      e->run({tensor_ref(pv.data(), dtype::f32, {np}), tensor_ref(xv.data(), dtype::f32, {nt, 3})},
+             {tensor_ref(y.data(), dtype::f32, {nt, 3}),
+              tensor_ref(evens.data(), dtype::f32, {std::int64_t(evens.size())}),
+              tensor_ref(down.data(), dtype::i32, {np}),
+              tensor_ref(all.data(), dtype::i64, {np + nt})},
+             dev());
+      if (looked_up)
+        for (std::int64_t i = 0; i < nt * 3; ++i)
+          ASSERT_EQ(y[i], xv[i] + 0.5f * static_cast<float>((np + i / 3) * 3 + i % 3)) << i;
+      for (std::size_t i = 0; i < evens.size(); ++i)
+        ASSERT_EQ(evens[i], static_cast<float>(2 * i)) << i;
+      for (std::int64_t i = 0; i < np; ++i) ASSERT_EQ(down[i], np - i) << i;
+      for (std::int64_t i = 0; i < np + nt; ++i) ASSERT_EQ(all[i], i) << i;
+    }
+}
+
+// Slices at run-time positions (graph::slice over extents): rows [P, P + T) of a static table
+// added to the new tokens (a decoder's causal mask rows), and x[2:] of a run-time length; read in
+// place, from a saved module as well; a window past the table's end is refused at the call.
+TEST_P(RunTimeShapes, SlicesAtRunTimePositionsReadInPlace) {
+  graph g;
+  auto past = g.input("past", dtype::f32, {dyn});
+  auto x = g.input("x", dtype::f32, {dyn, 4});
+  const graph::extent p = g.extent_of(past, 0), t = g.extent_of(x, 0);
+  std::vector<float> table(16 * 4);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  auto rows =
+      g.slice(g.constant(table.data(), dtype::f32, table.size(), shape{16, 4}), 0, p, g.sum(p, t));
+  g.output("y", g.add(x, rows));
+  g.output("tail", g.mul(g.slice(past, 0, 2, p), g.constant(2.0)));
+  executable compiled = compile(g);
+  executable loaded = executable::from_bytes(compiled.to_bytes());
+  for (const executable* e : {&compiled, &loaded})
+    for (auto [np, nt] : {std::pair<std::int64_t, std::int64_t>{2, 3}, {5, 11}, {16, 0}, {3, 1}}) {
+      SCOPED_TRACE("P " + std::to_string(np) + ", T " + std::to_string(nt));
+      const std::vector<float> pv = wave(std::size_t(np), 0.7), xv = wave(std::size_t(nt * 4), 0.3);
+      std::vector<float> y(xv.size()), tail(std::size_t(np - 2));
+      e->run({tensor_ref(pv.data(), dtype::f32, {np}), tensor_ref(xv.data(), dtype::f32, {nt, 4})},
+             {tensor_ref(y.data(), dtype::f32, {nt, 4}),
+              tensor_ref(tail.data(), dtype::f32, {np - 2})},
+             dev());
+      for (std::int64_t i = 0; i < nt * 4; ++i)
+        ASSERT_EQ(y[i], xv[i] + static_cast<float>(np * 4 + i)) << i;
+      for (std::int64_t i = 0; i + 2 < np; ++i) ASSERT_EQ(tail[i], 2.0f * pv[i + 2]) << i;
+    }
+  std::vector<float> pv(9), xv(8 * 4), y(xv.size()), tail(7);
+  EXPECT_THAT(
+      error_of([&] {
+        compiled.run(
+            {tensor_ref(pv.data(), dtype::f32, {9}), tensor_ref(xv.data(), dtype::f32, {8, 4})},
+            {tensor_ref(y.data(), dtype::f32, {8, 4}), tensor_ref(tail.data(), dtype::f32, {7})},
+            dev());
+      }),
+      ::testing::HasSubstr("has size 17, which reads past the end of 16"));
+  std::vector<float> one(1), none;
+  EXPECT_THAT(
+      error_of([&] {
+        compiled.run(
+            {tensor_ref(one.data(), dtype::f32, {1}), tensor_ref(none.data(), dtype::f32, {0, 4})},
+            {tensor_ref(none.data(), dtype::f32, {0, 4}), tensor_ref(none.data(), dtype::f32, {0})},
+            dev());
+      }),
+      ::testing::HasSubstr("adds -2: below zero"));
+}
+
 TEST(RunTimeShapeErrors, SumsAreOneSizeAndDifferencesNeedTheirPieces) {
   graph g;
   auto x = g.input("x", dtype::f32, {dyn, dyn});

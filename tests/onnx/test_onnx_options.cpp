@@ -288,19 +288,86 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
               (kiln::shape{n / 2, std::min<std::int64_t>(n, 3), std::max<std::int64_t>(n, 5)}))
         << "n " << n;
   }
-  // A Range to a run-time size is not: refused naming the node, the op and the way out.
+  // A Range to a run-time size counts at the call (a decoder's position ids [past, past + new),
+  // delta 2 as i32); a size read as a number (Cast to float) is data, counted at the call too.
   model_builder range;
   range.input("x", {std::string("batch"), std::int64_t{4}});
+  range.input("past", {std::string("p")});
   range.scalar_int("i0", 0);
-  range.scalar_int("zero", 0);
   range.scalar_int("step", 1);
   range.node("Shape", {"x"}, {"s"});
   range.node("Gather", {"s", "i0"}, {"n"});
-  range.node("Range", {"zero", "n", "step"}, {"y"}, "count");
-  range.output("y", {std::string("batch")}, ::onnx::TensorProto::INT64);
-  std::string why = refusal(range.bytes(), {}, kiln::errc::unsupported);
-  EXPECT_NE(why.find("node 2 'count' (Range)"), std::string::npos) << why;
-  EXPECT_NE(why.find("import_options::dims"), std::string::npos) << why;
+  range.node("Shape", {"past"}, {"ps"});
+  range.node("Gather", {"ps", "i0"}, {"p"});
+  range.node("Add", {"p", "n"}, {"end"});
+  range.node("Range", {"p", "end", "step"}, {"ids"}, "count");
+  int_attr(range.node("Cast", {"n"}, {"n32"}), "to", ::onnx::TensorProto::INT32);
+  int_attr(range.node("Cast", {"n"}, {"nf"}), "to", ::onnx::TensorProto::FLOAT);
+  auto* two = range.node("Constant", {}, {"two"})->add_attribute();
+  two->set_name("value");
+  two->set_type(::onnx::AttributeProto::TENSOR);
+  two->mutable_t()->set_data_type(::onnx::TensorProto::INT32);
+  two->mutable_t()->add_int32_data(2);
+  auto* zero = range.node("Constant", {}, {"zero"})->add_attribute();
+  zero->set_name("value");
+  zero->set_type(::onnx::AttributeProto::TENSOR);
+  zero->mutable_t()->set_data_type(::onnx::TensorProto::INT32);
+  zero->mutable_t()->add_int32_data(0);
+  range.node("Range", {"zero", "n32", "two"}, {"evens"});
+  range.node("Mul", {"x", "nf"}, {"scaled"});
+  range.output("ids", {std::string("batch")}, ::onnx::TensorProto::INT64);
+  range.output("evens", {std::string("half")}, ::onnx::TensorProto::INT32);
+  range.output("scaled", {std::string("batch"), std::int64_t{4}});
+  auto counted = kiln::compile(kiln::onnx::import_bytes(range.bytes()).graph);
+  for (auto [n, p] : {std::pair<std::int64_t, std::int64_t>{3, 0}, {5, 9}}) {
+    SCOPED_TRACE("batch " + std::to_string(n) + ", past " + std::to_string(p));
+    std::vector<float> x(static_cast<std::size_t>(n * 4), 1.5f), past(static_cast<std::size_t>(p)),
+        scaled(x.size());
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> evens(static_cast<std::size_t>((n + 1) / 2));
+    counted.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {n, 4}),
+                 kiln::tensor_ref(past.data(), kiln::dtype::f32, {p})},
+                {kiln::tensor_ref(ids.data(), kiln::dtype::i64, {n}),
+                 kiln::tensor_ref(evens.data(), kiln::dtype::i32, {(n + 1) / 2}),
+                 kiln::tensor_ref(scaled.data(), kiln::dtype::f32, {n, 4})});
+    for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(ids[i], p + i) << i;
+    for (std::size_t i = 0; i < evens.size(); ++i) EXPECT_EQ(evens[i], 2 * std::int32_t(i)) << i;
+    for (float v : scaled) ASSERT_EQ(v, 1.5f * static_cast<float>(n));
+  }
+  // A Slice of data at run-time positions, as a GPT-2 export cuts its causal mask: rows
+  // [past, past + seq) and columns [0, past + seq) of a static lower triangle.
+  model_builder causal;
+  causal.input("x", {std::string("seq"), std::int64_t{2}});
+  causal.input("past", {std::string("p")});
+  std::vector<float> triangle(8 * 8);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j <= i; ++j) triangle[static_cast<std::size_t>(i * 8 + j)] = 1.0f;
+  causal.floats("bias", triangle, {1, 1, 8, 8});
+  causal.ints("i0", {0});
+  causal.ints("two", {2});
+  causal.ints("three", {3});
+  causal.node("Shape", {"x"}, {"xs"});
+  causal.node("Gather", {"xs", "i0"}, {"seq"});
+  causal.node("Shape", {"past"}, {"ps"});
+  causal.node("Gather", {"ps", "i0"}, {"p"});
+  causal.node("Add", {"p", "seq"}, {"keys"});
+  causal.node("Sub", {"keys", "seq"}, {"first"});
+  causal.node("Slice", {"bias", "first", "keys", "two"}, {"rows"}, "rows");
+  causal.node("Slice", {"rows", "i0", "keys", "three"}, {"mask"}, "columns");
+  causal.output("mask", {std::int64_t{1}, std::int64_t{1}, std::string("seq"), std::string("k")});
+  auto masks = kiln::compile(kiln::onnx::import_bytes(causal.bytes()).graph);
+  for (auto [seq, p] : {std::pair<std::int64_t, std::int64_t>{1, 4}, {3, 0}, {2, 6}}) {
+    SCOPED_TRACE("seq " + std::to_string(seq) + ", past " + std::to_string(p));
+    std::vector<float> x(static_cast<std::size_t>(seq * 2)), past(static_cast<std::size_t>(p)),
+        mask(static_cast<std::size_t>(seq * (p + seq)));
+    masks.run({kiln::tensor_ref(x.data(), kiln::dtype::f32, {seq, 2}),
+               kiln::tensor_ref(past.data(), kiln::dtype::f32, {p})},
+              {kiln::tensor_ref(mask.data(), kiln::dtype::f32, {1, 1, seq, p + seq})});
+    for (std::int64_t i = 0; i < seq; ++i)
+      for (std::int64_t j = 0; j < p + seq; ++j)
+        ASSERT_EQ(mask[static_cast<std::size_t>(i * (p + seq) + j)], j <= p + i ? 1.0f : 0.0f)
+            << "row " << i << ", column " << j;
+  }
 }
 
 // A mask or a fill shaped like a value of run-time sizes: Expand and ConstantOfShape to its

@@ -482,7 +482,7 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
             "kiln: module: m.kiln: written with the other byte order (big-endian) than this "
             "machine's");
   EXPECT_EQ(load_error(patched(12, {1, 0, 0, 0})),
-            "kiln: module: m.kiln: format version 1, but this kiln reads version 5");
+            "kiln: module: m.kiln: format version 1, but this kiln reads version 6");
   auto longer = good;
   longer.push_back(0);
   EXPECT_EQ(load_error(longer), "kiln: module: m.kiln: 1 bytes after the end of the module");

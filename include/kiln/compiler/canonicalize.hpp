@@ -108,6 +108,8 @@ constexpr std::int64_t rebuilt_size(ir::builder& b, const ir::graph& g,
     case ir::symbol_kind::minimum:
     case ir::symbol_kind::maximum:
       return b.size_bound(s.kind, rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b);
+    case ir::symbol_kind::at_most:
+      return b.size_at_most(rebuilt_size(b, g, map, ir::dim_of_symbol(s.a)), s.b, -1);
     default:
       break;
   }
@@ -174,7 +176,7 @@ constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir
       m.begin_symbol = ir::symbol_of(begin);
     } else {
       m.begin_symbol = -1;
-      m.starts[m.axis] = static_cast<std::int32_t>(m.starts[m.axis] + begin);
+      m.starts[m.axis] = static_cast<std::int32_t>(m.starts[m.axis] + (m.window ? -begin : begin));
     }
   }
   return b.view(old.kind, operand, m, d);
@@ -198,9 +200,14 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
   std::vector<std::int32_t> input_node(g.inputs.size(), -1);
   for (std::size_t i = 0; i < n; ++i)
     if (g.nodes[i].kind == ir::op::input) input_node[g.nodes[i].arg] = static_cast<std::int32_t>(i);
-  for (std::size_t a = 0; a < g.inputs.size(); ++a)
-    if (input_node[a] >= 0)
-      map[input_node[a]] = b.input(g.inputs[a].type, g.inputs[a].dims, g.inputs[a].same_as);
+  for (std::size_t a = 0; a < g.inputs.size(); ++a) {
+    if (input_node[a] < 0) continue;
+    bool positions = false;  // (their size is a parameter's, rebuilt before them)
+    for (std::int32_t p : g.positions) positions = positions || p == static_cast<std::int32_t>(a);
+    map[input_node[a]] =
+        positions ? b.positions(rebuilt_size(b, g, map, g.nodes[input_node[a]].dims.dims[0]))
+                  : b.input(g.inputs[a].type, g.inputs[a].dims, g.inputs[a].same_as);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const ir::node& old = g.nodes[i];
     if (old.kind == ir::op::input) continue;

@@ -26,6 +26,8 @@ constexpr plan_sizes sizes_of(const plan& p) {
       static_cast<int>(p.graph.outputs.size()), static_cast<int>(p.regions.size())};
   s.transients = static_cast<int>(p.transients.size());
   s.views = static_cast<int>(p.views.size());
+  if (!p.graph.positions.empty())  // (graph::positions: the runtime supplies them at the call)
+    throw error(errc::unsupported, "fn", "positions of a run-time length are the graph API's");
   s.tensors = static_cast<int>(p.graph.tensors.size());
   for (const auto& t : p.graph.tensors) s.tensor_values += static_cast<int>(t.values.size());
   s.traces = static_cast<int>(p.graph.traces.size());

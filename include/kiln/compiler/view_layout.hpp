@@ -95,14 +95,16 @@ constexpr strided_layout apply_view(const ir::graph& g, const ir::node& n, const
         break;
       }
       remap([&](int i) { return i == axis ? -1 : i; });
-      index_term t{-1,
-                   dtype::i64,
-                   static_cast<ir::position_fold>(n.attrs.fold),
-                   l.dims.dims[axis],
-                   l.strides[axis],
-                   -std::int64_t{n.attrs.starts[axis]} -
-                       (n.attrs.begin_symbol < 0 ? 0 : sym[n.attrs.begin_symbol]),
-                   {}};
+      index_term t{
+          -1,
+          dtype::i64,
+          static_cast<ir::position_fold>(n.attrs.fold),
+          l.dims.dims[axis],
+          l.strides[axis],
+          -std::int64_t{n.attrs.starts[axis]} - (n.attrs.begin_symbol < 0 ? 0
+                                                 : n.attrs.window ? -sym[n.attrs.begin_symbol]
+                                                                  : sym[n.attrs.begin_symbol]),
+          {}};
       t.strides[axis] = 1;
       r.terms.push_back(t);
       break;

@@ -163,6 +163,11 @@ class graph {
   value expand(value x, size_list shape);
   value slice(value x, sizes starts, sizes ends, sizes axes = {}, sizes steps = {});
   value slice(value x, size_list starts, size_list ends, size_list axes = {}, size_list steps = {});
+  // x's positions [start, end) along `axis`, where start or end is a size known only at the call
+  // (a causal mask's rows [past, past + new) of a static table), read in place. Not clamped as
+  // ONNX's Slice clamps: an end past x's size or a start past the end is an error (at the call
+  // where it is a run-time size).
+  value slice(value x, int axis, extent start, extent end);
   // ONNX Gather and GatherElements: positions along `axis` read from `indices` (i32 or i64,
   // negative from the end; outside the axis they are clamped to it, where ONNX leaves it
   // undefined). Computed indices are materialized first; data is read in place.
@@ -239,6 +244,14 @@ class graph {
   // start, start + delta, ... up to limit (exclusive), as a tensor constant of dtype t (ONNX's
   // Range with the bounds known when the graph is built).
   value range(double start, double limit, double delta, dtype t = dtype::f32);
+  // The same where start or limit is a size known only at the call (ONNX's Range over Shape's
+  // sizes: the position ids [past, past + new) of a decoder step). Its length, ceil((limit -
+  // start) / delta), is then a run-time size (an error at the call where it comes out below 0:
+  // the run-time difference of sizes does not clamp); the runtime counts the positions
+  // (ir::graph::positions) and each value is start + i * delta in t.
+  value range(extent start, extent limit, std::int64_t delta = 1, dtype t = dtype::i64);
+  // A size as a rank-0 number of dtype t (a run-time size is summed at the call from ones).
+  value size_value(extent e, dtype t = dtype::i64);
   // The k largest (largest = false: smallest) elements of x along `axis` and their positions
   // (i64), in order, equal elements by position (ONNX's TopK; a NaN counts as larger than any
   // number, as numpy's sort orders it). Each element's place is counted against every other
@@ -845,6 +858,29 @@ KILN_RUNTIME_API graph::value graph::slice(value x, size_list starts, size_list 
   return slice(x, list(starts), list(ends), list(axes), list(steps));
 }
 
+KILN_RUNTIME_API graph::value graph::slice(value x, int axis, extent start, extent end) {
+  check_extents("slice", start, end);
+  const std::int32_t id = id_of(x, "slice", 1);
+  const int rank = node(x).dims.rank;
+  if (axis < -rank || axis >= rank)
+    throw error(
+        errc::invalid_argument, "slice",
+        "axis " + std::to_string(axis) + " is out of range for x of rank " + std::to_string(rank));
+  const int ax = axis < 0 ? axis + rank : axis;
+  const extent size = difference(end, start), have = extent_of(x, ax);
+  if (have.is_static() && end.is_static() && end.d_ > have.d_)
+    throw error(errc::shape_mismatch, "slice",
+                "end " + std::to_string(end.d_) + " passes x's size " + std::to_string(have.d_) +
+                    " along axis " + std::to_string(ax));
+  if (start.is_static() && end.is_static() && have.is_static()) {
+    const std::int64_t starts[] = {start.d_}, ends[] = {end.d_}, axes[] = {ax};
+    return slice(x, starts, ends, axes);
+  }
+  // A window: a shift reading position j + start (a run-time start subtracted from its begin).
+  return wrap(b_.shift(id, ax, size.d_, start.is_static() ? -start.d_ : 0, ir::position_fold::clamp,
+                       start.is_static() ? -1 : ir::symbol_of(start.d_), true));
+}
+
 KILN_RUNTIME_API graph::value graph::gather(value data, value indices, std::int64_t axis) {
   return wrap(b_.gather(id_of(data, "gather", 1), id_of(indices, "gather", 2), axis));
 }
@@ -1140,6 +1176,32 @@ KILN_RUNTIME_API graph::value graph::range(double start, double limit, double de
     }
   });
   return constant(bytes.data(), t, n, shape{n});
+}
+
+KILN_RUNTIME_API graph::value graph::range(extent start, extent limit, std::int64_t delta,
+                                           dtype t) {
+  check_extents("range", start, limit);
+  if (delta == 0) throw error(errc::invalid_argument, "range", "delta is 0");
+  if (start.is_static() && limit.is_static())
+    return range(static_cast<double>(start.d_), static_cast<double>(limit.d_),
+                 static_cast<double>(delta), t);
+  // The count ceil(span / |delta|), span the distance from start toward limit.
+  const extent span = delta > 0 ? difference(limit, start) : difference(start, limit);
+  const std::int64_t step = delta > 0 ? delta : -delta;
+  const extent n = step == 1 ? span : floor_quotient(sum(span, step - 1), step);
+  value i = n.is_static() ? range(0.0, static_cast<double>(n.d_), 1.0, dtype::i64)
+                          : wrap(b_.positions(n.d_));
+  value v = t == dtype::i64 ? i : cast(i, t);
+  if (delta != 1) v = mul(v, constant(static_cast<double>(delta), t));
+  if (start != extent(0)) v = add(v, size_value(start, t));
+  return v;
+}
+
+KILN_RUNTIME_API graph::value graph::size_value(extent e, dtype t) {
+  if (e.is_static()) return constant(static_cast<double>(e.d_), t);
+  const extent dims[] = {e};
+  value n = reduce(ir::op::reduce_sum, expand(constant(1.0, dtype::i64), dims), {0}, false);
+  return t == dtype::i64 ? n : cast(n, t);
 }
 
 KILN_RUNTIME_API graph::value graph::batch_norm(value x, value scale, value bias, value mean,

@@ -33,6 +33,10 @@ struct attributes {
   // shift: its begin is starts[axis] plus this run-time size (a symbol; -1: none), so that a
   // concat's pieces of run-time sizes are read where they lie.
   std::int32_t begin_symbol = -1;
+  // shift: a window of its operand (a slice at run-time positions): begin_symbol is subtracted
+  // instead, and every position it reads lies inside the operand (checked where it is built, or
+  // at the call: builder::view), so that its fold never applies.
+  bool window = false;
   friend constexpr bool operator==(const attributes&, const attributes&) = default;
 };
 

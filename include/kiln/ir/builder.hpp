@@ -74,6 +74,22 @@ class builder {
     g_.tensors.push_back({g_.nodes[id].arg, std::vector<scalar>(values.begin(), values.end())});
     return id;
   }
+  // Positions 0, 1, ..., size - 1 (i64) where size is a run-time size of the parameters: an input
+  // the runtime supplies at the call (graph::positions), as no kernel counts. Its size is the
+  // parameters' symbol itself, not one of its own, so that it broadcasts with what has that size.
+  constexpr std::int32_t positions(std::int64_t size) {
+    if (!is_symbol(size) || symbol_of(size) >= static_cast<std::int32_t>(g_.symbols.size()))
+      fail(op::input, errc::invalid_argument,
+           "positions take a run-time size of the graph, got " + detail::to_text(size));
+    node n;
+    n.kind = op::input;
+    n.type = dtype::i64;
+    n.arg = static_cast<std::int32_t>(g_.inputs.size());
+    n.dims = shape{size};
+    g_.inputs.push_back({dtype::i64, shape{dyn}, {}});
+    g_.positions.push_back(n.arg);
+    return push(n);
+  }
   // Carries tensor constants over to a rebuilt graph (their inputs keep their numbers).
   constexpr void keep_tensors(const std::vector<tensor_data>& tensors) { g_.tensors = tensors; }
 
@@ -652,6 +668,20 @@ class builder {
     return dim_of_symbol(
         computed_size(symbol_kind::floor_quotient, symbol_of(a), static_cast<std::int32_t>(b), -1));
   }
+  // Size a, checked not to pass the static size k (at the call where a is a run-time size); an
+  // error naming `node`'s op where it passes it here.
+  constexpr std::int64_t size_at_most(std::int64_t a, std::int64_t k, std::int32_t node) {
+    if (!is_symbol(a)) {
+      if (a > k)
+        throw error(errc::shape_mismatch,
+                    node >= 0 ? std::string(name(g_.nodes[node].kind)) : "sizes",
+                    "reads to position " + detail::to_text(a) + " of " + detail::to_text(k));
+      return a;
+    }
+    if (k > 0x7fffffff) return a;  // (no check needed: 32-bit positions)
+    return dim_of_symbol(
+        computed_size(symbol_kind::at_most, symbol_of(a), static_cast<std::int32_t>(k), node));
+  }
   // min(a, k) or max(a, k) (kind minimum or maximum) of size a and a static size k.
   constexpr std::int64_t size_bound(symbol_kind kind, std::int64_t a, std::int64_t k) {
     if (k < 0 || k > 0x7fffffff)
@@ -772,10 +802,11 @@ class builder {
   // `size` positions along `axis`, position j reading a's position fold(j - begin): edge, reflect
   // and wrap padding and concat's pieces, with no position tensor. a's size along the axis and
   // the result's `size` may be run-time sizes; begin_symbol (a symbol, or -1) adds its run-time
-  // size to `begin` (a piece of a concat after pieces of run-time sizes).
+  // size to `begin` (a piece of a concat after pieces of run-time sizes). A window subtracts it
+  // instead and reads inside a only (attributes::window): a slice at run-time positions.
   constexpr std::int32_t shift(std::int32_t a, std::int64_t axis, std::int64_t size,
                                std::int64_t begin, position_fold fold,
-                               std::int32_t begin_symbol = -1) {
+                               std::int32_t begin_symbol = -1, bool window = false) {
     const node& x = at(a, op::shift);
     const int r = x.dims.rank;
     if (axis < -r || axis >= r)
@@ -798,6 +829,7 @@ class builder {
     m.fold = static_cast<std::uint8_t>(fold);
     m.starts[ax] = static_cast<std::int32_t>(begin);
     m.begin_symbol = begin_symbol;
+    m.window = window;
     shape d = x.dims;
     d.dims[ax] = size;
     return view(op::shift, a, m, d);
@@ -837,7 +869,19 @@ class builder {
       }
       return view(o, x.operands[0], {}, d);  // reshape, expand
     }
-    return append_view(o, a, m, d);
+    if (o != op::shift || !m.window) return append_view(o, a, m, d);
+    // A window reads positions -begin to size - begin - 1: the last inside x, checked at the call
+    // where it is a run-time size (the check is made again wherever the view is rebuilt).
+    const int ax = m.axis;
+    const std::int64_t have = x.dims.dims[ax];
+    std::int64_t end = size_plus(d.dims[ax], -std::int64_t{m.starts[ax]});
+    if (m.begin_symbol >= 0) end = size_sum(end, dim_of_symbol(m.begin_symbol));
+    const std::int32_t id = append_view(o, a, m, d);
+    if (is_symbol(have))
+      size_difference(have, end);
+    else
+      size_at_most(end, have, id);
+    return id;
   }
 
   // Marks node id as the next function result.

@@ -37,6 +37,8 @@ enum class symbol_kind : std::uint8_t {
   floor_quotient,  // symbol `a` divided by the static size `b` (> 1), rounded down
   minimum,         // the smaller of symbol `a` and the static size `b`
   maximum,         // the larger of symbol `a` and the static size `b`
+  // A check: symbol `a`, which must not pass the static size `b` (a window's end in its operand).
+  at_most,
 };
 constexpr bool is_computed_size(symbol_kind k) { return k >= symbol_kind::product; }
 
@@ -106,7 +108,10 @@ struct graph {
   std::vector<constraint> constraints;
   std::vector<std::int32_t> outputs;  // node ids, one per function result, in order
   std::vector<tensor_data> tensors;   // tensor constants, each an input (after the parameters)
-  std::vector<trace_point> traces;    // values recorded when tracing is on (compiling drops them)
+  // Inputs the runtime supplies as positions 0, 1, ..., n - 1 (i64, rank 1, n a run-time size of
+  // the parameters): the counting a Range of run-time length needs (builder::positions).
+  std::vector<std::int32_t> positions;
+  std::vector<trace_point> traces;  // values recorded when tracing is on (compiling drops them)
 };
 
 // Same op, type, operands, attributes and payload: the test CSE and the builder's deduplication

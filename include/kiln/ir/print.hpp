@@ -81,6 +81,9 @@ inline std::string print(const graph& g) {
       case symbol_kind::maximum:
         out += "max(" + a + ", " + std::to_string(s.b) + ")";
         break;
+      case symbol_kind::at_most:
+        out += a + ", which must not pass " + std::to_string(s.b);
+        break;
       case symbol_kind::offset:
         out += a +
                (s.b < 0 ? " - " + std::to_string(-std::int64_t{s.b}) : " + " + std::to_string(s.b));
@@ -137,8 +140,11 @@ inline std::string print(const graph& g) {
       constexpr const char* folds[] = {"clamp", "reflect", "wrap"};
       out += " axis " + std::to_string(n.attrs.axis) + " from " +
              std::to_string(n.attrs.starts[n.attrs.axis]) +
-             (n.attrs.begin_symbol >= 0 ? " + s" + std::to_string(n.attrs.begin_symbol) : "") +
-             " " + (n.attrs.fold < 3 ? folds[n.attrs.fold] : "?");
+             (n.attrs.begin_symbol >= 0
+                  ? (n.attrs.window ? " - s" : " + s") + std::to_string(n.attrs.begin_symbol)
+                  : "") +
+             (n.attrs.window ? " window" : "") + " " +
+             (n.attrs.fold < 3 ? folds[n.attrs.fold] : "?");
     }
     out += " : " + type_text(n.type, n.dims) + "\n";
   }

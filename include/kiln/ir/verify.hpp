@@ -25,6 +25,7 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
     expected.axis = m.axis;
     expected.fold = m.fold;
     expected.begin_symbol = m.begin_symbol;
+    expected.window = m.window;
     if (m.axis >= 0 && m.axis < max_rank) expected.starts[m.axis] = m.starts[m.axis];
   }
   if (m != expected) report("has attributes its op does not take");
@@ -169,7 +170,15 @@ constexpr std::vector<std::string> verify(const graph& g) {
     bool operands_ok = true;
     for (int k = 0; k < oi.arity; ++k)
       operands_ok = operands_ok && n.operands[k] >= 0 && n.operands[k] < id;
-    if (n.kind == op::input) {
+    bool positions = false;
+    for (std::int32_t p : g.positions) positions = positions || (n.kind == op::input && p == n.arg);
+    if (positions) {  // i64 [s], s a run-time size that is not its own
+      const std::int64_t e = n.dims.dims[0];
+      if (n.type != dtype::i64 || n.dims.rank != 1 || !(e < 0 && e >= -n_symbols) ||
+          (g.symbols[symbol_of(e)].kind == symbol_kind::input &&
+           g.symbols[symbol_of(e)].a == n.arg))
+        report(id, "positions are i64 of one run-time size of the parameters");
+    } else if (n.kind == op::input) {
       if (n.arg < 0 || n.arg >= static_cast<std::int32_t>(g.inputs.size()))
         report(id, "reads parameter " + detail::to_text(n.arg) + " which is not declared");
       else if (g.inputs[n.arg].type != n.type)
@@ -314,6 +323,16 @@ constexpr std::vector<std::string> verify(const graph& g) {
         break;
     }
   }
+  for (std::size_t k = 0; k < g.positions.size(); ++k) {
+    const std::int32_t p = g.positions[k];
+    bool ok = p >= 0 && p < static_cast<std::int32_t>(g.inputs.size()) &&
+              g.inputs[p].type == dtype::i64 && g.inputs[p].dims == shape{dyn};
+    for (const tensor_data& t : g.tensors) ok = ok && t.arg != p;
+    for (std::size_t j = 0; j < k; ++j) ok = ok && g.positions[j] != p;
+    if (!ok)
+      problems.push_back("positions input " + detail::to_text(p) +
+                         " is not a parameter of its own declared i64 [?]");
+  }
   for (const tensor_data& t : g.tensors) {
     bool ok = t.arg >= 0 && t.arg < static_cast<std::int32_t>(g.inputs.size());
     if (ok) {
@@ -344,7 +363,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
                   ? s.a >= 0 && s.a < before && s.b > 1
               : s.kind == symbol_kind::offset         ? s.a >= 0 && s.a < before && s.b != 0
               : s.kind == symbol_kind::floor_quotient ? s.a >= 0 && s.a < before && s.b > 1
-              : s.kind == symbol_kind::minimum || s.kind == symbol_kind::maximum
+              : s.kind == symbol_kind::minimum || s.kind == symbol_kind::maximum ||
+                      s.kind == symbol_kind::at_most
                   ? s.a >= 0 && s.a < before && s.b >= 0
                   : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)

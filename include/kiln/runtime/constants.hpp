@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -34,6 +35,13 @@ class constant_uploads {
   std::unique_ptr<state> s_;
 };
 
+// Positions 0, 1, ..., n - 1 (i64) as a call's argument (ir::graph::positions): host memory on
+// every device (a Vulkan call stages it as it stages a host argument). One table for the process,
+// grown by doubling; a table once handed out is never freed, as a call in flight may still read
+// it (all of them together hold at most twice the largest n asked for). Above 2^32 positions is an
+// error naming `who`.
+KILN_RUNTIME_API buffer_ref positions_ref(std::int64_t n, const std::string& who);
+
 }  // namespace kiln::runtime
 
 #if KILN_RUNTIME_BODY
@@ -41,6 +49,8 @@ class constant_uploads {
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <string>
 
 namespace kiln::runtime {
 
@@ -82,6 +92,26 @@ KILN_RUNTIME_API buffer_ref constant_uploads::ref(const device& d, std::size_t k
       uploaded.push_back(d.upload(padded));
     }
   return {nullptr, dims, false, uploaded[k].memory()};
+}
+
+KILN_RUNTIME_API buffer_ref positions_ref(std::int64_t n, const std::string& who) {
+  constexpr std::int64_t most = std::int64_t{1} << 32;
+  if (n < 0 || n > most)
+    throw error(errc::unsupported, who,
+                std::to_string(n) + " positions are asked for (a Range of run-time length); kiln " +
+                    "counts up to 2^32");
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<std::int64_t[]>> tables;  // the last is the largest
+  static std::int64_t capacity = 0;
+  std::lock_guard lock(mutex);
+  if (n > capacity) {
+    const std::int64_t grown = std::min(most, std::max<std::int64_t>({n, 2 * capacity, 1024}));
+    auto table = std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(grown));
+    std::iota(table.get(), table.get() + grown, std::int64_t{0});
+    tables.push_back(std::move(table));
+    capacity = grown;
+  }
+  return {tables.back().get(), shape{n}};
 }
 
 }  // namespace kiln::runtime

@@ -50,8 +50,8 @@ struct module_contents {
   std::vector<std::pair<std::string, spirv::kernel>> kernels;
 };
 
-inline constexpr std::uint32_t module_format_version = 5;  // 3: dtype u16; 4: u64; 5: sums,
-                                                           // inputs' shared sizes
+inline constexpr std::uint32_t module_format_version = 6;  // 3: dtype u16; 4: u64; 5: sums,
+                                                           // inputs' shared sizes; 6: positions
 
 // The file: magic "KILNMOD\0", a byte-order mark (0x01020304 as the writer stores it), the format
 // version, the payload's size and its FNV-1a 64 checksum, then the payload (native byte order).
@@ -205,6 +205,7 @@ inline void put_node(module_writer& w, const ir::node& n) {
   }
   w.put(a.groups);
   w.put(a.begin_symbol);
+  w.put(static_cast<std::uint8_t>(a.window));
 }
 
 inline ir::node get_node(module_reader& r) {
@@ -232,6 +233,7 @@ inline ir::node get_node(module_reader& r) {
   }
   a.groups = r.get<std::int32_t>("a node's attributes");
   a.begin_symbol = r.get<std::int32_t>("a node's attributes");
+  a.window = r.get<std::uint8_t>("a node's attributes") != 0;
   return n;
 }
 
@@ -371,7 +373,10 @@ inline void check_plan(const module_contents& m, module_reader& r) {
   const function_parts& f = m.parts;
   std::size_t assigned = 0;
   for (const auto& v : f.variables) assigned += v.assigned >= 0;
-  if (f.inputs.size() + f.constants.size() + f.variables.size() != inputs ||
+  for (std::int32_t a : g.positions)  // (verify: each an input of its own kind)
+    if (a < static_cast<std::int32_t>(f.inputs.size()))
+      r.fail("corrupt: parameter " + std::to_string(a) + " is declared positions");
+  if (f.inputs.size() + f.constants.size() + f.variables.size() + g.positions.size() != inputs ||
       f.outputs.size() + assigned + f.traces.size() != outputs)
     r.fail("corrupt: the names do not match the plan's inputs and outputs");
   auto bytes_of = [&](std::int32_t arg) {
@@ -421,6 +426,7 @@ KILN_RUNTIME_API std::vector<std::uint8_t> encode_module(const module_contents& 
     w.put(c.node);
   }
   w.ints(g.outputs);
+  w.ints(g.positions);
   w.count(m.plan.regions.size());
   for (const compiler::region& r : m.plan.regions) {
     w.dims(r.space);
@@ -526,7 +532,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
   g.symbols.resize(r.count("symbols", 13));
   for (auto& s : g.symbols) {
     auto kind = r.get<std::uint8_t>("a symbol");
-    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::maximum))
+    if (kind > static_cast<std::uint8_t>(ir::symbol_kind::at_most))
       r.fail("corrupt: a symbol's kind");
     s.kind = static_cast<ir::symbol_kind>(kind);
     s.a = r.get<std::int32_t>("a symbol");
@@ -540,6 +546,7 @@ KILN_RUNTIME_API module_contents decode_module(std::span<const std::uint8_t> byt
     c.node = r.get<std::int32_t>("a constraint");
   }
   g.outputs = r.ints("outputs");
+  g.positions = r.ints("positions");
   m.plan.regions.resize(r.count("regions", 40));
   for (compiler::region& reg : m.plan.regions) {
     reg.space = r.dims("a region's space");

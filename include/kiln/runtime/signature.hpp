@@ -213,6 +213,12 @@ KILN_RUNTIME_API void resolve_symbols(std::span<const ir::input_decl> inputs,
                                  : s.b;
       if (s.kind == ir::symbol_kind::floor_quotient) {
         sym[i] = x / y;
+      } else if (s.kind == ir::symbol_kind::at_most) {
+        if (x > y)
+          throw error(errc::shape_mismatch, who,
+                      symbol_source(symbols, sym, s.a, x) + " has size " + std::to_string(x) +
+                          ", which reads past the end of " + std::to_string(y) + " in " + op());
+        sym[i] = x;
       } else if (s.kind == ir::symbol_kind::minimum) {
         sym[i] = std::min(x, y);
       } else if (s.kind == ir::symbol_kind::maximum) {
