@@ -37,6 +37,15 @@ struct import_options {
   // Graph inputs given their values at import: each becomes a tensor constant (no longer an input
   // of the graph), so that what depends on it only (a shape, axes, pads) is computed then.
   std::map<std::string, tensor_data, std::less<>> input_values;
+  // Graph inputs that are sequences or optionals, as the calls will give them (kiln keeps both as
+  // what they hold, known at import). A sequence input of n tensors (sequence_lengths) is n
+  // parameters 'NAME.0' ... 'NAME.n-1' of the element type and extents the model declares for
+  // its tensors; an optional input (optionals_present) is, where present, its element under its
+  // own name (a sequence's length then also from sequence_lengths), and where absent nothing.
+  // Graph outputs likewise: a sequence is one result per tensor, 'NAME.0', ...; an absent
+  // optional is no result.
+  std::map<std::string, std::int64_t, std::less<>> sequence_lengths;
+  std::map<std::string, bool, std::less<>> optionals_present;
   // ONNX's checker on the model before import (its verdict, when it refuses, is a kiln::error).
   bool check = true;
   // Initializers that become variables of the graph (graph::variable) instead of tensor

@@ -43,7 +43,9 @@ bool foldable(std::string_view op_type) {
   return op_type != "RandomNormal" && op_type != "RandomUniform" && op_type != "RandomNormalLike" &&
          op_type != "RandomUniformLike" && op_type != "Multinomial" && op_type != "Bernoulli" &&
          op_type != "SequenceConstruct" && op_type != "SplitToSequence" && op_type != "If" &&
-         op_type != "Loop" && op_type != "Scan";
+         op_type != "Loop" && op_type != "Scan" && op_type != "SequenceMap" &&
+         op_type != "Optional" && op_type != "OptionalGetElement" &&
+         op_type != "OptionalHasElement";
 }
 
 }  // namespace kiln::onnx_import
@@ -175,19 +177,22 @@ struct declared {
   std::array<std::string, max_rank> names{};  // the named dimensions left to the call
 };
 
-declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& opt, model_info& info,
-                       bool is_input) {
-  const std::string who = "graph value '" + v.name() + "'";
-  if (!v.type().has_tensor_type())
-    fail(errc::unsupported,
-         who + " is not a tensor (sequences, maps and optionals are not kiln's)");
-  const auto& tt = v.type().tensor_type();
+declared declared_tensor(const std::string& name, const ::onnx::TypeProto& type,
+                         const import_options& opt, model_info& info, bool is_input) {
+  const std::string who = "graph value '" + name + "'";
+  if (type.has_sequence_type() || type.has_optional_type())
+    fail(errc::unsupported, who + " is a " + (type.has_sequence_type() ? "sequence" : "optional") +
+                                " where " + "a tensor is expected (an input needs its " +
+                                "import_options::sequence_lengths or optionals_present)");
+  if (!type.has_tensor_type())
+    fail(errc::unsupported, who + " is not a tensor (maps are not kiln's)");
+  const auto& tt = type.tensor_type();
   auto t = dtype_from_onnx(tt.elem_type());
   if (!t)
     fail(errc::unsupported, who + " has element type " + onnx_type_name(tt.elem_type()) +
                                 ", which kiln does not have");
   declared d{*t, std::nullopt};
-  if (auto given = opt.input_dims.find(v.name()); is_input && given != opt.input_dims.end()) {
+  if (auto given = opt.input_dims.find(name); is_input && given != opt.input_dims.end()) {
     // Extents given for the input replace the declared ones, which they must agree with.
     const shape& s = given->second;
     bool agree = !tt.has_shape() || tt.shape().dim_size() == s.rank;
@@ -195,9 +200,8 @@ declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& op
       agree = s.dims[i] >= 0 &&
               (!tt.shape().dim(i).has_dim_value() || tt.shape().dim(i).dim_value() == s.dims[i]);
     if (!agree)
-      fail(errc::shape_mismatch, "import_options::input_dims['" + v.name() + "'] is " +
-                                     to_string(s) + ", which the model's " + who +
-                                     " does not allow");
+      fail(errc::shape_mismatch, "import_options::input_dims['" + name + "'] is " + to_string(s) +
+                                     ", which the model's " + who + " does not allow");
     d.dims = s;
     return d;
   }
@@ -232,6 +236,11 @@ declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& op
   }
   d.dims = s;
   return d;
+}
+
+declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& opt, model_info& info,
+                       bool is_input) {
+  return declared_tensor(v.name(), v.type(), opt, info, is_input);
 }
 
 // Runs a node whose inputs are all known on kiln's CPU path; its outputs become known tensors.
@@ -343,8 +352,8 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty()) continue;
       const auto u = static_cast<std::size_t>(o);
-      if (u >= out.size() ||
-          (!out[u].value && !out[u].known && !out[u].sequence && !out[u].extents))
+      if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence &&
+                              !out[u].extents && !out[u].present))
         fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
                                     "' is not produced by kiln's lowering");
       values.own[node.output(o)] = std::move(out[u]);
@@ -385,9 +394,11 @@ imported import_model(ModelProto m, const import_options& opt,
     if (!result.variable_values.count(name))
       fail(errc::invalid_argument,
            "import_options::variables names '" + name + "', which is not an initializer");
-  for (const auto& entry : opt.input_dims)
-    if (std::none_of(gp.input().begin(), gp.input().end(),
-                     [&](const auto& in) { return in.name() == entry.first; }))
+  for (const auto& entry : opt.input_dims)  // (a sequence's tensors: 'NAME.0', ...)
+    if (std::none_of(gp.input().begin(), gp.input().end(), [&](const auto& in) {
+          return in.name() == entry.first || (opt.sequence_lengths.count(in.name()) &&
+                                              entry.first.rfind(in.name() + ".", 0) == 0);
+        }))
       fail(errc::invalid_argument, "import_options::input_dims names '" + entry.first +
                                        "', which is not an input of the model");
   for (const auto& [name, t] : opt.input_values) {
@@ -412,54 +423,111 @@ imported import_model(ModelProto m, const import_options& opt,
   // A dimension named in several inputs is one run-time size: the first input's, which the
   // others share (checked at the call), so that their values meet without a broadcast.
   std::map<std::string, graph::extent> named_sizes;
-  for (const auto& in : gp.input()) {
-    // An initializer listed as an input (IR < 4), or an input given its value.
-    if (values.own.count(in.name())) continue;
-    declared d = declared_type(in, opt, info, true);
-    if (!d.dims) fail(errc::unsupported, "graph input '" + in.name() + "' has no shape");
+  // A graph input as the calls give it (import_options::sequence_lengths, optionals_present).
+  // A sequence's tensors share no named size: each may have extents of its own.
+  auto input_of = [&](auto& self, const std::string& name, const std::string& parameter,
+                      const ::onnx::TypeProto& type, bool item = false) -> slot {
+    slot s;
+    if (type.has_optional_type()) {
+      auto given = opt.optionals_present.find(name);
+      if (given == opt.optionals_present.end())
+        fail(errc::unsupported, "graph input '" + name +
+                                    "' is an optional: import_options::optionals_present says "
+                                    "whether the calls give its value");
+      if (given->second) s = self(self, name, parameter, type.optional_type().elem_type(), item);
+      s.present = given->second;
+      return s;
+    }
+    if (type.has_sequence_type()) {
+      auto length = opt.sequence_lengths.find(name);
+      if (length == opt.sequence_lengths.end() || length->second < 0)
+        fail(errc::unsupported, "graph input '" + name +
+                                    "' is a sequence: import_options::sequence_lengths gives the "
+                                    "number of tensors the calls give for it");
+      s.sequence.emplace();
+      for (std::int64_t k = 0; k < length->second; ++k)
+        s.sequence->push_back(self(self, name, parameter + "." + std::to_string(k),
+                                   type.sequence_type().elem_type(), true));
+      return s;
+    }
+    declared d = declared_tensor(parameter, type, opt, info, true);
+    if (!d.dims) fail(errc::unsupported, "graph input '" + parameter + "' has no shape");
+    if (item) d.names = {};
     std::vector<graph::extent> sizes;
     for (int i = 0; i < d.dims->rank; ++i) {
       auto named = named_sizes.find(d.names[static_cast<std::size_t>(i)]);
       sizes.push_back(named != named_sizes.end() && d.dims->dims[i] == dyn ? named->second
                                                                            : d.dims->dims[i]);
     }
-    const graph::value v = g.input(in.name(), d.type, sizes);
-    values.own[in.name()].value = v;
+    s.value = g.input(parameter, d.type, sizes);
     for (int i = 0; i < d.dims->rank; ++i)
       if (!d.names[static_cast<std::size_t>(i)].empty() && d.dims->dims[i] == dyn)
-        named_sizes.emplace(d.names[static_cast<std::size_t>(i)], g.extent_of(v, i));
+        named_sizes.emplace(d.names[static_cast<std::size_t>(i)], g.extent_of(*s.value, i));
+    return s;
+  };
+  for (const auto& in : gp.input()) {
+    // An initializer listed as an input (IR < 4), or an input given its value.
+    if (values.own.count(in.name())) continue;
+    values.own[in.name()] = input_of(input_of, in.name(), in.name(), in.type());
   }
+  std::vector<std::string> described;  // (the inputs options name as sequences or optionals)
+  for (const auto& [name, length] : opt.sequence_lengths) described.push_back(name);
+  for (const auto& [name, present] : opt.optionals_present) described.push_back(name);
+  for (const auto& name : described)
+    if (std::none_of(gp.input().begin(), gp.input().end(),
+                     [&](const auto& in) { return in.name() == name; }))
+      fail(errc::invalid_argument, "import_options names '" + name +
+                                       "' as a sequence or optional, which is not an input of "
+                                       "the model");
 
   info.nodes = gp.node_size();
   lower_nodes(g, gp, values, info.opset, &info.folded_nodes, "");
 
-  for (const auto& o : gp.output()) {
-    slot* found = values.find(o.name());
-    if (!found)
-      fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
-    slot& s = *found;
-    if (s.sequence)
-      fail(errc::unsupported, "graph output '" + o.name() +
-                                  "' is a sequence (kiln's sequences exist only while importing)");
+  // A graph output: a tensor is a result of its name, a sequence one per tensor ('NAME.0', ...),
+  // an optional its element where present (import_options).
+  auto output_of = [&](auto& self, const std::string& name, slot& s,
+                       const ::onnx::TypeProto& type) -> void {
+    if (type.has_optional_type()) {
+      if (s.present.value_or(true)) self(self, name, s, type.optional_type().elem_type());
+      return;
+    }
+    if (type.has_sequence_type() != s.sequence.has_value())
+      fail(errc::dtype_mismatch, "graph output '" + name + "' is a " +
+                                     (s.sequence ? "sequence" : "tensor") + " in kiln, not in " +
+                                     "the model");
+    if (s.sequence) {
+      for (std::size_t k = 0; k < s.sequence->size(); ++k)
+        self(self, name + "." + std::to_string(k), (*s.sequence)[k],
+             type.sequence_type().elem_type());
+      return;
+    }
+    if (!s.present.value_or(true))
+      fail(errc::invalid_argument, "graph output '" + name + "' is an empty optional");
     if (!s.value) s.value = value_of(g, s);
     // What the model declares for its outputs is checked against what kiln computed: a
     // difference is an error here, never a silently different result.
-    declared d = declared_type(o, opt, info, false);
+    declared d = declared_tensor(name, type, opt, info, false);
     if (d.type != g.type_of(*s.value))
-      fail(errc::dtype_mismatch, "graph output '" + o.name() + "' is " +
-                                     std::string(name(g.type_of(*s.value))) + " in kiln, " +
-                                     std::string(name(d.type)) + " in the model");
+      fail(errc::dtype_mismatch, "graph output '" + name + "' is " +
+                                     std::string(kiln::name(g.type_of(*s.value))) + " in kiln, " +
+                                     std::string(kiln::name(d.type)) + " in the model");
     shape got = g.dims_of(*s.value);
     if (d.dims) {
       bool same = d.dims->rank == got.rank;
       for (int i = 0; same && i < got.rank; ++i)
         same = d.dims->dims[i] == dyn || got.dims[i] == dyn || d.dims->dims[i] == got.dims[i];
       if (!same)
-        fail(errc::shape_mismatch, "graph output '" + o.name() + "' has dims " + to_string(got) +
+        fail(errc::shape_mismatch, "graph output '" + name + "' has dims " + to_string(got) +
                                        " in kiln, " + to_string(*d.dims) + " in the model");
     }
-    g.output(o.name(), *s.value);
-    result.outputs[o.name()] = *s.value;
+    g.output(name, *s.value);
+    result.outputs[name] = *s.value;
+  };
+  for (const auto& o : gp.output()) {
+    slot* found = values.find(o.name());
+    if (!found)
+      fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
+    output_of(output_of, o.name(), *found, o.type());
   }
   return result;
 }

@@ -62,6 +62,35 @@ value stacked(node_context& c, const std::vector<slot>& steps, std::int64_t axis
   return parts.size() == 1 ? parts[0] : g.concat(parts, axis < 0 ? axis + rank : axis);
 }
 
+// Output o of an If whose cond is known at the call: each branch's tensor selected by cond, item
+// by item for sequences (of one length) and optionals (present in both, or in neither).
+slot selected(node_context& c, value cond, const slot& a, const slot& b, std::size_t o) {
+  graph& g = c.g;
+  if (a.present.value_or(true) != b.present.value_or(true) ||
+      a.sequence.has_value() != b.sequence.has_value() ||
+      (a.sequence && a.sequence->size() != b.sequence->size()))
+    c.known_input(0, "cond, where the branches give output " + std::to_string(o) +
+                         " as optionals or sequences that differ in presence or length,");
+  slot s;
+  s.present = a.present;
+  if (!a.present.value_or(true)) return s;
+  if (a.sequence) {
+    s.sequence.emplace();
+    for (std::size_t k = 0; k < a.sequence->size(); ++k)
+      s.sequence->push_back(selected(c, cond, (*a.sequence)[k], (*b.sequence)[k], o));
+    return s;
+  }
+  const value x = value_of(g, a), y = value_of(g, b);
+  if (g.dims_of(x) != g.dims_of(y) || g.type_of(x) != g.type_of(y))
+    c.fail(errc::unsupported, "cond is computed at run time and the branches give " +
+                                  std::string(kiln::name(g.type_of(x))) + to_string(g.dims_of(x)) +
+                                  " and " + std::string(kiln::name(g.type_of(y))) +
+                                  to_string(g.dims_of(y)) + " for output " + std::to_string(o) +
+                                  " (kiln computes both branches and selects: they must agree)");
+  s.value = g.select(cond, x, y);
+  return s;
+}
+
 void lower_if(node_context& c) {
   c.only_attrs({"then_branch", "else_branch"});
   if (const host_tensor* t = c.known(0)) {
@@ -78,19 +107,8 @@ void lower_if(node_context& c) {
     c.fail(errc::invalid_argument, "the branches give " + std::to_string(then_out.size()) +
                                        " and " + std::to_string(else_out.size()) + " outputs");
   const value cond = g.reshape(c.in(0), ints{});
-  for (std::size_t o = 0; o < then_out.size(); ++o) {
-    if (then_out[o].sequence || else_out[o].sequence)
-      c.fail(errc::unsupported,
-             "output " + std::to_string(o) + " is a sequence and cond is computed at run time");
-    const value a = value_of(g, then_out[o]), b = value_of(g, else_out[o]);
-    if (g.dims_of(a) != g.dims_of(b) || g.type_of(a) != g.type_of(b))
-      c.fail(errc::unsupported,
-             "cond is computed at run time and the branches give " +
-                 std::string(kiln::name(g.type_of(a))) + to_string(g.dims_of(a)) + " and " +
-                 std::string(kiln::name(g.type_of(b))) + to_string(g.dims_of(b)) + " for output " +
-                 std::to_string(o) + " (kiln computes both branches and selects: they must agree)");
-    c.out(static_cast<int>(o), g.select(cond, a, b));
-  }
+  for (std::size_t o = 0; o < then_out.size(); ++o)
+    c.out_slot(static_cast<int>(o), selected(c, cond, then_out[o], else_out[o], o));
 }
 
 // Loop: unrolled while the trip count (input 0) and the condition (input 1, then the body's

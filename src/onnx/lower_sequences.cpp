@@ -1,7 +1,8 @@
 // ONNX's sequence ops where the sequence's length and the positions used are known at import:
 // the sequence is a list of the importer's tensors (graph values or known tensors) and exists only
 // while importing, so SequenceAt, ConcatFromSequence and SequenceLength leave ordinary graph ops
-// (or constants) behind. Internal to kiln::onnx.
+// (or constants) behind. Optionals likewise: whether one holds its element is known at import.
+// Internal to kiln::onnx.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -143,9 +144,68 @@ void lower_split_to_sequence(node_context& c) {
   c.out_sequence(0, std::move(items));
 }
 
+// SequenceMap: its body run once per position of the sequences (of one length), each run given
+// the sequences' tensors there and the other inputs whole; each output a sequence of the runs'.
+void lower_sequence_map(node_context& c) {
+  c.only_attrs({"body"});
+  std::size_t n = 0;
+  bool any = false;
+  for (int i = 0; i < c.inputs(); ++i) {
+    if (!c.has(i) || !c.input_slot(i).sequence) continue;
+    const std::size_t length = c.sequence_in(i).size();
+    if (any && length != n)
+      c.fail(errc::invalid_argument, "the sequences hold " + std::to_string(n) + " and " +
+                                         std::to_string(length) + " tensors");
+    n = length, any = true;
+  }
+  if (!c.has(0) || !c.input_slot(0).sequence)
+    c.fail(errc::invalid_argument, "input 0 is not a sequence");
+  std::vector<std::vector<slot>> outputs(static_cast<std::size_t>(c.outputs()));
+  for (std::size_t k = 0; k < n; ++k) {
+    std::vector<slot> given;
+    for (int i = 0; i < c.inputs(); ++i)
+      given.push_back(c.input_slot(i).sequence ? c.sequence_in(i)[k] : c.input_slot(i));
+    std::vector<slot> out = c.subgraph("body", std::move(given), "position " + std::to_string(k));
+    if (out.size() != outputs.size())
+      c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
+                                         " outputs for the node's " +
+                                         std::to_string(outputs.size()));
+    for (std::size_t o = 0; o < out.size(); ++o) outputs[o].push_back(std::move(out[o]));
+  }
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    c.out_sequence(static_cast<int>(o), std::move(outputs[o]));
+}
+
+// Optional: its input, present; with none, absent (its `type` attribute names what it would hold).
+void lower_optional(node_context& c) {
+  c.only_attrs({"type"});
+  slot s = c.has(0) ? c.input_slot(0) : slot{};
+  s.present = c.has(0);
+  c.out_slot(0, std::move(s));
+}
+
+void lower_optional_has_element(node_context& c) {
+  c.only_attrs({});
+  const bool has = c.has(0) && c.input_slot(0).present.value_or(true);
+  c.out_known(0, host_tensor{dtype::boolean, shape{}, {static_cast<unsigned char>(has)}});
+}
+
+// The element of a present optional (a tensor or sequence given as it is, from opset 18, passes).
+void lower_optional_get_element(node_context& c) {
+  c.only_attrs({});
+  slot s = c.input_slot(0);
+  if (!s.present.value_or(true)) c.fail(errc::invalid_argument, "the optional input is empty");
+  s.present.reset();
+  c.out_slot(0, std::move(s));
+}
+
 }  // namespace
 
 void add_sequence_lowerings(lowering_table& t) {
+  t["SequenceMap"] = lower_sequence_map;
+  t["Optional"] = lower_optional;
+  t["OptionalHasElement"] = lower_optional_has_element;
+  t["OptionalGetElement"] = lower_optional_get_element;
   t["SequenceEmpty"] = lower_sequence_empty;
   t["SequenceConstruct"] = lower_sequence_construct;
   t["SequenceInsert"] = lower_sequence_insert;

@@ -67,6 +67,9 @@ struct slot {
   // scalar where `scalar`.
   std::optional<std::vector<graph::extent>> extents;
   bool scalar = false;
+  // An optional value: whether it holds its element (the tensor or sequence above); unset where
+  // the value is not an optional (an element read where ONNX declares an optional is present).
+  std::optional<bool> present;
 };
 
 // A tensor slot's graph value, a known tensor made a constant of the graph where it has none.
@@ -198,8 +201,9 @@ void add_control_flow_lowerings(lowering_table& table);  // lower_control_flow.c
 void add_ngram_lowerings(lowering_table& table);         // lower_ngrams.cpp
 void add_data_sized_lowerings(lowering_table& table);    // lower_data_sized.cpp
 // A node one of whose inputs is a shape with run-time sizes (lower_extents.cpp): Gather, Slice,
-// Concat, Unsqueeze, Squeeze, Cast, Identity, Mul, Div over such shapes, and Reshape to one; any
-// other op is refused naming the input.
+// Concat, Unsqueeze, Squeeze, Cast, Identity and arithmetic over such shapes, Reshape, Expand,
+// Tile, ConstantOfShape and Range to one, Slice of data at its positions; any other op reads the
+// sizes as numbers.
 void lower_on_extents(node_context& c);
 // MaxPool asked for its Indices output too (lower_sampling.cpp).
 void lower_max_pool_with_indices(node_context& c, const ir::pool_window& w);

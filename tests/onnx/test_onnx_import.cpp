@@ -1,11 +1,13 @@
 // ONNX's own backend test data (Debian's libonnx-testdata: model.onnx with its inputs and expected
-// outputs as .pb tensors), each model imported by kiln::onnx, run on the default device and
-// compared as ONNX's runner compares (rtol 1e-3, atol 1e-7; integers and booleans exactly).
+// outputs as .pb tensors, sequences and optionals), each model imported by kiln::onnx (a sequence's
+// length and an optional's presence as the first data set gives them), run on the default device
+// and compared as ONNX's runner compares (rtol 1e-3, atol 1e-7; integers and booleans exactly).
 // Every model passes, or is listed with why in expected_failures.txt (KILN_ONNX_EXPECTED): a
 // listed model that passes, or an unlisted one that does not, fails the test, and so does a listed
 // refusal that turns into a wrong result. KILN_ONNX_DATA names the data folder.
 #include <gtest/gtest.h>
 
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -25,29 +28,95 @@ namespace {
 namespace fs = std::filesystem;
 using kiln::onnx::tensor_data;
 
-// The element types the model declares for its inputs, or its outputs.
-std::vector<int> declared_types(const fs::path& dir, bool outputs) {
+// The model's declared inputs, or outputs: names and types.
+std::vector<::onnx::ValueInfoProto> declared(const fs::path& dir, bool outputs) {
   ::onnx::ModelProto model;
   std::ifstream in(dir / "model.onnx", std::ios::binary);
-  std::vector<int> types;
+  std::vector<::onnx::ValueInfoProto> v;
   if (model.ParseFromIstream(&in))
-    for (const auto& v : outputs ? model.graph().output() : model.graph().input())
-      types.push_back(v.type().tensor_type().elem_type());
-  return types;
+    for (const auto& x : outputs ? model.graph().output() : model.graph().input()) v.push_back(x);
+  return v;
 }
 
-// A data set's "input" or "output" tensors. ONNX 1.12's data stores bfloat16 tensors as UINT16
-// (their bits): a u16 tensor where the model declares BFLOAT16 is read as bf16.
-std::vector<tensor_data> read_set(const fs::path& folder, const std::string& prefix) {
-  const std::vector<int> declared = declared_types(folder.parent_path(), prefix == "output");
-  std::vector<tensor_data> v;
+// A value of the test data as the model declares it: a tensor, a sequence of values, or an
+// optional (one item where present).
+struct data_value {
+  ::onnx::TypeProto type;
+  tensor_data tensor;
+  std::vector<data_value> items;
+};
+
+// ONNX 1.12's data stores bfloat16 tensors as UINT16 (their bits): read as bf16 where declared.
+tensor_data tensor_from(const ::onnx::TensorProto& p, const ::onnx::TypeProto& type) {
+  const std::string bytes = p.SerializeAsString();
+  tensor_data t = kiln::onnx::parse_tensor(
+      std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  if (t.type == kiln::dtype::u16 && type.tensor_type().elem_type() == ::onnx::TensorProto::BFLOAT16)
+    t.type = kiln::dtype::bf16;
+  return t;
+}
+
+data_value sequence_from(const ::onnx::SequenceProto& p, const ::onnx::TypeProto& type) {
+  data_value v{type, {}, {}};
+  const ::onnx::TypeProto& item = type.sequence_type().elem_type();
+  for (const auto& t : p.tensor_values()) v.items.push_back({item, tensor_from(t, item), {}});
+  for (const auto& q : p.sequence_values()) v.items.push_back(sequence_from(q, item));
+  return v;
+}
+
+data_value value_from(const std::string& bytes, const ::onnx::TypeProto& type) {
+  if (type.has_sequence_type()) {
+    ::onnx::SequenceProto p;
+    p.ParseFromString(bytes);
+    return sequence_from(p, type);
+  }
+  if (type.has_optional_type()) {
+    ::onnx::OptionalProto p;
+    p.ParseFromString(bytes);
+    data_value v{type, {}, {}};
+    const ::onnx::TypeProto& item = type.optional_type().elem_type();
+    if (p.has_tensor_value()) v.items.push_back({item, tensor_from(p.tensor_value(), item), {}});
+    if (p.has_sequence_value()) v.items.push_back(sequence_from(p.sequence_value(), item));
+    return v;
+  }
+  ::onnx::TensorProto p;
+  p.ParseFromString(bytes);
+  return {type, tensor_from(p, type), {}};
+}
+
+// A data set's "input" or "output" values, each read as the model declares it.
+std::vector<data_value> read_set(const fs::path& folder, const std::string& prefix) {
+  const auto types = declared(folder.parent_path(), prefix == "output");
+  std::vector<data_value> v;
   for (std::size_t i = 0;; ++i) {
     fs::path f = folder / (prefix + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(f)) return v;
-    v.push_back(kiln::onnx::read_tensor(f));
-    if (v.back().type == kiln::dtype::u16 && i < declared.size() &&
-        declared[i] == ::onnx::TensorProto::BFLOAT16)
-      v.back().type = kiln::dtype::bf16;
+    std::ifstream in(f, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    v.push_back(value_from(bytes, i < types.size() ? types[i].type() : ::onnx::TypeProto{}));
+  }
+}
+
+// The tensors a value is at the call (import_options::sequence_lengths, optionals_present): a
+// sequence's in order, an optional's where present.
+void flatten(const data_value& v, std::vector<tensor_data>& out) {
+  if (!v.type.has_sequence_type() && !v.type.has_optional_type()) return out.push_back(v.tensor);
+  for (const data_value& item : v.items) flatten(item, out);
+}
+
+// What import needs to know of input `name` given as v: sequences' lengths and their tensors'
+// extents, optionals' presence.
+void describe(const std::string& name, const std::string& parameter, const data_value& v,
+              kiln::onnx::import_options& opt) {
+  if (v.type.has_optional_type()) {
+    opt.optionals_present[name] = !v.items.empty();
+    if (!v.items.empty()) describe(name, parameter, v.items[0], opt);
+  } else if (v.type.has_sequence_type()) {
+    opt.sequence_lengths[name] = static_cast<std::int64_t>(v.items.size());
+    for (std::size_t k = 0; k < v.items.size(); ++k)
+      describe(name, parameter + "." + std::to_string(k), v.items[k], opt);
+  } else if (name != parameter) {  // a sequence's tensor: its extents, which may differ
+    opt.input_dims[parameter] = v.tensor.dims;
   }
 }
 
@@ -102,7 +171,8 @@ std::map<std::string, tensor_data> small_inputs(const fs::path& dir) {
   auto data = read_set(dir / "test_data_set_0", "input");
   std::map<std::string, tensor_data> bound;
   for (std::size_t i = 0; i < names.size() && i < data.size(); ++i)
-    if (data[i].dims.rank <= 1) bound[names[i]] = data[i];
+    if (data[i].type.has_tensor_type() && data[i].tensor.dims.rank <= 1)
+      bound[names[i]] = data[i].tensor;
   return bound;
 }
 
@@ -110,9 +180,17 @@ outcome run_case(const fs::path& dir) {
   outcome r;
   kiln::onnx::imported m;
   kiln::onnx::import_options opt;
+  const auto inputs = declared(dir, false);
+  if (std::any_of(inputs.begin(), inputs.end(), [](const ::onnx::ValueInfoProto& v) {
+        return v.type().has_sequence_type() || v.type().has_optional_type();
+      })) {  // sequences and optionals as the first data set gives them
+    const auto data = read_set(dir / "test_data_set_0", "input");
+    for (std::size_t i = 0; i < inputs.size() && i < data.size(); ++i)
+      describe(inputs[i].name(), inputs[i].name(), data[i], opt);
+  }
   try {
     try {
-      m = kiln::onnx::import(dir / "model.onnx");
+      m = kiln::onnx::import(dir / "model.onnx", opt);
     } catch (const kiln::error& e) {
       if (std::string(e.what()).find("needs it at import") == std::string::npos) throw;
       for (auto& [name, t] : small_inputs(dir)) opt.input_values[name] = t;
@@ -127,12 +205,12 @@ outcome run_case(const fs::path& dir) {
     auto exe = kiln::compile(std::move(m.graph));
     for (const auto& set : fs::directory_iterator(dir)) {
       if (!set.is_directory()) continue;
-      std::vector<tensor_data> inputs;
+      std::vector<tensor_data> inputs, wanted;
       auto names = model_inputs(dir);
       auto data = read_set(set.path(), "input");
       for (std::size_t i = 0; i < data.size(); ++i)
-        if (i >= names.size() || !opt.input_values.count(names[i])) inputs.push_back(data[i]);
-      auto wanted = read_set(set.path(), "output");
+        if (i >= names.size() || !opt.input_values.count(names[i])) flatten(data[i], inputs);
+      for (const data_value& v : read_set(set.path(), "output")) flatten(v, wanted);
       std::vector<kiln::tensor_ref> args, results;
       for (auto& t : inputs)
         args.emplace_back(static_cast<const void*>(t.bytes.data()), t.type, t.dims);

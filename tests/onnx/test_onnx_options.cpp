@@ -100,6 +100,14 @@ struct model_builder {
   }
 };
 
+// Sets node n's integer attribute `name`.
+void int_attr(::onnx::NodeProto* n, const char* name, std::int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 std::string refusal(const std::vector<std::uint8_t>& model, const kiln::onnx::import_options& opt,
                     kiln::errc want) {
   try {
@@ -171,12 +179,6 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
     a->set_name(name);
     a->set_type(::onnx::AttributeProto::INTS);
     for (auto x : v) a->add_ints(x);
-  };
-  auto int_attr = [](::onnx::NodeProto* n, const char* name, std::int64_t v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(v);
   };
   std::vector<float> w(24);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(std::sin(0.7 * double(i)));
@@ -370,6 +372,53 @@ TEST(OnnxOptions, ShapesOfRunTimeSizesImportOnceAndRunAtAnySize) {
   }
 }
 
+// Sequence and optional graph inputs: refused until the options say what the calls give, then
+// parameters of their own ('s.0', 's.1', the second with extents given); an optional input's
+// presence known at import (OptionalHasElement a constant); options naming no input refused.
+TEST(OnnxOptions, SequenceAndOptionalInputsAsTheCallsGiveThem) {
+  model_builder b;
+  auto* s = b.g->add_input();
+  s->set_name("s");
+  auto* item =
+      s->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  item->set_elem_type(::onnx::TensorProto::FLOAT);
+  item->mutable_shape()->add_dim()->set_dim_param("n");
+  auto* o = b.g->add_input();
+  o->set_name("o");
+  auto* held =
+      o->mutable_type()->mutable_optional_type()->mutable_elem_type()->mutable_tensor_type();
+  held->set_elem_type(::onnx::TensorProto::FLOAT);
+  held->mutable_shape()->add_dim()->set_dim_value(1);
+  int_attr(b.node("ConcatFromSequence", {"s"}, {"y"}), "axis", 0);
+  b.node("OptionalHasElement", {"o"}, {"has"});
+  b.output("y", {std::string("m")});
+  b.output("has", {}, ::onnx::TensorProto::BOOL);
+  std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
+  EXPECT_NE(why.find("import_options::sequence_lengths"), std::string::npos) << why;
+  kiln::onnx::import_options opt;
+  opt.sequence_lengths["s"] = 2;
+  why = refusal(b.bytes(), opt, kiln::errc::unsupported);
+  EXPECT_NE(why.find("import_options::optionals_present"), std::string::npos) << why;
+  opt.optionals_present["o"] = false;
+  opt.input_dims["s.1"] = kiln::shape{3};
+  auto exe = kiln::compile(kiln::onnx::import_bytes(b.bytes(), opt).graph);
+  EXPECT_EQ(exe.input_names(), (std::vector<std::string>{"s.0", "s.1"}));
+  std::vector<float> first = {1, 2}, second = {3, 4, 5}, y(5);
+  bool has = true;
+  exe.run({kiln::tensor_ref(first.data(), kiln::dtype::f32, {2}),
+           kiln::tensor_ref(second.data(), kiln::dtype::f32, {3})},
+          {kiln::tensor_ref(y.data(), kiln::dtype::f32, {5}),
+           kiln::tensor_ref(&has, kiln::dtype::boolean, {})});
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_FALSE(has);
+  opt.optionals_present["o"] = true;
+  auto present = kiln::onnx::import_bytes(b.bytes(), opt);
+  EXPECT_EQ(present.graph.input_names(), (std::vector<std::string>{"s.0", "s.1", "o"}));
+  opt.sequence_lengths["none"] = 1;
+  why = refusal(b.bytes(), opt, kiln::errc::invalid_argument);
+  EXPECT_NE(why.find("'none'"), std::string::npos) << why;
+}
+
 // A mask or a fill shaped like a value of run-time sizes: Expand and ConstantOfShape to its
 // Shape (an exporter's attention mask, a zero state).
 TEST(OnnxOptions, ExpandAndConstantOfShapeToRunTimeSizes) {
@@ -411,12 +460,6 @@ TEST(OnnxOptions, ACacheOfRunTimeLengthImportsOnceAndRunsAtAnyLength) {
   b.input("past", {std::string("past"), std::int64_t{4}});
   b.input("x", {std::int64_t{1}, std::int64_t{4}});
   b.input("mask", {std::int64_t{1}, std::string("total")});
-  auto int_attr = [](::onnx::NodeProto* n, const char* name, std::int64_t v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(v);
-  };
   b.ints("one", {1});
   b.ints("axis0", {0});
   b.scalar_int("i0", 0);
