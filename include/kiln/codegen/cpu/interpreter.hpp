@@ -348,7 +348,7 @@ class tile_program {
     tile_frame f{in, step, out, 0, 0, base, view.data()};
     std::uint64_t varying = 0;  // the input slots whose lanes change along this row
     if (count > tile_elements)
-      for (std::int32_t q = 0; q < params_; ++q)
+      for (std::int32_t q : loaded_)
         if (step[q] != 0) varying |= std::uint64_t{1} << std::min(q, 63);
     for (; f.first < count; f.first += tile_elements) {
       f.count = std::min(tile_elements, count - f.first);
@@ -370,7 +370,9 @@ class tile_program {
   std::vector<instruction> code_;  // the region's nodes, then one store per stored value
   std::size_t computed_ = 0;       // instructions before the stores
   std::int32_t slots_ = 0;
-  std::int32_t params_ = 0;  // input slots loaded: 1 + the highest
+  // The input slots it loads, each once (a plan's slots number its parameters, constants and
+  // transients: a row asks only about these).
+  std::vector<std::int32_t> loaded_;
 };
 
 // Behind the runtime boundary (core/runtime_boundary.hpp): building the instruction table
@@ -529,7 +531,7 @@ inline tile_program::tile_program(const compiler::plan& p, const compiler::regio
       s.param = in;
       s.repeatable = true;
       s.varies_with = std::uint64_t{1} << std::min(in, 63);
-      params_ = std::max(params_, in + 1);
+      if (std::find(loaded_.begin(), loaded_.end(), in) == loaded_.end()) loaded_.push_back(in);
       s.fn = detail::with_dtype(
           n.type, [](auto d) -> instruction_fn { return &detail::load_input<decltype(d)::value>; });
     } else if (n.kind == ir::op::constant) {
