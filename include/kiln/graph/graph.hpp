@@ -466,6 +466,8 @@ class graph {
   // An IR size (static, or a symbol) as an extent; a negative static size refused naming op.
   static extent extent_of_dim(std::int64_t d);
   static void check_extents(const char* op, extent a, extent b);
+  // minimum or maximum (kind) of a and b, one of them static.
+  extent bound(ir::symbol_kind kind, const char* op, extent a, extent b);
   // C, H and W of an image x [N, C, H, W] for a block rearrangement (static, divisible).
   std::array<std::int64_t, 3> image_sizes(value x, const char* op, std::int64_t block,
                                           bool from_depth) const;
@@ -786,20 +788,21 @@ KILN_RUNTIME_API graph::extent graph::floor_quotient(extent a, extent b) {
   return extent_of_dim(b_.size_floor_quotient(a.d_, b.d_));
 }
 
-KILN_RUNTIME_API graph::extent graph::minimum(extent a, extent b) {
-  check_extents("minimum", a, b);
+KILN_RUNTIME_API graph::extent graph::bound(ir::symbol_kind kind, const char* op, extent a,
+                                            extent b) {
+  check_extents(op, a, b);
   if (!a.is_static() && !b.is_static())
-    throw error(errc::unsupported, "minimum", "of two run-time sizes: one must be static");
-  return extent_of_dim(b_.size_bound(ir::symbol_kind::minimum, a.is_static() ? b.d_ : a.d_,
-                                     a.is_static() ? a.d_ : b.d_));
+    throw error(errc::unsupported, op, "of two run-time sizes: one must be static");
+  return extent_of_dim(
+      b_.size_bound(kind, a.is_static() ? b.d_ : a.d_, a.is_static() ? a.d_ : b.d_));
+}
+
+KILN_RUNTIME_API graph::extent graph::minimum(extent a, extent b) {
+  return bound(ir::symbol_kind::minimum, "minimum", a, b);
 }
 
 KILN_RUNTIME_API graph::extent graph::maximum(extent a, extent b) {
-  check_extents("maximum", a, b);
-  if (!a.is_static() && !b.is_static())
-    throw error(errc::unsupported, "maximum", "of two run-time sizes: one must be static");
-  return extent_of_dim(b_.size_bound(ir::symbol_kind::maximum, a.is_static() ? b.d_ : a.d_,
-                                     a.is_static() ? a.d_ : b.d_));
+  return bound(ir::symbol_kind::maximum, "maximum", a, b);
 }
 
 KILN_RUNTIME_API graph::value graph::reshape(value x, std::span<const extent> shape,

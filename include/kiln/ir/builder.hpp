@@ -835,6 +835,13 @@ class builder {
     return view(op::shift, a, m, d);
   }
 
+  // shift() with its begin the size `begin` (static, or a run-time size) plus the static `offset`.
+  constexpr std::int32_t shift_by(std::int32_t a, std::int64_t axis, std::int64_t size,
+                                  std::int64_t begin, std::int64_t offset, position_fold fold) {
+    return is_symbol(begin) ? shift(a, axis, size, offset, fold, symbol_of(begin))
+                            : shift(a, axis, size, begin + offset, fold);
+  }
+
   // A view node o of `a` with index map m and result dims d, as validated by the methods above
   // (canonicalize rebuilds views through it).
   constexpr std::int32_t view(op o, std::int32_t a, attributes m, const shape& d) {

@@ -45,8 +45,7 @@ constexpr std::int32_t bool_pair(builder& b, int axis, int rank, bool first, boo
 // may be run-time sizes.
 constexpr std::int32_t step_mask(builder& b, std::int32_t pair, std::int64_t size,
                                  std::int64_t at) {
-  if (is_symbol(at)) return b.shift(pair, 0, size, -1, position_fold::clamp, symbol_of(at));
-  return b.shift(pair, 0, size, at - 1, position_fold::clamp);
+  return b.shift_by(pair, 0, size, at, -1, position_fold::clamp);
 }
 
 }  // namespace detail
@@ -162,9 +161,7 @@ constexpr std::int32_t concat(builder& b, std::span<const std::int32_t> pieces, 
   std::int32_t below = detail::bool_pair(b, a, r, true, false), y = -1;
   for (std::size_t k = kept.size(); k-- > 0;) {
     const std::int64_t begin = k ? ends[k - 1] : 0;
-    std::int32_t piece = is_symbol(begin)
-                             ? b.shift(kept[k], a, total, 0, position_fold::clamp, symbol_of(begin))
-                             : b.shift(kept[k], a, total, begin, position_fold::clamp);
+    std::int32_t piece = b.shift_by(kept[k], a, total, begin, 0, position_fold::clamp);
     y = y < 0 ? piece : b.select(detail::step_mask(b, below, total, ends[k]), piece, y);
   }
   return y;

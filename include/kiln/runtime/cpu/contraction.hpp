@@ -588,6 +588,12 @@ constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 }
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
 
+// Whether depthwise_2d runs a convolution of `in_group` input channels per group and `spatial`
+// axes (it reads w in place: nothing to pack).
+inline bool is_depthwise_2d(const conv_geometry& c, std::int64_t in_group, int spatial) {
+  return !c.transposed && in_group == 1 && spatial == 2;
+}
+
 // A 2-D depthwise convolution (one input channel per group: MobileNet's) in fold type S from
 // storage type T: each output plane from its input plane, sixteen (a vector of) outputs of a row
 // at a time, summing every kernel cell in a register. The input plane is first copied into one
@@ -735,7 +741,7 @@ std::size_t pack_conv_weights_as(const shape& w_dims, const operand_layout& w, c
   using G = gemm_shape<S>;
   const std::int64_t groups = c.groups, out_group = y_dims.dims[1] / groups;
   const std::int64_t in_group = c.transposed ? w_dims.dims[0] / groups : w_dims.dims[1];
-  if (!c.transposed && in_group == 1 && w_dims.rank == 4) return 0;  // depthwise_2d reads w
+  if (is_depthwise_2d(c, in_group, w_dims.rank - 2)) return 0;
   if (!w.terms.empty()) return 0;
   std::int64_t K = in_group;
   for (int a = 2; a < w_dims.rank; ++a) K *= w_dims.dims[a];
@@ -823,7 +829,7 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
   // Depthwise (one input channel per group, MobileNet's): each output plane directly; 2-D as
   // above, other ranks a row of outputs at a time, one kernel cell after another, vectorized
   // along the row. The GEMM would compute a register tile of MR rows for each single row here.
-  if (!c.transposed && in_group == 1 && ns == 2)
+  if (is_depthwise_2d(c, in_group, ns))
     return depthwise_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
   // Other ranks: where the groups are channels (depthwise), or a single input channel's rows are
   // long and contiguous. One input channel under many filters along short strided rows (an
