@@ -4,13 +4,17 @@
 //
 //   kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...
 //                    [--value NAME=VALUE|FILE.npy]... [--variable NAME]... [--no-check]
+//                    [--sequence INPUT=COUNT]... [--optional INPUT=present|absent]...
 //
 // --shape gives an input's extents (import_options::input_dims: for dimensions without a name to
 // bind). --value gives the graph input NAME its value at import (import_options::input_values): it
 // is then a constant of the module, so that what depends on it alone (a sample rate choosing a
 // branch, a shape) is computed then. VALUE is a scalar: i64 when written as an integer, else f32;
 // a .npy file gives any type and extents. --variable makes the initializer NAME a variable of the
-// module (executable::variable), saved with its initializer's value.
+// module (executable::variable), saved with its initializer's value. --sequence says how many
+// tensors a sequence input holds (parameters INPUT.0, INPUT.1, ...; --shape INPUT.1=... gives one
+// its extents), --optional whether an optional input holds its value
+// (import_options::sequence_lengths, optionals_present).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,12 +26,13 @@
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "kiln-import-onnx: %s\n"
-               "usage: kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... "
-               "[--shape INPUT=AxBxC]... [--value NAME=VALUE|FILE.npy]... [--variable NAME]...\n"
-               "       [--no-check]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "kiln-import-onnx: %s\n"
+      "usage: kiln-import-onnx MODEL.onnx -o MODULE [--dim NAME=SIZE]... "
+      "[--shape INPUT=AxBxC]... [--value NAME=VALUE|FILE.npy]... [--variable NAME]...\n"
+      "       [--no-check] [--sequence INPUT=COUNT]... [--optional INPUT=present|absent]...\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -99,6 +104,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;
       }
+    } else if (a == "--sequence") {
+      std::string v = value("--sequence");
+      auto eq = v.find('=');
+      char* stop = nullptr;
+      long long count = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &stop, 10);
+      if (eq == std::string::npos || eq == 0 || count < 0 || *stop != '\0')
+        usage("--sequence takes INPUT=COUNT (a count >= 0), got " + v);
+      opt.sequence_lengths[v.substr(0, eq)] = count;
+    } else if (a == "--optional") {
+      std::string v = value("--optional");
+      auto eq = v.find('=');
+      const std::string held = eq == std::string::npos ? "" : v.substr(eq + 1);
+      if (eq == 0 || (held != "present" && held != "absent"))
+        usage("--optional takes INPUT=present or INPUT=absent, got " + v);
+      opt.optionals_present[v.substr(0, eq)] = held == "present";
     } else if (a == "--variable") {
       opt.variables.insert(value("--variable"));
     } else if (a == "--no-check") {

@@ -2,14 +2,16 @@
 // iree-run-module does: inputs from .npy files or literals, results printed and written as .npy.
 // It includes <kiln/runtime.hpp> only: a module runs without the compiler. Given an ONNX model
 // (MODEL.onnx), it runs kiln-import-onnx (beside kiln-run, else on PATH) into a temporary module
-// first, so ONNX's library stays out of kiln-run too; --dim, --shape and --value go to the
-// importer (a named dimension's size, an input's extents, an input's value at import:
-// kiln-import-onnx says what each does). --save writes the module it runs (the imported one, for
+// first, so ONNX's library stays out of kiln-run too; --dim, --shape, --value, --sequence and
+// --optional go to the importer (a named dimension's size, an input's extents, an input's value
+// at import, a sequence input's length, an optional input's presence: kiln-import-onnx says what
+// each does). --save writes the module it runs (the imported one, for
 // a model) to a file, which runs where neither the importer nor protobuf is installed; with no
 // input to give, kiln-run then only saves.
 //
 //   kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...
-//            [--value NAME=VALUE|FILE.npy]...
+//            [--value NAME=VALUE|FILE.npy]... [--sequence INPUT=COUNT]...
+//            [--optional INPUT=present|absent]...
 //            [--device cpu|vulkan|vulkan:N] [--dump DIR]
 //            [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...
 //            [--output NAME=FILE.npy]... [--benchmark N] [--signature] [--save FILE.kiln]
@@ -43,7 +45,8 @@ namespace {
   std::fprintf(stderr,
                "kiln-run: %s\n"
                "usage: kiln-run MODULE|MODEL.onnx [--dim NAME=SIZE]... [--shape INPUT=AxBxC]...\n"
-               "         [--value NAME=VALUE|FILE.npy]...\n"
+               "         [--value NAME=VALUE|FILE.npy]... [--sequence INPUT=COUNT]...\n"
+               "         [--optional INPUT=present|absent]...\n"
                "         [--device cpu|vulkan|vulkan:N] [--dump DIR]\n"
                "         [--input NAME=FILE.npy | NAME=VALUE | NAME=2x3=1,2,3,4,5,6]...\n"
                "         [--output NAME=FILE.npy]... [--benchmark N] [--signature]\n"
@@ -213,7 +216,7 @@ void list_devices() {
 }
 
 // ONNX model `model` compiled into a temporary module by kiln-import-onnx (beside this program,
-// else on PATH), given the importer's --dim and --value flags `at_import`; returns its path. A
+// else on PATH), given the importer's flags `at_import` (--dim, --value...); returns its path. A
 // model the importer refuses ends kiln-run with status 1, its message already on stderr.
 std::filesystem::path imported_module(const std::string& model,
                                       const std::vector<std::string>& at_import) {
@@ -253,7 +256,7 @@ std::filesystem::path imported_module(const std::string& model,
 int main(int argc, char** argv) {
   std::string path, device_name = "default", save;
   std::map<std::string, std::string> inputs, outputs;
-  std::vector<std::string> at_import;  // --dim and --value, as the importer takes them
+  std::vector<std::string> at_import;  // the importer's flags, as it takes them
   bool signature = false, trust_kernels = false;
   int benchmark = 0;
   for (int i = 1; i < argc; ++i) {
@@ -282,6 +285,10 @@ int main(int argc, char** argv) {
       at_import.insert(at_import.end(), {"--shape", value("--shape")});
     else if (a.rfind("--value", 0) == 0)
       at_import.insert(at_import.end(), {"--value", value("--value")});
+    else if (a.rfind("--sequence", 0) == 0)
+      at_import.insert(at_import.end(), {"--sequence", value("--sequence")});
+    else if (a.rfind("--optional", 0) == 0)
+      at_import.insert(at_import.end(), {"--optional", value("--optional")});
     else if (a.rfind("--output", 0) == 0)
       named("--output", outputs);
     else if (a == "--signature")

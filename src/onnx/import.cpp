@@ -451,7 +451,10 @@ imported import_model(ModelProto m, const import_options& opt,
       return s;
     }
     declared d = declared_tensor(parameter, type, opt, info, true);
-    if (!d.dims) fail(errc::unsupported, "graph input '" + parameter + "' has no shape");
+    if (!d.dims)
+      fail(errc::unsupported,
+           "graph input '" + parameter +
+               "' declares no shape: import_options::input_dims gives its extents");
     if (item) d.names = {};
     std::vector<graph::extent> sizes;
     for (int i = 0; i < d.dims->rank; ++i) {

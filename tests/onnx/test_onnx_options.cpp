@@ -1207,6 +1207,39 @@ TEST(OnnxOptions, DeepChainsImportAndRun) {
 #if defined(KILN_IMPORT_ONNX_PATH) && defined(KILN_RUN_PATH)
 // kiln-import-onnx writes a module that kiln-run and executable::load run without ONNX's library;
 // kiln-run given the model runs it through the importer.
+// kiln-run on a model with a sequence input: --sequence gives its length (the importer's
+// import_options::sequence_lengths), its tensors are inputs NAME.0, NAME.1, ... and the output
+// sequence's tensors results NAME.0, ... (ONNX's SequenceInsert at the back).
+TEST(OnnxOptions, KilnRunTakesASequencesLength) {
+  const fs::path model =
+      fs::path(KILN_ONNX_DATA_DIR) / "node" / "test_sequence_insert_at_back" / "model.onnx";
+  const fs::path folder = fs::temp_directory_path() / ("kiln_seq_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  // (The model declares its sequence's tensors without a shape: --shape gives each its extents.)
+  std::string cmd = std::string(KILN_RUN_PATH) + " " + model.string() +
+                    " --sequence sequence=2 --shape sequence.0=3 --shape sequence.1=3";
+  const std::vector<std::vector<std::int64_t>> given = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  for (std::size_t k = 0; k < given.size(); ++k) {
+    const std::string name = k < 2 ? "sequence." + std::to_string(k) : "tensor";
+    const fs::path npy = folder / (name + ".npy");
+    kiln::runtime::write_npy(npy.string(), kiln::dtype::i64, kiln::shape{3}, given[k].data());
+    cmd += " --input " + name + "=" + npy.string();
+  }
+  cmd += " --output output_sequence.2=" + (folder / "last.npy").string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  kiln::runtime::npy_array last = kiln::runtime::read_npy((folder / "last.npy").string());
+  ASSERT_EQ(last.type, kiln::dtype::i64);
+  ASSERT_EQ(last.dims, kiln::shape{3});
+  std::vector<std::int64_t> got(3);
+  std::memcpy(got.data(), last.bytes.data(), 24);
+  EXPECT_EQ(got, given[2]);
+  // Without --sequence the importer names the option it needs; kiln-run ends with 1.
+  EXPECT_EQ(WEXITSTATUS(std::system(
+                (std::string(KILN_RUN_PATH) + " " + model.string() + " > /dev/null 2>&1").c_str())),
+            1);
+  fs::remove_all(folder);
+}
+
 TEST(OnnxOptions, ImportToolWritesAModuleThatRunsAnywhere) {
   const char* root = KILN_ONNX_DATA_DIR;
   const fs::path test = fs::path(root) / "node" / "test_gemm_all_attributes";
