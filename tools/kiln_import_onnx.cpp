@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <kiln/onnx.hpp>
 #include <kiln/runtime/npy.hpp>
@@ -57,6 +58,17 @@ kiln::onnx::tensor_data value_of(const std::string& text) {
   return {kiln::dtype::f32, kiln::shape{}, std::move(bytes)};
 }
 
+// A NAME=COUNT flag's name and count (a count >= 0), or the usage message naming `form`.
+std::pair<std::string, long long> name_and_count(const std::string& flag, const std::string& form,
+                                                 const std::string& v) {
+  auto eq = v.find('=');
+  char* stop = nullptr;
+  long long count = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &stop, 10);
+  if (eq == std::string::npos || eq == 0 || count < 0 || *stop != '\0')
+    usage(flag + " takes " + form + ", got " + v);
+  return {v.substr(0, eq), count};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,13 +83,8 @@ int main(int argc, char** argv) {
     if (a == "-o") {
       out = value("-o");
     } else if (a == "--dim") {
-      std::string v = value("--dim");
-      auto eq = v.find('=');
-      char* stop = nullptr;
-      long long size = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &stop, 10);
-      if (eq == std::string::npos || eq == 0 || size < 0 || *stop != '\0')
-        usage("--dim takes NAME=SIZE (a size >= 0), got " + v);
-      opt.dims[v.substr(0, eq)] = size;
+      auto [name, size] = name_and_count(a, "NAME=SIZE (a size >= 0)", value("--dim"));
+      opt.dims[name] = size;
     } else if (a == "--shape") {
       std::string v = value("--shape");
       auto eq = v.find('=');
@@ -105,13 +112,8 @@ int main(int argc, char** argv) {
         return 1;
       }
     } else if (a == "--sequence") {
-      std::string v = value("--sequence");
-      auto eq = v.find('=');
-      char* stop = nullptr;
-      long long count = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &stop, 10);
-      if (eq == std::string::npos || eq == 0 || count < 0 || *stop != '\0')
-        usage("--sequence takes INPUT=COUNT (a count >= 0), got " + v);
-      opt.sequence_lengths[v.substr(0, eq)] = count;
+      auto [name, count] = name_and_count(a, "INPUT=COUNT (a count >= 0)", value("--sequence"));
+      opt.sequence_lengths[name] = count;
     } else if (a == "--optional") {
       std::string v = value("--optional");
       auto eq = v.find('=');
