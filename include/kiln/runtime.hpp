@@ -288,7 +288,11 @@ struct executable::state {
       constant_bytes.push_back(std::move(c.bytes));
     }
     const ir::graph& g = program.plan().graph;
-    for (std::int32_t a : g.positions) constant[a] = true;
+    for (std::int32_t a : g.positions) {
+      constant[a] = true;
+      for (const ir::node& n : g.nodes)  // (a rebuild keeps every input)
+        if (n.kind == ir::op::input && n.arg == a) positions.push_back({a, n.dims.dims[0]});
+    }
     for (auto& v : parts.variables) {
       constant[v.arg] = true;
       bool in_place =
@@ -320,7 +324,12 @@ struct executable::state {
   std::vector<std::int32_t> constant_args;   // the plan's input of each constant
   std::vector<shared_bytes> constant_bytes;  // and its data
   std::vector<std::int32_t> parameters;      // the plan's input of each parameter, in order
-  std::atomic<int> threads{0};               // set_threads (0: no limit of its own)
+  struct positions_input {
+    std::int32_t arg;   // ir::graph::positions: the plan's input
+    std::int64_t size;  // its one extent, a run-time size
+  };
+  std::vector<positions_input> positions;
+  std::atomic<int> threads{0};  // set_threads (0: no limit of its own)
   cpu::interpreted_plan cpu;
   std::unique_ptr<cpu::packed_weights> weights;  // the constants the CPU's products read as B
   runtime::constant_uploads uploads;
@@ -335,12 +344,6 @@ struct executable::state {
   }
 
   // Constant c as an argument on device d.
-  // The extents of positions input a (ir::graph::positions): its node's.
-  shape positions_dims(std::int32_t a) const {
-    for (const ir::node& n : program.plan().graph.nodes)
-      if (n.kind == ir::op::input && n.arg == a) return n.dims;
-    return shape{0};  // (unread: a rebuild keeps every input)
-  }
   runtime::buffer_ref constant_ref(const device& d, std::size_t c) {
     return uploads.ref(d, c, constant_bytes, program.plan().graph.inputs[constant_args[c]].dims);
   }
@@ -559,12 +562,12 @@ KILN_RUNTIME_API fence executable::run_on(const device& d, std::span<const tenso
     results.push_back(given_results[r].ref);
   }
   // Positions: none while the sizes are resolved (theirs is the parameters'), then that many.
-  for (std::int32_t a : g.positions) args[a] = {nullptr, shape{0}};
+  for (const auto& q : st().positions) args[q.arg] = {nullptr, shape{0}};
   std::vector<std::int64_t> sym(g.symbols.size() + 1);
   runtime::check_call(g.inputs, g.nodes, g.symbols, g.constraints,
                       std::span(g.outputs).first(n_results), p, args, results, sym.data(), who);
-  for (std::int32_t a : g.positions)
-    args[a] = runtime::positions_ref(runtime::concrete(st().positions_dims(a), sym.data())[0], who);
+  for (const auto& q : st().positions)
+    args[q.arg] = runtime::positions_ref(runtime::concrete(shape{q.size}, sym.data())[0], who);
   // Assigned variables, the results after the function's own: written into the variable's memory
   // where the plan allows, else into a temporary copied in once the call has succeeded (so a
   // failed call leaves the variable as it was).

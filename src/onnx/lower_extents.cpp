@@ -64,12 +64,15 @@ void lower_slice_of_data(node_context& c) {
     const auto axis =
         static_cast<int>(position(c, axes[k], static_cast<std::size_t>(rank), "axis"));
     const graph::extent n = c.g.extent_of(x, axis);
-    auto place = [&](graph::extent e) {  // from the end where negative; past the end: the end
+    // A static position: from the end where negative, clamped to the axis where it is static
+    // (past a run-time axis's end only "to the end" is taken as its end; the call checks others).
+    auto place = [&](graph::extent e) {
       if (!e.is_static()) return e;
+      if (n.is_static())
+        return graph::extent(
+            std::clamp(e.size() < 0 ? e.size() + n.size() : e.size(), std::int64_t{0}, n.size()));
       if (e.size() < 0) return c.g.difference(n, -std::max(e.size(), -(std::int64_t{1} << 40)));
-      return n.is_static()           ? graph::extent(std::min(e.size(), n.size()))
-             : e.size() >= (1 << 30) ? n
-                                     : e;
+      return e.size() >= (1 << 30) ? n : e;
     };
     y = c.g.slice(y, axis, place(starts[k]), place(ends[k]));
   }

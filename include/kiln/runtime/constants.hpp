@@ -49,6 +49,7 @@ KILN_RUNTIME_API buffer_ref positions_ref(std::int64_t n, const std::string& who
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <string>
 
@@ -106,7 +107,14 @@ KILN_RUNTIME_API buffer_ref positions_ref(std::int64_t n, const std::string& who
   std::lock_guard lock(mutex);
   if (n > capacity) {
     const std::int64_t grown = std::min(most, std::max<std::int64_t>({n, 2 * capacity, 1024}));
-    auto table = std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(grown));
+    std::unique_ptr<std::int64_t[]> table;
+    try {
+      table = std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(grown));
+    } catch (const std::bad_alloc&) {
+      throw error(errc::unsupported, who,
+                  "no memory for " + std::to_string(grown) + " positions (a Range of run-time " +
+                      "length " + std::to_string(n) + ")");
+    }
     std::iota(table.get(), table.get() + grown, std::int64_t{0});
     tables.push_back(std::move(table));
     capacity = grown;
