@@ -417,7 +417,7 @@ std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector
       who() + " " + std::string(attribute) + (label.empty() ? "" : " (" + label + ")") + ": ");
 }
 
-slot node_context::input_slot(int i) const { return present_slot(i); }
+const slot& node_context::input_slot(int i) const { return present_slot(i); }
 
 slot* scope::find(const std::string& name) {
   for (scope* s = this; s; s = s->outer)

@@ -142,8 +142,9 @@ class node_context {
   // Refuses attributes the node sets that its lowering does not read (never silently ignored).
   void only_attrs(std::initializer_list<std::string_view> read) const;
 
-  // An input as the importer holds it (a tensor or a sequence), or the refusal where absent.
-  slot input_slot(int i) const;
+  // An input as the importer holds it (a tensor, a sequence or an optional), or the refusal where
+  // absent; read in place (its readers copy what they keep).
+  const slot& input_slot(int i) const;
   // A sequence input's tensors, or the refusal where the input is a tensor.
   const std::vector<slot>& sequence_in(int i) const;
 
