@@ -139,8 +139,7 @@ int main(int argc, char** argv) {
   try {
     kiln::onnx::imported m = kiln::onnx::import(model, opt);
     const auto info = m.info;
-    kiln::executable exe = kiln::compile(std::move(m.graph));
-    kiln::onnx::load_variables(exe, m);
+    kiln::executable exe = kiln::onnx::compile(std::move(m));
     exe.save(out);
     std::printf("%s: opset %lld, %lld nodes (%lld computed at import), %d dispatches",
                 model.c_str(), static_cast<long long>(info.opset),

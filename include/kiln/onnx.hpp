@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -66,7 +67,10 @@ struct model_info {
   std::vector<std::string> symbolic_dims;  // named dimensions left as run-time sizes
 };
 
+struct continuation;  // (what follows a cut: its graphs and the nodes computed at the call)
+
 struct imported {
+  // The model's graph; where the model is cut (rest), its first part.
   kiln::graph graph;
   model_info info;
   // The model's outputs by name (already outputs of the graph): what a program computes further
@@ -74,6 +78,12 @@ struct imported {
   std::map<std::string, graph::value, std::less<>> outputs;
   // Each import_options::variables initializer's value, by name (for executable::variable).
   std::map<std::string, tensor_data, std::less<>> variable_values;
+  // Set where a node's result size depends on values known only at the call (NonZero, Unique,
+  // NonMaxSuppression of a computed value, Compress by a computed condition): the model is then
+  // cut after the graph computing that node's inputs, the node computed on the host at the call,
+  // and a graph taking its results (their sizes run-time sizes) goes on. Such a model runs
+  // through kiln::onnx::model; compile() and kiln-import-onnx refuse it.
+  std::shared_ptr<continuation> rest;
 };
 
 // Sets each of m's variables (import_options::variables) in exe, compiled from m's graph, to its
@@ -91,7 +101,41 @@ imported import_bytes(std::span<const std::uint8_t> model, const import_options&
 tensor_data parse_tensor(std::span<const std::uint8_t> bytes);
 tensor_data read_tensor(const std::filesystem::path& file);
 
-// import() then kiln::compile(): the model as an executable for any device (chosen at the call).
+// m's graph compiled with its variables loaded: the model as an executable for any device (chosen
+// at the call). A model cut at a node sized by its values (imported::rest) is refused:
+// kiln::onnx::model runs it.
+executable compile(imported&& m);
+// import() then compile().
 executable compile(const std::filesystem::path& model, const import_options& opt = {});
+
+// An imported model as one object to call: its graph compiled, or where the model is cut
+// (imported::rest) each of its graphs compiled and the cut nodes computed on the host between
+// them. Each call allocates its results, whose sizes may depend on the values. A call on Vulkan
+// waits for each graph before a cut node reads its results (one round trip per cut).
+class model {
+ public:
+  explicit model(imported m, compiler::options opt = {});
+  // Arguments in this order (the model's inputs; a sequence's tensors as 'NAME.0', ...).
+  const std::vector<std::string>& input_names() const;
+  // Each argument's element type and extents (-1: a run-time size), in that order.
+  const std::vector<signature_buffer>& inputs() const;
+  // Results in this order.
+  const std::vector<std::string>& output_names() const;
+  // The compiled graphs in order (one where the model is not cut).
+  const std::vector<executable>& executables() const;
+  std::vector<tensor_data> run(std::span<const tensor_ref> args,
+                               const device& d = device::default_device()) const;
+  std::vector<tensor_data> run(std::initializer_list<tensor_ref> args,
+                               const device& d = device::default_device()) const {
+    return run(std::span<const tensor_ref>(args.begin(), args.size()), d);
+  }
+
+ private:
+  struct state;
+  std::shared_ptr<const state> st_;
+};
+
+// import() then model(): the model as one object to call, cut or not.
+model load(const std::filesystem::path& path, const import_options& opt = {});
 
 }  // namespace kiln::onnx

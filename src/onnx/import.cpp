@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "cut_model.hpp"
 #include "kiln/runtime/files.hpp"
 #include "node_context.hpp"
 
@@ -46,6 +47,47 @@ bool foldable(std::string_view op_type) {
          op_type != "Loop" && op_type != "Scan" && op_type != "SequenceMap" &&
          op_type != "Optional" && op_type != "OptionalGetElement" &&
          op_type != "OptionalHasElement";
+}
+
+std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t opset,
+                       const lowering& lower, const std::vector<slot*>& inputs) {
+  graph scratch;
+  std::vector<slot> copies;
+  copies.reserve(inputs.size());
+  std::vector<slot*> pointers;
+  for (slot* s : inputs) {
+    copies.push_back(s ? slot{std::nullopt, s->known} : slot{});
+    pointers.push_back(s ? &copies.back() : nullptr);
+  }
+  node_context c(scratch, node, index, opset, pointers);
+  lower(c);
+  std::vector<slot> out = std::move(c.produced());
+  std::vector<std::size_t> computed;
+  for (std::size_t o = 0; o < out.size(); ++o)
+    if (out[o].value && !out[o].known) {
+      scratch.output("o" + std::to_string(o), *out[o].value);
+      computed.push_back(o);
+    }
+  if (computed.empty()) return out;
+  std::vector<host_tensor> results;
+  std::vector<tensor_ref> refs;
+  for (std::size_t o : computed) {
+    host_tensor t;
+    t.type = scratch.type_of(*out[o].value);
+    t.dims = scratch.dims_of(*out[o].value);
+    t.bytes.resize(static_cast<std::size_t>(
+        checked_element_count(t.dims, size_in_bytes(t.type), c.who(), "the folded result") *
+        size_in_bytes(t.type)));
+    results.push_back(std::move(t));
+  }
+  for (auto& t : results) refs.emplace_back(static_cast<void*>(t.bytes.data()), t.type, t.dims);
+  executable e = kiln::compile(std::move(scratch));
+  e.run({}, refs, device::cpu());
+  for (std::size_t k = 0; k < computed.size(); ++k) {
+    out[computed[k]].value.reset();
+    out[computed[k]].known = std::move(results[k]);
+  }
+  return out;
 }
 
 }  // namespace kiln::onnx_import
@@ -243,55 +285,16 @@ declared declared_type(const ::onnx::ValueInfoProto& v, const import_options& op
   return declared_tensor(v.name(), v.type(), opt, info, is_input);
 }
 
-// Runs a node whose inputs are all known on kiln's CPU path; its outputs become known tensors.
-std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t opset,
-                       const lowering& lower, const std::vector<slot*>& inputs) {
-  graph scratch;
-  std::vector<slot> copies;
-  copies.reserve(inputs.size());
-  std::vector<slot*> pointers;
-  for (slot* s : inputs) {
-    copies.push_back(s ? slot{std::nullopt, s->known} : slot{});
-    pointers.push_back(s ? &copies.back() : nullptr);
-  }
-  node_context c(scratch, node, index, opset, pointers);
-  lower(c);
-  std::vector<slot> out = std::move(c.produced());
-  std::vector<std::size_t> computed;
-  for (std::size_t o = 0; o < out.size(); ++o)
-    if (out[o].value && !out[o].known) {
-      scratch.output("o" + std::to_string(o), *out[o].value);
-      computed.push_back(o);
-    }
-  if (computed.empty()) return out;
-  std::vector<host_tensor> results;
-  std::vector<tensor_ref> refs;
-  for (std::size_t o : computed) {
-    host_tensor t;
-    t.type = scratch.type_of(*out[o].value);
-    t.dims = scratch.dims_of(*out[o].value);
-    t.bytes.resize(static_cast<std::size_t>(
-        checked_element_count(t.dims, size_in_bytes(t.type), c.who(), "the folded result") *
-        size_in_bytes(t.type)));
-    results.push_back(std::move(t));
-  }
-  for (auto& t : results) refs.emplace_back(static_cast<void*>(t.bytes.data()), t.type, t.dims);
-  executable e = kiln::compile(std::move(scratch));
-  e.run({}, refs, device::cpu());
-  for (std::size_t k = 0; k < computed.size(); ++k) {
-    out[computed[k]].value.reset();
-    out[computed[k]].known = std::move(results[k]);
-  }
-  return out;
-}
-
 // Lowers gp's nodes in order onto g: each node's inputs found by name in `values` (or the
 // scopes around it), its outputs added to `values`. `where` prefixes the names of the nodes of a
-// subgraph in errors; `folded` counts the nodes computed at import.
-void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int64_t opset,
+// subgraph in errors; `folded` counts the nodes computed at import. The model's own graph
+// (values.cutter set) is cut at a node sized by values known only at the call, and its nodes
+// then go onto the cutter's current graph.
+void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::int64_t opset,
                  std::int64_t* folded, const std::string& prefix) {
   for (int k = 0; k < gp.node_size(); ++k) {
     const auto& node = gp.node(k);
+    graph& g = values.cutter ? values.cutter->current() : onto;
     auto where = [&] {
       return prefix + "node " + std::to_string(k) +
              (node.name().empty() ? "" : " '" + node.name() + "'") + " (" + node.op_type() + ")";
@@ -332,6 +335,9 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
         node_context c(g, node, k, opset, inputs, &values, prefix);
         lower_on_extents(c);
         out = std::move(c.produced());
+      } else if (values.cutter && sized_by_call_values(node.op_type(), inputs)) {
+        node_context c(g, node, k, opset, inputs, &values, prefix);
+        out = values.cutter->cut_at(node, k, opset, inputs, call_sized_results(c));
       } else if (all_known && foldable(node.op_type())) {
         out = fold(node, k, opset, *lower, inputs);
       } else {
@@ -356,6 +362,7 @@ void lower_nodes(graph& g, const ::onnx::GraphProto& gp, scope& values, std::int
                               !out[u].extents && !out[u].present))
         fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
                                     "' is not produced by kiln's lowering");
+      out[u].part = values.cutter ? values.cutter->current_part() : 0;
       values.own[node.output(o)] = std::move(out[u]);
     }
   }
@@ -376,7 +383,9 @@ imported import_model(ModelProto m, const import_options& opt,
   for (char c : gp.name().substr(0, 63))
     graph_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
   g.set_name(kiln::detail::is_function_name(graph_name) ? graph_name : "onnx");
+  model_cutter cutter(g);
   scope values;
+  values.cutter = &cutter;
 
   // Each initializer's bytes leave the model as they become a known tensor, so that the weights
   // are held once (plus one tensor) while importing.
@@ -463,6 +472,7 @@ imported import_model(ModelProto m, const import_options& opt,
                                                                            : d.dims->dims[i]);
     }
     s.value = g.input(parameter, d.type, sizes);
+    cutter.declare_input(parameter, d.type, *d.dims);
     for (int i = 0; i < d.dims->rank; ++i)
       if (!d.names[static_cast<std::size_t>(i)].empty() && d.dims->dims[i] == dyn)
         named_sizes.emplace(d.names[static_cast<std::size_t>(i)], g.extent_of(*s.value, i));
@@ -487,11 +497,12 @@ imported import_model(ModelProto m, const import_options& opt,
   lower_nodes(g, gp, values, info.opset, &info.folded_nodes, "");
 
   // A graph output: a tensor is a result of its name, a sequence one per tensor ('NAME.0', ...),
-  // an optional its element where present (import_options).
-  auto output_of = [&](auto& self, const std::string& name, slot& s,
-                       const ::onnx::TypeProto& type) -> void {
+  // an optional its element where present (import_options). Where the model is cut, each is read
+  // by name from the graph (graph k, the slot's) or host step that computed it.
+  auto output_of = [&](auto& self, const std::string& name, slot& s, const ::onnx::TypeProto& type,
+                       int k) -> void {
     if (type.has_optional_type()) {
-      if (s.present.value_or(true)) self(self, name, s, type.optional_type().elem_type());
+      if (s.present.value_or(true)) self(self, name, s, type.optional_type().elem_type(), k);
       return;
     }
     if (type.has_sequence_type() != s.sequence.has_value())
@@ -499,22 +510,23 @@ imported import_model(ModelProto m, const import_options& opt,
                                      (s.sequence ? "sequence" : "tensor") + " in kiln, not in " +
                                      "the model");
     if (s.sequence) {
-      for (std::size_t k = 0; k < s.sequence->size(); ++k)
-        self(self, name + "." + std::to_string(k), (*s.sequence)[k],
-             type.sequence_type().elem_type());
+      for (std::size_t i = 0; i < s.sequence->size(); ++i)
+        self(self, name + "." + std::to_string(i), (*s.sequence)[i],
+             type.sequence_type().elem_type(), k);
       return;
     }
     if (!s.present.value_or(true))
       fail(errc::invalid_argument, "graph output '" + name + "' is an empty optional");
+    graph& holder = cutter.cut() ? cutter.output(s, name, k) : g;
     if (!s.value) s.value = value_of(g, s);
     // What the model declares for its outputs is checked against what kiln computed: a
     // difference is an error here, never a silently different result.
     declared d = declared_tensor(name, type, opt, info, false);
-    if (d.type != g.type_of(*s.value))
-      fail(errc::dtype_mismatch, "graph output '" + name + "' is " +
-                                     std::string(kiln::name(g.type_of(*s.value))) + " in kiln, " +
-                                     std::string(kiln::name(d.type)) + " in the model");
-    shape got = g.dims_of(*s.value);
+    if (d.type != holder.type_of(*s.value))
+      fail(errc::dtype_mismatch,
+           "graph output '" + name + "' is " + std::string(kiln::name(holder.type_of(*s.value))) +
+               " in kiln, " + std::string(kiln::name(d.type)) + " in the model");
+    shape got = holder.dims_of(*s.value);
     if (d.dims) {
       bool same = d.dims->rank == got.rank;
       for (int i = 0; same && i < got.rank; ++i)
@@ -523,15 +535,17 @@ imported import_model(ModelProto m, const import_options& opt,
         fail(errc::shape_mismatch, "graph output '" + name + "' has dims " + to_string(got) +
                                        " in kiln, " + to_string(*d.dims) + " in the model");
     }
+    if (cutter.cut()) return;
     g.output(name, *s.value);
     result.outputs[name] = *s.value;
   };
   for (const auto& o : gp.output()) {
-    slot* found = values.find(o.name());
-    if (!found)
+    auto found = values.own.find(o.name());  // (not brought into the last graph: read where it is)
+    if (found == values.own.end())
       fail(errc::invalid_argument, "graph output '" + o.name() + "' is not computed by any node");
-    output_of(output_of, o.name(), *found, o.type());
+    output_of(output_of, o.name(), found->second, o.type(), found->second.part);
   }
+  result.rest = cutter.finish();
   return result;
 }
 
@@ -601,11 +615,20 @@ void load_variables(executable& exe, const imported& m) {
     exe.variable(name).load_bytes(t.bytes.data(), t.bytes.size());
 }
 
-executable compile(const std::filesystem::path& model, const import_options& opt) {
-  imported m = import(model, opt);
+executable compile(imported&& m) {
+  if (m.rest)
+    fail(errc::unsupported,
+         "the model is cut at node " + std::to_string(m.rest->steps[0].index) + " (" +
+             m.rest->steps[0].node.op_type() +
+             "), whose result size depends on values known only at the call: one executable "
+             "cannot run it; kiln::onnx::load does (a kiln::onnx::model)");
   executable exe = kiln::compile(std::move(m.graph));
   load_variables(exe, m);
   return exe;
+}
+
+executable compile(const std::filesystem::path& model, const import_options& opt) {
+  return compile(import(model, opt));
 }
 
 }  // namespace kiln::onnx

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cut_model.hpp"
 #include "kiln/core/minifloat.hpp"
 
 namespace kiln::onnx_import {
@@ -421,7 +422,10 @@ const slot& node_context::input_slot(int i) const { return present_slot(i); }
 
 slot* scope::find(const std::string& name) {
   for (scope* s = this; s; s = s->outer)
-    if (auto it = s->own.find(name); it != s->own.end()) return &it->second;
+    if (auto it = s->own.find(name); it != s->own.end()) {
+      if (s->cutter) s->cutter->bring(it->second, name);  // a value of an earlier graph
+      return &it->second;
+    }
   return nullptr;
 }
 

@@ -70,6 +70,8 @@ struct slot {
   // An optional value: whether it holds its element (the tensor or sequence above); unset where
   // the value is not an optional (an element read where ONNX declares an optional is present).
   std::optional<bool> present;
+  // Where the model is cut (cut_model.hpp): the graph that computed `value` (graph 0 otherwise).
+  int part = 0;
 };
 
 // A tensor slot's graph value, a known tensor made a constant of the graph where it has none.
@@ -79,9 +81,11 @@ host_tensor i64_tensor(const std::vector<std::int64_t>& values, const shape& dim
 
 // The values a graph's nodes see while importing: its own, then those of the graphs around it (a
 // subgraph reads its enclosing graphs' values by name).
+class model_cutter;
 struct scope {
   std::unordered_map<std::string, slot> own;
   scope* outer = nullptr;
+  model_cutter* cutter = nullptr;  // the model's own scope: values of earlier graphs brought over
   slot* find(const std::string& name);
 };
 
@@ -218,6 +222,20 @@ void lower_training_dropout(node_context& c, double ratio);
 // their lowerings are found as "<domain>.<op>".
 inline constexpr std::string_view preview_training = "ai.onnx.preview.training";
 const lowering* find_lowering(std::string_view op_type);
+// Runs a node whose inputs are all known on kiln's CPU path (at import, or at the call for a cut
+// node); its outputs become known tensors.
+std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t opset,
+                       const lowering& lower, const std::vector<slot*>& inputs);
+// Whether the node's result size depends on an input kiln knows only at the call, so that the
+// model is cut there (NonZero, Unique, NonMaxSuppression of a computed value; Compress of a
+// computed condition); then its outputs' types and extents (lower_data_sized.cpp).
+bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& inputs);
+struct call_sized_result {
+  dtype type;
+  shape dims;           // kiln::dyn where the values decide
+  int count_axis = -1;  // the axis whose size the values decide (one size for all outputs)
+};
+std::vector<call_sized_result> call_sized_results(node_context& c);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators and the ops that make sequences).
 bool foldable(std::string_view op_type);

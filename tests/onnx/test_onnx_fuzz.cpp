@@ -187,6 +187,23 @@ TEST(OnnxFuzz, DamagedModelsImportOrRefuseCleanly) {
     SCOPED_TRACE("mutant " + std::to_string(k));
     try {
       auto m = kiln::onnx::import_bytes(bytes);
+      if (m.rest) {  // cut where a size depends on values: run whole, its results allocated
+        const kiln::onnx::model model(std::move(m));
+        std::vector<std::vector<unsigned char>> data;
+        std::vector<kiln::tensor_ref> args;
+        bool runnable = true;
+        for (const auto& p : model.inputs()) {
+          const kiln::shape dims(p.dims);
+          runnable = runnable && dims.is_static() && dims.element_count() <= (1 << 20);
+          if (!runnable) break;
+          data.emplace_back(
+              static_cast<std::size_t>(dims.element_count() * kiln::size_in_bytes(p.type)));
+          args.emplace_back(static_cast<const void*>(data.back().data()), p.type, dims);
+        }
+        if (runnable) model.run(args, kiln::device::cpu());
+        ++imported;
+        continue;
+      }
       auto exe = kiln::compile(std::move(m.graph));
       // Zeros for every input with static extents of at most 2^20 elements.
       auto sig = exe.signature();

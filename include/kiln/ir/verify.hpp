@@ -85,8 +85,9 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
         }
       }
       if (!ok || n.dims != want)
-        report("axis " + detail::to_text(m.axis) + ", dims " + to_string(n.dims) + " and indices " +
-               to_string(i) + " are not a gather of its operand " + to_string(x.dims));
+        report("axis " + kiln::detail::to_text(m.axis) + ", dims " + to_string(n.dims) +
+               " and indices " + to_string(i) + " are not a gather of its operand " +
+               to_string(x.dims));
       break;
     }
     case op::shift: {
@@ -96,7 +97,7 @@ constexpr void verify_view(const node& n, const node& x, const node* indices, Re
       for (int i = 0; ok && i < n.dims.rank; ++i)
         ok = i == m.axis || n.dims.dims[i] == x.dims.dims[i];
       if (!ok)
-        report("axis " + detail::to_text(m.axis) + " and dims " + to_string(n.dims) +
+        report("axis " + kiln::detail::to_text(m.axis) + " and dims " + to_string(n.dims) +
                " are not a shift of its operand " + to_string(x.dims));
       break;
     }
@@ -123,9 +124,9 @@ constexpr std::vector<std::string> verify(const graph& g) {
   std::vector<std::string> problems;
   auto n_nodes = static_cast<std::int32_t>(g.nodes.size());
   auto report = [&](std::int32_t id, const std::string& what) {
-    std::string where =
-        id >= 0 ? "%" + detail::to_text(id) + " (" + std::string(name(g.nodes[id].kind)) + "): "
-                : std::string();
+    std::string where = id >= 0 ? "%" + kiln::detail::to_text(id) + " (" +
+                                      std::string(name(g.nodes[id].kind)) + "): "
+                                : std::string();
     problems.push_back(where + what);
   };
   // A size names symbol -1 - size where it is below zero: one of the graph's (compared in 64 bits,
@@ -135,7 +136,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
     if (s.rank < 0 || s.rank > max_rank) return report(id, "rank out of range");
     for (int i = 0; i < s.rank; ++i)
       if (s.dims[i] < -n_symbols)
-        report(id, "size " + detail::to_text(i) + " names an unknown symbol");
+        report(id, "size " + kiln::detail::to_text(i) + " names an unknown symbol");
   };
   for (std::size_t i = 0; i < g.inputs.size(); ++i) {
     const shape& s = g.inputs[i].dims;
@@ -149,13 +150,13 @@ constexpr std::vector<std::string> verify(const graph& g) {
            axis < g.inputs[from].dims.rank && g.inputs[from].dims.dims[axis] == dyn;
     }
     if (!ok)
-      problems.push_back("parameter " + detail::to_text(static_cast<std::int64_t>(i)) +
+      problems.push_back("parameter " + kiln::detail::to_text(static_cast<std::int64_t>(i)) +
                          " has an invalid type, rank or size");
   }
   for (std::int32_t id = 0; id < n_nodes; ++id) {
     const node& n = g.nodes[id];
     if (static_cast<int>(n.kind) >= op_count) {
-      problems.push_back("%" + detail::to_text(id) + ": unknown op");
+      problems.push_back("%" + kiln::detail::to_text(id) + ": unknown op");
       continue;
     }
     const op_info& oi = info(n.kind);
@@ -163,7 +164,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
     for (int k = 0; k < 3; ++k) {
       std::int32_t o = n.operands[k];
       if (k < oi.arity && (o < 0 || o >= id))
-        report(id, "operand " + detail::to_text(k) + " (%" + detail::to_text(o) +
+        report(id, "operand " + kiln::detail::to_text(k) + " (%" + kiln::detail::to_text(o) +
                        ") must name an earlier node");
       if (k >= oi.arity && o != -1) report(id, "has more operands than its arity");
     }
@@ -180,7 +181,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
         report(id, "positions are i64 of one run-time size of the parameters");
     } else if (n.kind == op::input) {
       if (n.arg < 0 || n.arg >= static_cast<std::int32_t>(g.inputs.size()))
-        report(id, "reads parameter " + detail::to_text(n.arg) + " which is not declared");
+        report(id, "reads parameter " + kiln::detail::to_text(n.arg) + " which is not declared");
       else if (g.inputs[n.arg].type != n.type)
         report(id, "type differs from its parameter's declaration");
       else if (const shape& d = g.inputs[n.arg].dims; n.dims.rank != d.rank)
@@ -210,7 +211,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
     const node& x = g.nodes[n.operands[0]];
     if (is_reduction(oi.cls)) {
       if (x.dims.rank < 32 && (n.attrs.axes >> x.dims.rank) != 0)
-        report(id, "reduces an axis beyond its operand's rank " + detail::to_text(x.dims.rank));
+        report(id,
+               "reduces an axis beyond its operand's rank " + kiln::detail::to_text(x.dims.rank));
       else if (n.dims != reduced_dims(x.dims, n.attrs))
         report(id, "dims " + to_string(n.dims) + " are not its operand's reduced over its axes");
       if (!accepts(oi.types, x.type))
@@ -218,7 +220,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
       if (n.type != result_dtype(n.kind, x.type))
         report(id, "result type " + std::string(name(n.type)) + " breaks the op's type rule");
       if (oi.cls == op_class::index_reduction && std::popcount(n.attrs.axes) != 1)
-        report(id, "reduces " + detail::to_text(std::popcount(n.attrs.axes)) +
+        report(id, "reduces " + kiln::detail::to_text(std::popcount(n.attrs.axes)) +
                        " axes where it takes one");
       if (oi.cls == op_class::reduction && n.attrs.select_last)
         report(id, "has select_last, which only argmax and argmin take");
@@ -239,7 +241,8 @@ constexpr std::vector<std::string> verify(const graph& g) {
       for (int a = 2; fits && a < r; ++a) fits = n.attrs.steps[a] >= 1 && n.attrs.dilations[a] >= 1;
       if (!fits)
         report(id, "dims " + to_string(n.dims) + " are not a convolution of " + to_string(x.dims) +
-                       " by " + to_string(w.dims) + " in " + detail::to_text(groups) + " groups");
+                       " by " + to_string(w.dims) + " in " + kiln::detail::to_text(groups) +
+                       " groups");
       if (!accepts(oi.types, x.type) || w.type != x.type || n.type != x.type)
         report(id, "types " + std::string(name(x.type)) + ", " + std::string(name(w.type)) +
                        " -> " + std::string(name(n.type)) + " break the op's type rule");
@@ -272,8 +275,9 @@ constexpr std::vector<std::string> verify(const graph& g) {
     int rank = 0;
     for (int k = 0; k < oi.arity; ++k) rank = std::max(rank, g.nodes[n.operands[k]].dims.rank);
     if (n.dims.rank != rank)
-      report(id, "rank " + detail::to_text(n.dims.rank) + " differs from the broadcast rank " +
-                     detail::to_text(rank) + " of its operands");
+      report(id, "rank " + kiln::detail::to_text(n.dims.rank) +
+                     " differs from the broadcast rank " + kiln::detail::to_text(rank) +
+                     " of its operands");
     // Each size the broadcast of its operands' (the builder's rule): a static size is one of
     // theirs, each of the others 1 or a run-time size; a run-time size comes from theirs alone.
     for (int i = 0; n.dims.rank == rank && i < rank; ++i) {
@@ -330,7 +334,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
     for (const tensor_data& t : g.tensors) ok = ok && t.arg != p;
     for (std::size_t j = 0; j < k; ++j) ok = ok && g.positions[j] != p;
     if (!ok)
-      problems.push_back("positions input " + detail::to_text(p) +
+      problems.push_back("positions input " + kiln::detail::to_text(p) +
                          " is not a parameter of its own declared i64 [?]");
   }
   for (const tensor_data& t : g.tensors) {
@@ -342,7 +346,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
       for (const scalar& v : t.values) ok = ok && v.type == d.type;
     }
     if (!ok)
-      problems.push_back("tensor constant of input " + detail::to_text(t.arg) +
+      problems.push_back("tensor constant of input " + kiln::detail::to_text(t.arg) +
                          " does not match its declaration");
   }
   for (const trace_point& t : g.traces)
@@ -350,7 +354,7 @@ constexpr std::vector<std::string> verify(const graph& g) {
       problems.push_back("trace '" + std::string(t.text()) + "' names no node");
   for (std::size_t i = 0; i < g.outputs.size(); ++i)
     if (g.outputs[i] < 0 || g.outputs[i] >= n_nodes)
-      problems.push_back("output " + detail::to_text(static_cast<std::int64_t>(i)) +
+      problems.push_back("output " + kiln::detail::to_text(static_cast<std::int64_t>(i)) +
                          " names no node");
   for (std::size_t i = 0; i < g.symbols.size(); ++i) {
     const symbol& s = g.symbols[i];
@@ -368,12 +372,13 @@ constexpr std::vector<std::string> verify(const graph& g) {
                   ? s.a >= 0 && s.a < before && s.b >= 0
                   : s.a >= 0 && s.b >= 0 && s.a < before && s.b < before;
     if (!ok || s.node < -1 || s.node >= n_nodes)
-      problems.push_back("symbol s" + detail::to_text(static_cast<std::int64_t>(i)) +
+      problems.push_back("symbol s" + kiln::detail::to_text(static_cast<std::int64_t>(i)) +
                          " is malformed");
   }
   for (const constraint& c : g.constraints)
     if (c.sym < 0 || c.sym >= n_symbols || c.size < 0 || c.node < -1 || c.node >= n_nodes)
-      problems.push_back("a constraint of symbol s" + detail::to_text(c.sym) + " is malformed");
+      problems.push_back("a constraint of symbol s" + kiln::detail::to_text(c.sym) +
+                         " is malformed");
   return problems;
 }
 
@@ -383,8 +388,9 @@ constexpr void verify_or_throw(const graph& g) {
   if (problems.empty()) return;
   std::string all;
   for (const auto& p : problems) all += "\n  " + p;
-  throw error(errc::invalid_graph, "verify",
-              detail::to_text(static_cast<std::int64_t>(problems.size())) + " problem(s):" + all);
+  throw error(
+      errc::invalid_graph, "verify",
+      kiln::detail::to_text(static_cast<std::int64_t>(problems.size())) + " problem(s):" + all);
 }
 
 }  // namespace kiln::ir
