@@ -251,11 +251,43 @@ def mobilenet_block(height=224, width=224):
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])])
 
 
+def detector(size=96, classes=3, limit=20):
+    """A single-shot detector's head: a strided conv backbone, per-cell boxes (a grid of anchors
+    moved by a 1x1 conv) and class scores, NonMaxSuppression, and the kept boxes gathered: the
+    boxes' count is known only at the call."""
+    b = Builder(5)
+    x = b.op("Relu", [conv(b, "x", 3, 16, 3, stride=2)])
+    x = b.op("Relu", [conv(b, x, 16, 32, 3, stride=2)])
+    cells = (size // 4) ** 2
+    grid = size // 4
+    anchors = np.array([[(r + 0.5) / grid - 0.06, (c + 0.5) / grid - 0.06,
+                         (r + 0.5) / grid + 0.06, (c + 0.5) / grid + 0.06]
+                        for r in range(grid) for c in range(grid)], dtype=np.float32)[None]
+    deltas = b.op("Transpose", [b.op("Reshape", [conv(b, x, 32, 4, 1), b.const([1, 4, cells],
+                                                                              np.int64)])],
+                  perm=[0, 2, 1])
+    boxes = b.op("Add", [b.const(anchors), b.op("Mul", [deltas, b.const(0.02)])])
+    scores = b.op("Sigmoid", [b.op("Reshape", [conv(b, x, 32, classes, 1),
+                                               b.const([1, classes, cells], np.int64)])])
+    selected = b.op("NonMaxSuppression", [boxes, scores, b.const(limit, np.int64),
+                                          b.const(0.3), b.const(0.5)])
+    which = b.op("Gather", [selected, b.const(2, np.int64)], axis=1)
+    b.op("Gather", [b.op("Squeeze", [boxes, b.const([0], np.int64)]), which])
+    b.nodes[-1].output[0] = "kept_boxes"
+    b.op("GatherND", [scores, selected])
+    b.nodes[-1].output[0] = "kept_scores"
+    b.nodes.append(helper.make_node("Identity", [selected], ["selected"]))
+    f32 = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+    return b.model("detector", [f32("x", [1, 3, size, size])],
+                   [f32("kept_boxes", ["k", 4]), f32("kept_scores", ["k"]),
+                    helper.make_tensor_value_info("selected", TensorProto.INT64, ["k", 3])])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     models = {"bert_layer": bert_layer(), "mlp": mlp(), "resnet_stages": resnet_stages(),
               "mobilenet_224": mobilenet_block(), "mobilenet_48x192": mobilenet_block(48, 192),
-              "gpt2_step": gpt2_step()}
+              "gpt2_step": gpt2_step(), "detector": detector()}
     for name, m in models.items():
         onnx.save(m, f"{out}/{name}.onnx")
         print(f"{out}/{name}.onnx: {len(m.graph.node)} nodes, "

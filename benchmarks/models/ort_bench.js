@@ -15,6 +15,7 @@ const runs = [  // [label, model file, inputs]
   ['resnet_stages', 'resnet_stages', {x: ['float32', [1, 256, 56, 56]]}],
   ['mobilenet_224', 'mobilenet_224', {x: ['float32', [1, 3, 224, 224]]}],
   ['mobilenet_48x192', 'mobilenet_48x192', {x: ['float32', [1, 3, 48, 192]]}],
+  ['detector', 'detector', {x: ['float32', [1, 3, 96, 96]]}],
 ];
 
 function feed(spec) {

@@ -67,14 +67,21 @@ void model_cutter::carry(slot& s, const std::string& name, int from) {
 
 std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index, std::int64_t opset,
                                        const std::vector<slot*>& inputs,
-                                       const std::vector<call_sized_result>& results) {
-  onnx::host_step step{node, index, opset, {}, {}, {}, {}, {}};
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const slot* s = inputs[i];
+                                       const std::vector<call_sized_result>& results,
+                                       body_at_call* stepped) {
+  onnx::host_step step{node, index, opset, {}, {}, {}, {}, {}, {}};
+  std::vector<std::pair<std::string, const slot*>> read;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    read.emplace_back(inputs[i] ? node.input(static_cast<int>(i)) : "", inputs[i]);
+  if (stepped) {
+    read.insert(read.end(), stepped->captured.begin(), stepped->captured.end());
+    step.body = std::move(stepped->body);
+  }
+  for (const auto& [name, s] : read) {
     const bool computed = s && !s->known && s->value;
-    step.inputs.push_back(computed ? node.input(static_cast<int>(i)) : "");
+    step.inputs.push_back(computed ? name : "");
     step.known_inputs.push_back(s ? s->known : known_tensor{});
-    if (computed) output_of(current_part(), node.input(static_cast<int>(i)), *s->value);
+    if (computed) output_of(current_part(), name, *s->value);
   }
   later_.emplace_back();
   later_.back().set_name(first_.name());

@@ -24,8 +24,8 @@ struct host_step {
   ::onnx::NodeProto node;
   int index = 0;  // among the model's nodes (for errors)
   std::int64_t opset = 0;
-  // Per input: the name the call finds it under, or its value where known at import; both empty
-  // for an absent optional input.
+  // Per input (the node's, then those its body reads around it): the name the call finds it
+  // under, or its value where known at import; both empty for an absent optional input.
   std::vector<std::string> inputs;
   std::vector<onnx_import::known_tensor> known_inputs;
   // Per output: its name ("" where the model does not read it), and the element type and extents
@@ -33,6 +33,8 @@ struct host_step {
   std::vector<std::string> outputs;
   std::vector<dtype> types;
   std::vector<shape> dims;
+  // A Loop's body (lower_body_at_call), run once per iteration at the call.
+  std::optional<graph> body;
 };
 
 struct continuation {
@@ -69,9 +71,11 @@ class model_cutter {
   // outputs of the current graph or known; a new graph starts whose inputs are its outputs, of
   // the types and extents `results` says (kiln::dyn where its values decide, one run-time size
   // for every output's count_axis). Returns its outputs' slots.
+  // A Loop's or Scan's body (and the values it reads around it) goes with it.
   std::vector<slot> cut_at(const ::onnx::NodeProto& node, int index, std::int64_t opset,
                            const std::vector<slot*>& inputs,
-                           const std::vector<call_sized_result>& results);
+                           const std::vector<call_sized_result>& results,
+                           body_at_call* stepped = nullptr);
   // Where the model is cut: model output `name` (a tensor of slot s, whose value graph k holds)
   // read by name from the graph that computed it, or from what the call gives or a host step
   // computes; returns the graph that holds its value.

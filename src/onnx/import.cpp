@@ -341,9 +341,26 @@ void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::
       } else if (all_known && foldable(node.op_type())) {
         out = fold(node, k, opset, *lower, inputs);
       } else {
-        node_context c(g, node, k, opset, inputs, &values, prefix);
-        (*lower)(c);
-        out = std::move(c.produced());
+        try {
+          node_context c(g, node, k, opset, inputs, &values, prefix);
+          (*lower)(c);
+          out = std::move(c.produced());
+        } catch (const call_values_needed& needed) {
+          // A Loop or Scan unrolled at import meets a value known only at the call: it runs then,
+          // where its body can (else both refusals are the error).
+          if (!values.cutter || (node.op_type() != "Loop" && node.op_type() != "Scan")) throw;
+          node_context c(g, node, k, opset, inputs, &values, prefix);
+          body_at_call stepped;
+          try {
+            stepped = lower_body_at_call(c);
+          } catch (const error& e) {
+            throw error(needed.code(), needed.op(),
+                        std::string(needed.what()).substr(needed.op().size() + 8) +
+                            "; nor can it run at the call: " +
+                            std::string(e.what()).substr(e.op().size() + 8));
+          }
+          out = values.cutter->cut_at(node, k, opset, inputs, stepped.results, &stepped);
+        }
       }
     } catch (const error& e) {
       // A graph method's refusal, named after the node that called it.

@@ -1,7 +1,9 @@
 // ONNX's control flow, resolved at import: If with a condition known then takes its branch (with
 // a run-time condition, both branches are lowered and their results selected); Loop with a trip
 // count and conditions known then, and Scan over its static sequence length, are unrolled, each
-// step's body lowered onto the graph as ordinary ops. Internal to kiln::onnx.
+// step's body lowered onto the graph as ordinary ops. Where a Loop's count or condition, or a
+// Scan's length, is known only at the call, the body is lowered onto a graph of its own instead
+// (lower_body_at_call), which kiln::onnx::model runs once per step. Internal to kiln::onnx.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -119,6 +121,8 @@ void lower_loop(node_context& c) {
   if (carried < 0) c.fail(errc::invalid_argument, "Loop takes a trip count and a condition first");
   std::int64_t trips = -1;  // none: until the condition is false
   if (c.has(0)) {
+    if (!c.known(0))
+      c.needs_call_values("M (the trip count) is computed at run time; kiln needs it at import");
     const ints m = c.ints_input(0, "M (the trip count)");
     if (m.size() != 1) c.fail(errc::shape_mismatch, "M (the trip count) is not a scalar");
     trips = std::max<std::int64_t>(m[0], 0);
@@ -126,10 +130,7 @@ void lower_loop(node_context& c) {
   bool go = true;
   if (c.has(1)) {
     const host_tensor* t = c.known(1);
-    if (!t)
-      c.fail(errc::unsupported,
-             "cond (input 1) is computed at run time; kiln unrolls a Loop at import and needs it "
-             "then");
+    if (!t) c.needs_call_values("cond (input 1) is computed at run time; kiln needs it at import");
     go = truth(c, *t, "cond");
   } else if (trips < 0) {
     c.fail(errc::invalid_argument, "neither a trip count nor a condition: the loop never ends");
@@ -140,8 +141,8 @@ void lower_loop(node_context& c) {
   std::int64_t i = 0;
   for (; go && (trips < 0 || i < trips); ++i) {
     if (i == unroll_limit)
-      c.fail(errc::unsupported, "more than " + std::to_string(unroll_limit) +
-                                    " iterations (kiln unrolls a Loop at import)");
+      c.needs_call_values("more than " + std::to_string(unroll_limit) +
+                          " iterations (kiln unrolls a Loop at import)");
     std::vector<slot> in = {known_iteration(i), known_true()};
     in.insert(in.end(), state.begin(), state.end());
     std::vector<slot> out = c.subgraph("body", std::move(in), "iteration " + std::to_string(i));
@@ -150,8 +151,8 @@ void lower_loop(node_context& c) {
                                          " outputs for " + std::to_string(carried) +
                                          " loop-carried values and a condition");
     if (!out[0].known)
-      c.fail(errc::unsupported, "the body's condition is computed at run time (iteration " +
-                                    std::to_string(i) + "); kiln unrolls a Loop at import");
+      c.needs_call_values("the body's condition is computed at run time (iteration " +
+                          std::to_string(i) + ")");
     go = truth(c, *out[0].known, "the body's condition");
     std::copy(out.begin() + 1, out.begin() + 1 + carried, state.begin());
     scans.resize(out.size() - 1 - static_cast<std::size_t>(carried));
@@ -182,8 +183,8 @@ std::vector<slot> scan_steps(node_context& c, std::vector<slot> state, const std
       c.fail(errc::invalid_argument, "scan input " + std::to_string(j) + ": axis " +
                                          std::to_string(in_axes[j]) + " for dims " + to_string(d));
     if (d.dims[a] == dyn)
-      c.fail(errc::unsupported, "scan input " + std::to_string(j) +
-                                    " has a run-time length (kiln unrolls a Scan at import)");
+      c.needs_call_values("scan input " + std::to_string(j) +
+                          " has a run-time length (kiln unrolls a Scan at import)");
     if (steps >= 0 && d.dims[a] != steps)
       c.fail(errc::shape_mismatch, "scan inputs of lengths " + std::to_string(steps) + " and " +
                                        std::to_string(d.dims[a]));
@@ -191,9 +192,8 @@ std::vector<slot> scan_steps(node_context& c, std::vector<slot> state, const std
     axes.push_back(static_cast<int>(a));
   }
   if (steps > unroll_limit)
-    c.fail(errc::unsupported, "a sequence of " + std::to_string(steps) + " steps (kiln unrolls " +
-                                  "a Scan at import, at most " + std::to_string(unroll_limit) +
-                                  ")");
+    c.needs_call_values("a sequence of " + std::to_string(steps) + " steps (kiln unrolls a Scan " +
+                        "at import, at most " + std::to_string(unroll_limit) + ")");
   const std::size_t n = state.size();
   std::vector<std::vector<slot>> scans;
   for (std::int64_t t = 0; t < steps; ++t) {
@@ -293,7 +293,142 @@ void lower_scan(node_context& c) {
   }
 }
 
+// The node's body lowered onto b.body with parameters of these types and extents (then what it
+// reads around it); its outputs, each a result of b.body.
+std::vector<value> body_apart(node_context& c, body_at_call& b,
+                              const std::vector<std::pair<dtype, shape>>& parameters) {
+  const ::onnx::AttributeProto* a = c.attr("body");
+  if (!a || a->type() != ::onnx::AttributeProto::GRAPH ||
+      a->g().input_size() != static_cast<int>(parameters.size()))
+    c.fail(errc::invalid_argument, "its body takes " +
+                                       std::to_string(a && a->has_g() ? a->g().input_size() : 0) +
+                                       " inputs, expected " + std::to_string(parameters.size()));
+  b.body.set_name(c.g.name());
+  std::vector<slot> in;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const auto& [t, d] = parameters[i];
+    const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
+    in.emplace_back();
+    in.back().value = b.body.input(a->g().input(static_cast<int>(i)).name(), t, sizes);
+  }
+  const std::vector<slot> out = c.subgraph_apart("body", b.body, std::move(in), b.captured);
+  std::vector<value> results;
+  for (std::size_t o = 0; o < out.size(); ++o) {
+    if (out[o].sequence || (!out[o].known && !out[o].value))
+      c.fail(errc::unsupported, "body output " + std::to_string(o) +
+                                    " is a sequence or an optional (a body at the call gives "
+                                    "tensors)");
+    results.push_back(value_of(b.body, out[o]));
+    b.body.output("result." + std::to_string(o), results.back());
+  }
+  return results;
+}
+
+// A tensor input's element type and extents (a sequence or an absent optional refused).
+std::pair<dtype, shape> tensor_type(node_context& c, int i, const std::string& what) {
+  const slot& v = c.input_slot(i);
+  if (v.sequence || (!v.known && !v.value))
+    c.fail(errc::unsupported, what +
+                                  " is a sequence or an optional (a body at the call carries "
+                                  "tensors)");
+  if (v.known) return {v.known->type, v.known->dims};
+  return {c.g.type_of(*v.value), c.g.dims_of(*v.value)};
+}
+
+// Per-step results stacked along `axis` (negative: counted from the end of the result): their
+// extents with the run-time count there.
+call_sized_result stacked_type(node_context& c, dtype t, const shape& row, std::int64_t axis,
+                               const std::string& what) {
+  const std::int64_t at = axis < 0 ? axis + row.rank + 1 : axis;
+  if (at < 0 || at > row.rank || row.rank == max_rank)
+    c.fail(errc::unsupported,
+           what + ": axis " + std::to_string(axis) + " for steps of dims " + to_string(row));
+  shape d;
+  d.rank = row.rank + 1;
+  for (int k = 0, from = 0; k < d.rank; ++k) d.dims[k] = k == at ? dyn : row.dims[from++];
+  return {t, d, static_cast<int>(at)};
+}
+
+// Loop: parameters iteration, condition, carried values; results the carried values' last, then
+// the scan outputs stacked along axis 0.
+body_at_call loop_at_call(node_context& c) {
+  c.only_attrs({"body"});
+  const int carried = c.inputs() - 2;
+  if (carried < 0) c.fail(errc::invalid_argument, "Loop takes a trip count and a condition first");
+  body_at_call b;
+  std::vector<std::pair<dtype, shape>> parameters{{dtype::i64, shape{}}, {dtype::boolean, shape{}}};
+  for (int k = 0; k < carried; ++k) {
+    parameters.push_back(tensor_type(c, 2 + k, "carried value " + std::to_string(k)));
+    b.results.push_back({parameters.back().first, parameters.back().second, -1});
+  }
+  const std::vector<value> out = body_apart(c, b, parameters);
+  if (out.size() < static_cast<std::size_t>(1 + carried) ||
+      out.size() - 1 < static_cast<std::size_t>(c.outputs()))
+    c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
+                                       " outputs for a condition, " + std::to_string(carried) +
+                                       " carried values and " +
+                                       std::to_string(c.outputs() - carried) + " scan outputs");
+  for (int k = carried; k < c.outputs(); ++k) {
+    const value v = out[static_cast<std::size_t>(1 + k)];
+    b.results.push_back(stacked_type(c, b.body.type_of(v), b.body.dims_of(v), 0,
+                                     "scan output " + std::to_string(k - carried)));
+  }
+  return b;
+}
+
+// Scan (opset 9 on): parameters states, one step of each scan input; results the states' last,
+// then the scan outputs stacked along their axes.
+body_at_call scan_at_call(node_context& c) {
+  if (c.opset() < 9) c.fail(errc::unsupported, "a Scan of opset 8 (its batch axis) at the call");
+  c.only_attrs({"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
+                "scan_output_axes", "scan_output_directions"});
+  const std::int64_t m = c.attr_int("num_scan_inputs", -1);
+  const int states = c.inputs() - static_cast<int>(m);
+  if (m < 1 || states < 0)
+    c.fail(errc::invalid_argument, "num_scan_inputs " + std::to_string(m) + " for " +
+                                       std::to_string(c.inputs()) + " inputs");
+  const ints in_axes = per_value(c, "scan_input_axes", static_cast<std::size_t>(m));
+  const ints out_axes =
+      per_value(c, "scan_output_axes", static_cast<std::size_t>(c.outputs() - states));
+  body_at_call b;
+  std::vector<std::pair<dtype, shape>> parameters;
+  for (int k = 0; k < states; ++k) {
+    parameters.push_back(tensor_type(c, k, "state " + std::to_string(k)));
+    b.results.push_back({parameters.back().first, parameters.back().second, -1});
+  }
+  for (int j = 0; j < m; ++j) {
+    auto [t, d] = tensor_type(c, states + j, "scan input " + std::to_string(j));
+    const std::int64_t a = in_axes[static_cast<std::size_t>(j)] < 0
+                               ? in_axes[static_cast<std::size_t>(j)] + d.rank
+                               : in_axes[static_cast<std::size_t>(j)];
+    if (a < 0 || a >= d.rank)
+      c.fail(errc::invalid_argument, "scan input " + std::to_string(j) + ": axis " +
+                                         std::to_string(in_axes[static_cast<std::size_t>(j)]) +
+                                         " for dims " + to_string(d));
+    shape step;
+    step.rank = d.rank - 1;
+    for (int k = 0, to = 0; k < d.rank; ++k)
+      if (k != a) step.dims[to++] = d.dims[k];
+    parameters.emplace_back(t, step);
+  }
+  const std::vector<value> out = body_apart(c, b, parameters);
+  if (out.size() != static_cast<std::size_t>(c.outputs()))
+    c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
+                                       " outputs for the node's " + std::to_string(c.outputs()));
+  for (int k = states; k < c.outputs(); ++k) {
+    const value v = out[static_cast<std::size_t>(k)];
+    b.results.push_back(stacked_type(c, b.body.type_of(v), b.body.dims_of(v),
+                                     out_axes[static_cast<std::size_t>(k - states)],
+                                     "scan output " + std::to_string(k - states)));
+  }
+  return b;
+}
+
 }  // namespace
+
+body_at_call lower_body_at_call(node_context& c) {
+  return c.op() == "Scan" ? scan_at_call(c) : loop_at_call(c);
+}
 
 void add_control_flow_lowerings(lowering_table& t) {
   t["If"] = lower_if;

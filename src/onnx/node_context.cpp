@@ -418,14 +418,50 @@ std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector
       who() + " " + std::string(attribute) + (label.empty() ? "" : " (" + label + ")") + ": ");
 }
 
+std::vector<slot> node_context::subgraph_apart(
+    std::string_view attribute, graph& body, std::vector<slot> inputs,
+    std::vector<std::pair<std::string, slot*>>& captured) {
+  const ::onnx::AttributeProto* a = attr(attribute);
+  if (!a || a->type() != ::onnx::AttributeProto::GRAPH)
+    fail(errc::invalid_argument, "the graph attribute '" + std::string(attribute) + "' is missing");
+  if (!scope_) fail(errc::invalid_argument, "a subgraph outside a graph's scope");
+  scope around;
+  around.capture = [&](const std::string& name) -> slot* {
+    slot* s = scope_->find(name);
+    if (!s) return nullptr;
+    slot& mine = around.own[name];
+    if (s->known) {
+      mine.known = s->known;
+    } else if (s->value && !s->sequence && !s->extents) {
+      const shape d = g.dims_of(*s->value);
+      const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
+      mine.value = body.input(name, g.type_of(*s->value), sizes);
+      captured.emplace_back(name, s);
+    } else {
+      fail(errc::unsupported, "its " + std::string(attribute) + " reads '" + name +
+                                  "', a sequence, an optional or a shape of run-time sizes, " +
+                                  "from around it at the call");
+    }
+    return &mine;
+  };
+  return import_subgraph(body, a->g(), &around, opset_, std::move(inputs),
+                         who() + " " + std::string(attribute) + " (at the call): ");
+}
+
+void node_context::needs_call_values(const std::string& message) const {
+  throw call_values_needed(errc::unsupported, "onnx import", who() + ": " + message);
+}
+
 const slot& node_context::input_slot(int i) const { return present_slot(i); }
 
 slot* scope::find(const std::string& name) {
-  for (scope* s = this; s; s = s->outer)
+  for (scope* s = this; s; s = s->outer) {
     if (auto it = s->own.find(name); it != s->own.end()) {
       if (s->cutter) s->cutter->bring(it->second, name);  // a value of an earlier graph
       return &it->second;
     }
+    if (s->capture) return s->capture(name);
+  }
   return nullptr;
 }
 

@@ -5,12 +5,14 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kiln/graph/graph.hpp"
@@ -86,7 +88,16 @@ struct scope {
   std::unordered_map<std::string, slot> own;
   scope* outer = nullptr;
   model_cutter* cutter = nullptr;  // the model's own scope: values of earlier graphs brought over
+  // Around a body lowered onto a graph of its own: a value it reads from around it, made a
+  // parameter of that graph (node_context::subgraph_apart).
+  std::function<slot*(const std::string&)> capture;
   slot* find(const std::string& name);
+};
+
+// A refusal that cutting the model at the node lifts (a Loop whose trip count or condition is
+// computed at run time, a Scan of a run-time length): outside a subgraph the importer runs the node at the call instead.
+struct call_values_needed : error {
+  using error::error;
 };
 
 // A subgraph (a Loop's body, an If's branch) lowered onto g in a scope of its own inside `outer`,
@@ -168,6 +179,14 @@ class node_context {
   // (import_subgraph in the node's scope); `label` says which run it is in errors ("iteration 3").
   std::vector<slot> subgraph(std::string_view attribute, std::vector<slot> inputs,
                              const std::string& label);
+  // The node's graph attribute lowered onto `body`, a graph of its own, its inputs bound to
+  // `inputs`: each value it reads from around it (not known at import) becomes a parameter of
+  // body under its name, listed in `captured` with its slot around.
+  std::vector<slot> subgraph_apart(std::string_view attribute, graph& body,
+                                   std::vector<slot> inputs,
+                                   std::vector<std::pair<std::string, slot*>>& captured);
+  // The refusal a cut at this node lifts (call_values_needed).
+  [[noreturn]] void needs_call_values(const std::string& message) const;
   // What the lowering produced, by output position.
   std::vector<slot>& produced() { return produced_; }
 
@@ -236,6 +255,16 @@ struct call_sized_result {
   int count_axis = -1;  // the axis whose size the values decide (one size for all outputs)
 };
 std::vector<call_sized_result> call_sized_results(node_context& c);
+// A Loop or Scan run at the call: its body as a graph of its own, parameters (a Loop's iteration
+// number, condition and carried values; a Scan's states and one step of each scan input; then
+// the values it reads around it, `captured`), results (a Loop's condition first, then as the
+// body gives them), and the node's results' types and extents (lower_control_flow.cpp).
+struct body_at_call {
+  graph body;
+  std::vector<std::pair<std::string, slot*>> captured;
+  std::vector<call_sized_result> results;
+};
+body_at_call lower_body_at_call(node_context& c);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators and the ops that make sequences).
 bool foldable(std::string_view op_type);

@@ -94,4 +94,17 @@ inline void int_attr(::onnx::NodeProto* n, const char* name, std::int64_t v) {
   a->set_i(v);
 }
 
+// A graph attribute of node n, built by the same builder (its g pointed there meanwhile).
+template <class Build>
+void subgraph(model_builder& b, ::onnx::NodeProto* n, const std::string& name, Build build) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  ::onnx::GraphProto* outer = b.g;
+  b.g = a->mutable_g();
+  b.g->set_name(name);
+  build();
+  b.g = outer;
+}
+
 }  // namespace kiln_test

@@ -16,6 +16,7 @@ namespace {
 using kiln::onnx::tensor_data;
 using kiln_test::int_attr;
 using kiln_test::model_builder;
+using kiln_test::subgraph;
 
 template <class T>
 tensor_data tensor(kiln::dtype t, kiln::shape dims, const std::vector<T>& v) {
@@ -153,6 +154,139 @@ TEST(CutModels, NonMaxSuppressionBetweenTwoGraphs) {
   // Box 2 scoring highest comes first and overlaps neither; box 1 is still under box 0.
   out = run(m, {f32(kiln::shape{1, 3, 4}, boxes), f32(kiln::shape{1, 1, 3}, {0, -1, 3})});
   EXPECT_EQ(elements<std::int64_t>(out[0]), (std::vector<std::int64_t>{0, 0, 2, 0, 0, 0}));
+}
+
+// Doubles x until its sum reaches `limit` (a model input the body reads around it): the first
+// condition computed before the Loop, the body's by the body; the scan outputs' run-time length
+// summed after it. Iterations worked out by hand.
+TEST(CutModels, WhileLoopOfComputedConditionsRunsAtTheCall) {
+  model_builder b(13);
+  b.input("x", {std::int64_t{4}});
+  b.input("limit", {});
+  b.floats("two", {2}, {});
+  b.floats("one", {1}, {});
+  int_attr(b.node("ReduceSum", {"x"}, {"s0"}), "keepdims", 0);
+  b.node("Less", {"s0", "limit"}, {"go"});
+  auto* loop = b.node("Loop", {"", "go", "x"}, {"final", "sums", "iterations"}, "doubling");
+  subgraph(b, loop, "body", [&] {
+    b.input("i", {}, ::onnx::TensorProto::INT64);
+    b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+    b.input("v", {std::int64_t{4}});
+    b.node("Mul", {"v", "two"}, {"y"});
+    int_attr(b.node("ReduceSum", {"y"}, {"s"}), "keepdims", 0);
+    b.node("Less", {"s", "limit"}, {"cond_out"});
+    b.node("Identity", {"i"}, {"i_out"});
+    b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+    b.output("y", {std::int64_t{4}});
+    b.output("s", {});
+    b.output("i_out", {}, ::onnx::TensorProto::INT64);
+  });
+  int_attr(b.node("ReduceSum", {"sums"}, {"total"}), "keepdims", 0);
+  b.node("Add", {"final", "one"}, {"shifted"});
+  b.output("shifted", {std::int64_t{4}});
+  b.output("total", {});
+  b.output("iterations", {std::string("k")}, ::onnx::TensorProto::INT64);
+  const kiln::onnx::model m = load(b);
+  struct call {
+    float limit;
+    std::vector<float> shifted;
+    float total;
+    std::vector<std::int64_t> iterations;
+  };
+  // x sums to 10; each iteration doubles it and goes on while the new sum is below the limit.
+  for (const call& c : {call{100, {17, 33, 49, 65}, 20 + 40 + 80 + 160, {0, 1, 2, 3}},
+                        call{30, {5, 9, 13, 17}, 20 + 40, {0, 1}}, call{5, {2, 3, 4, 5}, 0, {}}}) {
+    SCOPED_TRACE(c.limit);
+    auto out = run(m, {f32(kiln::shape{4}, {1, 2, 3, 4}), f32(kiln::shape{}, {c.limit})});
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(elements<float>(out[0]), c.shifted);
+    EXPECT_EQ(elements<float>(out[1]), std::vector<float>{c.total});
+    EXPECT_EQ(out[2].dims, kiln::shape{static_cast<std::int64_t>(c.iterations.size())});
+    EXPECT_EQ(elements<std::int64_t>(out[2]), c.iterations);
+  }
+}
+
+// A trip count given at the call, and one known at import beyond what kiln unrolls (4,096):
+// both loops run their bodies at the call; acc + i after each step, stacked.
+TEST(CutModels, LoopsOfRunTimeOrLongTripCountsRunAtTheCall) {
+  auto counting = [](bool given) {
+    model_builder b(13);
+    if (given)
+      b.input("trips", {}, ::onnx::TensorProto::INT64);
+    else
+      b.scalar_int("trips", 5000);
+    b.input("start", {std::int64_t{1}});
+    auto* loop = b.node("Loop", {"trips", "", "start"}, {"acc", "steps"});
+    subgraph(b, loop, "body", [&] {
+      b.input("i", {}, ::onnx::TensorProto::INT64);
+      b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+      b.input("a", {std::int64_t{1}});
+      int_attr(b.node("Cast", {"i"}, {"fi"}), "to", ::onnx::TensorProto::FLOAT);
+      b.node("Add", {"a", "fi"}, {"next"});
+      b.node("Identity", {"cond_in"}, {"cond_out"});
+      b.node("Identity", {"next"}, {"row"});
+      b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+      b.output("next", {std::int64_t{1}});
+      b.output("row", {std::int64_t{1}});
+    });
+    b.output("acc", {std::int64_t{1}});
+    b.output("steps", {std::string("k"), std::int64_t{1}});
+    return load(b);
+  };
+  const kiln::onnx::model given = counting(true);
+  auto out = run(given, {tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{}, {5}),
+                         f32(kiln::shape{1}, {2})});
+  EXPECT_EQ(elements<float>(out[0]), std::vector<float>{12});
+  EXPECT_EQ(out[1].dims, (kiln::shape{5, 1}));
+  EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{2, 3, 5, 8, 12}));
+  out = run(given,
+            {tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{}, {0}), f32(kiln::shape{1}, {2})});
+  EXPECT_EQ(elements<float>(out[0]), std::vector<float>{2});
+  EXPECT_EQ(out[1].dims, (kiln::shape{0, 1}));
+  const kiln::onnx::model long_loop = counting(false);
+  out = run(long_loop, {f32(kiln::shape{1}, {0})});
+  EXPECT_EQ(elements<float>(out[0]), std::vector<float>{4999.0f * 5000 / 2});
+  ASSERT_EQ(out[1].dims, (kiln::shape{5000, 1}));
+  EXPECT_EQ(elements<float>(out[1])[4], 10);
+}
+
+// A running sum over a sequence of run-time length: a Scan whose body reads the model's input w
+// around it, its per-step output stacked along axis 1, summed after it. Worked out by hand.
+TEST(CutModels, ScanOfARunTimeLengthRunsAtTheCall) {
+  model_builder b(13);
+  b.input("x", {std::string("seq"), std::int64_t{2}});
+  b.input("w", {std::int64_t{2}});
+  b.floats("zero", {0, 0}, {2});
+  auto* scan = b.node("Scan", {"zero", "x"}, {"last", "ys"}, "running_sum");
+  int_attr(scan, "num_scan_inputs", 1);
+  auto* axes = scan->add_attribute();
+  axes->set_name("scan_output_axes");
+  axes->set_type(::onnx::AttributeProto::INTS);
+  axes->add_ints(1);
+  subgraph(b, scan, "body", [&] {
+    b.input("sum_in", {std::int64_t{2}});
+    b.input("x_t", {std::int64_t{2}});
+    b.node("Add", {"sum_in", "x_t"}, {"sum_out"});
+    b.node("Mul", {"sum_out", "w"}, {"y_t"});
+    b.output("sum_out", {std::int64_t{2}});
+    b.output("y_t", {std::int64_t{2}});
+  });
+  int_attr(b.node("ReduceSum", {"ys"}, {"total"}), "keepdims", 0);
+  b.output("last", {std::int64_t{2}});
+  b.output("ys", {std::int64_t{2}, std::string("seq")});
+  b.output("total", {});
+  const kiln::onnx::model m = load(b);
+  // Running sums (1, 2), (4, 6), (9, 12); times w = (1, 10) and stacked along axis 1.
+  auto out = run(m, {f32(kiln::shape{3, 2}, {1, 2, 3, 4, 5, 6}), f32(kiln::shape{2}, {1, 10})});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(elements<float>(out[0]), (std::vector<float>{9, 12}));
+  EXPECT_EQ(out[1].dims, (kiln::shape{2, 3}));
+  EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{1, 4, 9, 20, 60, 120}));
+  EXPECT_EQ(elements<float>(out[2]), std::vector<float>{214});
+  out = run(m, {f32(kiln::shape{0, 2}, {}), f32(kiln::shape{2}, {1, 10})});
+  EXPECT_EQ(elements<float>(out[0]), (std::vector<float>{0, 0}));
+  EXPECT_EQ(out[1].dims, (kiln::shape{2, 0}));
+  EXPECT_EQ(elements<float>(out[2]), std::vector<float>{0});
 }
 
 TEST(CutModels, CallErrorsNameTheArgument) {

@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 using kiln_test::dim;
 using kiln_test::int_attr;
 using kiln_test::model_builder;
+using kiln_test::subgraph;
 
 std::string refusal(const std::vector<std::uint8_t>& model, const kiln::onnx::import_options& opt,
                     kiln::errc want) {
@@ -929,24 +930,9 @@ TEST(OnnxOptions, RefusalsNameTheNodeAndWhatIsMissing) {
   }
 }
 
-// Opsets before 7 are read with their ops' older semantics: opset 6's Add broadcasts only with
-// broadcast = 1, B lined up with A from `axis`.
-// A graph attribute of node n, built by the same builder (its g pointed there meanwhile).
-template <class Build>
-void subgraph(model_builder& b, ::onnx::NodeProto* n, const std::string& name, Build build) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::GRAPH);
-  ::onnx::GraphProto* outer = b.g;
-  b.g = a->mutable_g();
-  b.g->set_name(name);
-  build();
-  b.g = outer;
-}
-
 // If with a condition known only at the call (both branches computed, one selected), and a Loop
 // unrolled at import whose body reads a value of the graph around it and emits a scan output;
-// results worked out by hand.
+// results worked out by hand (test_onnx_model.cpp runs Loops at the call).
 TEST(OnnxOptions, ControlFlowResolvedAtImport) {
   {
     model_builder b;
@@ -1007,26 +993,6 @@ TEST(OnnxOptions, ControlFlowResolvedAtImport) {
     EXPECT_EQ(total, (std::vector<float>{4.5f, -6}));
     EXPECT_EQ(steps, (std::vector<float>{0, 0, 3, -4, 9, -12}));
   }
-  {  // a Loop whose condition is a graph input cannot be unrolled at import
-    model_builder b(13);
-    b.input("go", {}, ::onnx::TensorProto::BOOL);
-    b.floats("zero", {0}, {1});
-    auto* n = b.node("Loop", {"", "go", "zero"}, {"v"}, "spin");
-    subgraph(b, n, "body", [&] {
-      b.input("i", {}, ::onnx::TensorProto::INT64);
-      b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
-      b.input("v_in", {std::int64_t{1}});
-      b.node("Identity", {"cond_in"}, {"cond_out"});
-      b.node("Identity", {"v_in"}, {"v_out"});
-      b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
-      b.output("v_out", {std::int64_t{1}});
-    });
-    b.output("v", {std::int64_t{1}});
-    std::string why = refusal(b.bytes(), {}, kiln::errc::unsupported);
-    EXPECT_NE(why.find("node 0 'spin' (Loop): cond (input 1) is computed at run time"),
-              std::string::npos)
-        << why;
-  }
 }
 
 // TfIdfVectorizer's IDF and TFIDF modes with weights (ONNX's node tests have TF only): unigrams
@@ -1075,6 +1041,8 @@ TEST(OnnxOptions, TfIdfModesWeighTheCounts) {
   }
 }
 
+// Opsets before 7 are read with their ops' older semantics: opset 6's Add broadcasts only with
+// broadcast = 1, B lined up with A from `axis`.
 TEST(OnnxOptions, OpsetsBeforeSevenAreReadAsTheyWere) {
   model_builder b(6);  // Add with opset 6's broadcast attribute
   b.input("x", {std::int64_t{2}, std::int64_t{3}});

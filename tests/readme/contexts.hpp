@@ -155,6 +155,11 @@ struct onnx_models {
   void run();
 };
 
+// The same model run through kiln::onnx::model.
+struct onnx_model_object : onnx_models {
+  void run();
+};
+
 struct devices {
   static constexpr auto f = kiln::fn<kiln::tensor<kiln::f32, 1024>, kiln::tensor<kiln::f32, 1024>>(
       [](auto x, auto y) { return x * y + 1.0f; });
