@@ -12,7 +12,7 @@ build=${1:?usage: compare.sh BUILD_DIR [THREADS]}
 threads=${2:-2}
 models=${KILN_MODELS_DIR:-$build/models}
 mkdir -p "$models"
-[ -f "$models/mobilenet_48x192.onnx" ] || /usr/bin/python3 "$here/make_models.py" "$models"
+[ -f "$models/detector.onnx" ] || /usr/bin/python3 "$here/make_models.py" "$models"
 for round in 1 2 3; do
   echo "round $round"
   node "$here/ort_bench.js" "$models" "$threads" | sed 's/^/  ORT   /'

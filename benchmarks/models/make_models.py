@@ -267,8 +267,10 @@ def detector(size=96, classes=3, limit=20):
                                                                               np.int64)])],
                   perm=[0, 2, 1])
     boxes = b.op("Add", [b.const(anchors), b.op("Mul", [deltas, b.const(0.02)])])
-    scores = b.op("Sigmoid", [b.op("Reshape", [conv(b, x, 32, classes, 1),
-                                               b.const([1, classes, cells], np.int64)])])
+    # A prior per cell and class spreads the scores: ones a float rounding apart would leave
+    # NMS's order (and which boxes it keeps) to chance.
+    logits = b.op("Reshape", [conv(b, x, 32, classes, 1), b.const([1, classes, cells], np.int64)])
+    scores = b.op("Sigmoid", [b.op("Add", [logits, b.weight([1, classes, cells], 1.0)])])
     selected = b.op("NonMaxSuppression", [boxes, scores, b.const(limit, np.int64),
                                           b.const(0.3), b.const(0.5)])
     which = b.op("Gather", [selected, b.const(2, np.int64)], axis=1)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,6 +47,25 @@ struct continuation {
   std::vector<dtype> input_types;
   std::vector<shape> input_dims;
 };
+
+// A compiled graph of a cut model (or a body run per step) with its results' element types, what
+// a call allocates (host_steps.cpp).
+struct compiled_graph {
+  executable exe;
+  std::vector<dtype> types;
+};
+compiled_graph compile_graph(graph&& g, const compiler::options& opt);
+// Runs c on args, its results allocated for their extents.
+std::vector<tensor_data> run_allocating(const compiled_graph& c, std::span<const tensor_ref> args,
+                                        const device& d);
+// A call's tensor on the host, row-major (a device buffer refused, naming it).
+onnx_import::host_tensor host_copy(const tensor_ref& t, const std::string& name);
+tensor_ref ref_of(const std::vector<unsigned char>& bytes, dtype t, const shape& dims);
+// Host step h on the tensors the call has so far (found by name; a Loop's or Scan's body
+// compiled): its results, checked against what the graphs after it were built for.
+std::vector<onnx_import::host_tensor> run_host_step(
+    const host_step& h, const std::optional<compiled_graph>& body,
+    const std::function<onnx_import::host_tensor(const std::string&)>& find, const device& d);
 
 }  // namespace kiln::onnx
 

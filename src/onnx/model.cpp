@@ -1,35 +1,16 @@
 // kiln::onnx::model: an imported model as one object to call, its graphs compiled and, where the
-// model is cut, the cut nodes computed on the host between them at each call (a Loop's or Scan's
-// body run once per step).
-#include <cstring>
-#include <functional>
+// model is cut, the cut nodes computed on the host between them at each call (host_steps.cpp).
 #include <map>
 
 #include "cut_model.hpp"
 
 namespace kiln::onnx {
 
-namespace {
-
-// An executable with its results' element types (what a call allocates).
-struct compiled {
-  executable exe;
-  std::vector<dtype> types;
-};
-
-compiled compile_graph(graph&& g, const compiler::options& opt) {
-  compiled c{kiln::compile(std::move(g), opt), {}};
-  for (const signature_buffer& r : c.exe.signature().results) c.types.push_back(r.type);
-  return c;
-}
-
-}  // namespace
-
 struct model::state {
   std::vector<executable> executables;
-  std::vector<compiled> graphs;  // per graph that computes something, in order
-  std::vector<int> graph_of;     // per graph of the model: its index in `graphs` (-1: none)
-  std::vector<std::optional<compiled>> bodies;  // per host step: a Loop's body
+  std::vector<compiled_graph> graphs;  // per graph that computes something, in order
+  std::vector<int> graph_of;           // per graph of the model: its index in `graphs` (-1: none)
+  std::vector<std::optional<compiled_graph>> bodies;  // per host step: a Loop's or Scan's body
   std::vector<std::string> inputs, outputs;
   std::vector<signature_buffer> input_types;
   std::shared_ptr<const continuation> rest;  // (its graphs moved into `graphs`)
@@ -38,256 +19,9 @@ struct model::state {
 namespace {
 
 using onnx_import::host_tensor;
-using onnx_import::slot;
 
 [[noreturn]] void fail(errc code, const std::string& message) {
   throw error(code, "onnx::model", message);
-}
-
-// A call's tensor on the host, row-major.
-host_tensor host_copy(const tensor_ref& t, const std::string& name) {
-  if (!t.ref.data && t.ref.memory)
-    fail(errc::invalid_argument, "'" + name + "' is a device buffer; a node computed on the host " +
-                                     "at the call reads it, so give it in host memory");
-  host_tensor h{t.type, t.ref.dims, {}};
-  h.bytes.resize(static_cast<std::size_t>(t.ref.dims.element_count() * size_in_bytes(t.type)));
-  runtime::pack(t.ref, h.bytes.data(), size_in_bytes(t.type));
-  return h;
-}
-
-tensor_ref ref_of(const std::vector<unsigned char>& bytes, dtype t, const shape& dims) {
-  return {static_cast<const void*>(bytes.data()), t, dims};
-}
-
-// Runs c on args, its results allocated for their extents.
-std::vector<tensor_data> run_allocating(const compiled& c, std::span<const tensor_ref> args,
-                                        const device& d) {
-  std::vector<shape> dims;
-  for (const tensor_ref& a : args) dims.push_back(a.ref.dims);
-  const std::vector<shape> result_dims = c.exe.result_dims(dims);
-  std::vector<tensor_data> results(result_dims.size());
-  std::vector<tensor_ref> refs;
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    results[r] = {c.types[r], result_dims[r], {}};
-    results[r].bytes.resize(
-        static_cast<std::size_t>(result_dims[r].element_count() * size_in_bytes(c.types[r])));
-    refs.emplace_back(static_cast<void*>(results[r].bytes.data()), c.types[r], result_dims[r]);
-  }
-  c.exe.run(args, refs, d);
-  return results;
-}
-
-// The cut node itself on its inputs, now known (as a node is folded at import).
-std::vector<host_tensor> run_node(const host_step& h, std::vector<slot>& inputs) {
-  std::vector<slot*> pointers;
-  for (slot& s : inputs) pointers.push_back(s.known ? &s : nullptr);
-  const onnx_import::lowering* lower = onnx_import::find_lowering(h.node.op_type());
-  std::vector<slot> out = onnx_import::fold(h.node, h.index, h.opset, *lower, pointers);
-  std::vector<host_tensor> results;
-  for (const slot& s : out) results.push_back(s.known ? *s.known : host_tensor{});
-  return results;
-}
-
-bool truth(const tensor_data& t) {
-  return !t.bytes.empty() &&
-         std::any_of(t.bytes.begin(), t.bytes.end(), [](unsigned char b) { return b != 0; });
-}
-
-// An attribute of one value per scan input or output, 0 for each where absent.
-std::vector<std::int64_t> per_value(const ::onnx::NodeProto& node, const char* name,
-                                    std::size_t count) {
-  for (const auto& a : node.attribute())
-    if (a.name() == name) return {a.ints().begin(), a.ints().end()};
-  return std::vector<std::int64_t>(count, 0);
-}
-
-// The element counts before and after `axis` of dims.
-std::pair<std::int64_t, std::int64_t> around(const shape& dims, int axis) {
-  std::int64_t outer = 1, inner = 1;
-  for (int a = 0; a < axis; ++a) outer *= dims.dims[a];
-  for (int a = axis + 1; a < dims.rank; ++a) inner *= dims.dims[a];
-  return {outer, inner};
-}
-
-// Step `at` of x along `axis` (that axis dropped).
-tensor_data step_of(const host_tensor& x, int axis, std::int64_t at) {
-  const auto [outer, inner] = around(x.dims, axis);
-  const auto size = static_cast<std::int64_t>(size_in_bytes(x.type));
-  tensor_data row{
-      x.type, {}, std::vector<unsigned char>(static_cast<std::size_t>(outer * inner * size))};
-  row.dims.rank = x.dims.rank - 1;
-  for (int a = 0, to = 0; a < x.dims.rank; ++a)
-    if (a != axis) row.dims.dims[to++] = x.dims.dims[a];
-  for (std::int64_t o = 0; o < outer; ++o)
-    std::memcpy(row.bytes.data() + o * inner * size,
-                x.bytes.data() + (o * x.dims.dims[axis] + at) * inner * size,
-                static_cast<std::size_t>(inner * size));
-  return row;
-}
-
-// Output o of host step h: per-step rows stacked along a new axis `axis` (negative: from the
-// end), in order or reversed; of no steps, the extents the model was imported for with its
-// unknown sizes 0.
-host_tensor stack(const host_step& h, const std::vector<tensor_data>& rows, std::int64_t axis,
-                  bool reverse, std::size_t o) {
-  if (rows.empty()) {
-    host_tensor none{h.types[o], h.dims[o], {}};
-    for (int a = 0; a < none.dims.rank; ++a)
-      none.dims.dims[a] = std::max<std::int64_t>(none.dims.dims[a], 0);
-    return none;
-  }
-  const shape& row = rows[0].dims;
-  for (std::size_t t = 1; t < rows.size(); ++t)
-    if (rows[t].dims != row)
-      fail(errc::shape_mismatch, "node " + std::to_string(h.index) + " (" + h.node.op_type() +
-                                     ") output '" + h.outputs[o] + "': step " + std::to_string(t) +
-                                     " gives " + to_string(rows[t].dims) + ", step 0 " +
-                                     to_string(row));
-  const int at = static_cast<int>(axis < 0 ? axis + row.rank + 1 : axis);
-  host_tensor all{rows[0].type, {}, {}};
-  all.dims.rank = row.rank + 1;
-  for (int a = 0, from = 0; a < all.dims.rank; ++a)
-    all.dims.dims[a] = a == at ? static_cast<std::int64_t>(rows.size()) : row.dims[from++];
-  const auto [outer, inner] = around(all.dims, at);
-  const auto size = static_cast<std::int64_t>(size_in_bytes(all.type));
-  const auto n = static_cast<std::int64_t>(rows.size());
-  all.bytes.resize(static_cast<std::size_t>(outer * n * inner * size));
-  for (std::int64_t t = 0; t < n; ++t) {
-    const tensor_data& r = rows[static_cast<std::size_t>(reverse ? n - 1 - t : t)];
-    for (std::int64_t k = 0; k < outer; ++k)
-      std::memcpy(all.bytes.data() + (k * n + t) * inner * size, r.bytes.data() + k * inner * size,
-                  static_cast<std::size_t>(inner * size));
-  }
-  return all;
-}
-
-// The body's arguments for one step: `first` (the step's own), then what it reads around the
-// node (the step's inputs after the node's).
-std::vector<tensor_ref> body_args(const host_step& h, const std::vector<slot>& inputs,
-                                  const std::vector<const tensor_data*>& first) {
-  std::vector<tensor_ref> args;
-  for (const tensor_data* v : first) args.push_back(ref_of(v->bytes, v->type, v->dims));
-  for (std::size_t k = static_cast<std::size_t>(h.node.input_size()); k < inputs.size(); ++k)
-    args.push_back(ref_of(inputs[k].known->bytes, inputs[k].known->type, inputs[k].known->dims));
-  return args;
-}
-
-tensor_data data_of(const host_tensor& t) { return {t.type, t.dims, t.bytes}; }
-
-// A Loop: its body run while the trip count (input 0) and the condition (input 1, then the
-// body's first result) allow; the carried values' last values and the scan outputs stacked.
-std::vector<host_tensor> run_loop(const host_step& h, const std::vector<slot>& inputs,
-                                  const compiled& body, const device& d) {
-  std::int64_t trips = -1;
-  if (inputs[0].known) {
-    const std::vector<std::int64_t> m = inputs[0].known->ints();
-    if (m.size() != 1) fail(errc::shape_mismatch, "a Loop's trip count is not a scalar");
-    trips = std::max<std::int64_t>(m[0], 0);
-  }
-  bool go = !inputs[1].known || truth(data_of(*inputs[1].known));
-  std::vector<tensor_data> carried;
-  for (std::size_t i = 2; i < static_cast<std::size_t>(h.node.input_size()); ++i)
-    carried.push_back(data_of(*inputs[i].known));
-  const std::size_t scans = h.outputs.size() - carried.size();
-  std::vector<std::vector<tensor_data>> rows(scans);
-  for (std::int64_t i = 0; go && (trips < 0 || i < trips); ++i) {
-    tensor_data iteration{dtype::i64, shape{}, std::vector<unsigned char>(8)},
-        condition{dtype::boolean, shape{}, {1}};
-    std::memcpy(iteration.bytes.data(), &i, 8);
-    std::vector<const tensor_data*> first{&iteration, &condition};
-    for (const tensor_data& v : carried) first.push_back(&v);
-    std::vector<tensor_data> out = run_allocating(body, body_args(h, inputs, first), d);
-    go = truth(out[0]);
-    for (std::size_t k = 0; k < carried.size(); ++k) carried[k] = std::move(out[1 + k]);
-    for (std::size_t k = 0; k < scans; ++k)
-      rows[k].push_back(std::move(out[1 + carried.size() + k]));
-  }
-  std::vector<host_tensor> results;
-  for (tensor_data& v : carried) results.push_back({v.type, v.dims, std::move(v.bytes)});
-  for (std::size_t k = 0; k < scans; ++k)
-    results.push_back(stack(h, rows[k], 0, false, carried.size() + k));
-  return results;
-}
-
-// A Scan (opset 9 on): its body run over each step of the scan inputs (forward or reversed), the
-// states' last values and the scan outputs stacked along their axes.
-std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& inputs,
-                                  const compiled& body, const device& d) {
-  std::int64_t m = 0;
-  for (const auto& a : h.node.attribute())
-    if (a.name() == "num_scan_inputs") m = a.i();
-  const auto scanned = static_cast<std::size_t>(m);
-  const std::size_t states = static_cast<std::size_t>(h.node.input_size()) - scanned;
-  const std::size_t scans = h.outputs.size() - states;
-  const auto in_axes = per_value(h.node, "scan_input_axes", scanned);
-  const auto in_reverse = per_value(h.node, "scan_input_directions", scanned);
-  const auto out_axes = per_value(h.node, "scan_output_axes", scans);
-  const auto out_reverse = per_value(h.node, "scan_output_directions", scans);
-  std::vector<tensor_data> state;
-  for (std::size_t k = 0; k < states; ++k) state.push_back(data_of(*inputs[k].known));
-  std::int64_t steps = -1;
-  std::vector<int> axes;
-  for (std::size_t j = 0; j < scanned; ++j) {
-    const shape& x = inputs[states + j].known->dims;
-    axes.push_back(static_cast<int>(in_axes[j] < 0 ? in_axes[j] + x.rank : in_axes[j]));
-    if (steps >= 0 && x.dims[axes.back()] != steps)
-      fail(errc::shape_mismatch, "node " + std::to_string(h.index) + " (Scan): scan inputs of " +
-                                     "lengths " + std::to_string(steps) + " and " +
-                                     std::to_string(x.dims[axes.back()]));
-    steps = x.dims[axes.back()];
-  }
-  std::vector<std::vector<tensor_data>> rows(scans);
-  for (std::int64_t t = 0; t < steps; ++t) {
-    std::vector<tensor_data> slices;
-    for (std::size_t j = 0; j < scanned; ++j)
-      slices.push_back(
-          step_of(*inputs[states + j].known, axes[j], in_reverse[j] ? steps - 1 - t : t));
-    std::vector<const tensor_data*> first;
-    for (const tensor_data& v : state) first.push_back(&v);
-    for (const tensor_data& v : slices) first.push_back(&v);
-    std::vector<tensor_data> out = run_allocating(body, body_args(h, inputs, first), d);
-    for (std::size_t k = 0; k < states; ++k) state[k] = std::move(out[k]);
-    for (std::size_t k = 0; k < scans; ++k) rows[k].push_back(std::move(out[states + k]));
-  }
-  std::vector<host_tensor> results;
-  for (tensor_data& v : state) results.push_back({v.type, v.dims, std::move(v.bytes)});
-  for (std::size_t k = 0; k < scans; ++k)
-    results.push_back(stack(h, rows[k], out_axes[k], out_reverse[k] != 0, states + k));
-  return results;
-}
-
-// Host step h on the tensors the call has so far: its results, checked against what the graphs
-// after it were built for.
-std::vector<host_tensor> run_step(const host_step& h, const std::optional<compiled>& body,
-                                  const std::function<host_tensor(const std::string&)>& find,
-                                  const device& d) {
-  std::vector<slot> inputs(h.inputs.size());
-  for (std::size_t i = 0; i < h.inputs.size(); ++i)
-    inputs[i].known = h.inputs[i].empty() ? h.known_inputs[i] : find(h.inputs[i]);
-  std::vector<host_tensor> results;
-  try {
-    results = !body                        ? run_node(h, inputs)
-              : h.node.op_type() == "Scan" ? run_scan(h, inputs, *body, d)
-                                           : run_loop(h, inputs, *body, d);
-  } catch (const error& e) {
-    if (e.op() == "onnx::model") throw;
-    throw error(e.code(), "onnx::model", std::string("at the call: ") + e.what());
-  }
-  for (std::size_t o = 0; o < h.outputs.size(); ++o) {
-    if (h.outputs[o].empty()) continue;
-    const std::string who = "node " + std::to_string(h.index) + " (" + h.node.op_type() +
-                            ") output '" + h.outputs[o] + "'";
-    if (o >= results.size()) fail(errc::invalid_graph, who + " was not computed");
-    const host_tensor& t = results[o];
-    bool fits = t.type == h.types[o] && t.dims.rank == h.dims[o].rank;
-    for (int a = 0; fits && a < t.dims.rank; ++a)
-      fits = h.dims[o].dims[a] == dyn || h.dims[o].dims[a] == t.dims.dims[a];
-    if (!fits)
-      fail(errc::shape_mismatch, who + " is " + std::string(name(t.type)) + " " +
-                                     to_string(t.dims) + ", the model was imported for " +
-                                     std::string(name(h.types[o])) + " " + to_string(h.dims[o]));
-  }
-  return results;
 }
 
 }  // namespace
@@ -366,7 +100,7 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
   };
   for (std::size_t k = 0; k < s.graph_of.size(); ++k) {
     if (const int e = s.graph_of[k]; e >= 0) {
-      const compiled& g = s.graphs[static_cast<std::size_t>(e)];
+      const compiled_graph& g = s.graphs[static_cast<std::size_t>(e)];
       std::vector<tensor_ref> refs;
       for (const std::string& name : g.exe.input_names()) refs.push_back(ref_named(name));
       std::vector<tensor_data> results = run_allocating(g, refs, d);
@@ -375,7 +109,7 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     }
     if (k >= c.steps.size()) continue;
     const host_step& h = c.steps[k];
-    std::vector<host_tensor> results = run_step(
+    std::vector<host_tensor> results = run_host_step(
         h, s.bodies[k], [&](const std::string& name) { return host_copy(ref_named(name), name); },
         d);
     for (std::size_t o = 0; o < results.size() && o < h.outputs.size(); ++o)
