@@ -69,13 +69,16 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
                                        const std::vector<slot*>& inputs,
                                        const std::vector<call_sized_result>& results,
                                        body_at_call* stepped) {
-  onnx::host_step step{node, index, opset, {}, {}, {}, {}, {}, {}};
+  onnx::host_step step{node, index, opset, {}, {}, {}, {}, {}, {}, {}};
   std::vector<std::pair<std::string, const slot*>> read;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     read.emplace_back(inputs[i] ? node.input(static_cast<int>(i)) : "", inputs[i]);
   if (stepped) {
-    read.insert(read.end(), stepped->captured.begin(), stepped->captured.end());
-    step.body = std::move(stepped->body);
+    for (const auto& captured : stepped->captured) {
+      read.insert(read.end(), captured.begin(), captured.end());
+      step.captured.push_back(captured.size());
+    }
+    step.bodies = std::move(stepped->bodies);
   }
   for (const auto& [name, s] : read) {
     const bool computed = s && !s->known && s->value;

@@ -25,7 +25,7 @@ struct host_step {
   ::onnx::NodeProto node;
   int index = 0;  // among the model's nodes (for errors)
   std::int64_t opset = 0;
-  // Per input (the node's, then those its body reads around it): the name the call finds it
+  // Per input (the node's, then those each body reads around it): the name the call finds it
   // under, or its value where known at import; both empty for an absent optional input.
   std::vector<std::string> inputs;
   std::vector<onnx_import::known_tensor> known_inputs;
@@ -34,8 +34,10 @@ struct host_step {
   std::vector<std::string> outputs;
   std::vector<dtype> types;
   std::vector<shape> dims;
-  // A Loop's body (lower_body_at_call), run once per iteration at the call.
-  std::optional<graph> body;
+  // A Loop's or Scan's body, run once per step at the call, or an If's two branches, one run
+  // (lower_body_at_call); how many inputs after the node's each reads.
+  std::vector<graph> bodies;
+  std::vector<std::size_t> captured;
 };
 
 struct continuation {
@@ -61,10 +63,10 @@ std::vector<tensor_data> run_allocating(const compiled_graph& c, std::span<const
 // A call's tensor on the host, row-major (a device buffer refused, naming it).
 onnx_import::host_tensor host_copy(const tensor_ref& t, const std::string& name);
 tensor_ref ref_of(const std::vector<unsigned char>& bytes, dtype t, const shape& dims);
-// Host step h on the tensors the call has so far (found by name; a Loop's or Scan's body
-// compiled): its results, checked against what the graphs after it were built for.
+// Host step h on the tensors the call has so far (found by name; its bodies compiled): its results,
+// checked against what the graphs after it were built for.
 std::vector<onnx_import::host_tensor> run_host_step(
-    const host_step& h, const std::optional<compiled_graph>& body,
+    const host_step& h, const std::vector<compiled_graph>& bodies,
     const std::function<onnx_import::host_tensor(const std::string&)>& find, const device& d);
 
 }  // namespace kiln::onnx
@@ -91,7 +93,7 @@ class model_cutter {
   // outputs of the current graph or known; a new graph starts whose inputs are its outputs, of
   // the types and extents `results` says (kiln::dyn where its values decide, one run-time size
   // for every output's count_axis). Returns its outputs' slots.
-  // A Loop's or Scan's body (and the values it reads around it) goes with it.
+  // A Loop's, Scan's or If's bodies (and the values they read around them) go with it.
   std::vector<slot> cut_at(const ::onnx::NodeProto& node, int index, std::int64_t opset,
                            const std::vector<slot*>& inputs,
                            const std::vector<call_sized_result>& results,

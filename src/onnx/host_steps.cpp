@@ -140,14 +140,16 @@ host_tensor stack(const host_step& h, const std::vector<tensor_data>& rows, std:
   return all;
 }
 
-// The body's arguments for one step: `first` (the step's own), then what it reads around the
-// node (the step's inputs after the node's).
+// Body k's arguments for one step: `first` (the step's own), then what it reads around the node
+// (its share of the step's inputs after the node's).
 std::vector<tensor_ref> body_args(const host_step& h, const std::vector<slot>& inputs,
-                                  const std::vector<const tensor_data*>& first) {
+                                  const std::vector<const tensor_data*>& first, std::size_t k = 0) {
   std::vector<tensor_ref> args;
   for (const tensor_data* v : first) args.push_back(ref_of(v->bytes, v->type, v->dims));
-  for (std::size_t k = static_cast<std::size_t>(h.node.input_size()); k < inputs.size(); ++k)
-    args.push_back(ref_of(inputs[k].known->bytes, inputs[k].known->type, inputs[k].known->dims));
+  std::size_t from = static_cast<std::size_t>(h.node.input_size());
+  for (std::size_t b = 0; b < k; ++b) from += h.captured[b];
+  for (std::size_t i = from; i < from + h.captured[k]; ++i)
+    args.push_back(ref_of(inputs[i].known->bytes, inputs[i].known->type, inputs[i].known->dims));
   return args;
 }
 
@@ -185,6 +187,16 @@ std::vector<host_tensor> run_loop(const host_step& h, const std::vector<slot>& i
   for (tensor_data& v : carried) results.push_back({v.type, v.dims, std::move(v.bytes)});
   for (std::size_t k = 0; k < scans; ++k)
     results.push_back(stack(h, rows[k], 0, false, carried.size() + k));
+  return results;
+}
+
+// An If: the branch its condition takes, run.
+std::vector<host_tensor> run_if(const host_step& h, const std::vector<slot>& inputs,
+                                const std::vector<compiled_graph>& branches, const device& d) {
+  const std::size_t taken = truth(data_of(*inputs[0].known)) ? 0 : 1;
+  std::vector<host_tensor> results;
+  for (tensor_data& v : run_allocating(branches[taken], body_args(h, inputs, {}, taken), d))
+    results.push_back({v.type, v.dims, std::move(v.bytes)});
   return results;
 }
 
@@ -238,7 +250,7 @@ std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& i
 }  // namespace
 
 std::vector<host_tensor> run_host_step(const host_step& h,
-                                       const std::optional<compiled_graph>& body,
+                                       const std::vector<compiled_graph>& bodies,
                                        const std::function<host_tensor(const std::string&)>& find,
                                        const device& d) {
   std::vector<slot> inputs(h.inputs.size());
@@ -246,9 +258,11 @@ std::vector<host_tensor> run_host_step(const host_step& h,
     inputs[i].known = h.inputs[i].empty() ? h.known_inputs[i] : find(h.inputs[i]);
   std::vector<host_tensor> results;
   try {
-    results = !body                        ? run_node(h, inputs)
-              : h.node.op_type() == "Scan" ? run_scan(h, inputs, *body, d)
-                                           : run_loop(h, inputs, *body, d);
+    const std::string& op = h.node.op_type();
+    results = bodies.empty() ? run_node(h, inputs)
+              : op == "If"   ? run_if(h, inputs, bodies, d)
+              : op == "Scan" ? run_scan(h, inputs, bodies[0], d)
+                             : run_loop(h, inputs, bodies[0], d);
   } catch (const error& e) {
     if (e.op() == "onnx::model") throw;
     throw error(e.code(), "onnx::model", std::string("at the call: ") + e.what());

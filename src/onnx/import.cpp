@@ -346,9 +346,11 @@ void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::
           (*lower)(c);
           out = std::move(c.produced());
         } catch (const call_values_needed& needed) {
-          // A Loop or Scan unrolled at import meets a value known only at the call: it runs then,
-          // where its body can (else both refusals are the error).
-          if (!values.cutter || (node.op_type() != "Loop" && node.op_type() != "Scan")) throw;
+          // A Loop, Scan or If resolved at import meets a value known only at the call: it runs
+          // then, where its bodies can (else both refusals are the error).
+          if (!values.cutter ||
+              (node.op_type() != "Loop" && node.op_type() != "Scan" && node.op_type() != "If"))
+            throw;
           node_context c(g, node, k, opset, inputs, &values, prefix);
           body_at_call stepped;
           try {

@@ -84,11 +84,11 @@ slot selected(node_context& c, value cond, const slot& a, const slot& b, std::si
   }
   const value x = value_of(g, a), y = value_of(g, b);
   if (g.dims_of(x) != g.dims_of(y) || g.type_of(x) != g.type_of(y))
-    c.fail(errc::unsupported, "cond is computed at run time and the branches give " +
-                                  std::string(kiln::name(g.type_of(x))) + to_string(g.dims_of(x)) +
-                                  " and " + std::string(kiln::name(g.type_of(y))) +
-                                  to_string(g.dims_of(y)) + " for output " + std::to_string(o) +
-                                  " (kiln computes both branches and selects: they must agree)");
+    c.needs_call_values("cond is computed at run time and the branches give " +
+                        std::string(kiln::name(g.type_of(x))) + to_string(g.dims_of(x)) + " and " +
+                        std::string(kiln::name(g.type_of(y))) + to_string(g.dims_of(y)) +
+                        " for output " + std::to_string(o) +
+                        " (kiln computes both branches and selects: they must agree)");
   s.value = g.select(cond, x, y);
   return s;
 }
@@ -293,33 +293,35 @@ void lower_scan(node_context& c) {
   }
 }
 
-// The node's body lowered onto b.body with parameters of these types and extents (then what it
-// reads around it); its outputs, each a result of b.body.
-std::vector<value> body_apart(node_context& c, body_at_call& b,
+// The node's graph attribute `attribute` lowered onto a new body of b with parameters of these
+// types and extents (then what it reads around it); its outputs, each a result of that body.
+std::vector<value> body_apart(node_context& c, body_at_call& b, const char* attribute,
                               const std::vector<std::pair<dtype, shape>>& parameters) {
-  const ::onnx::AttributeProto* a = c.attr("body");
+  const ::onnx::AttributeProto* a = c.attr(attribute);
   if (!a || a->type() != ::onnx::AttributeProto::GRAPH ||
       a->g().input_size() != static_cast<int>(parameters.size()))
-    c.fail(errc::invalid_argument, "its body takes " +
+    c.fail(errc::invalid_argument, std::string("its ") + attribute + " takes " +
                                        std::to_string(a && a->has_g() ? a->g().input_size() : 0) +
                                        " inputs, expected " + std::to_string(parameters.size()));
-  b.body.set_name(c.g.name());
+  graph& body = b.bodies.emplace_back();
+  body.set_name(c.g.name());
   std::vector<slot> in;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const auto& [t, d] = parameters[i];
     const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
     in.emplace_back();
-    in.back().value = b.body.input(a->g().input(static_cast<int>(i)).name(), t, sizes);
+    in.back().value = body.input(a->g().input(static_cast<int>(i)).name(), t, sizes);
   }
-  const std::vector<slot> out = c.subgraph_apart("body", b.body, std::move(in), b.captured);
+  const std::vector<slot> out =
+      c.subgraph_apart(attribute, body, std::move(in), b.captured.emplace_back());
   std::vector<value> results;
   for (std::size_t o = 0; o < out.size(); ++o) {
     if (out[o].sequence || (!out[o].known && !out[o].value))
-      c.fail(errc::unsupported, "body output " + std::to_string(o) +
+      c.fail(errc::unsupported, std::string(attribute) + " output " + std::to_string(o) +
                                     " is a sequence or an optional (a body at the call gives "
                                     "tensors)");
-    results.push_back(value_of(b.body, out[o]));
-    b.body.output("result." + std::to_string(o), results.back());
+    results.push_back(value_of(body, out[o]));
+    body.output("result." + std::to_string(o), results.back());
   }
   return results;
 }
@@ -361,7 +363,7 @@ body_at_call loop_at_call(node_context& c) {
     parameters.push_back(tensor_type(c, 2 + k, "carried value " + std::to_string(k)));
     b.results.push_back({parameters.back().first, parameters.back().second, -1});
   }
-  const std::vector<value> out = body_apart(c, b, parameters);
+  const std::vector<value> out = body_apart(c, b, "body", parameters);
   if (out.size() < static_cast<std::size_t>(1 + carried) ||
       out.size() - 1 < static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
@@ -370,7 +372,7 @@ body_at_call loop_at_call(node_context& c) {
                                        std::to_string(c.outputs() - carried) + " scan outputs");
   for (int k = carried; k < c.outputs(); ++k) {
     const value v = out[static_cast<std::size_t>(1 + k)];
-    b.results.push_back(stacked_type(c, b.body.type_of(v), b.body.dims_of(v), 0,
+    b.results.push_back(stacked_type(c, b.bodies[0].type_of(v), b.bodies[0].dims_of(v), 0,
                                      "scan output " + std::to_string(k - carried)));
   }
   return b;
@@ -411,15 +413,42 @@ body_at_call scan_at_call(node_context& c) {
       if (k != a) step.dims[to++] = d.dims[k];
     parameters.emplace_back(t, step);
   }
-  const std::vector<value> out = body_apart(c, b, parameters);
+  const std::vector<value> out = body_apart(c, b, "body", parameters);
   if (out.size() != static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
                                        " outputs for the node's " + std::to_string(c.outputs()));
   for (int k = states; k < c.outputs(); ++k) {
     const value v = out[static_cast<std::size_t>(k)];
-    b.results.push_back(stacked_type(c, b.body.type_of(v), b.body.dims_of(v),
+    b.results.push_back(stacked_type(c, b.bodies[0].type_of(v), b.bodies[0].dims_of(v),
                                      out_axes[static_cast<std::size_t>(k - states)],
                                      "scan output " + std::to_string(k - states)));
+  }
+  return b;
+}
+
+// If: both branches apart, one run; each result of the branches' type and rank, its extents
+// the branches' where they agree, else a run-time size.
+body_at_call if_at_call(node_context& c) {
+  c.only_attrs({"then_branch", "else_branch"});
+  body_at_call b;
+  const std::vector<value> taken = body_apart(c, b, "then_branch", {}),
+                           other = body_apart(c, b, "else_branch", {});
+  if (taken.size() != other.size() || taken.size() < static_cast<std::size_t>(c.outputs()))
+    c.fail(errc::invalid_argument, "the branches give " + std::to_string(taken.size()) + " and " +
+                                       std::to_string(other.size()) + " outputs");
+  for (std::size_t o = 0; o < taken.size(); ++o) {
+    const graph &then_g = b.bodies[0], &else_g = b.bodies[1];
+    shape d = then_g.dims_of(taken[o]);
+    const shape e = else_g.dims_of(other[o]);
+    if (then_g.type_of(taken[o]) != else_g.type_of(other[o]) || d.rank != e.rank)
+      c.fail(errc::unsupported,
+             "the branches give " + std::string(kiln::name(then_g.type_of(taken[o]))) +
+                 to_string(d) + " and " + std::string(kiln::name(else_g.type_of(other[o]))) +
+                 to_string(e) + " for output " + std::to_string(o) +
+                 " (kiln needs one element type and rank)");
+    for (int a = 0; a < d.rank; ++a)
+      if (d.dims[a] != e.dims[a]) d.dims[a] = dyn;
+    b.results.push_back({then_g.type_of(taken[o]), d, -1});
   }
   return b;
 }
@@ -427,7 +456,7 @@ body_at_call scan_at_call(node_context& c) {
 }  // namespace
 
 body_at_call lower_body_at_call(node_context& c) {
-  return c.op() == "Scan" ? scan_at_call(c) : loop_at_call(c);
+  return c.op() == "Scan" ? scan_at_call(c) : c.op() == "If" ? if_at_call(c) : loop_at_call(c);
 }
 
 void add_control_flow_lowerings(lowering_table& t) {

@@ -95,7 +95,8 @@ struct scope {
 };
 
 // A refusal that cutting the model at the node lifts (a Loop whose trip count or condition is
-// computed at run time, a Scan of a run-time length): outside a subgraph the importer runs the node at the call instead.
+// computed at run time, a Scan of a run-time length, an If whose branches' extents differ): outside
+// a subgraph the importer runs the node at the call instead.
 struct call_values_needed : error {
   using error::error;
 };
@@ -255,13 +256,14 @@ struct call_sized_result {
   int count_axis = -1;  // the axis whose size the values decide (one size for all outputs)
 };
 std::vector<call_sized_result> call_sized_results(node_context& c);
-// A Loop or Scan run at the call: its body as a graph of its own, parameters (a Loop's iteration
-// number, condition and carried values; a Scan's states and one step of each scan input; then
-// the values it reads around it, `captured`), results (a Loop's condition first, then as the
-// body gives them), and the node's results' types and extents (lower_control_flow.cpp).
+// A Loop, Scan or If run at the call: its bodies as graphs of their own (an If's two branches),
+// each with parameters (a Loop's iteration number, condition and carried values; a Scan's states
+// and one step of each scan input; then the values it reads around it, `captured`) and results
+// (a Loop's condition first, then as the body gives them); and the node's results' types and
+// extents (lower_control_flow.cpp).
 struct body_at_call {
-  graph body;
-  std::vector<std::pair<std::string, slot*>> captured;
+  std::vector<graph> bodies;
+  std::vector<std::vector<std::pair<std::string, slot*>>> captured;  // per body
   std::vector<call_sized_result> results;
 };
 body_at_call lower_body_at_call(node_context& c);

@@ -289,6 +289,40 @@ TEST(CutModels, ScanOfARunTimeLengthRunsAtTheCall) {
   EXPECT_EQ(elements<float>(out[2]), std::vector<float>{0});
 }
 
+// An If on a condition given at the call whose branches differ in extents (x's first half, or x
+// twice): only the branch taken runs, and the graph after it takes its extents.
+TEST(CutModels, IfWhoseBranchesDifferInExtentsRunsAtTheCall) {
+  model_builder b(13);
+  b.input("x", {std::int64_t{4}});
+  b.input("c", {}, ::onnx::TensorProto::BOOL);
+  b.ints("start", {0});
+  b.ints("half", {2});
+  b.floats("two", {2}, {});
+  auto* choice = b.node("If", {"c"}, {"picked"}, "choose");
+  subgraph(b, choice, "then_branch", [&] {
+    b.node("Slice", {"x", "start", "half"}, {"front"});
+    b.output("front", {std::int64_t{2}});
+  });
+  subgraph(b, choice, "else_branch", [&] {
+    int_attr(b.node("Concat", {"x", "x"}, {"twice"}), "axis", 0);
+    b.output("twice", {std::int64_t{8}});
+  });
+  b.node("Mul", {"picked", "two"}, {"y"});
+  int_attr(b.node("ReduceSum", {"y"}, {"total"}), "keepdims", 0);
+  b.output("y", {std::string("k")});
+  b.output("total", {});
+  const kiln::onnx::model m = load(b);
+  const tensor_data x = f32(kiln::shape{4}, {1, 2, 3, 4});
+  for (bool c : {true, false}) {
+    SCOPED_TRACE(c);
+    auto out = run(m, {x, tensor<std::uint8_t>(kiln::dtype::boolean, kiln::shape{}, {c})});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(elements<float>(out[0]),
+              (c ? std::vector<float>{2, 4} : std::vector<float>{2, 4, 6, 8, 2, 4, 6, 8}));
+    EXPECT_EQ(elements<float>(out[1]), std::vector<float>{c ? 6.0f : 40.0f});
+  }
+}
+
 TEST(CutModels, CallErrorsNameTheArgument) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
