@@ -69,7 +69,10 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
                                        const std::vector<slot*>& inputs,
                                        const std::vector<call_sized_result>& results,
                                        body_at_call* stepped) {
-  onnx::host_step step{node, index, opset, {}, {}, {}, {}, {}, {}, {}};
+  onnx::host_step step;
+  step.node = node;
+  step.index = index;
+  step.opset = opset;
   std::vector<std::pair<std::string, const slot*>> read;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     read.emplace_back(inputs[i] ? node.input(static_cast<int>(i)) : "", inputs[i]);
@@ -79,10 +82,13 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
       step.captured.push_back(captured.size());
     }
     step.bodies = std::move(stepped->bodies);
+    step.appends = stepped->appends;
   }
   for (const auto& [name, s] : read) {
     const bool computed = s && !s->known && s->value;
-    step.inputs.push_back(computed ? name : "");
+    const bool list = s && s->list;  // (kept by the call under its name)
+    step.inputs.push_back(computed || list ? name : "");
+    step.list_inputs.push_back(list);
     step.known_inputs.push_back(s ? s->known : known_tensor{});
     if (computed) output_of(current_part(), name, *s->value);
   }
@@ -99,15 +105,20 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
     step.outputs.push_back(u < results.size() ? name : "");
     step.types.push_back(u < results.size() ? results[u].type : dtype::f32);
     step.dims.push_back(u < results.size() ? results[u].dims : shape{});
+    step.list_outputs.push_back(u < results.size() && results[u].list);
     if (name.empty() || u >= results.size()) continue;
     const call_sized_result& r = results[u];
+    out[u].part = current_part();
+    given_.insert(name);
+    if (r.list) {
+      out[u].list = call_list{r.type, r.dims, false, -1, {}};
+      continue;
+    }
     std::vector<graph::extent> sizes;
     for (int a = 0; a < r.dims.rank; ++a)
       sizes.push_back(a == r.count_axis && count ? *count : graph::extent(r.dims.dims[a]));
     out[u].value = now.input(name, r.type, sizes);
-    out[u].part = current_part();
     if (r.count_axis >= 0 && !count) count = now.extent_of(*out[u].value, r.count_axis);
-    given_.insert(name);
   }
   parts_.steps.push_back(std::move(step));
   return out;

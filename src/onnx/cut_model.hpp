@@ -29,15 +29,18 @@ struct host_step {
   // under, or its value where known at import; both empty for an absent optional input.
   std::vector<std::string> inputs;
   std::vector<onnx_import::known_tensor> known_inputs;
+  std::vector<char> list_inputs;  // per input: a sequence of run-time length (a list, by name)
   // Per output: its name ("" where the model does not read it), and the element type and extents
   // the graphs after it were built for (kiln::dyn where its values decide).
   std::vector<std::string> outputs;
   std::vector<dtype> types;
   std::vector<shape> dims;
+  std::vector<char> list_outputs;  // per output: a list (types and dims: its tensors')
   // A Loop's or Scan's body, run once per step at the call, or an If's two branches, one run
   // (lower_body_at_call); how many inputs after the node's each reads.
   std::vector<graph> bodies;
   std::vector<std::size_t> captured;
+  std::vector<int> appends;  // a Loop's: per carried value, its list's appends a step (or -1)
 };
 
 struct continuation {
@@ -63,11 +66,18 @@ std::vector<tensor_data> run_allocating(const compiled_graph& c, std::span<const
 // A call's tensor on the host, row-major (a device buffer refused, naming it).
 onnx_import::host_tensor host_copy(const tensor_ref& t, const std::string& name);
 tensor_ref ref_of(const std::vector<unsigned char>& bytes, dtype t, const shape& dims);
-// Host step h on the tensors the call has so far (found by name; its bodies compiled): its results,
-// checked against what the graphs after it were built for.
-std::vector<onnx_import::host_tensor> run_host_step(
+// A host step's result: a tensor, or a list of them (a sequence of run-time length).
+struct call_value {
+  onnx_import::host_tensor tensor;
+  std::optional<std::vector<tensor_data>> list;
+};
+// Host step h on the values the call has so far (found by name; its bodies compiled): its
+// results, checked against what the graphs after it were built for.
+std::vector<call_value> run_host_step(
     const host_step& h, const std::vector<compiled_graph>& bodies,
-    const std::function<onnx_import::host_tensor(const std::string&)>& find, const device& d);
+    const std::function<onnx_import::host_tensor(const std::string&)>& find,
+    const std::function<const std::vector<tensor_data>&(const std::string&)>& find_list,
+    const device& d);
 
 }  // namespace kiln::onnx
 

@@ -59,7 +59,7 @@ namespace {
 // The cut node itself on its inputs, now known (as a node is folded at import).
 std::vector<host_tensor> run_node(const host_step& h, std::vector<slot>& inputs) {
   std::vector<slot*> pointers;
-  for (slot& s : inputs) pointers.push_back(s.known ? &s : nullptr);
+  for (slot& s : inputs) pointers.push_back(s.known || s.sequence ? &s : nullptr);
   const onnx_import::lowering* lower = onnx_import::find_lowering(h.node.op_type());
   std::vector<slot> out = onnx_import::fold(h.node, h.index, h.opset, *lower, pointers);
   std::vector<host_tensor> results;
@@ -156,9 +156,10 @@ std::vector<tensor_ref> body_args(const host_step& h, const std::vector<slot>& i
 tensor_data data_of(const host_tensor& t) { return {t.type, t.dims, t.bytes}; }
 
 // A Loop: its body run while the trip count (input 0) and the condition (input 1, then the
-// body's first result) allow; the carried values' last values and the scan outputs stacked.
-std::vector<host_tensor> run_loop(const host_step& h, const std::vector<slot>& inputs,
-                                  const compiled_graph& body, const device& d) {
+// body's first result) allow; the carried values' last values (a carried list with what each step
+// appended) and the scan outputs stacked.
+std::vector<call_value> run_loop(const host_step& h, const std::vector<slot>& inputs,
+                                 const compiled_graph& body, const device& d) {
   std::int64_t trips = -1;
   if (inputs[0].known) {
     const std::vector<std::int64_t> m = inputs[0].known->ints();
@@ -166,28 +167,48 @@ std::vector<host_tensor> run_loop(const host_step& h, const std::vector<slot>& i
     trips = std::max<std::int64_t>(m[0], 0);
   }
   bool go = !inputs[1].known || truth(data_of(*inputs[1].known));
-  std::vector<tensor_data> carried;
-  for (std::size_t i = 2; i < static_cast<std::size_t>(h.node.input_size()); ++i)
-    carried.push_back(data_of(*inputs[i].known));
-  const std::size_t scans = h.outputs.size() - carried.size();
+  const std::size_t carried = static_cast<std::size_t>(h.node.input_size()) - 2;
+  std::vector<call_value> state(carried);
+  for (std::size_t k = 0; k < carried; ++k) {
+    const slot& v = inputs[2 + k];
+    if (h.appends[k] < 0) {
+      state[k].tensor = *v.known;
+      continue;
+    }
+    state[k].list.emplace();  // (absent: the empty sequence it starts as)
+    if (v.sequence)
+      for (const slot& item : *v.sequence) state[k].list->push_back(data_of(*item.known));
+  }
+  std::size_t tensors = 0;  // carried values that are tensors
+  for (int a : h.appends) tensors += a < 0;
+  const std::size_t scans = h.outputs.size() - carried;
   std::vector<std::vector<tensor_data>> rows(scans);
   for (std::int64_t i = 0; go && (trips < 0 || i < trips); ++i) {
     tensor_data iteration{dtype::i64, shape{}, std::vector<unsigned char>(8)},
         condition{dtype::boolean, shape{}, {1}};
     std::memcpy(iteration.bytes.data(), &i, 8);
+    std::vector<tensor_data> now;
+    for (std::size_t k = 0; k < carried; ++k)
+      if (h.appends[k] < 0) now.push_back(data_of(state[k].tensor));
     std::vector<const tensor_data*> first{&iteration, &condition};
-    for (const tensor_data& v : carried) first.push_back(&v);
+    for (const tensor_data& v : now) first.push_back(&v);
     std::vector<tensor_data> out = run_allocating(body, body_args(h, inputs, first), d);
     go = truth(out[0]);
-    for (std::size_t k = 0; k < carried.size(); ++k) carried[k] = std::move(out[1 + k]);
-    for (std::size_t k = 0; k < scans; ++k)
-      rows[k].push_back(std::move(out[1 + carried.size() + k]));
+    // The results: the condition, the carried tensors, the scan outputs, then the appends.
+    std::size_t next = 1, appended = 1 + tensors + scans;
+    for (std::size_t k = 0; k < carried; ++k) {
+      if (h.appends[k] < 0) {
+        tensor_data& v = out[next++];
+        state[k].tensor = {v.type, v.dims, std::move(v.bytes)};
+        continue;
+      }
+      for (int j = 0; j < h.appends[k]; ++j) state[k].list->push_back(std::move(out[appended++]));
+    }
+    for (std::size_t k = 0; k < scans; ++k) rows[k].push_back(std::move(out[next++]));
   }
-  std::vector<host_tensor> results;
-  for (tensor_data& v : carried) results.push_back({v.type, v.dims, std::move(v.bytes)});
   for (std::size_t k = 0; k < scans; ++k)
-    results.push_back(stack(h, rows[k], 0, false, carried.size() + k));
-  return results;
+    state.push_back({stack(h, rows[k], 0, false, carried + k), std::nullopt});
+  return state;
 }
 
 // An If: the branch its condition takes, run.
@@ -249,20 +270,35 @@ std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& i
 
 }  // namespace
 
-std::vector<host_tensor> run_host_step(const host_step& h,
-                                       const std::vector<compiled_graph>& bodies,
-                                       const std::function<host_tensor(const std::string&)>& find,
-                                       const device& d) {
+std::vector<call_value> run_host_step(
+    const host_step& h, const std::vector<compiled_graph>& bodies,
+    const std::function<host_tensor(const std::string&)>& find,
+    const std::function<const std::vector<tensor_data>&(const std::string&)>& find_list,
+    const device& d) {
   std::vector<slot> inputs(h.inputs.size());
-  for (std::size_t i = 0; i < h.inputs.size(); ++i)
+  for (std::size_t i = 0; i < h.inputs.size(); ++i) {
+    if (h.list_inputs[i]) {  // a list: a sequence of known tensors, as folding reads one
+      inputs[i].sequence.emplace();
+      for (const tensor_data& t : find_list(h.inputs[i]))
+        inputs[i].sequence->emplace_back().known = host_tensor{t.type, t.dims, t.bytes};
+      continue;
+    }
     inputs[i].known = h.inputs[i].empty() ? h.known_inputs[i] : find(h.inputs[i]);
-  std::vector<host_tensor> results;
+  }
+  std::vector<call_value> results;
+  auto tensors = [&](std::vector<host_tensor> v) {
+    for (host_tensor& t : v) results.push_back({std::move(t), std::nullopt});
+  };
   try {
     const std::string& op = h.node.op_type();
-    results = bodies.empty() ? run_node(h, inputs)
-              : op == "If"   ? run_if(h, inputs, bodies, d)
-              : op == "Scan" ? run_scan(h, inputs, bodies[0], d)
-                             : run_loop(h, inputs, bodies[0], d);
+    if (bodies.empty())
+      tensors(run_node(h, inputs));
+    else if (op == "If")
+      tensors(run_if(h, inputs, bodies, d));
+    else if (op == "Scan")
+      tensors(run_scan(h, inputs, bodies[0], d));
+    else
+      results = run_loop(h, inputs, bodies[0], d);
   } catch (const error& e) {
     if (e.op() == "onnx::model") throw;
     throw error(e.code(), "onnx::model", std::string("at the call: ") + e.what());
@@ -271,15 +307,21 @@ std::vector<host_tensor> run_host_step(const host_step& h,
     if (h.outputs[o].empty()) continue;
     const std::string who = "node " + std::to_string(h.index) + " (" + h.node.op_type() +
                             ") output '" + h.outputs[o] + "'";
-    if (o >= results.size()) fail(errc::invalid_graph, who + " was not computed");
-    const host_tensor& t = results[o];
-    bool fits = t.type == h.types[o] && t.dims.rank == h.dims[o].rank;
-    for (int a = 0; fits && a < t.dims.rank; ++a)
-      fits = h.dims[o].dims[a] == dyn || h.dims[o].dims[a] == t.dims.dims[a];
-    if (!fits)
-      fail(errc::shape_mismatch, who + " is " + std::string(name(t.type)) + " " +
-                                     to_string(t.dims) + ", the model was imported for " +
-                                     std::string(name(h.types[o])) + " " + to_string(h.dims[o]));
+    if (o >= results.size() || results[o].list.has_value() != (h.list_outputs[o] != 0))
+      fail(errc::invalid_graph, who + " was not computed");
+    auto check = [&](dtype type, const shape& dims) {
+      bool fits = type == h.types[o] && dims.rank == h.dims[o].rank;
+      for (int a = 0; fits && a < dims.rank; ++a)
+        fits = h.dims[o].dims[a] == dyn || h.dims[o].dims[a] == dims.dims[a];
+      if (!fits)
+        fail(errc::shape_mismatch, who + " is " + std::string(name(type)) + " " + to_string(dims) +
+                                       ", the model was imported for " +
+                                       std::string(name(h.types[o])) + " " + to_string(h.dims[o]));
+    };
+    if (results[o].list)
+      for (const tensor_data& t : *results[o].list) check(t.type, t.dims);
+    else
+      check(results[o].tensor.type, results[o].tensor.dims);
   }
   return results;
 }

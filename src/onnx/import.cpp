@@ -56,7 +56,11 @@ std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t op
   copies.reserve(inputs.size());
   std::vector<slot*> pointers;
   for (slot* s : inputs) {
-    copies.push_back(s ? slot{std::nullopt, s->known} : slot{});
+    copies.emplace_back();
+    if (s) {  // (a sequence only at the call: a list of known tensors)
+      copies.back().known = s->known;
+      copies.back().sequence = s->sequence;
+    }
     pointers.push_back(s ? &copies.back() : nullptr);
   }
   node_context c(scratch, node, index, opset, pointers);
@@ -378,7 +382,7 @@ void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::
       if (node.output(o).empty()) continue;
       const auto u = static_cast<std::size_t>(o);
       if (u >= out.size() || (!out[u].value && !out[u].known && !out[u].sequence &&
-                              !out[u].extents && !out[u].present))
+                              !out[u].extents && !out[u].present && !out[u].list))
         fail(errc::unsupported, where() + ": output " + std::to_string(o) + " '" + node.output(o) +
                                     "' is not produced by kiln's lowering");
       out[u].part = values.cutter ? values.cutter->current_part() : 0;
@@ -524,6 +528,10 @@ imported import_model(ModelProto m, const import_options& opt,
       if (s.present.value_or(true)) self(self, name, s, type.optional_type().elem_type(), k);
       return;
     }
+    if (s.list)
+      fail(errc::unsupported,
+           "graph output '" + name + "' is a sequence whose length is known " +
+               "only at the call (kiln's results are tensors: " + "ConcatFromSequence gives one)");
     if (type.has_sequence_type() != s.sequence.has_value())
       fail(errc::dtype_mismatch, "graph output '" + name + "' is a " +
                                      (s.sequence ? "sequence" : "tensor") + " in kiln, not in " +

@@ -294,9 +294,12 @@ void lower_scan(node_context& c) {
 }
 
 // The node's graph attribute `attribute` lowered onto a new body of b with parameters of these
-// types and extents (then what it reads around it); its outputs, each a result of that body.
-std::vector<value> body_apart(node_context& c, body_at_call& b, const char* attribute,
-                              const std::vector<std::pair<dtype, shape>>& parameters) {
+// types and extents (then what it reads around it), but where `lists` gives a sequence of
+// run-time length (a Loop's carried list, which the body only appends to); its outputs, each
+// tensor a result of that body (a list's appends are the caller's to add).
+std::vector<slot> body_apart(node_context& c, body_at_call& b, const char* attribute,
+                             const std::vector<std::pair<dtype, shape>>& parameters,
+                             const std::vector<std::optional<call_list>>& lists = {}) {
   const ::onnx::AttributeProto* a = c.attr(attribute);
   if (!a || a->type() != ::onnx::AttributeProto::GRAPH ||
       a->g().input_size() != static_cast<int>(parameters.size()))
@@ -307,23 +310,27 @@ std::vector<value> body_apart(node_context& c, body_at_call& b, const char* attr
   body.set_name(c.g.name());
   std::vector<slot> in;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
+    in.emplace_back();
+    if (i < lists.size() && lists[i]) {
+      in.back().list = lists[i];
+      continue;
+    }
     const auto& [t, d] = parameters[i];
     const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
-    in.emplace_back();
     in.back().value = body.input(a->g().input(static_cast<int>(i)).name(), t, sizes);
   }
-  const std::vector<slot> out =
+  std::vector<slot> out =
       c.subgraph_apart(attribute, body, std::move(in), b.captured.emplace_back());
-  std::vector<value> results;
   for (std::size_t o = 0; o < out.size(); ++o) {
+    if (out[o].list) continue;
     if (out[o].sequence || (!out[o].known && !out[o].value))
       c.fail(errc::unsupported, std::string(attribute) + " output " + std::to_string(o) +
                                     " is a sequence or an optional (a body at the call gives "
-                                    "tensors)");
-    results.push_back(value_of(body, out[o]));
-    body.output("result." + std::to_string(o), results.back());
+                                    "tensors, and appends to a sequence it carries)");
+    out[o].value = value_of(body, out[o]);
+    body.output("result." + std::to_string(o), *out[o].value);
   }
-  return results;
+  return out;
 }
 
 // A tensor input's element type and extents (a sequence or an absent optional refused).
@@ -352,18 +359,31 @@ call_sized_result stacked_type(node_context& c, dtype t, const shape& row, std::
 }
 
 // Loop: parameters iteration, condition, carried values; results the carried values' last, then
-// the scan outputs stacked along axis 0.
+// the scan outputs stacked along axis 0. A carried sequence (empty at first, or one a Loop at the
+// call made) is a list the call keeps on the host: the body appends to it, and its results
+// after the rest are what one step appends.
 body_at_call loop_at_call(node_context& c) {
   c.only_attrs({"body"});
   const int carried = c.inputs() - 2;
   if (carried < 0) c.fail(errc::invalid_argument, "Loop takes a trip count and a condition first");
   body_at_call b;
   std::vector<std::pair<dtype, shape>> parameters{{dtype::i64, shape{}}, {dtype::boolean, shape{}}};
+  std::vector<std::optional<call_list>> lists(2);
   for (int k = 0; k < carried; ++k) {
+    const slot& v = c.input_slot(2 + k);
+    if (v.list || (v.sequence && v.sequence->empty())) {
+      call_list l = v.list ? *v.list : call_list{};
+      l.carried = k;
+      lists.push_back(std::move(l));
+      parameters.emplace_back(dtype::f32, shape{});
+      b.results.push_back({});
+      continue;
+    }
+    lists.emplace_back();
     parameters.push_back(tensor_type(c, 2 + k, "carried value " + std::to_string(k)));
     b.results.push_back({parameters.back().first, parameters.back().second, -1});
   }
-  const std::vector<value> out = body_apart(c, b, "body", parameters);
+  const std::vector<slot> out = body_apart(c, b, "body", parameters, lists);
   if (out.size() < static_cast<std::size_t>(1 + carried) ||
       out.size() - 1 < static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
@@ -371,9 +391,37 @@ body_at_call loop_at_call(node_context& c) {
                                        " carried values and " +
                                        std::to_string(c.outputs() - carried) + " scan outputs");
   for (int k = carried; k < c.outputs(); ++k) {
-    const value v = out[static_cast<std::size_t>(1 + k)];
-    b.results.push_back(stacked_type(c, b.bodies[0].type_of(v), b.bodies[0].dims_of(v), 0,
+    const slot& v = out[static_cast<std::size_t>(1 + k)];
+    if (v.list)
+      c.fail(errc::unsupported, "scan output " + std::to_string(k - carried) + " is a sequence");
+    b.results.push_back(stacked_type(c, b.bodies[0].type_of(*v.value),
+                                     b.bodies[0].dims_of(*v.value), 0,
                                      "scan output " + std::to_string(k - carried)));
+  }
+  // Each carried list's appends, after the body's other results; the list's type from them.
+  for (int k = 0; k < carried; ++k) {
+    const auto u = static_cast<std::size_t>(k);
+    if (!lists[2 + u]) {
+      b.appends.push_back(-1);
+      if (out[1 + u].list)
+        c.fail(errc::unsupported, "carried value " + std::to_string(k) +
+                                      " is a tensor, and the body gives a sequence for it");
+      continue;
+    }
+    const slot& v = out[1 + u];
+    if (!v.list || v.list->carried != k)
+      c.fail(errc::unsupported, "carried value " + std::to_string(k) +
+                                    " is a sequence: the body must give it back with tensors "
+                                    "appended (SequenceInsert without a position)");
+    for (std::size_t j = 0; j < v.list->appended.size(); ++j)
+      b.bodies[0].output("append." + std::to_string(k) + "." + std::to_string(j),
+                         value_of(b.bodies[0], v.list->appended[j]));
+    b.appends.push_back(static_cast<int>(v.list->appended.size()));
+    b.results[u] = {v.list->type, v.list->dims, -1, true};
+    if (v.list->open)
+      c.fail(errc::unsupported, "carried value " + std::to_string(k) +
+                                    ", a sequence, has nothing appended to it (its element type "
+                                    "and extents would not be known)");
   }
   return b;
 }
@@ -413,12 +461,14 @@ body_at_call scan_at_call(node_context& c) {
       if (k != a) step.dims[to++] = d.dims[k];
     parameters.emplace_back(t, step);
   }
-  const std::vector<value> out = body_apart(c, b, "body", parameters);
+  const std::vector<slot> out = body_apart(c, b, "body", parameters);
   if (out.size() != static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
                                        " outputs for the node's " + std::to_string(c.outputs()));
   for (int k = states; k < c.outputs(); ++k) {
-    const value v = out[static_cast<std::size_t>(k)];
+    const value v = *out[static_cast<std::size_t>(k)].value;
+    if (out[static_cast<std::size_t>(k)].list)
+      c.fail(errc::unsupported, "a Scan's body gives a sequence");
     b.results.push_back(stacked_type(c, b.bodies[0].type_of(v), b.bodies[0].dims_of(v),
                                      out_axes[static_cast<std::size_t>(k - states)],
                                      "scan output " + std::to_string(k - states)));
@@ -431,8 +481,13 @@ body_at_call scan_at_call(node_context& c) {
 body_at_call if_at_call(node_context& c) {
   c.only_attrs({"then_branch", "else_branch"});
   body_at_call b;
-  const std::vector<value> taken = body_apart(c, b, "then_branch", {}),
-                           other = body_apart(c, b, "else_branch", {});
+  std::vector<value> taken, other;
+  for (const auto& [attribute, values] :
+       {std::pair{"then_branch", &taken}, std::pair{"else_branch", &other}})
+    for (const slot& s : body_apart(c, b, attribute, {})) {
+      if (s.list) c.fail(errc::unsupported, std::string(attribute) + " gives a sequence");
+      values->push_back(*s.value);
+    }
   if (taken.size() != other.size() || taken.size() < static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the branches give " + std::to_string(taken.size()) + " and " +
                                        std::to_string(other.size()) + " outputs");

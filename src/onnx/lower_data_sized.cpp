@@ -255,6 +255,8 @@ void add_data_sized_lowerings(lowering_table& t) {
 }
 
 bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& inputs) {
+  if (op_type == "SequenceAt" || op_type == "SequenceLength" || op_type == "ConcatFromSequence")
+    return !inputs.empty() && inputs[0] && inputs[0]->list;
   auto computed = [&](std::size_t i) {
     return i < inputs.size() && inputs[i] && !inputs[i]->known;
   };
@@ -265,7 +267,40 @@ bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& in
   return false;
 }
 
+// A sequence of run-time length read at the call: its length, one of its tensors, or all of them
+// joined along `axis` (new_axis: stacked along a new axis there).
+static std::vector<call_sized_result> list_read_results(node_context& c) {
+  if (c.op() == "SequenceLength") {
+    c.only_attrs({});
+    return {{dtype::i64, shape{}, -1}};
+  }
+  const call_list& l = *c.input_slot(0).list;
+  if (l.open)
+    c.fail(errc::unsupported,
+           "a sequence of run-time length that nothing is appended to (its "
+           "element type and extents are not known at import)");
+  if (c.op() == "SequenceAt") {
+    c.only_attrs({});
+    return {{l.type, l.dims, -1}};
+  }
+  c.only_attrs({"axis", "new_axis"});
+  if (!c.has_attr("axis")) c.fail(errc::invalid_argument, "the axis attribute is required");
+  const bool stack = c.attr_int("new_axis", 0) != 0;
+  const int axis = axis_of(c, c.attr_int("axis", 0), l.dims.rank + (stack ? 1 : 0));
+  shape d = l.dims;
+  if (stack) {
+    if (d.rank == max_rank)
+      c.fail(errc::unsupported, "stacking tensors of rank " + std::to_string(d.rank));
+    d.rank += 1;
+    for (int a = d.rank - 1; a > axis; --a) d.dims[a] = d.dims[a - 1];
+  }
+  d.dims[axis] = dyn;
+  return {{l.type, d, -1}};
+}
+
 std::vector<call_sized_result> call_sized_results(node_context& c) {
+  if (c.op() == "SequenceAt" || c.op() == "SequenceLength" || c.op() == "ConcatFromSequence")
+    return list_read_results(c);
   const shape d = c.dims_of(0);
   if (c.op() == "NonZero") {
     c.only_attrs({});

@@ -49,8 +49,32 @@ void lower_sequence_construct(node_context& c) {
   c.out_sequence(0, std::move(items));
 }
 
+// Inside a Loop's body at the call, an append to the list the loop carries: one more tensor each
+// step, of one element type and rank (extents run-time sizes where they differ).
+void append_to_list(node_context& c) {
+  if (c.has(2)) c.fail(errc::unsupported, "a position into a sequence of run-time length");
+  slot out = c.input_slot(0);
+  call_list& l = *out.list;
+  const dtype t = c.type_of(1);
+  const shape d = c.dims_of(1);
+  if (!l.open && (t != l.type || d.rank != l.dims.rank))
+    c.fail(errc::dtype_mismatch, "appending " + std::string(kiln::name(t)) + to_string(d) +
+                                     " to a sequence of " + std::string(kiln::name(l.type)) +
+                                     to_string(l.dims));
+  if (l.open) {
+    l.type = t;
+    l.dims = d;
+  }
+  for (int a = 0; a < d.rank; ++a)
+    if (l.dims.dims[a] != d.dims[a]) l.dims.dims[a] = dyn;
+  l.open = false;
+  l.appended.push_back(tensor_of_input(c, 1));
+  c.out_slot(0, std::move(out));
+}
+
 void lower_sequence_insert(node_context& c) {
   c.only_attrs({});
+  if (c.input_slot(0).list) return append_to_list(c);
   std::vector<slot> items = c.sequence_in(0);
   const auto n = static_cast<std::int64_t>(items.size());
   const std::int64_t p = c.has(2) ? position(c, 2, n, true) : n;

@@ -92,6 +92,8 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     given.emplace(c.inputs[i], args[i]);
   }
   std::map<std::string, tensor_data, std::less<>> computed;
+  std::map<std::string, std::vector<tensor_data>, std::less<>>
+      lists;  // sequences of run-time length
   auto ref_named = [&](const std::string& name) -> tensor_ref {
     if (auto it = computed.find(name); it != computed.end())
       return ref_of(it->second.bytes, it->second.type, it->second.dims);
@@ -109,12 +111,24 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     }
     if (k >= c.steps.size()) continue;
     const host_step& h = c.steps[k];
-    std::vector<host_tensor> results = run_host_step(
+    std::vector<call_value> results = run_host_step(
         h, s.bodies[k], [&](const std::string& name) { return host_copy(ref_named(name), name); },
+        [&](const std::string& name) -> const std::vector<tensor_data>& {
+          auto it = lists.find(name);
+          if (it == lists.end())
+            fail(errc::invalid_graph, "'" + name + "' is read before it is computed");
+          return it->second;
+        },
         d);
-    for (std::size_t o = 0; o < results.size() && o < h.outputs.size(); ++o)
-      if (!h.outputs[o].empty())
-        computed[h.outputs[o]] = {results[o].type, results[o].dims, std::move(results[o].bytes)};
+    for (std::size_t o = 0; o < results.size() && o < h.outputs.size(); ++o) {
+      if (h.outputs[o].empty()) continue;
+      if (results[o].list) {
+        lists[h.outputs[o]] = std::move(*results[o].list);
+        continue;
+      }
+      host_tensor& t = results[o].tensor;
+      computed[h.outputs[o]] = {t.type, t.dims, std::move(t.bytes)};
+    }
   }
   std::vector<tensor_data> out;
   for (const std::string& name : s.outputs) {

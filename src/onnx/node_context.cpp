@@ -274,12 +274,19 @@ double node_context::scalar_input(int i, std::string_view what) const {
 slot& node_context::present_slot(int i) const {
   if (!has(i))
     fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
-  return *inputs_[static_cast<std::size_t>(i)];
+  slot& s = *inputs_[static_cast<std::size_t>(i)];
+  if (s.list && s.list->carried < 0 && op() != "SequenceAt" && op() != "SequenceLength" &&
+      op() != "ConcatFromSequence" && op() != "Loop" && op() != "Identity")
+    fail(errc::unsupported, "input " + std::to_string(i) + " '" + node_.input(i) +
+                                "' is a sequence whose length is known only at the call (kiln "
+                                "reads one with SequenceAt, SequenceLength and "
+                                "ConcatFromSequence, and a Loop at the call appends to one)");
+  return s;
 }
 
 slot& node_context::tensor_slot(int i) const {
   slot& s = present_slot(i);
-  if (s.sequence)
+  if (s.sequence || s.list)
     fail(errc::invalid_argument,
          "input " + std::to_string(i) + " '" + node_.input(i) + "' is a sequence, not a tensor");
   return s;
@@ -467,6 +474,10 @@ slot* scope::find(const std::string& name) {
 
 const std::vector<slot>& node_context::sequence_in(int i) const {
   const slot& s = present_slot(i);
+  if (s.list)
+    fail(errc::unsupported, "input " + std::to_string(i) + " '" + node_.input(i) +
+                                "' is a sequence whose length is known only at the call, read "
+                                "here as one of a length known at import");
   if (!s.sequence)
     fail(errc::invalid_argument,
          "input " + std::to_string(i) + " '" + node_.input(i) + "' is a tensor, not a sequence");

@@ -57,6 +57,20 @@ std::string onnx_type_name(int onnx_type);
 // An initializer or attribute tensor (raw or typed fields; external data already read in).
 host_tensor tensor_of(const ::onnx::TensorProto& t, const std::string& who);
 
+struct slot;
+// A sequence whose length is known only at the call: a list of tensors the call keeps on the host
+// under the value's name (made by a Loop at the call that appends to it; read at the call by
+// SequenceAt, SequenceLength and ConcatFromSequence).
+struct call_list {
+  dtype type = dtype::f32;
+  shape dims;        // its tensors' extents (kiln::dyn where they differ)
+  bool open = true;  // no tensor seen yet: the element type and extents come with the first
+  // Inside a Loop's body at the call: the carried value (its position among the carried ones)
+  // this list continues, and what one step appends to it.
+  int carried = -1;
+  std::vector<slot> appended;
+};
+
 // One ONNX value while importing: a graph value, a known tensor, or both (a known tensor once
 // used by a graph op is materialized as a constant, once); or a sequence of such tensors, whose
 // length and positions are known at import (sequences exist only while importing).
@@ -74,6 +88,7 @@ struct slot {
   std::optional<bool> present;
   // Where the model is cut (cut_model.hpp): the graph that computed `value` (graph 0 otherwise).
   int part = 0;
+  std::optional<call_list> list;
 };
 
 // A tensor slot's graph value, a known tensor made a constant of the graph where it has none.
@@ -254,6 +269,7 @@ struct call_sized_result {
   dtype type;
   shape dims;           // kiln::dyn where the values decide
   int count_axis = -1;  // the axis whose size the values decide (one size for all outputs)
+  bool list = false;    // a sequence of run-time length (type and dims: its tensors')
 };
 std::vector<call_sized_result> call_sized_results(node_context& c);
 // A Loop, Scan or If run at the call: its bodies as graphs of their own (an If's two branches),
@@ -265,6 +281,9 @@ struct body_at_call {
   std::vector<graph> bodies;
   std::vector<std::vector<std::pair<std::string, slot*>>> captured;  // per body
   std::vector<call_sized_result> results;
+  // A Loop's: per carried value, how many tensors one step appends to it where it is a list of
+  // run-time length (its results after the others), else -1.
+  std::vector<int> appends;
 };
 body_at_call lower_body_at_call(node_context& c);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known

@@ -323,6 +323,67 @@ TEST(CutModels, IfWhoseBranchesDifferInExtentsRunsAtTheCall) {
   }
 }
 
+// A list built by a Loop at the call as exporters write one (SequenceEmpty, SequenceInsert in the
+// body), read after it by ConcatFromSequence, SequenceLength and SequenceAt: x doubled n times,
+// each step's value appended. Worked out by hand.
+TEST(CutModels, SequenceOfRunTimeLengthBuiltByALoop) {
+  model_builder b(13);
+  b.input("n", {}, ::onnx::TensorProto::INT64);
+  b.input("x", {std::int64_t{3}});
+  b.floats("two", {2}, {});
+  b.scalar_int("last", -1);
+  b.node("SequenceEmpty", {}, {"empty"});
+  auto* loop = b.node("Loop", {"n", "", "x", "empty"}, {"v", "steps"}, "collect");
+  subgraph(b, loop, "body", [&] {
+    b.input("i", {}, ::onnx::TensorProto::INT64);
+    b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+    b.input("v_in", {std::int64_t{3}});
+    auto* seq = b.g->add_input();
+    seq->set_name("seq_in");
+    seq->mutable_type()
+        ->mutable_sequence_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(::onnx::TensorProto::FLOAT);
+    b.node("Identity", {"cond_in"}, {"cond_out"});
+    b.node("Mul", {"v_in", "two"}, {"v_out"});
+    b.node("SequenceInsert", {"seq_in", "v_out"}, {"seq_out"});
+    b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+    b.output("v_out", {std::int64_t{3}});
+    auto* out = b.g->add_output();
+    out->set_name("seq_out");
+    out->mutable_type()->CopyFrom(seq->type());
+  });
+  auto* stack = b.node("ConcatFromSequence", {"steps"}, {"stacked"});
+  int_attr(stack, "axis", 0);
+  int_attr(stack, "new_axis", 1);
+  b.node("SequenceLength", {"steps"}, {"count"});
+  b.node("SequenceAt", {"steps", "last"}, {"latest"});
+  b.output("stacked", {std::string("k"), std::int64_t{3}});
+  b.output("count", {}, ::onnx::TensorProto::INT64);
+  b.output("latest", {std::int64_t{3}});
+  b.output("v", {std::int64_t{3}});
+  const kiln::onnx::model m = load(b);
+  auto out = run(m, {tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{}, {3}),
+                     f32(kiln::shape{3}, {1, -2, 0.5f})});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].dims, (kiln::shape{3, 3}));
+  EXPECT_EQ(elements<float>(out[0]), (std::vector<float>{2, -4, 1, 4, -8, 2, 8, -16, 4}));
+  EXPECT_EQ(elements<std::int64_t>(out[1]), std::vector<std::int64_t>{3});
+  EXPECT_EQ(elements<float>(out[2]), (std::vector<float>{8, -16, 4}));
+  EXPECT_EQ(elements<float>(out[3]), (std::vector<float>{8, -16, 4}));
+  // No steps: an empty sequence, which ConcatFromSequence refuses at the call, naming the node.
+  try {
+    run(m, {tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{}, {0}),
+            f32(kiln::shape{3}, {1, 2, 3})});
+    ADD_FAILURE() << "ConcatFromSequence of an empty sequence ran";
+  } catch (const kiln::error& e) {
+    EXPECT_NE(std::string(e.what()).find("(ConcatFromSequence): the sequence is empty"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CutModels, CallErrorsNameTheArgument) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
