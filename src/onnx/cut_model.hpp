@@ -63,7 +63,7 @@ compiled_graph compile_graph(graph&& g, const compiler::options& opt);
 // Runs c on args, its results allocated for their extents.
 std::vector<tensor_data> run_allocating(const compiled_graph& c, std::span<const tensor_ref> args,
                                         const device& d);
-// A call's tensor on the host, row-major (a device buffer refused, naming it).
+// A call's tensor on the host, row-major (a device buffer read back).
 onnx_import::host_tensor host_copy(const tensor_ref& t, const std::string& name);
 tensor_ref ref_of(const std::vector<unsigned char>& bytes, dtype t, const shape& dims);
 // A host step's result: a tensor, or a list of them (a sequence of run-time length).

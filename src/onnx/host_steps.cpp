@@ -24,11 +24,15 @@ namespace {
 }  // namespace
 
 host_tensor host_copy(const tensor_ref& t, const std::string& name) {
-  if (!t.ref.data && t.ref.memory)
-    fail(errc::invalid_argument, "'" + name + "' is a device buffer; a node computed on the host " +
-                                     "at the call reads it, so give it in host memory");
   host_tensor h{t.type, t.ref.dims, {}};
   h.bytes.resize(static_cast<std::size_t>(t.ref.dims.element_count() * size_in_bytes(t.type)));
+  if (!t.ref.data && t.ref.memory) {  // a device buffer (the graphs before have finished with it)
+    if (t.ref.strided)
+      fail(errc::unsupported, "'" + name + "' is a strided device buffer, which a node computed " +
+                                  "on the host at the call cannot read");
+    t.ref.memory->read(h.bytes.data(), h.bytes.size(), static_cast<std::size_t>(t.ref.offset));
+    return h;
+  }
   runtime::pack(t.ref, h.bytes.data(), size_in_bytes(t.type));
   return h;
 }

@@ -384,7 +384,7 @@ TEST(CutModels, SequenceOfRunTimeLengthBuiltByALoop) {
   }
 }
 
-TEST(CutModels, CallErrorsNameTheArgument) {
+TEST(CutModels, ArgumentsAreCheckedAndDeviceBuffersReadBack) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
   b.node("NonZero", {"x"}, {"nz"});
@@ -393,6 +393,11 @@ TEST(CutModels, CallErrorsNameTheArgument) {
   EXPECT_TRUE(m.executables().empty());  // NonZero alone: nothing for a graph to compute
   auto out = run(m, {tensor<std::int32_t>(kiln::dtype::i32, kiln::shape{4}, {0, 7, 0, -2})});
   EXPECT_EQ(elements<std::int64_t>(out[0]), (std::vector<std::int64_t>{1, 3}));
+  // A device buffer (a framework's tensor on the device) is read back for the host step.
+  const kiln::device dev = kiln::device::default_device();
+  const kiln::buffer<std::int32_t> on_device = dev.upload(std::vector<std::int32_t>{5, 0, 0, 9});
+  out = m.run({kiln::tensor_ref(on_device)}, dev);
+  EXPECT_EQ(elements<std::int64_t>(out[0]), (std::vector<std::int64_t>{0, 3}));
   try {
     run(m, {f32(kiln::shape{4}, {0, 1, 0, 1})});
     ADD_FAILURE() << "an f32 argument for an i32 input ran";
