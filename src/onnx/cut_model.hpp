@@ -37,7 +37,7 @@ struct host_step {
   std::vector<shape> dims;
   std::vector<char> list_outputs;  // per output: a list (types and dims: its tensors')
   // A Loop's or Scan's body, run once per step at the call, or an If's two branches, one run
-  // (lower_body_at_call); how many inputs after the node's each reads.
+  // (lower_at_call); how many inputs after the node's each reads.
   std::vector<graph> bodies;
   std::vector<std::size_t> captured;
   std::vector<int> appends;  // a Loop's: per carried value, its list's appends a step (or -1)

@@ -60,14 +60,23 @@ std::vector<tensor_data> run_allocating(const compiled_graph& c, std::span<const
 
 namespace {
 
-// The cut node itself on its inputs, now known (as a node is folded at import).
-std::vector<host_tensor> run_node(const host_step& h, std::vector<slot>& inputs) {
+// The cut node itself on its inputs, now known (as a node is folded at import): tensors, or
+// sequences of them (lists).
+std::vector<call_value> run_node(const host_step& h, std::vector<slot>& inputs) {
   std::vector<slot*> pointers;
   for (slot& s : inputs) pointers.push_back(s.known || s.sequence ? &s : nullptr);
   const onnx_import::lowering* lower = onnx_import::find_lowering(h.node.op_type());
   std::vector<slot> out = onnx_import::fold(h.node, h.index, h.opset, *lower, pointers);
-  std::vector<host_tensor> results;
-  for (const slot& s : out) results.push_back(s.known ? *s.known : host_tensor{});
+  std::vector<call_value> results;
+  for (const slot& s : out) {
+    results.emplace_back();
+    if (s.known) results.back().tensor = *s.known;
+    if (!s.sequence) continue;
+    results.back().list.emplace();
+    for (const slot& item : *s.sequence)
+      if (item.known)
+        results.back().list->push_back({item.known->type, item.known->dims, item.known->bytes});
+  }
   return results;
 }
 
@@ -296,7 +305,7 @@ std::vector<call_value> run_host_step(
   try {
     const std::string& op = h.node.op_type();
     if (bodies.empty())
-      tensors(run_node(h, inputs));
+      results = run_node(h, inputs);
     else if (op == "If")
       tensors(run_if(h, inputs, bodies, d));
     else if (op == "Scan")

@@ -66,19 +66,22 @@ std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t op
   node_context c(scratch, node, index, opset, pointers);
   lower(c);
   std::vector<slot> out = std::move(c.produced());
-  std::vector<std::size_t> computed;
-  for (std::size_t o = 0; o < out.size(); ++o)
-    if (out[o].value && !out[o].known) {
-      scratch.output("o" + std::to_string(o), *out[o].value);
-      computed.push_back(o);
-    }
+  // What the lowering left as graph values (a sequence's tensors too), computed now.
+  std::vector<slot*> computed;
+  for (slot& o : out) {
+    if (o.value && !o.known) computed.push_back(&o);
+    if (o.sequence)
+      for (slot& item : *o.sequence)
+        if (item.value && !item.known) computed.push_back(&item);
+  }
   if (computed.empty()) return out;
   std::vector<host_tensor> results;
   std::vector<tensor_ref> refs;
-  for (std::size_t o : computed) {
+  for (const slot* o : computed) {
+    scratch.output("o" + std::to_string(results.size()), *o->value);
     host_tensor t;
-    t.type = scratch.type_of(*out[o].value);
-    t.dims = scratch.dims_of(*out[o].value);
+    t.type = scratch.type_of(*o->value);
+    t.dims = scratch.dims_of(*o->value);
     t.bytes.resize(static_cast<std::size_t>(
         checked_element_count(t.dims, size_in_bytes(t.type), c.who(), "the folded result") *
         size_in_bytes(t.type)));
@@ -88,8 +91,8 @@ std::vector<slot> fold(const ::onnx::NodeProto& node, int index, std::int64_t op
   executable e = kiln::compile(std::move(scratch));
   e.run({}, refs, device::cpu());
   for (std::size_t k = 0; k < computed.size(); ++k) {
-    out[computed[k]].value.reset();
-    out[computed[k]].known = std::move(results[k]);
+    computed[k]->value.reset();
+    computed[k]->known = std::move(results[k]);
   }
   return out;
 }
@@ -350,15 +353,13 @@ void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::
           (*lower)(c);
           out = std::move(c.produced());
         } catch (const call_values_needed& needed) {
-          // A Loop, Scan or If resolved at import meets a value known only at the call: it runs
-          // then, where its bodies can (else both refusals are the error).
-          if (!values.cutter ||
-              (node.op_type() != "Loop" && node.op_type() != "Scan" && node.op_type() != "If"))
-            throw;
+          // A Loop, Scan, If or SplitToSequence resolved at import meets a value known only at
+          // the call: it runs then, where it can (else both refusals are the error).
+          if (!values.cutter) throw;
           node_context c(g, node, k, opset, inputs, &values, prefix);
           body_at_call stepped;
           try {
-            stepped = lower_body_at_call(c);
+            stepped = lower_at_call(c);
           } catch (const error& e) {
             throw error(needed.code(), needed.op(),
                         std::string(needed.what()).substr(needed.op().size() + 8) +

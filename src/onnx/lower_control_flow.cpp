@@ -3,7 +3,7 @@
 // count and conditions known then, and Scan over its static sequence length, are unrolled, each
 // step's body lowered onto the graph as ordinary ops. Where a Loop's count or condition, or a
 // Scan's length, is known only at the call, the body is lowered onto a graph of its own instead
-// (lower_body_at_call), which kiln::onnx::model runs once per step. Internal to kiln::onnx.
+// (lower_at_call), which kiln::onnx::model runs once per step. Internal to kiln::onnx.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -510,8 +510,12 @@ body_at_call if_at_call(node_context& c) {
 
 }  // namespace
 
-body_at_call lower_body_at_call(node_context& c) {
-  return c.op() == "Scan" ? scan_at_call(c) : c.op() == "If" ? if_at_call(c) : loop_at_call(c);
+body_at_call lower_at_call(node_context& c) {
+  if (c.op() == "SplitToSequence") return split_to_sequence_at_call(c);
+  if (c.op() == "Scan") return scan_at_call(c);
+  if (c.op() == "If") return if_at_call(c);
+  if (c.op() == "Loop") return loop_at_call(c);
+  c.fail(errc::unsupported, "it cannot run at the call");
 }
 
 void add_control_flow_lowerings(lowering_table& t) {

@@ -141,11 +141,13 @@ void lower_split_to_sequence(node_context& c) {
     c.fail(errc::invalid_argument,
            "axis " + std::to_string(axis) + " for an input of rank " + std::to_string(d.rank));
   if (axis < 0) axis += d.rank;
-  // The split sizes first: an input the importer needs is named before a run-time size is.
+  // A run-time split or size: a list of run-time length, split at the call.
+  if (c.has(1) && !c.known(1))
+    c.needs_call_values("split (input 1) is computed at run time; kiln needs it at import");
   const std::vector<std::int64_t> split =
       c.has(1) ? c.ints_input(1, "split") : std::vector<std::int64_t>{};
   const std::int64_t size = d.dims[axis];
-  if (size == dyn) c.fail(errc::unsupported, "splitting a run-time size");
+  if (size == dyn) c.needs_call_values("splitting a run-time size");
   std::vector<std::int64_t> sizes;
   bool squeeze = false;
   if (!c.has(1)) {
@@ -224,6 +226,27 @@ void lower_optional_get_element(node_context& c) {
 }
 
 }  // namespace
+
+body_at_call split_to_sequence_at_call(node_context& c) {
+  c.only_attrs({"axis", "keepdims"});
+  shape d = c.dims_of(0);
+  std::int64_t axis = c.attr_int("axis", 0);
+  if (axis < -d.rank || axis >= d.rank)
+    c.fail(errc::invalid_argument,
+           "axis " + std::to_string(axis) + " for an input of rank " + std::to_string(d.rank));
+  if (axis < 0) axis += d.rank;
+  if (c.has(1)) {  // parts of run-time sizes
+    d.dims[axis] = dyn;
+  } else if (c.attr_int("keepdims", 1) != 0) {  // parts of one
+    d.dims[axis] = 1;
+  } else {  // parts of one, squeezed
+    for (std::int64_t a = axis; a + 1 < d.rank; ++a) d.dims[a] = d.dims[a + 1];
+    d.rank -= 1;
+  }
+  body_at_call b;
+  b.results.push_back({c.type_of(0), d, -1, true});
+  return b;
+}
 
 void add_sequence_lowerings(lowering_table& t) {
   t["SequenceMap"] = lower_sequence_map;

@@ -272,11 +272,11 @@ struct call_sized_result {
   bool list = false;    // a sequence of run-time length (type and dims: its tensors')
 };
 std::vector<call_sized_result> call_sized_results(node_context& c);
-// A Loop, Scan or If run at the call: its bodies as graphs of their own (an If's two branches),
-// each with parameters (a Loop's iteration number, condition and carried values; a Scan's states
-// and one step of each scan input; then the values it reads around it, `captured`) and results
-// (a Loop's condition first, then as the body gives them); and the node's results' types and
-// extents (lower_control_flow.cpp).
+// A node run at the call (a Loop, Scan or If: its bodies as graphs of their own, an If's two
+// branches; a SplitToSequence: none), each body with parameters (a Loop's iteration number,
+// condition and carried values; a Scan's states and one step of each scan input; then the values
+// it reads around it, `captured`) and results (a Loop's condition first, then as the body gives
+// them); and the node's results' types and extents (lower_control_flow.cpp).
 struct body_at_call {
   std::vector<graph> bodies;
   std::vector<std::vector<std::pair<std::string, slot*>>> captured;  // per body
@@ -285,7 +285,9 @@ struct body_at_call {
   // run-time length (its results after the others), else -1.
   std::vector<int> appends;
 };
-body_at_call lower_body_at_call(node_context& c);
+body_at_call lower_at_call(node_context& c);
+// SplitToSequence of a run-time length or split: a list of run-time length (lower_sequences.cpp).
+body_at_call split_to_sequence_at_call(node_context& c);
 // Ops whose result depends only on their inputs' values, so that known inputs give a known
 // result (everything but the random generators and the ops that make sequences).
 bool foldable(std::string_view op_type);

@@ -384,6 +384,39 @@ TEST(CutModels, SequenceOfRunTimeLengthBuiltByALoop) {
   }
 }
 
+// SplitToSequence of a run-time length, and by split sizes given at the call: lists split at the
+// call, read back by SequenceLength, SequenceAt and ConcatFromSequence.
+TEST(CutModels, SplitToSequenceAtTheCall) {
+  model_builder b(13);
+  b.input("x", {std::string("n"), std::int64_t{2}});
+  b.input("sizes", {std::int64_t{2}}, ::onnx::TensorProto::INT64);
+  b.scalar_int("second", 1);
+  auto* rows = b.node("SplitToSequence", {"x"}, {"rows"});
+  int_attr(rows, "keepdims", 0);
+  b.node("SequenceLength", {"rows"}, {"count"});
+  b.node("SequenceAt", {"rows", "second"}, {"row"});
+  auto* columns = b.node("ConcatFromSequence", {"rows"}, {"transposed"});
+  int_attr(columns, "axis", 1);
+  int_attr(columns, "new_axis", 1);
+  b.node("SplitToSequence", {"x", "sizes"}, {"parts"});
+  int_attr(b.node("ConcatFromSequence", {"parts"}, {"joined"}), "axis", 0);
+  b.output("count", {}, ::onnx::TensorProto::INT64);
+  b.output("row", {std::int64_t{2}});
+  b.output("transposed", {std::int64_t{2}, std::string("n")});
+  b.output("joined", {std::string("n"), std::int64_t{2}});
+  const kiln::onnx::model m = load(b);
+  const std::vector<float> x{1, 2, 3, 4, 5, 6};
+  auto out = run(m, {f32(kiln::shape{3, 2}, x),
+                     tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{2}, {1, 2})});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(elements<std::int64_t>(out[0]), std::vector<std::int64_t>{3});
+  EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{3, 4}));
+  EXPECT_EQ(out[2].dims, (kiln::shape{2, 3}));
+  EXPECT_EQ(elements<float>(out[2]), (std::vector<float>{1, 3, 5, 2, 4, 6}));
+  EXPECT_EQ(out[3].dims, (kiln::shape{3, 2}));
+  EXPECT_EQ(elements<float>(out[3]), x);
+}
+
 TEST(CutModels, ArgumentsAreCheckedAndDeviceBuffersReadBack) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
