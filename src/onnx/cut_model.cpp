@@ -86,8 +86,8 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
   }
   for (const auto& [name, s] : read) {
     const bool computed = s && !s->known && s->value;
-    const bool list = s && s->list;  // (kept by the call under its name)
-    step.inputs.push_back(computed || list ? name : "");
+    const bool list = s && s->list;  // (kept by the call under the name it was made under)
+    step.inputs.push_back(list ? s->list->held_as : computed ? name : "");
     step.list_inputs.push_back(list);
     step.known_inputs.push_back(s ? s->known : known_tensor{});
     if (computed) output_of(current_part(), name, *s->value);
@@ -111,7 +111,7 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
     out[u].part = current_part();
     given_.insert(name);
     if (r.list) {
-      out[u].list = call_list{r.type, r.dims, false, -1, {}};
+      out[u].list = call_list{r.type, r.dims, false, -1, {}, name};
       continue;
     }
     std::vector<graph::extent> sizes;

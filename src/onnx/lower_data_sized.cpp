@@ -255,7 +255,8 @@ void add_data_sized_lowerings(lowering_table& t) {
 }
 
 bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& inputs) {
-  if (op_type == "SequenceAt" || op_type == "SequenceLength" || op_type == "ConcatFromSequence")
+  if (op_type == "SequenceAt" || op_type == "SequenceLength" || op_type == "ConcatFromSequence" ||
+      op_type == "SequenceInsert" || op_type == "SequenceErase")
     return !inputs.empty() && inputs[0] && inputs[0]->list;
   auto computed = [&](std::size_t i) {
     return i < inputs.size() && inputs[i] && !inputs[i]->known;
@@ -268,13 +269,26 @@ bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& in
 }
 
 // A sequence of run-time length read at the call: its length, one of its tensors, or all of them
-// joined along `axis` (new_axis: stacked along a new axis there).
+// joined along `axis` (new_axis: stacked along a new axis there); or changed at the call (a
+// tensor inserted, one erased): another such list.
 static std::vector<call_sized_result> list_read_results(node_context& c) {
   if (c.op() == "SequenceLength") {
     c.only_attrs({});
     return {{dtype::i64, shape{}, -1}};
   }
   const call_list& l = *c.input_slot(0).list;
+  if (c.op() == "SequenceInsert") {
+    c.only_attrs({});
+    const dtype t = c.type_of(1);
+    shape d = c.dims_of(1);
+    if (!l.open && (t != l.type || d.rank != l.dims.rank))
+      c.fail(errc::dtype_mismatch, "inserting " + std::string(kiln::name(t)) + to_string(d) +
+                                       " into a sequence of " + std::string(kiln::name(l.type)) +
+                                       to_string(l.dims));
+    for (int a = 0; !l.open && a < d.rank; ++a)
+      if (l.dims.dims[a] != d.dims[a]) d.dims[a] = dyn;
+    return {{t, d, -1, true}};
+  }
   if (l.open)
     c.fail(errc::unsupported,
            "a sequence of run-time length that nothing is appended to (its "
@@ -282,6 +296,10 @@ static std::vector<call_sized_result> list_read_results(node_context& c) {
   if (c.op() == "SequenceAt") {
     c.only_attrs({});
     return {{l.type, l.dims, -1}};
+  }
+  if (c.op() == "SequenceErase") {
+    c.only_attrs({});
+    return {{l.type, l.dims, -1, true}};
   }
   c.only_attrs({"axis", "new_axis"});
   if (!c.has_attr("axis")) c.fail(errc::invalid_argument, "the axis attribute is required");
@@ -299,7 +317,8 @@ static std::vector<call_sized_result> list_read_results(node_context& c) {
 }
 
 std::vector<call_sized_result> call_sized_results(node_context& c) {
-  if (c.op() == "SequenceAt" || c.op() == "SequenceLength" || c.op() == "ConcatFromSequence")
+  if (c.op() == "SequenceAt" || c.op() == "SequenceLength" || c.op() == "ConcatFromSequence" ||
+      c.op() == "SequenceInsert" || c.op() == "SequenceErase")
     return list_read_results(c);
   const shape d = c.dims_of(0);
   if (c.op() == "NonZero") {

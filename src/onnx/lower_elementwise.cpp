@@ -53,7 +53,7 @@ void variadic(node_context& c, value (graph::*method)(value, value)) {
 }
 
 void identity(node_context& c) {
-  if (c.known(0) || c.input_slot(0).sequence || c.input_slot(0).present)
+  if (c.known(0) || c.input_slot(0).sequence || c.input_slot(0).present || c.input_slot(0).list)
     c.out_slot(0, c.input_slot(0));  // shared, not copied (exporters alias weights this way)
   else
     c.out(0, c.in(0));

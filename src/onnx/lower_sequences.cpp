@@ -74,7 +74,7 @@ void append_to_list(node_context& c) {
 
 void lower_sequence_insert(node_context& c) {
   c.only_attrs({});
-  if (c.input_slot(0).list) return append_to_list(c);
+  if (c.input_slot(0).list) return append_to_list(c);  // (in a Loop's body at the call)
   std::vector<slot> items = c.sequence_in(0);
   const auto n = static_cast<std::int64_t>(items.size());
   const std::int64_t p = c.has(2) ? position(c, 2, n, true) : n;

@@ -276,11 +276,13 @@ slot& node_context::present_slot(int i) const {
     fail(errc::invalid_argument, "input " + std::to_string(i) + " is required and absent");
   slot& s = *inputs_[static_cast<std::size_t>(i)];
   if (s.list && s.list->carried < 0 && op() != "SequenceAt" && op() != "SequenceLength" &&
-      op() != "ConcatFromSequence" && op() != "Loop" && op() != "Identity")
+      op() != "ConcatFromSequence" && op() != "SequenceInsert" && op() != "SequenceErase" &&
+      op() != "Loop" && op() != "Identity")
     fail(errc::unsupported, "input " + std::to_string(i) + " '" + node_.input(i) +
                                 "' is a sequence whose length is known only at the call (kiln "
                                 "reads one with SequenceAt, SequenceLength and "
-                                "ConcatFromSequence, and a Loop at the call appends to one)");
+                                "ConcatFromSequence, changes one with SequenceInsert and "
+                                "SequenceErase, and a Loop at the call appends to one)");
   return s;
 }
 

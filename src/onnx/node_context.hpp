@@ -69,6 +69,7 @@ struct call_list {
   // this list continues, and what one step appends to it.
   int carried = -1;
   std::vector<slot> appended;
+  std::string held_as;  // the name the call keeps it under (outside a body)
 };
 
 // One ONNX value while importing: a graph value, a known tensor, or both (a known tensor once

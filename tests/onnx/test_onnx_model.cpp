@@ -385,7 +385,8 @@ TEST(CutModels, SequenceOfRunTimeLengthBuiltByALoop) {
 }
 
 // SplitToSequence of a run-time length, and by split sizes given at the call: lists split at the
-// call, read back by SequenceLength, SequenceAt and ConcatFromSequence.
+// call, read back by SequenceLength, SequenceAt and ConcatFromSequence, changed by SequenceInsert
+// and SequenceErase and renamed by Identity.
 TEST(CutModels, SplitToSequenceAtTheCall) {
   model_builder b(13);
   b.input("x", {std::string("n"), std::int64_t{2}});
@@ -400,21 +401,33 @@ TEST(CutModels, SplitToSequenceAtTheCall) {
   int_attr(columns, "new_axis", 1);
   b.node("SplitToSequence", {"x", "sizes"}, {"parts"});
   int_attr(b.node("ConcatFromSequence", {"parts"}, {"joined"}), "axis", 0);
+  // A row computed from the list appended to it, its first erased, under another name.
+  b.floats("ten", {10}, {});
+  b.node("Mul", {"row", "ten"}, {"tenfold"});
+  b.node("SequenceInsert", {"rows", "tenfold"}, {"more"});
+  b.scalar_int("zero", 0);
+  b.node("SequenceErase", {"more", "zero"}, {"fewer"});
+  b.node("Identity", {"fewer"}, {"renamed"});
+  auto* restacked = b.node("ConcatFromSequence", {"renamed"}, {"restacked"});
+  int_attr(restacked, "axis", 0);
+  int_attr(restacked, "new_axis", 1);
   b.output("count", {}, ::onnx::TensorProto::INT64);
   b.output("row", {std::int64_t{2}});
   b.output("transposed", {std::int64_t{2}, std::string("n")});
   b.output("joined", {std::string("n"), std::int64_t{2}});
+  b.output("restacked", {std::string("n"), std::int64_t{2}});
   const kiln::onnx::model m = load(b);
   const std::vector<float> x{1, 2, 3, 4, 5, 6};
   auto out = run(m, {f32(kiln::shape{3, 2}, x),
                      tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{2}, {1, 2})});
-  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out.size(), 5u);
   EXPECT_EQ(elements<std::int64_t>(out[0]), std::vector<std::int64_t>{3});
   EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{3, 4}));
   EXPECT_EQ(out[2].dims, (kiln::shape{2, 3}));
   EXPECT_EQ(elements<float>(out[2]), (std::vector<float>{1, 3, 5, 2, 4, 6}));
   EXPECT_EQ(out[3].dims, (kiln::shape{3, 2}));
   EXPECT_EQ(elements<float>(out[3]), x);
+  EXPECT_EQ(elements<float>(out[4]), (std::vector<float>{3, 4, 5, 6, 30, 40}));
 }
 
 TEST(CutModels, ArgumentsAreCheckedAndDeviceBuffersReadBack) {
