@@ -82,6 +82,7 @@ std::vector<slot> model_cutter::cut_at(const ::onnx::NodeProto& node, int index,
       step.captured.push_back(captured.size());
     }
     step.bodies = std::move(stepped->bodies);
+    step.body_rests = std::move(stepped->rests);
     step.appends = stepped->appends;
   }
   for (const auto& [name, s] : read) {

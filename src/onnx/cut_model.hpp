@@ -39,6 +39,7 @@ struct host_step {
   // A Loop's or Scan's body, run once per step at the call, or an If's two branches, one run
   // (lower_at_call); how many inputs after the node's each reads.
   std::vector<graph> bodies;
+  std::vector<std::shared_ptr<continuation>> body_rests;  // per body: where it is cut itself
   std::vector<std::size_t> captured;
   std::vector<int> appends;  // a Loop's: per carried value, its list's appends a step (or -1)
 };
@@ -71,10 +72,10 @@ struct call_value {
   onnx_import::host_tensor tensor;
   std::optional<std::vector<tensor_data>> list;
 };
-// Host step h on the values the call has so far (found by name; its bodies compiled): its
-// results, checked against what the graphs after it were built for.
+// Host step h on the values the call has so far (found by name; its bodies compiled, each a
+// model of its own): its results, checked against what the graphs after it were built for.
 std::vector<call_value> run_host_step(
-    const host_step& h, const std::vector<compiled_graph>& bodies,
+    const host_step& h, const std::vector<model>& bodies,
     const std::function<onnx_import::host_tensor(const std::string&)>& find,
     const std::function<const std::vector<tensor_data>&(const std::string&)>& find_list,
     const device& d);

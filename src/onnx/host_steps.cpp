@@ -172,7 +172,7 @@ tensor_data data_of(const host_tensor& t) { return {t.type, t.dims, t.bytes}; }
 // body's first result) allow; the carried values' last values (a carried list with what each step
 // appended) and the scan outputs stacked.
 std::vector<call_value> run_loop(const host_step& h, const std::vector<slot>& inputs,
-                                 const compiled_graph& body, const device& d) {
+                                 const model& body, const device& d) {
   std::int64_t trips = -1;
   if (inputs[0].known) {
     const std::vector<std::int64_t> m = inputs[0].known->ints();
@@ -205,7 +205,7 @@ std::vector<call_value> run_loop(const host_step& h, const std::vector<slot>& in
       if (h.appends[k] < 0) now.push_back(data_of(state[k].tensor));
     std::vector<const tensor_data*> first{&iteration, &condition};
     for (const tensor_data& v : now) first.push_back(&v);
-    std::vector<tensor_data> out = run_allocating(body, body_args(h, inputs, first), d);
+    std::vector<tensor_data> out = body.run(body_args(h, inputs, first), d);
     go = truth(out[0]);
     // The results: the condition, the carried tensors, the scan outputs, then the appends.
     std::size_t next = 1, appended = 1 + tensors + scans;
@@ -226,10 +226,10 @@ std::vector<call_value> run_loop(const host_step& h, const std::vector<slot>& in
 
 // An If: the branch its condition takes, run.
 std::vector<host_tensor> run_if(const host_step& h, const std::vector<slot>& inputs,
-                                const std::vector<compiled_graph>& branches, const device& d) {
+                                const std::vector<model>& branches, const device& d) {
   const std::size_t taken = truth(data_of(*inputs[0].known)) ? 0 : 1;
   std::vector<host_tensor> results;
-  for (tensor_data& v : run_allocating(branches[taken], body_args(h, inputs, {}, taken), d))
+  for (tensor_data& v : branches[taken].run(body_args(h, inputs, {}, taken), d))
     results.push_back({v.type, v.dims, std::move(v.bytes)});
   return results;
 }
@@ -237,7 +237,7 @@ std::vector<host_tensor> run_if(const host_step& h, const std::vector<slot>& inp
 // A Scan (opset 9 on): its body run over each step of the scan inputs (forward or reversed), the
 // states' last values and the scan outputs stacked along their axes.
 std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& inputs,
-                                  const compiled_graph& body, const device& d) {
+                                  const model& body, const device& d) {
   std::int64_t m = 0;
   for (const auto& a : h.node.attribute())
     if (a.name() == "num_scan_inputs") m = a.i();
@@ -270,7 +270,7 @@ std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& i
     std::vector<const tensor_data*> first;
     for (const tensor_data& v : state) first.push_back(&v);
     for (const tensor_data& v : slices) first.push_back(&v);
-    std::vector<tensor_data> out = run_allocating(body, body_args(h, inputs, first), d);
+    std::vector<tensor_data> out = body.run(body_args(h, inputs, first), d);
     for (std::size_t k = 0; k < states; ++k) state[k] = std::move(out[k]);
     for (std::size_t k = 0; k < scans; ++k) rows[k].push_back(std::move(out[states + k]));
   }
@@ -284,7 +284,7 @@ std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& i
 }  // namespace
 
 std::vector<call_value> run_host_step(
-    const host_step& h, const std::vector<compiled_graph>& bodies,
+    const host_step& h, const std::vector<model>& bodies,
     const std::function<host_tensor(const std::string&)>& find,
     const std::function<const std::vector<tensor_data>&(const std::string&)>& find_list,
     const device& d) {

@@ -342,8 +342,12 @@ void lower_nodes(graph& onto, const ::onnx::GraphProto& gp, scope& values, std::
         node_context c(g, node, k, opset, inputs, &values, prefix);
         lower_on_extents(c);
         out = std::move(c.produced());
-      } else if (values.cutter && sized_by_call_values(node.op_type(), inputs)) {
+      } else if (sized_by_call_values(node.op_type(), inputs)) {
         node_context c(g, node, k, opset, inputs, &values, prefix);
+        // Inside a subgraph lowered inline: the node around it runs at the call instead, its
+        // bodies apart (and cut there).
+        if (!values.cutter)
+          c.needs_call_values("its result's size depends on values known only at the call");
         out = values.cutter->cut_at(node, k, opset, inputs, call_sized_results(c));
       } else if (all_known && foldable(node.op_type())) {
         out = fold(node, k, opset, *lower, inputs);
@@ -585,9 +589,10 @@ namespace kiln::onnx_import {
 
 std::vector<slot> import_subgraph(graph& g, const ::onnx::GraphProto& body, scope* outer,
                                   std::int64_t opset, std::vector<slot> inputs,
-                                  const std::string& prefix) {
+                                  const std::string& prefix, model_cutter* cutter) {
   scope s;
   s.outer = outer;
+  s.cutter = cutter;
   if (body.input_size() != static_cast<int>(inputs.size()))
     onnx::fail(errc::invalid_argument, prefix + "the graph takes " +
                                            std::to_string(body.input_size()) + " inputs, given " +

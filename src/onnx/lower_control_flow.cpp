@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cut_model.hpp"
 #include "node_context.hpp"
 
 namespace kiln::onnx_import {
@@ -297,17 +298,22 @@ void lower_scan(node_context& c) {
 // types and extents (then what it reads around it), but where `lists` gives a sequence of
 // run-time length (a Loop's carried list, which the body only appends to); its outputs, each
 // tensor a result of that body (a list's appends are the caller's to add).
-std::vector<slot> body_apart(node_context& c, body_at_call& b, const char* attribute,
-                             const std::vector<std::pair<dtype, shape>>& parameters,
-                             const std::vector<std::optional<call_list>>& lists = {}) {
+struct apart {
+  std::vector<slot> out;
+  std::vector<std::pair<dtype, shape>> types;  // per tensor output
+};
+apart body_apart(node_context& c, body_at_call& b, const char* attribute,
+                 const std::vector<std::pair<dtype, shape>>& parameters,
+                 const std::vector<std::optional<call_list>>& lists = {}) {
   const ::onnx::AttributeProto* a = c.attr(attribute);
   if (!a || a->type() != ::onnx::AttributeProto::GRAPH ||
       a->g().input_size() != static_cast<int>(parameters.size()))
     c.fail(errc::invalid_argument, std::string("its ") + attribute + " takes " +
                                        std::to_string(a && a->has_g() ? a->g().input_size() : 0) +
                                        " inputs, expected " + std::to_string(parameters.size()));
-  graph& body = b.bodies.emplace_back();
+  graph body;
   body.set_name(c.g.name());
+  model_cutter cutter(body);  // (a body needing values known only at the call is cut itself)
   std::vector<slot> in;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     in.emplace_back();
@@ -317,20 +323,38 @@ std::vector<slot> body_apart(node_context& c, body_at_call& b, const char* attri
     }
     const auto& [t, d] = parameters[i];
     const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
-    in.back().value = body.input(a->g().input(static_cast<int>(i)).name(), t, sizes);
+    const std::string& name = a->g().input(static_cast<int>(i)).name();
+    in.back().value = body.input(name, t, sizes);
+    cutter.declare_input(name, t, d);
   }
   std::vector<slot> out =
-      c.subgraph_apart(attribute, body, std::move(in), b.captured.emplace_back());
+      c.subgraph_apart(attribute, cutter, std::move(in), b.captured.emplace_back());
+  std::vector<std::pair<dtype, shape>> types(out.size());
   for (std::size_t o = 0; o < out.size(); ++o) {
-    if (out[o].list) continue;
+    if (out[o].list) {
+      if (cutter.cut())
+        c.fail(errc::unsupported, std::string(attribute) +
+                                      " is cut at the call and appends to a "
+                                      "sequence it carries");
+      continue;
+    }
     if (out[o].sequence || (!out[o].known && !out[o].value))
       c.fail(errc::unsupported, std::string(attribute) + " output " + std::to_string(o) +
                                     " is a sequence or an optional (a body at the call gives "
                                     "tensors, and appends to a sequence it carries)");
-    out[o].value = value_of(body, out[o]);
-    body.output("result." + std::to_string(o), *out[o].value);
+    const std::string name = "result." + std::to_string(o);
+    graph* holder = &body;
+    if (cutter.cut()) {
+      holder = &cutter.output(out[o], name, out[o].part);
+    } else {
+      out[o].value = value_of(body, out[o]);
+      body.output(name, *out[o].value);
+    }
+    types[o] = {holder->type_of(*out[o].value), holder->dims_of(*out[o].value)};
   }
-  return out;
+  b.rests.push_back(cutter.finish());
+  b.bodies.push_back(std::move(body));
+  return {std::move(out), std::move(types)};
 }
 
 // A tensor input's element type and extents (a sequence or an absent optional refused).
@@ -383,7 +407,8 @@ body_at_call loop_at_call(node_context& c) {
     parameters.push_back(tensor_type(c, 2 + k, "carried value " + std::to_string(k)));
     b.results.push_back({parameters.back().first, parameters.back().second, -1});
   }
-  const std::vector<slot> out = body_apart(c, b, "body", parameters, lists);
+  const apart body = body_apart(c, b, "body", parameters, lists);
+  const std::vector<slot>& out = body.out;
   if (out.size() < static_cast<std::size_t>(1 + carried) ||
       out.size() - 1 < static_cast<std::size_t>(c.outputs()))
     c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
@@ -394,9 +419,8 @@ body_at_call loop_at_call(node_context& c) {
     const slot& v = out[static_cast<std::size_t>(1 + k)];
     if (v.list)
       c.fail(errc::unsupported, "scan output " + std::to_string(k - carried) + " is a sequence");
-    b.results.push_back(stacked_type(c, b.bodies[0].type_of(*v.value),
-                                     b.bodies[0].dims_of(*v.value), 0,
-                                     "scan output " + std::to_string(k - carried)));
+    const auto& [t, d] = body.types[static_cast<std::size_t>(1 + k)];
+    b.results.push_back(stacked_type(c, t, d, 0, "scan output " + std::to_string(k - carried)));
   }
   // Each carried list's appends, after the body's other results; the list's type from them.
   for (int k = 0; k < carried; ++k) {
@@ -461,15 +485,14 @@ body_at_call scan_at_call(node_context& c) {
       if (k != a) step.dims[to++] = d.dims[k];
     parameters.emplace_back(t, step);
   }
-  const std::vector<slot> out = body_apart(c, b, "body", parameters);
-  if (out.size() != static_cast<std::size_t>(c.outputs()))
-    c.fail(errc::invalid_argument, "the body gives " + std::to_string(out.size()) +
+  const apart body = body_apart(c, b, "body", parameters);
+  if (body.out.size() != static_cast<std::size_t>(c.outputs()))
+    c.fail(errc::invalid_argument, "the body gives " + std::to_string(body.out.size()) +
                                        " outputs for the node's " + std::to_string(c.outputs()));
   for (int k = states; k < c.outputs(); ++k) {
-    const value v = *out[static_cast<std::size_t>(k)].value;
-    if (out[static_cast<std::size_t>(k)].list)
-      c.fail(errc::unsupported, "a Scan's body gives a sequence");
-    b.results.push_back(stacked_type(c, b.bodies[0].type_of(v), b.bodies[0].dims_of(v),
+    const auto u = static_cast<std::size_t>(k);
+    if (body.out[u].list) c.fail(errc::unsupported, "a Scan's body gives a sequence");
+    b.results.push_back(stacked_type(c, body.types[u].first, body.types[u].second,
                                      out_axes[static_cast<std::size_t>(k - states)],
                                      "scan output " + std::to_string(k - states)));
   }
@@ -481,29 +504,25 @@ body_at_call scan_at_call(node_context& c) {
 body_at_call if_at_call(node_context& c) {
   c.only_attrs({"then_branch", "else_branch"});
   body_at_call b;
-  std::vector<value> taken, other;
-  for (const auto& [attribute, values] :
-       {std::pair{"then_branch", &taken}, std::pair{"else_branch", &other}})
-    for (const slot& s : body_apart(c, b, attribute, {})) {
-      if (s.list) c.fail(errc::unsupported, std::string(attribute) + " gives a sequence");
-      values->push_back(*s.value);
-    }
-  if (taken.size() != other.size() || taken.size() < static_cast<std::size_t>(c.outputs()))
-    c.fail(errc::invalid_argument, "the branches give " + std::to_string(taken.size()) + " and " +
-                                       std::to_string(other.size()) + " outputs");
-  for (std::size_t o = 0; o < taken.size(); ++o) {
-    const graph &then_g = b.bodies[0], &else_g = b.bodies[1];
-    shape d = then_g.dims_of(taken[o]);
-    const shape e = else_g.dims_of(other[o]);
-    if (then_g.type_of(taken[o]) != else_g.type_of(other[o]) || d.rank != e.rank)
-      c.fail(errc::unsupported,
-             "the branches give " + std::string(kiln::name(then_g.type_of(taken[o]))) +
-                 to_string(d) + " and " + std::string(kiln::name(else_g.type_of(other[o]))) +
-                 to_string(e) + " for output " + std::to_string(o) +
-                 " (kiln needs one element type and rank)");
+  const apart taken = body_apart(c, b, "then_branch", {}),
+              other = body_apart(c, b, "else_branch", {});
+  if (taken.out.size() != other.out.size() ||
+      taken.out.size() < static_cast<std::size_t>(c.outputs()))
+    c.fail(errc::invalid_argument, "the branches give " + std::to_string(taken.out.size()) +
+                                       " and " + std::to_string(other.out.size()) + " outputs");
+  for (std::size_t o = 0; o < taken.out.size(); ++o) {
+    if (taken.out[o].list || other.out[o].list)
+      c.fail(errc::unsupported, "the branches give a sequence for output " + std::to_string(o));
+    auto [t, d] = taken.types[o];
+    const auto& [u, e] = other.types[o];
+    if (t != u || d.rank != e.rank)
+      c.fail(errc::unsupported, "the branches give " + std::string(kiln::name(t)) + to_string(d) +
+                                    " and " + std::string(kiln::name(u)) + to_string(e) +
+                                    " for output " + std::to_string(o) +
+                                    " (kiln needs one element type and rank)");
     for (int a = 0; a < d.rank; ++a)
       if (d.dims[a] != e.dims[a]) d.dims[a] = dyn;
-    b.results.push_back({then_g.type_of(taken[o]), d, -1});
+    b.results.push_back({t, d, -1});
   }
   return b;
 }

@@ -257,7 +257,8 @@ void add_data_sized_lowerings(lowering_table& t) {
 bool sized_by_call_values(std::string_view op_type, const std::vector<slot*>& inputs) {
   if (op_type == "SequenceAt" || op_type == "SequenceLength" || op_type == "ConcatFromSequence" ||
       op_type == "SequenceInsert" || op_type == "SequenceErase")
-    return !inputs.empty() && inputs[0] && inputs[0]->list;
+    return !inputs.empty() && inputs[0] && inputs[0]->list &&
+           inputs[0]->list->carried < 0;  // (a Loop's body at the call appends to its own)
   auto computed = [&](std::size_t i) {
     return i < inputs.size() && inputs[i] && !inputs[i]->known;
   };

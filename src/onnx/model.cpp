@@ -10,7 +10,7 @@ struct model::state {
   std::vector<executable> executables;
   std::vector<compiled_graph> graphs;  // per graph that computes something, in order
   std::vector<int> graph_of;           // per graph of the model: its index in `graphs` (-1: none)
-  std::vector<std::vector<compiled_graph>> bodies;  // per host step: its bodies
+  std::vector<std::vector<model>> bodies;  // per host step: its bodies
   std::vector<std::string> inputs, outputs;
   std::vector<signature_buffer> input_types;
   std::shared_ptr<const continuation> rest;  // (its graphs moved into `graphs`)
@@ -45,8 +45,14 @@ model::model(imported m, compiler::options opt) {
     m.rest->graphs.clear();
     for (host_step& h : m.rest->steps) {
       st->bodies.emplace_back();
-      for (graph& b : h.bodies) st->bodies.back().push_back(compile_graph(std::move(b), opt));
+      for (std::size_t k = 0; k < h.bodies.size(); ++k) {
+        imported body;
+        body.graph = std::move(h.bodies[k]);
+        body.rest = std::move(h.body_rests[k]);
+        st->bodies.back().emplace_back(std::move(body), opt);
+      }
       h.bodies.clear();
+      h.body_rests.clear();
     }
     st->inputs = m.rest->inputs;
     st->outputs = m.rest->outputs;

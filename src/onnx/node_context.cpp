@@ -428,7 +428,7 @@ std::vector<slot> node_context::subgraph(std::string_view attribute, std::vector
 }
 
 std::vector<slot> node_context::subgraph_apart(
-    std::string_view attribute, graph& body, std::vector<slot> inputs,
+    std::string_view attribute, model_cutter& body, std::vector<slot> inputs,
     std::vector<std::pair<std::string, slot*>>& captured) {
   const ::onnx::AttributeProto* a = attr(attribute);
   if (!a || a->type() != ::onnx::AttributeProto::GRAPH)
@@ -444,7 +444,8 @@ std::vector<slot> node_context::subgraph_apart(
     } else if (s->value && !s->sequence && !s->extents) {
       const shape d = g.dims_of(*s->value);
       const std::vector<graph::extent> sizes(d.dims.begin(), d.dims.begin() + d.rank);
-      mine.value = body.input(name, g.type_of(*s->value), sizes);
+      mine.value = body.part(0).input(name, g.type_of(*s->value), sizes);
+      body.declare_input(name, g.type_of(*s->value), d);
       captured.emplace_back(name, s);
     } else {
       fail(errc::unsupported, "its " + std::string(attribute) + " reads '" + name +
@@ -453,8 +454,8 @@ std::vector<slot> node_context::subgraph_apart(
     }
     return &mine;
   };
-  return import_subgraph(body, a->g(), &around, opset_, std::move(inputs),
-                         who() + " " + std::string(attribute) + " (at the call): ");
+  return import_subgraph(body.part(0), a->g(), &around, opset_, std::move(inputs),
+                         who() + " " + std::string(attribute) + " (at the call): ", &body);
 }
 
 void node_context::needs_call_values(const std::string& message) const {
@@ -464,12 +465,20 @@ void node_context::needs_call_values(const std::string& message) const {
 const slot& node_context::input_slot(int i) const { return present_slot(i); }
 
 slot* scope::find(const std::string& name) {
+  // What is found from the nearest scope of a cut graph outward is brought into its current part
+  // (a value of an earlier part; what a body reads around it, a parameter of its first part).
+  model_cutter* cutter = nullptr;
   for (scope* s = this; s; s = s->outer) {
+    if (!cutter) cutter = s->cutter;
     if (auto it = s->own.find(name); it != s->own.end()) {
-      if (s->cutter) s->cutter->bring(it->second, name);  // a value of an earlier graph
+      if (cutter) cutter->bring(it->second, name);
       return &it->second;
     }
-    if (s->capture) return s->capture(name);
+    if (s->capture) {
+      slot* captured = s->capture(name);
+      if (captured && cutter) cutter->bring(*captured, name);
+      return captured;
+    }
   }
   return nullptr;
 }

@@ -17,6 +17,10 @@
 
 #include "kiln/graph/graph.hpp"
 
+namespace kiln::onnx {
+struct continuation;
+}
+
 namespace kiln::onnx_import {
 
 // A tensor whose elements are known at import: an initializer, a Constant node, a folded node.
@@ -122,7 +126,7 @@ struct call_values_needed : error {
 // (import.cpp).
 std::vector<slot> import_subgraph(graph& g, const ::onnx::GraphProto& body, scope* outer,
                                   std::int64_t opset, std::vector<slot> inputs,
-                                  const std::string& prefix);
+                                  const std::string& prefix, model_cutter* cutter = nullptr);
 
 class node_context {
  public:
@@ -196,10 +200,11 @@ class node_context {
   // (import_subgraph in the node's scope); `label` says which run it is in errors ("iteration 3").
   std::vector<slot> subgraph(std::string_view attribute, std::vector<slot> inputs,
                              const std::string& label);
-  // The node's graph attribute lowered onto `body`, a graph of its own, its inputs bound to
-  // `inputs`: each value it reads from around it (not known at import) becomes a parameter of
-  // body under its name, listed in `captured` with its slot around.
-  std::vector<slot> subgraph_apart(std::string_view attribute, graph& body,
+  // The node's graph attribute lowered onto `body`, graphs of its own (cut where a node needs
+  // values known only at the call), its inputs bound to `inputs`: each value it reads from
+  // around it (not known at import) becomes a parameter of body's first graph under its name,
+  // listed in `captured` with its slot around.
+  std::vector<slot> subgraph_apart(std::string_view attribute, model_cutter& body,
                                    std::vector<slot> inputs,
                                    std::vector<std::pair<std::string, slot*>>& captured);
   // The refusal a cut at this node lifts (call_values_needed).
@@ -280,6 +285,7 @@ std::vector<call_sized_result> call_sized_results(node_context& c);
 // them); and the node's results' types and extents (lower_control_flow.cpp).
 struct body_at_call {
   std::vector<graph> bodies;
+  std::vector<std::shared_ptr<onnx::continuation>> rests;            // per body: where it is cut
   std::vector<std::vector<std::pair<std::string, slot*>>> captured;  // per body
   std::vector<call_sized_result> results;
   // A Loop's: per carried value, how many tensors one step appends to it where it is a list of

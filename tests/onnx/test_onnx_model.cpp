@@ -430,6 +430,67 @@ TEST(CutModels, SplitToSequenceAtTheCall) {
   EXPECT_EQ(elements<float>(out[4]), (std::vector<float>{3, 4, 5, 6, 30, 40}));
 }
 
+// Nodes sized by values inside bodies run at the call: an If whose taken branch gathers x's
+// nonzero elements, and a Loop of a run-time trip count whose body sums the elements of x above
+// its iteration number (NonZero, then a gather): each body is cut itself. Worked out by hand.
+TEST(CutModels, BodiesAtTheCallAreCutThemselves) {
+  {
+    model_builder b(13);
+    b.input("x", {std::int64_t{4}});
+    b.input("c", {}, ::onnx::TensorProto::BOOL);
+    b.ints("first_axis", {0});
+    auto* choice = b.node("If", {"c"}, {"picked"});
+    subgraph(b, choice, "then_branch", [&] {
+      b.node("NonZero", {"x"}, {"nz"});
+      b.node("Squeeze", {"nz", "first_axis"}, {"at"});
+      b.node("Gather", {"x", "at"}, {"nonzero"});
+      b.output("nonzero", {std::string("k")});
+    });
+    subgraph(b, choice, "else_branch", [&] {
+      int_attr(b.node("Concat", {"x", "x"}, {"twice"}), "axis", 0);
+      b.output("twice", {std::int64_t{8}});
+    });
+    b.output("picked", {std::string("k")});
+    const kiln::onnx::model m = load(b);
+    const tensor_data x = f32(kiln::shape{4}, {0, 2, 0, 3});
+    auto out = run(m, {x, tensor<std::uint8_t>(kiln::dtype::boolean, kiln::shape{}, {1})});
+    EXPECT_EQ(elements<float>(out[0]), (std::vector<float>{2, 3}));
+    out = run(m, {x, tensor<std::uint8_t>(kiln::dtype::boolean, kiln::shape{}, {0})});
+    EXPECT_EQ(elements<float>(out[0]), (std::vector<float>{0, 2, 0, 3, 0, 2, 0, 3}));
+  }
+  model_builder b(13);
+  b.input("n", {}, ::onnx::TensorProto::INT64);
+  b.input("x", {std::int64_t{4}});
+  b.floats("zero", {0}, {});
+  b.ints("first_axis", {0});
+  auto* loop = b.node("Loop", {"n", "", "zero"}, {"total", "sums"});
+  subgraph(b, loop, "body", [&] {
+    b.input("i", {}, ::onnx::TensorProto::INT64);
+    b.input("cond_in", {}, ::onnx::TensorProto::BOOL);
+    b.input("acc", {});
+    int_attr(b.node("Cast", {"i"}, {"fi"}), "to", ::onnx::TensorProto::FLOAT);
+    b.node("Greater", {"x", "fi"}, {"above"});
+    b.node("NonZero", {"above"}, {"nz"});
+    b.node("Squeeze", {"nz", "first_axis"}, {"at"});
+    b.node("Gather", {"x", "at"}, {"kept"});
+    int_attr(b.node("ReduceSum", {"kept"}, {"s"}), "keepdims", 0);
+    b.node("Add", {"acc", "s"}, {"acc_out"});
+    b.node("Identity", {"cond_in"}, {"cond_out"});
+    b.output("cond_out", {}, ::onnx::TensorProto::BOOL);
+    b.output("acc_out", {});
+    b.output("s", {});
+  });
+  b.output("total", {});
+  b.output("sums", {std::string("n")});
+  const kiln::onnx::model m = load(b);
+  // x = 0.5 1.5 2.5 3.5: above 0 all (8), above 1 the last three (7.5), above 2 two (6).
+  auto out = run(m, {tensor<std::int64_t>(kiln::dtype::i64, kiln::shape{}, {3}),
+                     f32(kiln::shape{4}, {0.5f, 1.5f, 2.5f, 3.5f})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(elements<float>(out[0]), std::vector<float>{21.5f});
+  EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{8, 7.5f, 6}));
+}
+
 TEST(CutModels, ArgumentsAreCheckedAndDeviceBuffersReadBack) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
