@@ -230,6 +230,9 @@ class node_context {
 // window (strides, pads, dilations, group, auto_pad; kernel_shape checked against the weight).
 kiln::auto_pad auto_pad_of(const node_context& c);
 ir::conv_window conv_window_of(node_context& c);
+// An attribute of one value per scan input or output (a Scan's axes and directions), 0 for each
+// where absent (lower_control_flow.cpp).
+std::vector<std::int64_t> per_value(node_context& c, const char* name, std::size_t count);
 
 // One lowering per op type; each reads what its opset defines.
 using lowering = void (*)(node_context&);
@@ -282,7 +285,7 @@ std::vector<call_sized_result> call_sized_results(node_context& c);
 // branches; a SplitToSequence: none), each body with parameters (a Loop's iteration number,
 // condition and carried values; a Scan's states and one step of each scan input; then the values
 // it reads around it, `captured`) and results (a Loop's condition first, then as the body gives
-// them); and the node's results' types and extents (lower_control_flow.cpp).
+// them); and the node's results' types and extents (lower_at_call.cpp).
 struct body_at_call {
   std::vector<graph> bodies;
   std::vector<std::shared_ptr<onnx::continuation>> rests;            // per body: where it is cut
