@@ -115,10 +115,11 @@ void run_cut_model(const char* name, const std::filesystem::path& dir, kiln::onn
     results.emplace_back(static_cast<void*>(held.back().data()), t, dims[r]);
   }
   const std::vector<double> alone = sorted_times([&] { before.run(args, results, dev); });
-  std::printf("%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %zu graphs cut "
-              "around a host step (the graph before it alone: median %.3f ms), %lld rows",
-              name, times[10], times[0], first, threads, model.executables().size(), alone[10],
-              static_cast<long long>(out[0].dims.dims[0]));
+  std::printf(
+      "%s: median %.3f ms, min %.3f ms, first call %.1f ms, %d threads, %zu graphs cut "
+      "around a host step (the graph before it alone: median %.3f ms), %lld rows",
+      name, times[10], times[0], first, threads, model.executables().size(), alone[10],
+      static_cast<long long>(out[0].dims.dims[0]));
   compare_with_ort(dir, name, reinterpret_cast<const float*>(out[0].bytes.data()),
                    out[0].bytes.size() / sizeof(float));
   std::printf("\n");
@@ -155,7 +156,8 @@ int main(int argc, char** argv) {
     opt.dims["tokens"] = 256;  // the MLP's
     kiln::onnx::imported imported = kiln::onnx::import(path, opt);
     if (imported.rest) {  // cut where a size depends on values: run whole by kiln::onnx::model
-      if (!busy) run_cut_model(model, dir, kiln::onnx::model(std::move(imported)), t0, threads, dev);
+      if (!busy)
+        run_cut_model(model, dir, kiln::onnx::model(std::move(imported)), t0, threads, dev);
       continue;
     }
     kiln::executable exe = kiln::onnx::compile(std::move(imported));
