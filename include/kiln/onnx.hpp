@@ -73,16 +73,18 @@ struct imported {
   // The model's graph; where the model is cut (rest), its first part.
   kiln::graph graph;
   model_info info;
-  // The model's outputs by name (already outputs of the graph): what a program computes further
-  // from them becomes another output.
+  // The model's outputs by name (already outputs of the graph; where the model is not cut): what
+  // a program computes further from them becomes another output.
   std::map<std::string, graph::value, std::less<>> outputs;
   // Each import_options::variables initializer's value, by name (for executable::variable).
   std::map<std::string, tensor_data, std::less<>> variable_values;
-  // Set where a node's result size depends on values known only at the call (NonZero, Unique,
-  // NonMaxSuppression of a computed value, Compress by a computed condition): the model is then
-  // cut after the graph computing that node's inputs, the node computed on the host at the call,
-  // and a graph taking its results (their sizes run-time sizes) goes on. Such a model runs
-  // through kiln::onnx::model; compile() and kiln-import-onnx refuse it.
+  // Set where a node needs values known only at the call (NonZero, Unique, NonMaxSuppression of
+  // a computed value, Compress by a computed condition; a Loop of a run-time trip count or
+  // condition, a Scan of a run-time length, an If whose branches differ in extents; sequences of
+  // run-time length): the model is then cut after the graph computing that node's inputs, the
+  // node computed on the host at the call (a body run per step), and a graph taking its results
+  // (their sizes run-time sizes) goes on. Such a model runs through kiln::onnx::model; compile()
+  // and kiln-import-onnx refuse it.
   std::shared_ptr<continuation> rest;
 };
 
@@ -110,8 +112,9 @@ executable compile(const std::filesystem::path& model, const import_options& opt
 
 // An imported model as one object to call: its graph compiled, or where the model is cut
 // (imported::rest) each of its graphs compiled and the cut nodes computed on the host between
-// them. Each call allocates its results, whose sizes may depend on the values. A call on Vulkan
-// waits for each graph before a cut node reads its results (one round trip per cut).
+// them (a Loop's, Scan's or If's bodies compiled too, each a model of its own run per step).
+// Each call allocates its results, whose sizes may depend on the values. A call on Vulkan waits
+// for each graph before a cut node reads its results (one round trip per cut).
 class model {
  public:
   explicit model(imported m, compiler::options opt = {});
