@@ -22,11 +22,26 @@ void model_cutter::output_of(int k, const std::string& name, graph::value v) {
 void model_cutter::bring(slot& s, const std::string& name) {
   if (s.part == current_part()) return;
   if (s.extents)
-    throw error(errc::unsupported, "onnx import",
-                "'" + name + "', a shape of run-time sizes, is read after the model is cut at a " +
-                    "node sized by its values (a cut carries tensors, not shapes)");
+    for (std::size_t k = 0; k < s.extents->size(); ++k)
+      (*s.extents)[k] = carry_size((*s.extents)[k], s.part, name + ".size." + std::to_string(k));
   carry(s, name, s.part);
   s.part = current_part();
+}
+
+graph::extent model_cutter::carry_size(graph::extent e, int from, const std::string& name) {
+  if (e.is_static()) return e;
+  auto same = std::find_if(sizes_.begin(), sizes_.end(), [&](const auto& t) {
+    return std::get<0>(t) == from && std::get<1>(t) == e;
+  });
+  if (same != sizes_.end()) return std::get<2>(*same);
+  // No value carried so far has it: the earlier graph counts to it (a range of that length, the
+  // one way a size crosses from one executable to another), whose length is the new size.
+  output_of(from, name, part(from).range(graph::extent(0), e));
+  graph& now = current();
+  const graph::extent size =
+      now.extent_of(now.input(name, dtype::i64, std::vector<graph::extent>{graph::extent(dyn)}), 0);
+  sizes_.emplace_back(from, e, size);
+  return size;
 }
 
 void model_cutter::carry(slot& s, const std::string& name, int from) {

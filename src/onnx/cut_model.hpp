@@ -118,6 +118,9 @@ class model_cutter {
 
  private:
   void carry(slot& s, const std::string& name, int from);
+  // A run-time size of graph `from` as one of the current graph (where no carried value has it,
+  // an input `name` whose length it is).
+  graph::extent carry_size(graph::extent e, int from, const std::string& name);
   void output_of(int part, const std::string& name, graph::value v);
 
   graph& first_;

@@ -491,6 +491,29 @@ TEST(CutModels, BodiesAtTheCallAreCutThemselves) {
   EXPECT_EQ(elements<float>(out[1]), (std::vector<float>{8, 7.5f, 6}));
 }
 
+// A Shape of run-time sizes taken before a cut and read after it: its sizes cross the cut (as
+// the lengths of ranges the first graph counts), so that ones expanded to x's shape after the
+// NonZero count x's elements.
+TEST(CutModels, ShapesOfRunTimeSizesCrossACut) {
+  model_builder b(13);
+  b.input("x", {std::string("n"), std::int64_t{4}});
+  b.floats("one", {1}, {});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("NonZero", {"x"}, {"nz"});
+  b.node("Expand", {"one", "s"}, {"ones"});
+  int_attr(b.node("ReduceSum", {"ones"}, {"count"}), "keepdims", 0);
+  b.output("count", {});
+  b.output("nz", {std::int64_t{2}, std::string("k")}, ::onnx::TensorProto::INT64);
+  const kiln::onnx::model m = load(b);
+  for (std::int64_t n : {3, 1}) {
+    std::vector<float> x(static_cast<std::size_t>(n * 4), 0);
+    x[1] = 5;
+    auto out = run(m, {f32(kiln::shape{n, 4}, x)});
+    EXPECT_EQ(elements<float>(out[0]), std::vector<float>{static_cast<float>(n * 4)});
+    EXPECT_EQ(elements<std::int64_t>(out[1]), (std::vector<std::int64_t>{0, 1}));
+  }
+}
+
 TEST(CutModels, ArgumentsAreCheckedAndDeviceBuffersReadBack) {
   model_builder b;
   b.input("x", {std::int64_t{4}}, ::onnx::TensorProto::INT32);
