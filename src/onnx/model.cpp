@@ -32,7 +32,7 @@ model::model(imported m, compiler::options opt) {
   if (m.rest)
     for (graph& g : m.rest->graphs) graphs.push_back(&g);
   for (graph* g : graphs) {
-    if (g->output_names().empty()) {  // (all it reads goes to host steps)
+    if (m.rest && g->output_names().empty()) {  // (all it reads goes to host steps)
       st->graph_of.push_back(-1);
       continue;
     }
