@@ -28,12 +28,16 @@ void model_cutter::bring(slot& s, const std::string& name) {
   s.part = current_part();
 }
 
-graph::extent model_cutter::carry_size(graph::extent e, int from, const std::string& name) {
-  if (e.is_static()) return e;
+const graph::extent* model_cutter::carried_size(int from, graph::extent e) const {
   auto same = std::find_if(sizes_.begin(), sizes_.end(), [&](const auto& t) {
     return std::get<0>(t) == from && std::get<1>(t) == e;
   });
-  if (same != sizes_.end()) return std::get<2>(*same);
+  return same == sizes_.end() ? nullptr : &std::get<2>(*same);
+}
+
+graph::extent model_cutter::carry_size(graph::extent e, int from, const std::string& name) {
+  if (e.is_static()) return e;
+  if (const graph::extent* same = carried_size(from, e)) return *same;
   // No value carried so far has it: the earlier graph counts to it (a range of that length, the
   // one way a size crosses from one executable to another), whose length is the new size.
   output_of(from, name, part(from).range(graph::extent(0), e));
@@ -62,13 +66,11 @@ void model_cutter::carry(slot& s, const std::string& name, int from) {
   std::vector<int> fresh;
   for (int i = 0; i < rank; ++i) {
     const graph::extent e = earlier.extent_of(v, i);
-    auto same = std::find_if(sizes_.begin(), sizes_.end(), [&](const auto& t) {
-      return std::get<0>(t) == from && std::get<1>(t) == e;
-    });
+    const graph::extent* same = e.is_static() ? nullptr : carried_size(from, e);
     if (e.is_static()) {
       sizes.push_back(e);
-    } else if (same != sizes_.end()) {
-      sizes.push_back(std::get<2>(*same));
+    } else if (same) {
+      sizes.push_back(*same);
     } else {
       sizes.push_back(graph::extent(dyn));
       fresh.push_back(i);

@@ -54,6 +54,9 @@ struct continuation {
   std::vector<shape> input_dims;
 };
 
+// A call's refusal, as kiln::onnx::model's (host_steps.cpp).
+[[noreturn]] void fail_at_call(errc code, const std::string& message);
+
 // A compiled graph of a cut model (or a body run per step) with its results' element types, what
 // a call allocates (host_steps.cpp).
 struct compiled_graph {
@@ -118,6 +121,8 @@ class model_cutter {
 
  private:
   void carry(slot& s, const std::string& name, int from);
+  // The current graph's size for graph `from`'s run-time size e, where one was carried (else null).
+  const graph::extent* carried_size(int from, graph::extent e) const;
   // A run-time size of graph `from` as one of the current graph (where no carried value has it,
   // an input `name` whose length it is).
   graph::extent carry_size(graph::extent e, int from, const std::string& name);

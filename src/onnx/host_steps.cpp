@@ -15,21 +15,18 @@ compiled_graph compile_graph(graph&& g, const compiler::options& opt) {
   return c;
 }
 
-namespace {
-
-[[noreturn]] void fail(errc code, const std::string& message) {
+void fail_at_call(errc code, const std::string& message) {
   throw error(code, "onnx::model", message);
 }
-
-}  // namespace
 
 host_tensor host_copy(const tensor_ref& t, const std::string& name) {
   host_tensor h{t.type, t.ref.dims, {}};
   h.bytes.resize(static_cast<std::size_t>(t.ref.dims.element_count() * size_in_bytes(t.type)));
   if (!t.ref.data && t.ref.memory) {  // a device buffer (the graphs before have finished with it)
     if (t.ref.strided)
-      fail(errc::unsupported, "'" + name + "' is a strided device buffer, which a node computed " +
-                                  "on the host at the call cannot read");
+      fail_at_call(errc::unsupported, "'" + name +
+                                          "' is a strided device buffer, which a node computed " +
+                                          "on the host at the call cannot read");
     t.ref.memory->read(h.bytes.data(), h.bytes.size(), static_cast<std::size_t>(t.ref.offset));
     return h;
   }
@@ -131,10 +128,10 @@ host_tensor stack(const host_step& h, const std::vector<tensor_data>& rows, std:
   const shape& row = rows[0].dims;
   for (std::size_t t = 1; t < rows.size(); ++t)
     if (rows[t].dims != row)
-      fail(errc::shape_mismatch, "node " + std::to_string(h.index) + " (" + h.node.op_type() +
-                                     ") output '" + h.outputs[o] + "': step " + std::to_string(t) +
-                                     " gives " + to_string(rows[t].dims) + ", step 0 " +
-                                     to_string(row));
+      fail_at_call(errc::shape_mismatch,
+                   "node " + std::to_string(h.index) + " (" + h.node.op_type() + ") output '" +
+                       h.outputs[o] + "': step " + std::to_string(t) + " gives " +
+                       to_string(rows[t].dims) + ", step 0 " + to_string(row));
   const int at = static_cast<int>(axis < 0 ? axis + row.rank + 1 : axis);
   host_tensor all{rows[0].type, {}, {}};
   all.dims.rank = row.rank + 1;
@@ -176,7 +173,7 @@ std::vector<call_value> run_loop(const host_step& h, const std::vector<slot>& in
   std::int64_t trips = -1;
   if (inputs[0].known) {
     const std::vector<std::int64_t> m = inputs[0].known->ints();
-    if (m.size() != 1) fail(errc::shape_mismatch, "a Loop's trip count is not a scalar");
+    if (m.size() != 1) fail_at_call(errc::shape_mismatch, "a Loop's trip count is not a scalar");
     trips = std::max<std::int64_t>(m[0], 0);
   }
   bool go = !inputs[1].known || truth(data_of(*inputs[1].known));
@@ -256,9 +253,9 @@ std::vector<host_tensor> run_scan(const host_step& h, const std::vector<slot>& i
     const shape& x = inputs[states + j].known->dims;
     axes.push_back(static_cast<int>(in_axes[j] < 0 ? in_axes[j] + x.rank : in_axes[j]));
     if (steps >= 0 && x.dims[axes.back()] != steps)
-      fail(errc::shape_mismatch, "node " + std::to_string(h.index) + " (Scan): scan inputs of " +
-                                     "lengths " + std::to_string(steps) + " and " +
-                                     std::to_string(x.dims[axes.back()]));
+      fail_at_call(errc::shape_mismatch,
+                   "node " + std::to_string(h.index) + " (Scan): scan inputs of " + "lengths " +
+                       std::to_string(steps) + " and " + std::to_string(x.dims[axes.back()]));
     steps = x.dims[axes.back()];
   }
   std::vector<std::vector<tensor_data>> rows(scans);
@@ -321,15 +318,16 @@ std::vector<call_value> run_host_step(
     const std::string who = "node " + std::to_string(h.index) + " (" + h.node.op_type() +
                             ") output '" + h.outputs[o] + "'";
     if (o >= results.size() || results[o].list.has_value() != (h.list_outputs[o] != 0))
-      fail(errc::invalid_graph, who + " was not computed");
+      fail_at_call(errc::invalid_graph, who + " was not computed");
     auto check = [&](dtype type, const shape& dims) {
       bool fits = type == h.types[o] && dims.rank == h.dims[o].rank;
       for (int a = 0; fits && a < dims.rank; ++a)
         fits = h.dims[o].dims[a] == dyn || h.dims[o].dims[a] == dims.dims[a];
       if (!fits)
-        fail(errc::shape_mismatch, who + " is " + std::string(name(type)) + " " + to_string(dims) +
-                                       ", the model was imported for " +
-                                       std::string(name(h.types[o])) + " " + to_string(h.dims[o]));
+        fail_at_call(errc::shape_mismatch, who + " is " + std::string(name(type)) + " " +
+                                               to_string(dims) + ", the model was imported for " +
+                                               std::string(name(h.types[o])) + " " +
+                                               to_string(h.dims[o]));
     };
     if (results[o].list)
       for (const tensor_data& t : *results[o].list) check(t.type, t.dims);

@@ -1,5 +1,6 @@
 // kiln::onnx::model: an imported model as one object to call, its graphs compiled and, where the
 // model is cut, the cut nodes computed on the host between them at each call (host_steps.cpp).
+#include <algorithm>
 #include <map>
 
 #include "cut_model.hpp"
@@ -16,15 +17,7 @@ struct model::state {
   std::shared_ptr<const continuation> rest;  // (its graphs moved into `graphs`)
 };
 
-namespace {
-
 using onnx_import::host_tensor;
-
-[[noreturn]] void fail(errc code, const std::string& message) {
-  throw error(code, "onnx::model", message);
-}
-
-}  // namespace
 
 model::model(imported m, compiler::options opt) {
   auto st = std::make_shared<state>();
@@ -81,8 +74,8 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
   if (!s.rest) return run_allocating(s.graphs[0], args, d);
   const continuation& c = *s.rest;
   if (args.size() != c.inputs.size())
-    fail(errc::invalid_argument, "the model takes " + std::to_string(c.inputs.size()) +
-                                     " arguments, given " + std::to_string(args.size()));
+    fail_at_call(errc::invalid_argument, "the model takes " + std::to_string(c.inputs.size()) +
+                                             " arguments, given " + std::to_string(args.size()));
   std::map<std::string, tensor_ref, std::less<>> given;
   for (std::size_t i = 0; i < args.size(); ++i) {
     // (Graphs check what they read; an input read by a host step alone is checked here.)
@@ -90,11 +83,11 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     for (int a = 0; fits && a < c.input_dims[i].rank; ++a)
       fits = c.input_dims[i].dims[a] == dyn || c.input_dims[i].dims[a] == args[i].ref.dims.dims[a];
     if (!fits)
-      fail(errc::shape_mismatch, "argument " + std::to_string(i) + " '" + c.inputs[i] + "' is " +
-                                     std::string(name(args[i].type)) + " " +
-                                     to_string(args[i].ref.dims) + ", the model takes " +
-                                     std::string(name(c.input_types[i])) + " " +
-                                     to_string(c.input_dims[i]));
+      fail_at_call(errc::shape_mismatch, "argument " + std::to_string(i) + " '" + c.inputs[i] +
+                                             "' is " + std::string(name(args[i].type)) + " " +
+                                             to_string(args[i].ref.dims) + ", the model takes " +
+                                             std::string(name(c.input_types[i])) + " " +
+                                             to_string(c.input_dims[i]));
     given.emplace(c.inputs[i], args[i]);
   }
   std::map<std::string, tensor_data, std::less<>> computed;
@@ -104,7 +97,7 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     if (auto it = computed.find(name); it != computed.end())
       return ref_of(it->second.bytes, it->second.type, it->second.dims);
     if (auto it = given.find(name); it != given.end()) return it->second;
-    fail(errc::invalid_graph, "'" + name + "' is read before it is computed");
+    fail_at_call(errc::invalid_graph, "'" + name + "' is read before it is computed");
   };
   for (std::size_t k = 0; k < s.graph_of.size(); ++k) {
     if (const int e = s.graph_of[k]; e >= 0) {
@@ -122,7 +115,7 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
         [&](const std::string& name) -> const std::vector<tensor_data>& {
           auto it = lists.find(name);
           if (it == lists.end())
-            fail(errc::invalid_graph, "'" + name + "' is read before it is computed");
+            fail_at_call(errc::invalid_graph, "'" + name + "' is read before it is computed");
           return it->second;
         },
         d);
@@ -137,8 +130,15 @@ std::vector<tensor_data> model::run(std::span<const tensor_ref> args, const devi
     }
   }
   std::vector<tensor_data> out;
-  for (const std::string& name : s.outputs) {
-    host_tensor h = host_copy(ref_named(name), name);
+  for (auto name = s.outputs.begin(); name != s.outputs.end(); ++name) {
+    // A computed result is handed over where no later output names it again; the call's own
+    // arguments (an input given back as an output) are copied.
+    auto it = computed.find(*name);
+    if (it != computed.end() && std::find(name + 1, s.outputs.end(), *name) == s.outputs.end()) {
+      out.push_back(std::move(it->second));
+      continue;
+    }
+    host_tensor h = host_copy(ref_named(*name), *name);
     out.push_back({h.type, h.dims, std::move(h.bytes)});
   }
   return out;
