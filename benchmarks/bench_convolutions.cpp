@@ -2,7 +2,8 @@
 // out) on the CPU beside oneDNN's convolution with the same post-ops, given the same NCHW memory,
 // and beside oneDNN in its own blocked layout (its best case: the input reordered beforehand,
 // untimed). 3x3, 64 -> 64 channels, 56 x 56, pad 1, batch 1 and 8; and a depthwise 3x3 over 64
-// channels of 112 x 112 (kiln's direct kernel). Ratios are anchor time / kiln time (above 1:
+// channels of 112 x 112 (kiln's direct kernel), at stride 1 and at stride 2 (MobileNet's
+// downsampling). Ratios are anchor time / kiln time (above 1:
 // kiln is faster).
 #include <cmath>
 #include <vector>
@@ -32,6 +33,11 @@ constexpr conv_params depthwise_same{.pads = {1, 1, 1, 1}, .groups = channels};
 constexpr auto depthwise =
     fn<tensor<f32, 1, channels, wide, wide>, tensor<f32, channels, 1, 3, 3>, tensor<f32, channels>>(
         [](auto x, auto w, auto b) { return relu(conv2d<depthwise_same>(x, w, b)); });
+constexpr conv_params depthwise_halving{
+    .strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = channels};
+constexpr auto depthwise_stride2 =
+    fn<tensor<f32, 1, channels, wide, wide>, tensor<f32, channels, 1, 3, 3>, tensor<f32, channels>>(
+        [](auto x, auto w, auto b) { return relu(conv2d<depthwise_halving>(x, w, b)); });
 
 std::vector<float> data(std::size_t n, float step = 0.37f) {
   std::vector<float> v(n);
@@ -46,12 +52,14 @@ struct onednn_conv {
   dnnl::stream stream{engine};
   dnnl::convolution_forward prim;
   dnnl::memory src, weights, bias, dst;
-  // n images of channels x side x side, 3x3 kernel, pad 1, in `groups` groups.
+  // n images of channels x side x side, 3x3 kernel, pad 1, in `groups` groups, at `stride`.
   onednn_conv(float* x, float* w, float* b, float* y, std::int64_t n, bool blocked,
-              std::int64_t side = size, std::int64_t groups = 1) {
+              std::int64_t side = size, std::int64_t groups = 1, std::int64_t stride = 1) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const dnnl::memory::dims src_dims{n, channels, side, side}, bias_dims{channels};
+    const std::int64_t out = (side - 1) / stride + 1;
+    const dnnl::memory::dims src_dims{n, channels, side, side}, bias_dims{channels},
+        dst_dims{n, channels, out, out};
     const dnnl::memory::dims weight_dims =
         groups == 1 ? dnnl::memory::dims{channels, channels, 3, 3}
                     : dnnl::memory::dims{groups, channels / groups, channels / groups, 3, 3};
@@ -59,7 +67,7 @@ struct onednn_conv {
     auto layout = [&](tag t) { return blocked ? tag::any : t; };
     dnnl::memory::desc src_md(src_dims, dt::f32, layout(tag::nchw)),
         w_md(weight_dims, dt::f32, layout(weight_tag)), b_md(bias_dims, dt::f32, tag::x),
-        dst_md(src_dims, dt::f32, layout(tag::nchw));
+        dst_md(dst_dims, dt::f32, layout(tag::nchw));
     dnnl::post_ops ops;
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr;
@@ -67,12 +75,12 @@ struct onednn_conv {
     dnnl::convolution_forward::primitive_desc pd(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                         dnnl::algorithm::convolution_direct, src_md, w_md, b_md,
-                                        dst_md, {1, 1}, {1, 1}, {1, 1}),
+                                        dst_md, {stride, stride}, {1, 1}, {1, 1}),
         attr, engine);
     prim = dnnl::convolution_forward(pd);
     dnnl::memory user_src({src_dims, dt::f32, tag::nchw}, engine, x),
         user_w({weight_dims, dt::f32, weight_tag}, engine, w),
-        user_dst({src_dims, dt::f32, tag::nchw}, engine, y);
+        user_dst({dst_dims, dt::f32, tag::nchw}, engine, y);
     auto reordered = [&](dnnl::memory user, const dnnl::memory::desc& want) {
       if (want == user.get_desc()) return user;
       dnnl::memory m(want, engine);
@@ -124,9 +132,24 @@ void BM_depthwise3x3_bias_relu(benchmark::State& state) {
   ratio(state, "x_vs_onednn_blocked", blocked, calls, kiln_call);
 }
 
+void BM_depthwise3x3_stride2_bias_relu(benchmark::State& state) {
+  auto x = data(channels * wide * wide), w = data(channels * 9, 0.11f), b = data(channels, 0.05f);
+  std::vector<float> y(x.size() / 4);
+  auto cpu = device::cpu();
+  auto kiln_call = [&] { depthwise_stride2.on(cpu)(x, w, b, into(y)); };
+  const int calls = 50;
+  double seconds = measure_kiln(state, kiln_call, 0, calls);
+  state.counters["GFLOPS"] = 2.0 * channels * 9 * (wide / 2) * (wide / 2) / seconds * 1e-9;
+  onednn_conv nchw(x.data(), w.data(), b.data(), y.data(), 1, false, wide, channels, 2);
+  ratio(state, "x_vs_onednn_nchw", nchw, calls, kiln_call);
+  onednn_conv blocked(x.data(), w.data(), b.data(), y.data(), 1, true, wide, channels, 2);
+  ratio(state, "x_vs_onednn_blocked", blocked, calls, kiln_call);
+}
+
 }  // namespace
 
 BENCHMARK(BM_depthwise3x3_bias_relu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_depthwise3x3_stride2_bias_relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_conv3x3_bias_relu<1>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_conv3x3_bias_relu<8>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

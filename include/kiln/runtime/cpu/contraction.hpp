@@ -596,11 +596,13 @@ inline bool is_depthwise_2d(const conv_geometry& c, std::int64_t in_group, int s
 
 // A 2-D depthwise convolution (one input channel per group: MobileNet's) in fold type S from
 // storage type T: each output plane from its input plane, sixteen (a vector of) outputs of a row
-// at a time, summing every kernel cell in a register. The input plane is first copied into one
-// plane per column phase (column j of phase f: input column j x stride + f + start, 0 outside
-// the image), so that the outputs of a row read consecutive elements for every stride and
-// dilation. (A loop per kernel cell adding into the output row, as the other ranks run, spent
-// most of its time on each short row's setup and on reloading the row it adds to.)
+// at a time, summing every kernel cell in a register. The input rows a band of output rows reads
+// are first copied into one plane per column phase (column j of phase f: input column j x stride
+// + f + start, 0 outside the image), so that the outputs of a row read consecutive elements for
+// every stride and dilation; a band's phases fit in L1 (a whole plane's, 59 KB at 112² and
+// stride 2, did not: its copy and every multiply-add's load went to L2). (A loop per kernel cell
+// adding into the output row, as the other ranks run, spent most of its time on each short row's
+// setup and on reloading the row it adds to.)
 template <class S, class T>
 void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims,
                   const operand_layout& w, const shape& y_dims, const conv_geometry& c,
@@ -616,6 +618,12 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
   // kernel column.
   const std::int64_t vectors = (OW + L - 1) / L;
   const std::int64_t phase_width = vectors * L + (KW - 1) * dx / sx + 1;
+  // Output rows a band: its input rows' phases in 24 KB.
+  const std::int64_t row_bytes = sx * phase_width * std::int64_t{sizeof(S)};
+  const std::int64_t fit_rows = std::max<std::int64_t>(24 * 1024 / row_bytes, 1);
+  const std::int64_t band = std::clamp<std::int64_t>((fit_rows - (KH - 1) * dy - 1) / sy + 1, 1,
+                                                     std::max<std::int64_t>(OH, 1));
+  const std::int64_t band_rows = (band - 1) * sy + (KH - 1) * dy + 1;  // input rows a band reads
   const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1];
   auto run_planes = [&](std::int64_t first, std::int64_t end) {
     thread_local std::vector<S> phases, plane, weights;
@@ -624,8 +632,8 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
     thread_local std::vector<std::int64_t> column_offset;
     column_offset.resize(static_cast<std::size_t>(KW));
     for (std::int64_t kx = 0; kx < KW; ++kx)
-      column_offset[kx] = kx * dx % sx * H * phase_width + kx * dx / sx;
-    phases.resize(static_cast<std::size_t>(sx * H * phase_width));
+      column_offset[kx] = kx * dx % sx * band_rows * phase_width + kx * dx / sx;
+    phases.resize(static_cast<std::size_t>(sx * band_rows * phase_width));
     plane.resize(static_cast<std::size_t>(N + L));  // the last row's last vector may pass N
     weights.resize(static_cast<std::size_t>(KH * KW));
     for (std::int64_t at = first; at < end; ++at) {
@@ -636,56 +644,64 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       for (std::int64_t ky = 0; ky < KH; ++ky)
         for (std::int64_t kx = 0; kx < KW; ++kx)
           weights[ky * KW + kx] = as_fold<S>(wc[ky * w.stride[2] + kx * w.stride[3]]);
-      for (std::int64_t f = 0; f < sx; ++f) {
-        // The phase's columns j inside the image: 0 <= j x sx + f + start < W.
-        const std::int64_t at0 = f + c.starts[1];
-        const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, phase_width);
-        const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, phase_width);
-        const std::int64_t step = sx * x.stride[3];
-        for (std::int64_t y = 0; y < H; ++y) {
-          const T* from = xc + y * x.stride[2] + (lo * sx + at0) * x.stride[3];
-          S* to = phases.data() + (f * H + y) * phase_width;
-          std::fill(to, to + lo, S(0));
-          // Steps 1 and 2 known to the compiler, which vectorizes them.
-          if (step == 1)
-            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
-          else if (step == 2)
-            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
-          else
-            for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * step]);
-          std::fill(to + hi, to + phase_width, S(0));
-        }
-      }
-      // Vectors [v0, v0 + B) of output row oy, B accumulators side by side (one alone would
-      // wait on its own multiply-add at every kernel cell).
-      auto vectors_of_row = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy,
-                                       std::int64_t v0) {
-        batch acc[B];
-        for (int b = 0; b < B; ++b) acc[b] = batch(S(0));
-        for (std::int64_t ky = 0; ky < KH; ++ky) {
-          const std::int64_t iy = oy * sy + c.starts[0] + ky * dy;
-          if (iy < 0 || iy >= H) continue;
-          const S* row = phases.data() + iy * phase_width + v0 * L;
-          for (std::int64_t kx = 0; kx < KW; ++kx) {
-            const batch weight(weights[ky * KW + kx]);
-            const S* from = row + column_offset[kx];
-            for (int b = 0; b < B; ++b)
-              acc[b] = xsimd::fma(weight, batch::load_unaligned(from + b * L), acc[b]);
+      for (std::int64_t oy0 = 0; oy0 < OH; oy0 += band) {
+        const std::int64_t oy1 = std::min(OH, oy0 + band);
+        // Input rows [y0, y0 + band_rows) in the phases (those inside the image).
+        const std::int64_t y0 = oy0 * sy + c.starts[0];
+        const std::int64_t copy_first = std::max<std::int64_t>(y0, 0);
+        const std::int64_t copy_end = std::min(H, y0 + band_rows);
+        for (std::int64_t f = 0; f < sx; ++f) {
+          // The phase's columns j inside the image: 0 <= j x sx + f + start < W.
+          const std::int64_t at0 = f + c.starts[1];
+          const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, phase_width);
+          const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, phase_width);
+          const std::int64_t step = sx * x.stride[3];
+          for (std::int64_t y = copy_first; y < copy_end; ++y) {
+            const T* from = xc + y * x.stride[2] + (lo * sx + at0) * x.stride[3];
+            S* to = phases.data() + (f * band_rows + y - y0) * phase_width;
+            std::fill(to, to + lo, S(0));
+            // Steps 1 and 2 known to the compiler, which vectorizes them.
+            if (step == 1)
+              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
+            else if (step == 2)
+              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
+            else
+              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * step]);
+            std::fill(to + hi, to + phase_width, S(0));
           }
         }
-        // Past OW this writes the next row's first outputs, which that row then writes.
-        S* out = plane.data() + oy * OW + v0 * L;
-        for (int b = 0; b < B; ++b) acc[b].store_unaligned(out + b * L);
-      };
-      for (std::int64_t oy = 0; oy < OH; ++oy) {
-        std::int64_t v0 = 0;
-        for (; v0 + 4 <= vectors; v0 += 4) vectors_of_row(std::integral_constant<int, 4>{}, oy, v0);
-        if (const std::int64_t rest = vectors - v0; rest == 3)
-          vectors_of_row(std::integral_constant<int, 3>{}, oy, v0);
-        else if (rest == 2)
-          vectors_of_row(std::integral_constant<int, 2>{}, oy, v0);
-        else if (rest == 1)
-          vectors_of_row(std::integral_constant<int, 1>{}, oy, v0);
+        // Vectors [v0, v0 + B) of output row oy, B accumulators side by side (one alone would
+        // wait on its own multiply-add at every kernel cell).
+        auto vectors_of_row = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy,
+                                         std::int64_t v0) {
+          batch acc[B];
+          for (int b = 0; b < B; ++b) acc[b] = batch(S(0));
+          for (std::int64_t ky = 0; ky < KH; ++ky) {
+            const std::int64_t iy = oy * sy + c.starts[0] + ky * dy;
+            if (iy < 0 || iy >= H) continue;
+            const S* row = phases.data() + (iy - y0) * phase_width + v0 * L;
+            for (std::int64_t kx = 0; kx < KW; ++kx) {
+              const batch weight(weights[ky * KW + kx]);
+              const S* from = row + column_offset[kx];
+              for (int b = 0; b < B; ++b)
+                acc[b] = xsimd::fma(weight, batch::load_unaligned(from + b * L), acc[b]);
+            }
+          }
+          // Past OW this writes the next row's first outputs, which that row then writes.
+          S* out = plane.data() + oy * OW + v0 * L;
+          for (int b = 0; b < B; ++b) acc[b].store_unaligned(out + b * L);
+        };
+        for (std::int64_t oy = oy0; oy < oy1; ++oy) {
+          std::int64_t v0 = 0;
+          for (; v0 + 4 <= vectors; v0 += 4)
+            vectors_of_row(std::integral_constant<int, 4>{}, oy, v0);
+          if (const std::int64_t rest = vectors - v0; rest == 3)
+            vectors_of_row(std::integral_constant<int, 3>{}, oy, v0);
+          else if (rest == 2)
+            vectors_of_row(std::integral_constant<int, 2>{}, oy, v0);
+          else if (rest == 1)
+            vectors_of_row(std::integral_constant<int, 1>{}, oy, v0);
+        }
       }
       const void* values = plane.data();
       if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type

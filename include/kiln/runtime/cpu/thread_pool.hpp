@@ -73,9 +73,15 @@ class thread_pool {
   // at most participants - 1 workers; returns when every piece has run. fn must not throw. While
   // another thread's job holds the pool, the whole range runs on the calling thread.
   void run(std::int64_t tasks, std::int64_t chunk, task_range fn, int participants) {
+    // (Decided before the lock: a job's task that runs kiln's kernels under a limit of one
+    // thread calls here from the thread that may hold it.)
+    if (workers_.empty() || tasks <= chunk || participants < 2) {
+      fn(std::int64_t{0}, tasks);
+      return;
+    }
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     const int solo = solo_calls_.load(std::memory_order_relaxed);
-    if (!busy || workers_.empty() || tasks <= chunk || solo > 0 || participants < 2) {
+    if (!busy || solo > 0) {
       if (busy && solo > 0) solo_calls_.store(solo - 1, std::memory_order_relaxed);
       fn(std::int64_t{0}, tasks);
       return;
