@@ -391,15 +391,23 @@ lane_t<D> lane_value(const scalar& s) {
     return static_cast<lane_t<D>>(s.i);
 }
 
-// Cast with kiln's scalar semantics, lane by lane (rounding to narrow floats included).
+// Cast with kiln's scalar semantics, lane by lane (rounding to narrow floats included). To f32 or
+// f64 from a number that scalar reads as a double (every type but bool), scalar's conversion is
+// the double rounded once to the target: written so, the compiler vectorizes it (through
+// scalar::to, an int8 weight's dequantization called a conversion function per element).
 template <dtype From, dtype To, class In>
 compute_t<To> cast(const In& v) {
   auto in = to_array(v);
   std::array<lane_t<To>, lanes> out;
-  for (std::size_t i = 0; i < lanes; ++i) {
-    scalar s = is_floating(From) ? scalar{From, static_cast<double>(in[i]), 0}
-                                 : scalar{From, 0, static_cast<std::int64_t>(in[i])};
-    out[i] = lane_value<To>(s.to(To));
+  if constexpr ((To == dtype::f32 || To == dtype::f64) && From != dtype::boolean) {
+    for (std::size_t i = 0; i < lanes; ++i)
+      out[i] = static_cast<lane_t<To>>(static_cast<double>(in[i]));
+  } else {
+    for (std::size_t i = 0; i < lanes; ++i) {
+      scalar s = is_floating(From) ? scalar{From, static_cast<double>(in[i]), 0}
+                                   : scalar{From, 0, static_cast<std::int64_t>(in[i])};
+      out[i] = lane_value<To>(s.to(To));
+    }
   }
   return from_array(out);
 }
