@@ -84,45 +84,51 @@ TEST_P(GraphOnDevice, RunsByNameAtManySizes) {
 
 // Rows of four elements whose inputs are read across them (a detector's boxes: [576, 4] from a
 // transposed [4, 576]) run a block of rows as one row: every kind of input (transposed f32, i8
-// and f64, one value per row, row-major, one value for all) against a scalar loop.
+// and f64, one value per row, row-major, one value for all) against a scalar loop, at sizes on
+// one thread and on several.
 TEST_P(GraphOnDevice, ShortRowsReadAcrossTheirInputsMatchAScalarLoop) {
-  constexpr std::int64_t cells = 579, side = 4;  // rows: past a 128-row block, not a multiple
+  constexpr std::int64_t side = 4;
   graph g;
-  auto deltas = g.input("deltas", dtype::f32, {side, cells});
-  auto codes = g.input("codes", dtype::i8, {side, cells});
-  auto wide = g.input("wide", dtype::f64, {side, cells});
-  auto per_row = g.input("per_row", dtype::f32, {cells, 1});
-  auto anchors = g.input("anchors", dtype::f32, {cells, side});
+  auto deltas = g.input("deltas", dtype::f32, {side, dyn});
+  auto codes = g.input("codes", dtype::i8, {side, dyn});
+  auto wide = g.input("wide", dtype::f64, {side, dyn});
+  auto per_row = g.input("per_row", dtype::f32, {dyn, 1});
+  auto anchors = g.input("anchors", dtype::f32, {dyn, side});
   auto boxes = g.add(g.mul(g.transpose(deltas, {1, 0}), per_row), anchors);
   g.output("boxes",
            g.add(boxes, g.mul(g.cast(g.transpose(codes, {1, 0}), dtype::f32), g.constant(0.5))));
   g.output("wide_t", g.mul(g.transpose(wide, {1, 0}), g.constant(3.0, dtype::f64)));
   executable exe = compile(g);
-  auto d = ramp(side * cells, -2.f, 0.001f), r = ramp(cells, 0.5f, 0.01f);
-  auto a = ramp(cells * side, 1.f, -0.0003f);
-  std::vector<std::int8_t> c(side * cells);
-  std::vector<double> w(side * cells);
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    c[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
-    w[i] = 0.125 * static_cast<double>(i) - 7.0;
-  }
-  std::vector<float> boxes_out(cells * side, -1.f);
-  std::vector<double> wide_out(cells * side, -1.0);
-  exe.run({{"deltas", view(d.data(), {side, cells})},
-           {"codes", view(c.data(), {side, cells})},
-           {"wide", view(w.data(), {side, cells})},
-           {"per_row", view(r.data(), {cells, 1})},
-           {"anchors", view(a.data(), {cells, side})}},
-          {{"boxes", view(boxes_out.data(), {cells, side})},
-           {"wide_t", view(wide_out.data(), {cells, side})}},
-          dev());
-  for (std::int64_t i = 0; i < cells; ++i)
-    for (std::int64_t j = 0; j < side; ++j) {
-      const float box = d[j * cells + i] * r[i] + a[i * side + j];
-      ASSERT_EQ(boxes_out[i * side + j], box + static_cast<float>(c[j * cells + i]) * 0.5f)
-          << "row " << i << ", element " << j;
-      ASSERT_EQ(wide_out[i * side + j], w[j * cells + i] * 3.0) << "row " << i << ", element " << j;
+  // Rows: past a 128-row block and not a multiple of it; past the threads' threshold.
+  for (const std::int64_t cells : {std::int64_t{579}, std::int64_t{10007}}) {
+    const auto n = static_cast<std::size_t>(side * cells);
+    auto d = ramp(n, -2.f, 0.001f), r = ramp(static_cast<std::size_t>(cells), 0.5f, 0.01f);
+    auto a = ramp(n, 1.f, -0.0003f);
+    std::vector<std::int8_t> c(n);
+    std::vector<double> w(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      c[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+      w[i] = 0.125 * static_cast<double>(i) - 7.0;
     }
+    std::vector<float> boxes_out(n, -1.f);
+    std::vector<double> wide_out(n, -1.0);
+    exe.run({{"deltas", view(d.data(), {side, cells})},
+             {"codes", view(c.data(), {side, cells})},
+             {"wide", view(w.data(), {side, cells})},
+             {"per_row", view(r.data(), {cells, 1})},
+             {"anchors", view(a.data(), {cells, side})}},
+            {{"boxes", view(boxes_out.data(), {cells, side})},
+             {"wide_t", view(wide_out.data(), {cells, side})}},
+            dev());
+    for (std::int64_t i = 0; i < cells; ++i)
+      for (std::int64_t j = 0; j < side; ++j) {
+        const float box = d[j * cells + i] * r[i] + a[i * side + j];
+        ASSERT_EQ(boxes_out[i * side + j], box + static_cast<float>(c[j * cells + i]) * 0.5f)
+            << cells << " rows: row " << i << ", element " << j;
+        ASSERT_EQ(wide_out[i * side + j], w[j * cells + i] * 3.0)
+            << cells << " rows: row " << i << ", element " << j;
+      }
+  }
 }
 
 TEST_P(GraphOnDevice, RunsByPositionWithTypeErasedData) {

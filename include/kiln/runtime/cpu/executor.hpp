@@ -100,62 +100,73 @@ inline bool short_rows_flatten(const collapsed_space& c, std::span<const std::in
 }
 
 // A region over [rows, inner] with short rows (a few elements: [576, 4] boxes from a transposed
-// [4, 576]) on the calling thread, a block of rows as one row of the row function: an input laid
-// out row after row (or one element for all) is read in place, any other is first gathered into
-// a buffer in the rows' order. A call per row cost more than its elements (46 µs for the
-// detector's 2,304 boxes, 4 to a row).
+// [4, 576]), a block of rows as one row of the row function (blocks shared among the threads
+// where the region is large): an input laid out row after row (or one element for all) is read
+// in place, any other is first gathered into a buffer in the rows' order. A call per row cost
+// more than its elements (46 µs for the detector's 2,304 boxes, 4 to a row).
 inline void run_short_rows(row_ref row, const collapsed_space& c,
                            std::span<const std::int32_t> args, std::size_t in_slots,
                            std::span<const std::int32_t> results, std::size_t out_slots,
                            std::span<const operand_layout* const> ops) {
   const std::int64_t rows = c.dims[0], inner = c.dims[1];
   const std::int64_t block = std::max<std::int64_t>(512 / inner, 1);
-  row_pointers p(in_slots, out_slots);
-  thread_local std::vector<std::uint64_t> buffer;  // an input's block: 512 elements of 8 bytes
   const auto piece = static_cast<std::size_t>(block * inner);
-  if (buffer.size() < args.size() * piece) buffer.resize(args.size() * piece);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
-    const std::int64_t n = std::min(block, rows - r0);
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      const operand_layout& o = *ops[k];
-      const std::int64_t across = c.strides[k][0], along = c.strides[k][1];
-      const unsigned char* at = o.data + r0 * across * o.bytes;
-      if (k >= args.size()) {
-        p.out[results[k - args.size()]] = const_cast<unsigned char*>(at);
-        continue;
+  auto run_blocks = [&](std::int64_t first, std::int64_t last) {
+    row_pointers p(in_slots, out_slots);
+    thread_local std::vector<std::uint64_t> buffer;  // an input's block: 512 elements of 8 bytes
+    if (buffer.size() < args.size() * piece) buffer.resize(args.size() * piece);
+    for (std::int64_t b = first; b < last; ++b) {
+      const std::int64_t r0 = b * block, n = std::min(block, rows - r0);
+      for (std::size_t k = 0; k < ops.size(); ++k) {
+        const operand_layout& o = *ops[k];
+        const std::int64_t across = c.strides[k][0], along = c.strides[k][1];
+        const unsigned char* at = o.data + r0 * across * o.bytes;
+        if (k >= args.size()) {
+          p.out[results[k - args.size()]] = const_cast<unsigned char*>(at);
+          continue;
+        }
+        const std::int32_t slot = args[k];
+        if ((along == 1 && across == inner) || (along == 0 && across == 0)) {
+          p.in[slot] = at;
+          p.step[slot] = along;
+          continue;
+        }
+        auto* to = reinterpret_cast<unsigned char*>(buffer.data() + k * piece);
+        auto gather = [&]<class E>(E) {
+          E* into = reinterpret_cast<E*>(to);
+          for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t j = 0; j < inner; ++j)
+              std::memcpy(into++, at + (r * across + j * along) * o.bytes, sizeof(E));
+        };
+        switch (o.bytes) {
+          case 1:
+            gather(std::uint8_t{});
+            break;
+          case 2:
+            gather(std::uint16_t{});
+            break;
+          case 4:
+            gather(std::uint32_t{});
+            break;
+          default:
+            gather(std::uint64_t{});
+            break;
+        }
+        p.in[slot] = to;
+        p.step[slot] = 1;
       }
-      const std::int32_t slot = args[k];
-      if ((along == 1 && across == inner) || (along == 0 && across == 0)) {
-        p.in[slot] = at;
-        p.step[slot] = along;
-        continue;
-      }
-      auto* to = reinterpret_cast<unsigned char*>(buffer.data() + k * piece);
-      auto gather = [&]<class E>(E) {
-        E* into = reinterpret_cast<E*>(to);
-        for (std::int64_t r = 0; r < n; ++r)
-          for (std::int64_t j = 0; j < inner; ++j)
-            std::memcpy(into++, at + (r * across + j * along) * o.bytes, sizeof(E));
-      };
-      switch (o.bytes) {
-        case 1:
-          gather(std::uint8_t{});
-          break;
-        case 2:
-          gather(std::uint16_t{});
-          break;
-        case 4:
-          gather(std::uint32_t{});
-          break;
-        default:
-          gather(std::uint64_t{});
-          break;
-      }
-      p.in[slot] = to;
-      p.step[slot] = 1;
+      row(p.in.data(), p.step.data(), p.out.data(), n * inner);
     }
-    row(p.in.data(), p.step.data(), p.out.data(), n * inner);
-  }
+  };
+  const std::int64_t blocks = (rows + block - 1) / block;
+  if (rows * inner >= parallel_threshold)
+    parallel_for(
+        blocks,
+        std::max<std::int64_t>(
+            claim_elements(rows * inner, thread_count()) / static_cast<std::int64_t>(piece), 1),
+        run_blocks);
+  else
+    run_blocks(0, blocks);
 }
 
 // Whether an operand of a region is read or written through index terms (a gather): it walks no
