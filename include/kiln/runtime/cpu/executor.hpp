@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <span>
 #include <vector>
 
@@ -132,26 +131,9 @@ inline void run_short_rows(row_ref row, const collapsed_space& c,
           continue;
         }
         auto* to = reinterpret_cast<unsigned char*>(buffer.data() + k * piece);
-        auto gather = [&]<class E>(E) {
-          E* into = reinterpret_cast<E*>(to);
-          for (std::int64_t r = 0; r < n; ++r)
-            for (std::int64_t j = 0; j < inner; ++j)
-              std::memcpy(into++, at + (r * across + j * along) * o.bytes, sizeof(E));
-        };
-        switch (o.bytes) {
-          case 1:
-            gather(std::uint8_t{});
-            break;
-          case 2:
-            gather(std::uint16_t{});
-            break;
-          case 4:
-            gather(std::uint32_t{});
-            break;
-          default:
-            gather(std::uint64_t{});
-            break;
-        }
+        for (std::int64_t r = 0; r < n; ++r)
+          row_pointers::gather(at + r * across * o.bytes, along, o.bytes, inner,
+                               to + r * inner * o.bytes);
         p.in[slot] = to;
         p.step[slot] = 1;
       }

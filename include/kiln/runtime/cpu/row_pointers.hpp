@@ -280,6 +280,11 @@ struct row_pointers {
     else
       row(in.data(), step.data(), out.data(), n);
   }
+  // m elements of `bytes` from `from`, `stride` elements apart, to consecutive ones at `to`.
+  static void gather(const unsigned char* from, std::int64_t stride, int bytes, std::int64_t m,
+                     void* to) {
+    copy_apart(from, stride, 1, bytes, m, to);
+  }
 
  private:
   struct operand {
@@ -395,12 +400,7 @@ struct row_pointers {
       std::memcpy(dst + (e - c) * o.bytes, from + at * o.bytes, static_cast<std::size_t>(o.bytes));
     }
   }
-  // m elements of `bytes` from `from`, `stride` elements apart, to consecutive ones at `to`; and
-  // back (scatter).
-  static void gather(const unsigned char* from, std::int64_t stride, int bytes, std::int64_t m,
-                     void* to) {
-    copy_apart(from, stride, 1, bytes, m, to);
-  }
+  // gather reversed: m consecutive elements at `from` to `stride` elements apart at `to`.
   static void scatter(const void* from, std::int64_t stride, int bytes, std::int64_t m,
                       unsigned char* to) {
     copy_apart(from, 1, stride, bytes, m, to);
