@@ -220,6 +220,25 @@ TEST(Conv, DepthwiseAcrossVectorWidthsStridesAndPhases) {
     }
 }
 
+// The direct kernel of 2-D convolutions with several input channels per group (a stem's): output
+// rows around one and two vectors and a register tile's columns (16 and 32 lanes on AVX-512, 8
+// and 16 on AVX2, 4 and 8 on SSE2), strides 1 to 3 and dilation (kernel columns in other
+// phases), uneven padding, register tiles with rows left over (5, 6 and 17 output channels),
+// groups, K past one KC block (30 x 3 x 3 = 270), w an input or a constant (packed once).
+TEST(Conv, DirectAcrossWidthsStridesAndBlocks) {
+  unsigned seed = 900;
+  for (std::int64_t width : {8, 9, 16, 17, 32, 33, 47, 64, 70})
+    for (std::int64_t stride : {1, 2, 3}) {
+      check({1, 3, 5, width * stride}, {5, 3, 3, 3}, with(stride, 1, 1, 1), false, seed += 2);
+      windows d = with(stride, 2, 2, 0, 2);
+      d.begin[0] = 1;
+      check({2, 4, 6, width * stride + 3}, {6, 2, 2, 3}, d, false, seed += 2, false, true);
+    }
+  check({1, 3, 9, 80}, {17, 3, 3, 3}, with(2, 1, 1, 1), false, seed += 2, false, true);
+  check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
+  check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2, false, true);
+}
+
 TEST(Conv, SizesAroundTilesAndBlocks) {
   unsigned seed = 100;
   // Output channels (the GEMM's rows), input channels (with the kernel cells, its sum) and
@@ -508,16 +527,19 @@ TEST(Conv, RunTimeChannelsAreCheckedAtTheCall) {
 
 TEST(Conv, WideAndNarrowFloatsAndARunTimeBatch) {
   // f64 accumulates in f64; f16 and bf16 in f32, rounded once. The batch size is a symbol. Dense
-  // (the GEMM) and depthwise (the direct kernel).
-  for (bool depthwise : {false, true}) {
+  // (the GEMM; over rows of 40, the direct kernel) and depthwise (its own kernel).
+  for (int kind = 0; kind < 3; ++kind) {
+    const bool depthwise = kind == 1;
+    const std::int64_t W = kind == 2 ? 40 : 6;
     const dims_t wd = depthwise ? dims_t{4, 1, 3, 3} : dims_t{5, 4, 3, 3};
     const std::int64_t M = wd[0], cells = wd[1] * 9;
-    host_tensor x = random_tensor({3, 4, 7, 6}, 700), w = random_tensor(wd, 701);
+    host_tensor x = random_tensor({3, 4, 7, W}, 700), w = random_tensor(wd, 701);
     windows p = with(1, 1, 1, 1, depthwise ? 4 : 1);
     for (dtype t : {dtype::f64, dtype::f16, dtype::bf16}) {
-      SCOPED_TRACE(std::string(kiln::name(t)) + (depthwise ? " depthwise" : ""));
+      SCOPED_TRACE(std::string(kiln::name(t)) + (depthwise ? " depthwise" : "") + " width " +
+                   std::to_string(W));
       kiln::graph g;
-      auto xv = g.input("x", t, {kiln::dyn, 4, 7, 6});
+      auto xv = g.input("x", t, {kiln::dyn, 4, 7, W});
       auto wv = g.input("w", t, ref::to_shape(wd));
       g.output("y", g.conv(xv, wv, window_of(p, 2)));
       auto e = kiln::compile(g);
@@ -527,9 +549,9 @@ TEST(Conv, WideAndNarrowFloatsAndARunTimeBatch) {
       for (std::size_t i = 0; i < w.v.size(); ++i) wr.v.push_back(ref::value_at(wb, t, i));
       result want = ref_conv(xr, wr, p);
       std::vector<unsigned char> y(ref::count(want.value.dims) * kiln::size_in_bytes(t));
-      e.run({kiln::tensor_ref(static_cast<const void*>(xb.data()), t, {3, 4, 7, 6}),
+      e.run({kiln::tensor_ref(static_cast<const void*>(xb.data()), t, {3, 4, 7, W}),
              kiln::tensor_ref(static_cast<const void*>(wb.data()), t, ref::to_shape(wd))},
-            {kiln::tensor_ref(static_cast<void*>(y.data()), t, {3, M, 7, 6})});
+            {kiln::tensor_ref(static_cast<void*>(y.data()), t, {3, M, 7, W})});
       const double u = t == dtype::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
       const double out_u = t == dtype::f16    ? std::ldexp(1.0, -11)
                            : t == dtype::bf16 ? std::ldexp(1.0, -8)

@@ -15,7 +15,7 @@
 #include "kiln/compiler/plan.hpp"
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/runtime/arena.hpp"
-#include "kiln/runtime/cpu/contraction.hpp"
+#include "kiln/runtime/cpu/convolution.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
 #include "kiln/runtime/cpu/run_plan.hpp"
 

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kiln/runtime/cpu/contraction.hpp"
+#include "kiln/runtime/cpu/convolution.hpp"
 
 namespace kiln::cpu {
 

@@ -16,7 +16,7 @@
 #include "kiln/core/runtime_boundary.hpp"
 #include "kiln/core/thread_kept.hpp"
 #include "kiln/runtime/arena.hpp"
-#include "kiln/runtime/cpu/contraction.hpp"
+#include "kiln/runtime/cpu/convolution.hpp"
 #include "kiln/runtime/cpu/executor.hpp"
 #include "kiln/runtime/cpu/packed_weights.hpp"
 #include "kiln/runtime/cpu/reduction.hpp"
