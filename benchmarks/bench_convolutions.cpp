@@ -1,10 +1,11 @@
 // Convolution benchmarks: kiln's conv2d with its fused bias and relu (one dispatch, NCHW in and
 // out) on the CPU beside oneDNN's convolution with the same post-ops, given the same NCHW memory,
 // and beside oneDNN in its own blocked layout (its best case: the input reordered beforehand,
-// untimed). 3x3, 64 -> 64 channels, 56 x 56, pad 1, batch 1 and 8; and a depthwise 3x3 over 64
-// channels of 112 x 112 (kiln's direct kernel), at stride 1 and at stride 2 (MobileNet's
-// downsampling). Ratios are anchor time / kiln time (above 1:
-// kiln is faster).
+// untimed). 3x3, 64 -> 64 channels, 56 x 56, pad 1, batch 1 and 8; a network's stem, 3x3 at
+// stride 2 from 3 channels of 224 x 224 to 16 (both kiln's direct kernel for several input
+// channels); and a depthwise 3x3 over 64 channels of 112 x 112 (kiln's depthwise kernel), at
+// stride 1 and at stride 2 (MobileNet's downsampling). Ratios are anchor time / kiln time (above
+// 1: kiln is faster).
 #include <cmath>
 #include <vector>
 
@@ -27,6 +28,12 @@ constexpr auto block =
     fn<tensor<f32, N, channels, size, size>, tensor<f32, channels, channels, 3, 3>,
        tensor<f32, channels>>([](auto x, auto w, auto b) { return relu(conv2d<same>(x, w, b)); });
 static_assert(block<1>.plan.dispatch_count() == 1 && block<1>.plan.transient_bytes() == 0);
+
+constexpr std::int64_t image = 224, stem_channels = 16;
+constexpr conv_params halving{.strides = {2, 2}, .pads = {1, 1, 1, 1}};
+constexpr auto stem = fn<tensor<f32, 1, 3, image, image>, tensor<f32, stem_channels, 3, 3, 3>,
+                         tensor<f32, stem_channels>>(
+    [](auto x, auto w, auto b) { return relu(conv2d<halving>(x, w, b)); });
 
 constexpr std::int64_t wide = 112;
 constexpr conv_params depthwise_same{.pads = {1, 1, 1, 1}, .groups = channels};
@@ -52,17 +59,19 @@ struct onednn_conv {
   dnnl::stream stream{engine};
   dnnl::convolution_forward prim;
   dnnl::memory src, weights, bias, dst;
-  // n images of channels x side x side, 3x3 kernel, pad 1, in `groups` groups, at `stride`.
+  // n images of `in` channels x side x side to `out` channels, 3x3 kernel, pad 1, in `groups`
+  // groups, at `stride`.
   onednn_conv(float* x, float* w, float* b, float* y, std::int64_t n, bool blocked,
-              std::int64_t side = size, std::int64_t groups = 1, std::int64_t stride = 1) {
+              std::int64_t side = size, std::int64_t groups = 1, std::int64_t stride = 1,
+              std::int64_t in = channels, std::int64_t out = channels) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const std::int64_t out = (side - 1) / stride + 1;
-    const dnnl::memory::dims src_dims{n, channels, side, side}, bias_dims{channels},
-        dst_dims{n, channels, out, out};
+    const std::int64_t out_side = (side - 1) / stride + 1;
+    const dnnl::memory::dims src_dims{n, in, side, side}, bias_dims{out},
+        dst_dims{n, out, out_side, out_side};
     const dnnl::memory::dims weight_dims =
-        groups == 1 ? dnnl::memory::dims{channels, channels, 3, 3}
-                    : dnnl::memory::dims{groups, channels / groups, channels / groups, 3, 3};
+        groups == 1 ? dnnl::memory::dims{out, in, 3, 3}
+                    : dnnl::memory::dims{groups, out / groups, in / groups, 3, 3};
     const tag weight_tag = groups == 1 ? tag::oihw : tag::goihw;
     auto layout = [&](tag t) { return blocked ? tag::any : t; };
     dnnl::memory::desc src_md(src_dims, dt::f32, layout(tag::nchw)),
@@ -118,6 +127,22 @@ void BM_conv3x3_bias_relu(benchmark::State& state) {
   ratio(state, "x_vs_onednn_blocked", blocked, calls, kiln_call);
 }
 
+void BM_stem3x3_stride2_bias_relu(benchmark::State& state) {
+  auto x = data(3 * image * image), w = data(stem_channels * 3 * 9, 0.11f),
+       b = data(stem_channels, 0.05f);
+  std::vector<float> y(stem_channels * (image / 2) * (image / 2));
+  auto cpu = device::cpu();
+  auto kiln_call = [&] { stem.on(cpu)(x, w, b, into(y)); };
+  const int calls = 50;
+  double seconds = measure_kiln(state, kiln_call, 0, calls);
+  state.counters["GFLOPS"] = 2.0 * 27 * double(y.size()) / seconds * 1e-9;
+  onednn_conv nchw(x.data(), w.data(), b.data(), y.data(), 1, false, image, 1, 2, 3, stem_channels);
+  ratio(state, "x_vs_onednn_nchw", nchw, calls, kiln_call);
+  onednn_conv blocked(x.data(), w.data(), b.data(), y.data(), 1, true, image, 1, 2, 3,
+                      stem_channels);
+  ratio(state, "x_vs_onednn_blocked", blocked, calls, kiln_call);
+}
+
 void BM_depthwise3x3_bias_relu(benchmark::State& state) {
   auto x = data(channels * wide * wide), w = data(channels * 9, 0.11f), b = data(channels, 0.05f);
   std::vector<float> y(x.size());
@@ -148,6 +173,7 @@ void BM_depthwise3x3_stride2_bias_relu(benchmark::State& state) {
 
 }  // namespace
 
+BENCHMARK(BM_stem3x3_stride2_bias_relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_depthwise3x3_bias_relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_depthwise3x3_stride2_bias_relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_conv3x3_bias_relu<1>)->Unit(benchmark::kMillisecond)->UseRealTime();
