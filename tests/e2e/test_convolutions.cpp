@@ -223,8 +223,9 @@ TEST(Conv, DepthwiseAcrossVectorWidthsStridesAndPhases) {
 // The direct kernel of 2-D convolutions with several input channels per group (a stem's): output
 // rows around one and two vectors and a register tile's columns (16 and 32 lanes on AVX-512, 8
 // and 16 on AVX2, 4 and 8 on SSE2), strides 1 to 3 and dilation (kernel columns in other
-// phases), uneven padding, register tiles with rows left over (5, 6 and 17 output channels),
-// groups, K past one KC block (30 x 3 x 3 = 270), w an input or a constant (packed once).
+// phases), uneven padding, register tiles with rows left over (5, 6 and 17 output channels) and
+// columns past the row's end (added to in a later KC block), groups, K past one KC block (30 x
+// 3 x 3 = 270), w an input or a constant (packed once).
 TEST(Conv, DirectAcrossWidthsStridesAndBlocks) {
   unsigned seed = 900;
   for (std::int64_t width : {8, 9, 16, 17, 32, 33, 47, 64, 70})
@@ -237,6 +238,7 @@ TEST(Conv, DirectAcrossWidthsStridesAndBlocks) {
   check({1, 3, 9, 80}, {17, 3, 3, 3}, with(2, 1, 1, 1), false, seed += 2, false, true);
   check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
   check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2, false, true);
+  check({1, 30, 3, 20}, {7, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
 }
 
 TEST(Conv, SizesAroundTilesAndBlocks) {

@@ -244,21 +244,25 @@ std::size_t pack_conv_weights_as(const shape& w_dims, const operand_layout& w, c
 
 // Whether direct_2d runs a convolution with fold type S: 2-D, not transposed, several input
 // channels per group (one is depthwise_2d's), not a 1x1 kernel the GEMM reads as a plain matrix,
-// and output rows of two vectors or more (a register tile's columns are one row's; on shorter
-// rows most would idle, where the GEMM runs all cells as one row).
+// and output rows wider than a vector, so that a row's register tiles are two vectors wide. A
+// one-vector tile feeds each broadcast of A to one multiply-add instead of two: on rows of 14
+// and 7 (ResNet's last stages: K 2304 and 4608) it took 1.2 and 2 times the GEMM's time, which
+// runs all cells of an image as one row.
 template <class S>
 bool runs_direct_2d(const conv_geometry& c, std::int64_t in_group, int spatial,
                     std::int64_t out_width, bool pointwise) {
   using G = gemm_shape<S>;
-  return !c.transposed && spatial == 2 && in_group > 1 && !pointwise && out_width >= G::NR;
+  return !c.transposed && spatial == 2 && in_group > 1 && !pointwise && out_width > G::L;
 }
 
 // An MR x V-vector register tile of direct_2d: the sums over K rows of A's panel `ap` (MR values
-// a row) times the V vectors of input from rows[p] + j, written to `c` (ldc apart), or added to
-// what it holds where `add` (a later KC block).
+// a row) times the V vectors of input from rows[p] + j; its first `cols` columns written to `c`
+// (ldc apart), or added to what it holds where `add` (a later KC block). Past `cols` each row
+// of `c` is read and written back unchanged (the next output row's cells, which a later KC
+// block adds to): c needs V x L columns of room.
 template <class S, int V>
 void direct_tile(std::int64_t K, const S* ap, const S* const* rows, std::int64_t j, S* c,
-                 std::int64_t ldc, bool add) {
+                 std::int64_t ldc, int cols, bool add) {
   using G = gemm_shape<S>;
   using batch = typename G::batch;
   constexpr int MR = G::MR, L = G::L;
@@ -279,21 +283,35 @@ void direct_tile(std::int64_t K, const S* ap, const S* const* rows, std::int64_t
           }(),
           ...);
     }
-    (
-        [&] {
-          S* row = c + I * ldc;
-          if (add) {
-            (acc0[I] + batch::load_unaligned(row)).store_unaligned(row);
-            if constexpr (V == 2)
-              (acc1[I] + batch::load_unaligned(row + L)).store_unaligned(row + L);
-          } else {
-            acc0[I].store_unaligned(row);
-            if constexpr (V == 2) acc1[I].store_unaligned(row + L);
-          }
-        }(),
-        ...);
   }
   (std::make_integer_sequence<int, MR>{});
+  if (cols == V * L) {
+    for (int i = 0; i < MR; ++i) {
+      S* row = c + i * ldc;
+      if (add) {
+        (acc0[i] + batch::load_unaligned(row)).store_unaligned(row);
+        if constexpr (V == 2) (acc1[i] + batch::load_unaligned(row + L)).store_unaligned(row + L);
+      } else {
+        acc0[i].store_unaligned(row);
+        if constexpr (V == 2) acc1[i].store_unaligned(row + L);
+      }
+    }
+    return;
+  }
+  // The lanes of each vector inside `cols`.
+  alignas(64) S lane[L];
+  for (int t = 0; t < L; ++t) lane[t] = S(t);
+  const batch index = batch::load_aligned(lane);
+  const auto in0 = index < batch(S(cols)), in1 = index < batch(S(cols - L));
+  for (int i = 0; i < MR; ++i) {
+    S* row = c + i * ldc;
+    const batch old0 = batch::load_unaligned(row);
+    xsimd::select(in0, add ? old0 + acc0[i] : acc0[i], old0).store_unaligned(row);
+    if constexpr (V == 2) {
+      const batch old1 = batch::load_unaligned(row + L);
+      xsimd::select(in1, add ? old1 + acc1[i] : acc1[i], old1).store_unaligned(row + L);
+    }
+  }
 }
 
 // A 2-D convolution in fold type S from storage type T, computed directly: the input rows a
@@ -329,7 +347,7 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
   band = std::min(band, std::max<std::int64_t>((OH + per_image - 1) / per_image, 1));
   const std::int64_t bands = (OH + band - 1) / band;
   const std::int64_t band_rows = (band - 1) * sy + (KH - 1) * dy + 1;  // input rows a band reads
-  const std::int64_t ld = band * OW + NR;  // a row's last tile may write NR - 1 past the band
+  const std::int64_t ld = band * OW;
   // Row p of B (input channel, kernel cell) for the band's first output row: where it starts in
   // the phases; each output row after it is sy input rows further.
   std::vector<std::int64_t> row_start(static_cast<std::size_t>(K));
@@ -344,8 +362,10 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
     thread_local std::vector<const S*> rows;
     thread_local std::vector<T> narrow;
     phases.resize(static_cast<std::size_t>(in_group * sx * band_rows * phase_width));
-    tile.resize(static_cast<std::size_t>(panels * MR * ld));
+    tile.resize(static_cast<std::size_t>(panels * MR * ld + NR));  // room for a last tile
     rows.resize(static_cast<std::size_t>(K));
+    // Row p of B for the band's first output row; each output row after it is sy input rows on.
+    for (std::int64_t p = 0; p < K; ++p) rows[p] = phases.data() + row_start[p];
     std::int64_t packed_group = -1;
     for (std::int64_t t = first; t < end; ++t) {
       const std::int64_t image = t / bands / groups, g = t / bands % groups;
@@ -395,25 +415,25 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
           }
         }
       }
-      // Row by row, a tile's columns at a time under every panel of A (its input vectors in
-      // L1 for all of them). Past OW a tile writes the next row's first cells, which that row
-      // then writes.
-      for (std::int64_t oy = oy0; oy < oy1; ++oy) {
-        for (std::int64_t p = 0; p < K; ++p)
-          rows[p] = phases.data() + row_start[p] + (oy - oy0) * sy * phase_width;
-        S* out = tile.data() + (oy - oy0) * OW;
-        for (std::int64_t j = 0; j < OW; j += NR)
-          for (std::int64_t r = 0; r < panels; ++r)
-            for (std::int64_t p0 = 0; p0 < K; p0 += G::KC) {
-              // KC block p0 / KC of A: its rows' panels side by side, as the GEMM packs them.
-              const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
-              const S* ap = a + p0 * panels * MR + r * MR * kc;
-              S* to = out + r * MR * ld + j;
-              if (OW - j > L)
-                direct_tile<S, 2>(kc, ap, rows.data() + p0, j, to, ld, p0 > 0);
+      // A KC block of A's panel (in L1) under every tile of the band's rows, panel after panel:
+      // A is read once a band (ResNet's 3 x 3 x 256 is 2.4 MB: read once a tile, from memory,
+      // it took twice the GEMM's time). A tile's sums over the blocks stay in the GEMM's order.
+      for (std::int64_t p0 = 0; p0 < K; p0 += G::KC) {
+        const std::int64_t kc = std::min<std::int64_t>(G::KC, K - p0);
+        for (std::int64_t r = 0; r < panels; ++r) {
+          const S* ap = a + p0 * panels * MR + r * MR * kc;  // as the GEMM packs A
+          for (std::int64_t oy = oy0; oy < oy1; ++oy) {
+            const std::int64_t at = (oy - oy0) * sy * phase_width;
+            S* out = tile.data() + r * MR * ld + (oy - oy0) * OW;
+            for (std::int64_t j = 0; j < OW; j += NR) {
+              const int cols = static_cast<int>(std::min(NR, OW - j));
+              if (cols > L)
+                direct_tile<S, 2>(kc, ap, rows.data() + p0, at + j, out + j, ld, cols, p0 > 0);
               else
-                direct_tile<S, 1>(kc, ap, rows.data() + p0, j, to, ld, p0 > 0);
+                direct_tile<S, 1>(kc, ap, rows.data() + p0, at + j, out + j, ld, cols, p0 > 0);
             }
+          }
+        }
       }
       const std::int64_t cells = (oy1 - oy0) * OW;
       const void* values = tile.data();
