@@ -60,6 +60,35 @@ inline bool is_depthwise_2d(const conv_geometry& c, std::int64_t in_group, int s
   return !c.transposed && in_group == 1 && spatial == 2;
 }
 
+// Column phase f of input rows [y0, y0 + rows) of an H x W plane (`plane`: its element 0; rows
+// `row_step` apart, columns `step`), each as `width` elements from `to` on, one row after another:
+// element j of a row is input column j x sx + f + start, 0 outside the plane.
+template <class S, class T>
+void copy_phase_rows(const T* plane, std::int64_t row_step, std::int64_t step, std::int64_t H,
+                     std::int64_t W, std::int64_t y0, std::int64_t rows, std::int64_t sx,
+                     std::int64_t f, std::int64_t start, std::int64_t width, S* to) {
+  const std::int64_t at0 = f + start;
+  const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, width);
+  const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, width);
+  const std::int64_t stride = sx * step;
+  for (std::int64_t y = y0; y < y0 + rows; ++y, to += width) {
+    if (y < 0 || y >= H) {
+      std::fill(to, to + width, S(0));
+      continue;
+    }
+    const T* from = plane + y * row_step + (lo * sx + at0) * step;
+    std::fill(to, to + lo, S(0));
+    // Strides 1 and 2 known to the compiler, which vectorizes them.
+    if (stride == 1)
+      for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
+    else if (stride == 2)
+      for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
+    else
+      for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * stride]);
+    std::fill(to + hi, to + width, S(0));
+  }
+}
+
 // A 2-D depthwise convolution (one input channel per group: MobileNet's) in fold type S from
 // storage type T: each output plane from its input plane, sixteen (a vector of) outputs of a row
 // at a time, summing every kernel cell in a register. The input rows a band of output rows reads
@@ -116,26 +145,10 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
         const std::int64_t y0 = oy0 * sy + c.starts[0];
         const std::int64_t copy_first = std::max<std::int64_t>(y0, 0);
         const std::int64_t copy_end = std::min(H, y0 + band_rows);
-        for (std::int64_t f = 0; f < sx; ++f) {
-          // The phase's columns j inside the image: 0 <= j x sx + f + start < W.
-          const std::int64_t at0 = f + c.starts[1];
-          const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, phase_width);
-          const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, phase_width);
-          const std::int64_t step = sx * x.stride[3];
-          for (std::int64_t y = copy_first; y < copy_end; ++y) {
-            const T* from = xc + y * x.stride[2] + (lo * sx + at0) * x.stride[3];
-            S* to = phases.data() + (f * band_rows + y - y0) * phase_width;
-            std::fill(to, to + lo, S(0));
-            // Steps 1 and 2 known to the compiler, which vectorizes them.
-            if (step == 1)
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
-            else if (step == 2)
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
-            else
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * step]);
-            std::fill(to + hi, to + phase_width, S(0));
-          }
-        }
+        for (std::int64_t f = 0; f < sx; ++f)
+          copy_phase_rows(xc, x.stride[2], x.stride[3], H, W, copy_first, copy_end - copy_first, sx,
+                          f, c.starts[1], phase_width,
+                          phases.data() + (f * band_rows + copy_first - y0) * phase_width);
         // Vectors [v0, v0 + B) of output row oy, B accumulators side by side (one alone would
         // wait on its own multiply-add at every kernel cell).
         auto vectors_of_row = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy,
@@ -390,30 +403,9 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
       for (std::int64_t ci = 0; ci < in_group; ++ci) {
         const T* xc = reinterpret_cast<const T*>(x.data) + image * x.stride[0] +
                       (g * in_group + ci) * x.stride[1];
-        for (std::int64_t f = 0; f < sx; ++f) {
-          const std::int64_t at0 = f + c.starts[1];
-          const std::int64_t lo = std::clamp(ceil_div(-at0, sx), std::int64_t{0}, phase_width);
-          const std::int64_t hi = std::clamp(ceil_div(W - at0, sx), lo, phase_width);
-          const std::int64_t step = sx * x.stride[3];
-          for (std::int64_t r = 0; r < band_rows; ++r) {
-            S* to = phases.data() + ((ci * sx + f) * band_rows + r) * phase_width;
-            const std::int64_t y = y0 + r;
-            if (y < 0 || y >= H) {
-              std::fill(to, to + phase_width, S(0));
-              continue;
-            }
-            const T* from = xc + y * x.stride[2] + (lo * sx + at0) * x.stride[3];
-            std::fill(to, to + lo, S(0));
-            // Steps 1 and 2 known to the compiler, which vectorizes them.
-            if (step == 1)
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[j - lo]);
-            else if (step == 2)
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * 2]);
-            else
-              for (std::int64_t j = lo; j < hi; ++j) to[j] = as_fold<S>(from[(j - lo) * step]);
-            std::fill(to + hi, to + phase_width, S(0));
-          }
-        }
+        for (std::int64_t f = 0; f < sx; ++f)
+          copy_phase_rows(xc, x.stride[2], x.stride[3], H, W, y0, band_rows, sx, f, c.starts[1],
+                          phase_width, phases.data() + (ci * sx + f) * band_rows * phase_width);
       }
       // A KC block of A's panel (in L1) under every tile of the band's rows, panel after panel:
       // A is read once a band (ResNet's 3 x 3 x 256 is 2.4 MB: read once a tile, from memory,
