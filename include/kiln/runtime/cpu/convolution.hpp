@@ -1,7 +1,7 @@
-// Runs a convolution on the CPU: a 2-D depthwise one plane by plane, a 2-D one with few input
-// channels per window (a network's stem) directly from copies of its input rows, any other as an
-// implicit GEMM (contraction.hpp): the kernel is A, and B's panels are packed from the input's
-// windows as they are needed (no im2col buffer).
+// Runs a convolution on the CPU: a 2-D depthwise one plane by plane; a 2-D one over several input
+// channels with rows wider than a vector through the GEMM's register tile, reading its windows
+// from copies of its input rows; any other as an implicit GEMM (contraction.hpp): the kernel is
+// A, and B's panels are packed from the input's windows as they are needed (no im2col buffer).
 #pragma once
 
 #include <algorithm>
