@@ -239,6 +239,7 @@ TEST(Conv, DirectAcrossWidthsStridesAndBlocks) {
   check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
   check({1, 30, 4, 40}, {9, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2, false, true);
   check({1, 30, 3, 20}, {7, 30, 3, 3}, with(1, 1, 1, 1), false, seed += 2);
+  check({0, 3, 5, 40}, {5, 3, 3, 3}, with(1, 1, 1, 1), false, seed += 2);  // no images
 }
 
 TEST(Conv, SizesAroundTilesAndBlocks) {

@@ -347,6 +347,8 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
   const std::int64_t KH = w_dims.dims[2], KW = w_dims.dims[3];
   const std::int64_t sy = c.strides[0], sx = c.strides[1], dy = c.dilations[0], dx = c.dilations[1];
   const std::int64_t K = in_group * KH * KW, panels = (out_group + MR - 1) / MR;
+  const std::int64_t images = x_dims.dims[0] * groups;
+  if (images == 0 || OH == 0 || out_group == 0) return;  // no cells: no tile
   // A phase row holds what a row's register tiles read: whole tiles past OW, shifted by the
   // widest kernel column.
   const std::int64_t phase_width = (OW + NR - 1) / NR * NR + (KW - 1) * dx / sx + 1;
@@ -354,7 +356,6 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
   // two bands for each thread where there are rows enough.
   const std::int64_t row_bytes =
       (panels * MR * OW + sy * in_group * sx * phase_width) * std::int64_t{sizeof(S)};
-  const std::int64_t images = x_dims.dims[0] * groups;
   std::int64_t band = std::clamp<std::int64_t>(96 * 1024 / row_bytes, 1, OH);
   const std::int64_t per_image = (2 * std::int64_t{thread_count()} + images - 1) / images;
   band = std::min(band, std::max<std::int64_t>((OH + per_image - 1) / per_image, 1));
