@@ -460,6 +460,22 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     N *= y_dims.dims[2 + a];
   }
   const std::int64_t K = in_group * cells;
+  const int last = ns - 1;
+  const std::int64_t out_last = y_dims.dims[rank - 1];
+  // A 1x1 kernel that keeps every cell (stride 1, no padding) over cells laid out with one
+  // stride: B is a plain matrix.
+  bool pointwise = !c.transposed && cells == 1;
+  for (int a = 0; a < ns; ++a)
+    pointwise = pointwise && c.strides[a] == 1 && c.starts[a] == 0 &&
+                (a == last || x.stride[2 + a] == x.stride[3 + a] * x_dims.dims[3 + a]);
+  // Depthwise (one input channel per group, MobileNet's): each output plane directly; 2-D
+  // below, other ranks a row of outputs at a time, one kernel cell after another, vectorized
+  // along the row. The GEMM would compute a register tile of MR rows for each single row here.
+  // Both 2-D kernels work out their own tables: the GEMM's below would go unused.
+  if (is_depthwise_2d(c, in_group, ns))
+    return depthwise_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
+  if (runs_direct_2d<S>(c, in_group, ns, out_last, pointwise))
+    return direct_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
   // Per row p of B (and column p of A): the input channel's offset in x, the kernel cell's
   // element offset in w, and per spatial axis starts + k x dilation (the cell's shift).
   // (w's offsets only where w is not packed already.)
@@ -473,8 +489,7 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     while (a >= 0 && ++k[a] == w_dims.dims[2 + a]) k[a--] = 0;
     if (a < 0) ++channel;
   }
-  const int last = ns - 1;
-  const std::int64_t out_last = y_dims.dims[rank - 1], in_last = x_dims.dims[rank - 1];
+  const std::int64_t in_last = x_dims.dims[rank - 1];
   const std::int64_t s_last = c.strides[last], xs_last = x.stride[rank - 1];
   // Per row p (conv): the outputs along the last axis whose input o x s + shift is inside it,
   // [first_inside, end_inside) (worked out once: divisions per run of outputs cost more than
@@ -506,19 +521,6 @@ void conv_as(const shape& x_dims, const operand_layout& x, const shape& w_dims,
     }
     return base;
   };
-  // A 1x1 kernel that keeps every cell (stride 1, no padding) over cells laid out with one
-  // stride: B is a plain matrix.
-  bool pointwise = !c.transposed && cells == 1;
-  for (int a = 0; a < ns; ++a)
-    pointwise = pointwise && c.strides[a] == 1 && c.starts[a] == 0 &&
-                (a == last || x.stride[2 + a] == x.stride[3 + a] * x_dims.dims[3 + a]);
-  // Depthwise (one input channel per group, MobileNet's): each output plane directly; 2-D as
-  // above, other ranks a row of outputs at a time, one kernel cell after another, vectorized
-  // along the row. The GEMM would compute a register tile of MR rows for each single row here.
-  if (is_depthwise_2d(c, in_group, ns))
-    return depthwise_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
-  if (runs_direct_2d<S>(c, in_group, ns, out_last, pointwise))
-    return direct_2d<S, T>(x_dims, x, w_dims, w, y_dims, c, epilogue);
   // Other ranks: where the groups are channels (depthwise), or a single input channel's rows are
   // long and contiguous. One input channel under many filters along short strided rows (an
   // STFT as a 1-D convolution: 258 filters of 256 taps, stride 128, 4 outputs) is a GEMM of
