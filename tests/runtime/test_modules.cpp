@@ -539,6 +539,13 @@ TEST(Modules, DamagedFilesAreErrorsThatSayWhat) {
                 if (n.kind == ir::op::relu) n.dims.dims[1] *= 2;
             }).find("not the broadcast of its operands'"),
             std::string::npos);
+  // A transient read that no region writes (the product's region writes y and, for the sum, t0):
+  // the arena would give it no place, and the sum would read past the arena.
+  ASSERT_EQ(runtime::decode_module(good, "m.kiln").plan.regions[0].writes.size(), 1u);
+  EXPECT_NE(broken([](auto& m) {
+              m.plan.regions[0].writes.clear();
+            }).find("corrupt plan: a region reads transient 0 before any region writes it"),
+            std::string::npos);
   // An input node whose extents differ from its declaration's.
   EXPECT_NE(broken([](auto& m) { m.plan.graph.nodes[0].dims.dims[0] += 1; }).find("declaration"),
             std::string::npos);

@@ -305,6 +305,13 @@ inline void check_plan(const module_contents& m, module_reader& r) {
     for (auto out : reg.results) space_ok = space_ok && g.nodes[g.outputs[out]].dims == written;
     for (auto t : reg.writes) space_ok = space_ok && g.nodes[p.transients[t]].dims == written;
     if (!space_ok) r.fail("corrupt plan: a region's space is not that of its nodes");
+    // What it reads, an earlier region wrote: the arena places a transient from its writer on
+    // (one no region writes has no place there, and a read of it would run past the arena).
+    for (const auto* v : {&reg.reads, &reg.view_reads})
+      for (auto t : *v)
+        if (transient_writers[t] == 0)
+          r.fail("corrupt plan: a region reads transient " + std::to_string(t) +
+                 " before any region writes it");
     for (auto out : reg.results) ++result_writers[out];
     for (auto t : reg.writes) ++transient_writers[t];
     // Each node the region loads comes from one of its slots, each node it computes from values
