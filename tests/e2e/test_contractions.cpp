@@ -93,7 +93,7 @@ TEST(Matmul, EverySizeClassAgainstTheReference) {
     check_matmul({23, 37}, {37, s}, seed += 2);  // N
     check_matmul({23, s}, {s, 29}, seed += 2);   // K
   }
-  check_matmul({65, 300}, {300, 257}, 97);   // K across two blocks, N across two panels
+  check_matmul({65, 300}, {300, 257}, 97);  // K across two blocks, N across two panels
   check_matmul({3, 0}, {0, 4}, 98);          // nothing to sum: zeros (ONNX, numpy)
   check_matmul({0, 5}, {5, 4}, 98);          // no rows
   check_matmul({256, 256}, {256, 256}, 99);  // enough work for every thread
@@ -357,6 +357,66 @@ TEST(Matmul, ARootOrAnotherContractionReadsItMaterialized) {
   // The hidden values are rounded to f32 once more than the reference's: a relative 2^-23 of
   // each hidden value, times |w2|, on top of the second product's own bound.
   expect_within_bound(y, out.value.v, out.magnitude.v, H + 4 * D, "mlp");
+}
+
+TEST(Matmul, AnEpilogueValueARootReadsIsWrittenOnceByTheProduct) {
+  // A squeeze-excite's shape: h = relu(x w + b), read by a mean over its rows and by h * mean.
+  // The product's region writes h; the mean and the scaling load it (neither evaluates the bias
+  // and relu again). Where the epilogue also gives another result (x w * 2), the product itself
+  // is what its region writes, and its readers evaluate h from it.
+  const std::int64_t M = 23, K = 19, N = 40;
+  host_tensor x = random_tensor({M, K}, 510), w = random_tensor({K, N}, 511),
+              b = random_tensor({N}, 512);
+  using kiln::ir::op;
+  auto build = [&](bool second_result) {
+    kiln::graph g;
+    auto xv = g.input("x", dtype::f32, {M, K});
+    auto wv = g.input("w", dtype::f32, {K, N});
+    auto bv = g.input("b", dtype::f32, {N});
+    auto s = g.matmul(xv, wv);
+    auto h = g.apply(op::relu, {g.apply(op::add, {s, bv})});
+    auto pooled = g.reduce(op::reduce_mean, h, {1});
+    g.output("pooled", pooled);
+    g.output("scaled", g.apply(op::mul, {h, pooled}));
+    if (second_result) g.output("doubled", g.apply(op::mul, {s, g.constant(2.0)}));
+    return kiln::compile(g);
+  };
+  product p = ref_matmul(x, w);
+  std::vector<double> h(M * N), pooled(M, 0.0), scaled(M * N), doubled(M * N);
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < N; ++j) {
+      h[i * N + j] = std::max(p.value.v[i * N + j] + b.v[j], 0.0);
+      pooled[i] += h[i * N + j] / N;
+      doubled[i * N + j] = 2 * p.value.v[i * N + j];
+    }
+    for (std::int64_t j = 0; j < N; ++j) scaled[i * N + j] = h[i * N + j] * pooled[i];
+  }
+  std::vector<float> x32 = floats(x), w32 = floats(w), b32 = floats(b);
+  for (bool second_result : {false, true}) {
+    SCOPED_TRACE(second_result ? "the epilogue gives another result" : "one epilogue value");
+    auto e = build(second_result);
+    const auto& plan = e.plan();
+    for (const auto& r : plan.regions) {
+      if (r.contraction >= 0) {
+        ASSERT_EQ(r.writes.size(), 1u) << kiln::compiler::print(plan);
+        EXPECT_EQ(plan.graph.nodes[plan.transients[r.writes[0]]].kind,
+                  second_result ? op::matmul : op::relu)
+            << kiln::compiler::print(plan);
+      } else if (!second_result) {  // loads of h (and of the mean), and the region's own op
+        for (auto id : r.nodes)
+          EXPECT_NE(plan.graph.nodes[id].kind, op::add) << kiln::compiler::print(plan);
+      }
+    }
+    std::vector<float> got_pooled(M), got_scaled(M * N), got_doubled(M * N);
+    std::vector<kiln::tensor_ref> outs{view_of(got_pooled, {M, 1}), view_of(got_scaled, {M, N})};
+    if (second_result) outs.push_back(view_of(got_doubled, {M, N}));
+    const std::vector<kiln::tensor_ref> ins{view_of(x32, {M, K}), view_of(w32, {K, N}),
+                                            kiln::view(b32.data(), {N})};
+    e.run(ins, outs);
+    ref::expect_near(got_pooled, pooled, {1e-5, 1e-5}, "pooled");
+    ref::expect_near(got_scaled, scaled, {1e-5, 1e-5}, "scaled");
+    if (second_result) expect_within_bound(got_doubled, doubled, p.magnitude.v, K, "doubled");
+  }
 }
 
 TEST(Matmul, AContractionIsADispatchOfItsOwnBesideARowGroup) {

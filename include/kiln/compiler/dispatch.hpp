@@ -279,9 +279,15 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   }
   // A contraction's epilogue: the elementwise nodes over its result's dims that read it (through
   // other such nodes), evaluated on each finished tile in the contraction's region. Where anything
-  // else reads one of them (a root, a view, an op over other dims, an index tensor), or one reads
-  // two contractions, the contraction is materialized and its consumers read it as a transient.
+  // else reads one of them (a root, a view, an op over other dims, an index tensor), that node is
+  // materialized: the contraction's region computes it once and writes it, and its other readers
+  // load it (a convolution's bias and activation read by a pooling and by a product, a residual
+  // sum read by a layer_norm: evaluated again in every reader's loads before). Where that is the
+  // contraction's own value, or one node reads two contractions, the contraction is materialized
+  // and its consumers read it as a transient.
   std::vector<std::int32_t> fused(n_nodes, -1);  // the contraction whose epilogue a node is in
+  // Per node materialized as an epilogue's value that another region reads: its contraction.
+  std::vector<std::int32_t> kept_for(n_nodes, -1);
   for (bool changed = true; changed;) {
     changed = false;
     std::fill(fused.begin(), fused.end(), -1);
@@ -294,10 +300,15 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
         if (c < 0 || materialized[o]) continue;  // a materialized value is read as a transient
         auto cls = ir::info(n.kind).cls;
         bool epilogue = !ir::is_root(cls) && cls != ir::op_class::view && n.dims == g.nodes[o].dims;
-        if (!epilogue || (fused[i] >= 0 && fused[i] != c))
+        if (!epilogue && o != c &&
+            size_in_bytes(g.nodes[o].type) <= size_in_bytes(g.nodes[c].type)) {
+          materialized[o] = changed = true;
+          kept_for[o] = c;
+        } else if (!epilogue || (fused[i] >= 0 && fused[i] != c)) {
           spoiled[epilogue ? std::max(fused[i], c) : c] = true;
-        else
+        } else {
           fused[i] = c;
+        }
       }
     }
     // The values a contraction's epilogue gives other regions (materialized: an operand of
@@ -313,6 +324,12 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
       if (spoiled[i] || (kept[i] > 0 && kept[i] + returned[i] > 1))
         materialized[i] = changed = true;
   }
+  // An epilogue's value kept for its readers whose contraction was materialized after all (its
+  // epilogue gave two values): its readers evaluate it from the contraction's value again, rather
+  // than a region of its own writing it once more. Nothing is fused to a materialized
+  // contraction, so `fused` stands.
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    if (kept_for[i] >= 0 && materialized[kept_for[i]]) materialized[i] = false;
   std::vector<std::int32_t> view_base(n_nodes, -1);
   for (std::size_t i = 0; i < n_nodes; ++i) {
     if (!load_view[i]) continue;
