@@ -94,6 +94,8 @@ TEST(Matmul, EverySizeClassAgainstTheReference) {
     check_matmul({23, s}, {s, 29}, seed += 2);   // K
   }
   check_matmul({65, 300}, {300, 257}, 97);  // K across two blocks, N across two panels
+  // K short of a block: column blocks wider than NC (three of 1696 here), several row blocks.
+  check_matmul({300, 20}, {20, 5000}, 96);
   check_matmul({3, 0}, {0, 4}, 98);          // nothing to sum: zeros (ONNX, numpy)
   check_matmul({0, 5}, {5, 4}, 98);          // no rows
   check_matmul({256, 256}, {256, 256}, 99);  // enough work for every thread

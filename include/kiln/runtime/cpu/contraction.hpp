@@ -265,11 +265,17 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   const bool worth_threads = double(M) * double(N) * double(K) * double(batches) > 2e5;
   const int threads = worth_threads ? thread_count() : 1;
   const std::int64_t row_blocks = (M + G::MC - 1) / G::MC;
-  // Column blocks of equal width (whole NR panels, at most NC). Where the rows are one block, as
-  // many as share out evenly over the threads, each packing its own B in L2 (an MLP's second
-  // product, 128 x 768, took 1.4x as long split by rows over a shared B); not where A is computed
-  // as it is packed: each column block would compute it again.
-  std::int64_t col_blocks = (N + G::NC - 1) / G::NC;
+  // Column blocks of equal width (whole NR panels, at most NC; where K is short of a KC block, as
+  // many more columns as keep B's block within KC x NC, up to 4 NC: a convolution's few input
+  // channels leave B's block small, and each column block costs a barrier and an epilogue call
+  // per row block, whose rows are then runs of NC elements in memory; 16 -> 72 channels over
+  // 112 x 112 took 0.8 of the time). Where the rows are one block, as many as share out evenly
+  // over the threads, each packing its own B in L2 (an MLP's second product, 128 x 768, took 1.4x
+  // as long split by rows over a shared B); not where A is computed as it is packed: each column
+  // block would compute it again.
+  const std::int64_t widest =
+      G::NC * std::clamp<std::int64_t>(G::KC / std::max<std::int64_t>(K, 1), 1, 4);
+  std::int64_t col_blocks = (N + widest - 1) / widest;
   if (row_blocks == 1 && batches == 1 && threads > 1 && !a_computed)
     col_blocks = (col_blocks + threads - 1) / threads * threads;
   const std::int64_t nc = ((N + col_blocks - 1) / col_blocks + G::NR - 1) / G::NR * G::NR;
@@ -277,7 +283,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   const std::int64_t tasks = batches * row_blocks * col_blocks;
   const bool parallel = worth_threads && tasks > 1;
   constexpr std::int64_t a_size = std::int64_t{G::MC} * G::KC, b_size = std::int64_t{G::KC} * G::NC;
-  constexpr std::int64_t c_size = std::int64_t{G::MC} * G::NC;
+  const std::int64_t c_size = std::int64_t{G::MC} * nc;  // a tile, nc apart from row to row
   const std::int64_t k_blocks = (K + G::KC - 1) / G::KC;
   const std::int64_t a_rows = (M + G::MR - 1) / G::MR * G::MR;
   auto aligned = [](S* p) {
@@ -305,7 +311,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
                       S* packed_a, S* tile, auto packed_b) {
     const std::int64_t i0 = rb * mc, m = std::min<std::int64_t>(mc, M - i0);
     const std::int64_t j0 = cb * nc, n = std::min<std::int64_t>(nc, N - j0);
-    const std::int64_t ldc = G::NC;
+    const std::int64_t ldc = nc;
     if (K == 0) std::fill(tile, tile + m * ldc, S(0));
     for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
       const std::int64_t p0 = kb * G::KC, kc = std::min<std::int64_t>(G::KC, K - p0);
