@@ -283,8 +283,9 @@ constexpr std::vector<region> form_dispatch_regions(const ir::graph& g,
   // materialized: the contraction's region computes it once and writes it, and its other readers
   // load it (a convolution's bias and activation read by a pooling and by a product, a residual
   // sum read by a layer_norm: evaluated again in every reader's loads before). Where that is the
-  // contraction's own value, or one node reads two contractions, the contraction is materialized
-  // and its consumers read it as a transient.
+  // contraction's own value or of a wider type, or one node reads two contractions, or the
+  // epilogue would give two values (below), the contraction is materialized and its consumers
+  // read it as a transient.
   std::vector<std::int32_t> fused(n_nodes, -1);  // the contraction whose epilogue a node is in
   // Per node materialized as an epilogue's value that another region reads: its contraction.
   std::vector<std::int32_t> kept_for(n_nodes, -1);
