@@ -269,10 +269,10 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // many more columns as keep B's block within KC x NC, up to 4 NC: a convolution's few input
   // channels leave B's block small, and each column block costs a barrier and an epilogue call
   // per row block, whose rows are then runs of NC elements in memory; 16 -> 72 channels over
-  // 112 x 112 took 0.8 of the time). Where the rows are one block, as many as share out evenly
-  // over the threads, each packing its own B in L2 (an MLP's second product, 128 x 768, took 1.4x
-  // as long split by rows over a shared B); not where A is computed as it is packed: each column
-  // block would compute it again.
+  // 112 x 112 took 0.84-0.89 of the time). Where the rows are one block, as many as share out
+  // evenly over the threads, each packing its own B in L2 (an MLP's second product, 128 x 768,
+  // took 1.4x as long split by rows over a shared B); not where A is computed as it is packed: each
+  // column block would compute it again.
   const std::int64_t widest =
       G::NC * std::clamp<std::int64_t>(G::KC / std::max<std::int64_t>(K, 1), 1, 4);
   std::int64_t col_blocks = (N + widest - 1) / widest;
