@@ -294,6 +294,70 @@ TEST(Conv, PointwiseOverATransposedInputReadsItInPlace) {
   expect_within_bound(y, want, 3, "pointwise");
 }
 
+// conv(x * s, w) with s one value per channel (a squeeze-excite's scale): where no window reads
+// padding and the convolution has one group, the product scales w instead (the arena then holds
+// w * s, not x * s); with padding, groups, a scale per image, or x * s read twice, the scaled
+// input is stored. Each against the reference of the scaled input.
+TEST(Conv, AChannelScaleOfTheInputScalesTheWeightsInstead) {
+  using kiln::ir::op;
+  struct form {
+    const char* what;
+    dims_t x, w, scale;
+    windows p;
+    bool scaled_read_twice, weights_scaled;
+  };
+  const form forms[] = {
+      {"pointwise", {2, 6, 7, 9}, {4, 6, 1, 1}, {1, 6, 1, 1}, with(1, 1, 0, 0), false, true},
+      {"one scale", {1, 6, 7, 9}, {4, 6, 1, 1}, {1}, with(1, 1, 0, 0), false, true},
+      {"rank 3 scale", {1, 5, 9, 11}, {3, 5, 3, 3}, {5, 1, 1}, with(2, 1, 0, 0), false, true},
+      {"two images", {2, 3, 8, 8}, {4, 3, 3, 3}, {1, 3, 1, 1}, with(1, 1, 0, 0), false, true},
+      {"depthwise", {1, 5, 9, 11}, {5, 1, 3, 3}, {5, 1, 1}, with(2, 1, 0, 0, 5), false, false},
+      {"padded", {1, 6, 7, 9}, {4, 6, 3, 3}, {1, 6, 1, 1}, with(1, 1, 1, 1), false, false},
+      {"per image", {2, 6, 7, 9}, {4, 6, 1, 1}, {2, 6, 1, 1}, with(1, 1, 0, 0), false, false},
+      {"read twice", {1, 6, 7, 9}, {4, 6, 1, 1}, {1, 6, 1, 1}, with(1, 1, 0, 0), true, false},
+  };
+
+  unsigned seed = 700;
+  for (const form& f : forms) {
+    SCOPED_TRACE(f.what);
+    host_tensor x = random_tensor(f.x, seed++), w = random_tensor(f.w, seed++),
+                gate = random_tensor(f.scale, seed++);
+    // s = relu(gate) broadcast against x (aligned at the right, as the graph broadcasts).
+    host_tensor scaled = x;
+    const std::int64_t N = f.x[0], C = f.x[1], plane = f.x[2] * f.x[3];
+    for (std::int64_t i = 0; i < ref::count(f.x); ++i) {
+      const std::int64_t n = i / (C * plane), c = i / plane % C;
+      std::int64_t at = 0;
+      if (f.scale.size() == 4) at = (f.scale[0] > 1 ? n * C : 0) + c;
+      if (f.scale.size() == 3) at = c;
+      scaled.v[i] *= std::max(gate.v[at], 0.0);
+    }
+    result want = ref_conv(scaled, w, f.p);
+    kiln::graph g;
+    auto xv = g.input("x", dtype::f32, ref::to_shape(f.x));
+    auto wv = g.input("w", dtype::f32, ref::to_shape(f.w));
+    auto sv = g.relu(g.input("gate", dtype::f32, ref::to_shape(f.scale)));
+    auto product = g.apply(op::mul, {xv, sv});
+    auto y = g.conv(product, wv, window_of(f.p, 2));
+    g.output("y", y);
+    if (f.scaled_read_twice) g.output("scaled", product);
+    auto e = kiln::compile(g);
+    const std::int64_t stored = f.weights_scaled ? ref::count(f.w) : N * C * plane;
+    EXPECT_EQ(e.plan().transient_bytes(), (stored * 4 + 255) / 256 * 256)
+        << kiln::compiler::print(e.plan());
+    std::vector<float> x32 = floats(x), w32 = floats(w), s32 = floats(gate),
+                       y32(ref::count(want.value.dims)), p32(ref::count(f.x));
+    std::vector<kiln::tensor_ref> outs{view_of(y32, want.value.dims)};
+    if (f.scaled_read_twice) outs.push_back(view_of(p32, f.x));
+    const std::vector<kiln::tensor_ref> ins{view_of(x32, f.x), view_of(w32, f.w),
+                                            view_of(s32, f.scale)};
+    e.run(ins, outs);
+    // One rounding more per term than the dot product's own (of x * s, or of w * s).
+    expect_within_bound(y32, want, f.w[1] * f.w[2] * f.w[3] + 1, "y");
+    if (f.scaled_read_twice) ref::expect_near(p32, scaled.v, {1e-6, 0}, "x * s");
+  }
+}
+
 TEST(Conv, OneDimensionalWindows) {
   unsigned seed = 200;
   windows p = with(2, 2, 0, 0);

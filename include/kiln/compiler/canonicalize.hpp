@@ -182,6 +182,46 @@ constexpr std::int32_t rebuild_view(ir::builder& b, const ir::graph& g, const ir
   return b.view(old.kind, operand, m, d);
 }
 
+// conv(x * s, w) as conv(x, w * s) where s is constant along x's batch and spatial axes (one
+// value per channel or one in all: a squeeze-excite's scale), the convolution has one group and
+// no window reads padding: the scaling then runs over the weights' few elements instead of over
+// the activation, which a pointwise convolution would otherwise read back after a pass of its
+// own. s broadcasts along w's input channels as it did along x's (the same axis), so no view of
+// it is needed (a view of a computed s would be a region of its own). Only where the product
+// x * s has no other reader (`uses`: the old graph's readers per node) and w has fewer elements
+// than x. Why no padding: a padding cell is zero, and 0 * (w * s) is NaN where s is infinite,
+// while the scaled input's padding gives 0. Returns the new convolution, or -1.
+constexpr std::int32_t scaled_weights_conv(ir::builder& b, const ir::graph& g, const ir::node& conv,
+                                           const std::vector<std::int32_t>& map,
+                                           const std::vector<int>& uses) {
+  if (conv.kind != ir::op::conv || !is_floating(conv.type) || conv.attrs.groups != 1) return -1;
+  const ir::node& x = g.nodes[conv.operands[0]];
+  const ir::node& w = g.nodes[conv.operands[1]];
+  if (x.kind != ir::op::mul || uses[conv.operands[0]] != 1) return -1;
+  const int rank = x.dims.rank;
+  if (!x.dims.is_static() || !w.dims.is_static() || !conv.dims.is_static() ||
+      w.dims.element_count() >= x.dims.element_count())
+    return -1;
+  for (int a = 2; a < rank; ++a) {  // every window inside the input
+    const std::int64_t last = (conv.dims.dims[a] - 1) * conv.attrs.steps[a] + conv.attrs.starts[a] +
+                              (w.dims.dims[a] - 1) * conv.attrs.dilations[a];
+    if (conv.attrs.starts[a] < 0 || last >= x.dims.dims[a]) return -1;
+  }
+  for (int k = 0; k < 2; ++k) {
+    const std::int32_t full = x.operands[k], scale = x.operands[1 - k];
+    const shape& s = g.nodes[scale].dims;
+    if (!(g.nodes[full].dims == x.dims)) continue;
+    bool per_channel = s.rank <= rank;
+    for (int j = 0; j < s.rank && per_channel; ++j)
+      per_channel = s.dims[j] == 1 || (j + rank - s.rank == 1 && s.dims[j] == x.dims.dims[1]);
+    if (!per_channel) continue;
+    return b.convolution(conv.kind, map[full],
+                         b.binary(ir::op::mul, map[conv.operands[1]], map[scale]), conv.attrs,
+                         conv.dims);
+  }
+  return -1;
+}
+
 // One rebuild: drops dead nodes; with `simplify`, also folds and applies identities. Those can
 // leave nodes dead, which the next rebuild drops.
 constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
@@ -193,6 +233,11 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
     if (!live[i]) continue;
     for (int k = 0; k < g.nodes[i].arity(); ++k) live[g.nodes[i].operands[k]] = true;
   }
+  std::vector<int> uses(n, 0);  // readers per node among the live ones, the outputs counted
+  for (auto id : g.outputs) ++uses[id];
+  for (std::size_t i = 0; i < n; ++i)
+    if (live[i])
+      for (int k = 0; k < g.nodes[i].arity(); ++k) ++uses[g.nodes[i].operands[k]];
   ir::builder b;
   std::vector<std::int32_t> map(n, -1);
   std::vector<contraction_check> checks;
@@ -252,6 +297,7 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
                             old.attrs.select_last);
         break;
       case ir::op_class::contraction:
+        if (simplify && (id = scaled_weights_conv(b, g, old, map, uses)) >= 0) break;
         id = ir::is_convolution(old.kind)
                  ? b.convolution(old.kind, ops[0], ops[1], old.attrs, old.dims)
                  : b.matmul(ops[0], ops[1]);
