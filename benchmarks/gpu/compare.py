@@ -15,6 +15,8 @@ rows = [  # (label, kiln benchmark, its seconds counter and scale, torch key, by
      "relu_fma_2^24", 16 * 2**24, 0),
     ("softmax 4096x4096 f32", "softmax_vs_glsl/4096/4096/real_time", "kiln_ms", 1e-3,
      "softmax_4096x4096", 8 * 4096**2, 0),
+    ("softmax 12288x128 f32", "softmax_vs_glsl/12288/128/real_time", "kiln_ms", 1e-3,
+     "softmax_12288x128", 8 * 12288 * 128, 0),
     ("layer_norm 8192x768 f32", "layer_norm_8192x768/real_time", "kiln_us", 1e-6,
      "layer_norm_8192x768", 8 * 8192 * 768, 0),
     ("matmul 4096^3 f16", "matmul_4096_f16/real_time", "kiln_ms", 1e-3, "matmul_4096_f16", 0,

@@ -49,6 +49,8 @@ a, b, c = data([1 << 24]), data([1 << 24], 2), data([1 << 24], 0.5)
 out["relu_fma_2^24"] = per_call(lambda: torch.relu(a * b + c), 10)
 s = data([4096, 4096], 4)
 out["softmax_4096x4096"] = per_call(lambda: torch.softmax(s, -1), 10)
+short = data([12288, 128], 4)
+out["softmax_12288x128"] = per_call(lambda: torch.softmax(short, -1), 10)
 ln_x, ln_w, ln_b = data([8192, 768], 3), data([768]), data([768], 0.5)
 out["layer_norm_8192x768"] = per_call(lambda: F.layer_norm(ln_x, [768], ln_w, ln_b), 10)
 for name, dt in (("f16", torch.float16), ("f32", torch.float32)):

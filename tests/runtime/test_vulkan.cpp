@@ -360,3 +360,57 @@ TEST(VulkanProfile, ANamedFunctionsLinesSayItsName) {
     EXPECT_NE(std::string(e.what()).find("as rectifier-"), std::string::npos) << e.what();
   }
 }
+
+// A reduction's or a row group's workgroup shrinks to the rows it takes (numbers worked out by
+// hand): on a GPU-like target of 256 invocations and subgroups of 32, rows of 128 (32 groups of
+// four) take 32 invocations, rows of 4096 all 256, rows of 100 not whole groups of four (an
+// element an invocation) 128, three elements the subgroup's 32; on a CPU-like one of 64 and
+// subgroups of 8, rows of 128 take 32 and rows of 16 take 8.
+TEST(VulkanCall, ShortRowsTakeSmallerWorkgroups) {
+  spirv::target gpu;
+  gpu.subgroup_size = 32;
+  gpu.max_workgroup_size_x = 1024;
+  gpu.shared_memory_bytes = 49152;
+  ASSERT_EQ(gpu.workgroup_size(), 256u);
+  auto rows_of = [](std::int64_t reduced, bool whole_quads) {
+    vulkan::detail::region_call c;
+    c.reduced = reduced;
+    c.whole_quads = whole_quads;
+    return c;
+  };
+  EXPECT_EQ(vulkan::reduction_workgroup(gpu, rows_of(128, true)), 32u);
+  EXPECT_EQ(vulkan::reduction_workgroup(gpu, rows_of(4096, true)), 256u);
+  EXPECT_EQ(vulkan::reduction_workgroup(gpu, rows_of(1000, true)), 256u);
+  EXPECT_EQ(vulkan::reduction_workgroup(gpu, rows_of(100, false)), 128u);
+  EXPECT_EQ(vulkan::reduction_workgroup(gpu, rows_of(3, false)), 32u);
+  spirv::target cpu = gpu;
+  cpu.subgroup_size = 8;
+  cpu.cpu_device = true;
+  ASSERT_EQ(cpu.workgroup_size(), 64u);
+  EXPECT_EQ(vulkan::reduction_workgroup(cpu, rows_of(128, true)), 32u);
+  EXPECT_EQ(vulkan::reduction_workgroup(cpu, rows_of(16, true)), 8u);
+  EXPECT_EQ(vulkan::reduction_workgroup(cpu, rows_of(1 << 20, true)), 64u);
+
+  // And the device's own, on softmax over short rows (37 rows: the last workgroup's four rows
+  // run past the end) against a double reference.
+  auto d = device::vulkan();
+  for (std::int64_t n : {128, 20, 6, 1}) {
+    SCOPED_TRACE("rows of " + std::to_string(n));
+    const std::int64_t rows = 37;
+    std::vector<float> x(static_cast<std::size_t>(rows * n)), y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 4;
+    graph g;
+    g.output("y", g.softmax(g.input("x", dtype::f32, {rows, n})));
+    executable e = compile(g);
+    e.run({view(x.data(), {rows, n})}, {view(y.data(), {rows, n})}, d);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double most = -INFINITY, sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) most = std::max<double>(most, x[r * n + j]);
+      for (std::int64_t j = 0; j < n; ++j) sum += std::exp(double(x[r * n + j]) - most);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double want = std::exp(double(x[r * n + j]) - most) / sum;
+        ASSERT_NEAR(y[r * n + j], want, 4e-7 + 4e-6 * want) << "row " << r << ", element " << j;
+      }
+    }
+  }
+}

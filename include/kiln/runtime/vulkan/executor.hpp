@@ -37,11 +37,27 @@ inline std::uint64_t reduction_workgroups(const spirv::target& t, const detail::
   return std::min<std::uint64_t>(call.metadata[0], t.max_workgroup_count_x);
 }
 
+// The invocations of a reduction's (or a row group's) workgroup at this call: the device's
+// workgroup size, halved while every invocation still gets a share of each row (a group of four
+// along it where the rows are whole groups of four, else an element), down to the subgroup.
+// Each workgroup takes four rows whatever its size, so a short row (attention's 128) left most
+// of a large workgroup idle at every barrier of the row group; smaller workgroups take the same
+// rows with the same loop count and a shallower tree. The fold order, so the bits, depend on the
+// size: the same for every call of the same shapes on a device.
+inline std::uint32_t reduction_workgroup(const spirv::target& t, const detail::region_call& call) {
+  std::uint32_t w = t.workgroup_size();
+  if (w & (w - 1)) return w;  // (cannot_reduce refuses it)
+  const std::int64_t shares = call.whole_quads ? (call.reduced + 3) / 4 : call.reduced;
+  const std::uint32_t least = std::max<std::uint32_t>(t.subgroup_size, 4);
+  while (w / 2 >= least && w / 2 >= shares) w /= 2;
+  return w;
+}
+
 // Why a reduction of this call cannot run on the device (empty: it can). Its tree join needs a
 // power-of-two workgroup; and an invocation's loops may not pass 65535 iterations in all, which
 // is where llvmpipe stops them (any driver's guard against endless loops may).
 inline std::string cannot_reduce(const spirv::target& t, const detail::region_call& call) {
-  std::uint32_t w = t.workgroup_size();
+  std::uint32_t w = reduction_workgroup(t, call);
   if (w & (w - 1)) return "the workgroup size " + std::to_string(w) + " is not a power of two";
   std::uint64_t rounds = (call.metadata[0] + reduction_workgroups(t, call) - 1) /
                          std::max<std::uint64_t>(reduction_workgroups(t, call), 1);
@@ -157,7 +173,8 @@ inline std::size_t bytes_of(const runtime::buffer_ref& b, dtype t) {
 // each member's share of the rows' elements (or of their values). Drivers stop loops past 65535.
 inline std::uint64_t group_iterations(const spirv::target& t,
                                       std::span<const detail::region_call> calls) {
-  std::uint64_t w = t.workgroup_size(), workgroups = reduction_workgroups(t, calls[0]);
+  std::uint64_t w = reduction_workgroup(t, calls[0]),
+                workgroups = reduction_workgroups(t, calls[0]);
   std::uint64_t rounds =
       (calls[0].metadata[0] + workgroups - 1) / std::max<std::uint64_t>(workgroups, 1);
   std::uint64_t per_member = (static_cast<std::uint64_t>(calls[0].reduced) + w - 1) / w + 16;
@@ -515,7 +532,10 @@ inline bool record_call(context& ctx, const call_plan& c, call_bindings& binding
   for (std::size_t i = 0; i < p.regions.size(); ++i)
     if (c.dispatched(i)) {
       const spirv::kernel& k = *c.regions[i].kernel;
-      kernels.emplace_back(&k, k.workgroup ? k.workgroup : wg);
+      kernels.emplace_back(&k, k.workgroup ? k.workgroup
+                               : k.per_workgroup
+                                   ? reduction_workgroup(ctx.target(), c.regions[i].call)
+                                   : wg);
     }
   const std::vector<const pipeline*> pipelines = ctx.pipelines().get_all(kernels);
   std::size_t dispatch = 0;
