@@ -229,11 +229,20 @@ void lower_non_max_suppression(node_context& c) {
       std::vector<std::int64_t> order;
       for (std::int64_t i = 0; i < n; ++i)
         if (!thresholded || score[i] > score_threshold) order.push_back(i);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::int64_t p, std::int64_t q) { return score[p] > score[q]; });
+      // The candidates as a heap whose top is the highest score (equal scores: the lower index;
+      // NaN below every number), taken one at a time until `limit` are kept: the order of a
+      // stable sort by descending score, without sorting the many a small limit never reaches.
+      auto after = [&](std::int64_t p, std::int64_t q) {  // p comes after q
+        const double a = score[p], b = score[q];
+        if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && (!std::isnan(b) || p > q);
+        return a < b || (a == b && p > q);
+      };
+      std::make_heap(order.begin(), order.end(), after);
       std::vector<std::array<double, 4>> kept;
-      for (std::int64_t i : order) {
+      for (auto end = order.end(); end != order.begin(); --end) {
         if (static_cast<std::int64_t>(kept.size()) == limit) break;
+        std::pop_heap(order.begin(), end, after);
+        const std::int64_t i = *(end - 1);
         const auto box = corners(k, i);
         if (std::any_of(kept.begin(), kept.end(),
                         [&](const auto& other) { return overlaps(box, other); }))

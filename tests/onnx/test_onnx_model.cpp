@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <kiln/onnx.hpp>
@@ -154,6 +155,11 @@ TEST(CutModels, NonMaxSuppressionBetweenTwoGraphs) {
   // Box 2 scoring highest comes first and overlaps neither; box 1 is still under box 0.
   out = run(m, {f32(kiln::shape{1, 3, 4}, boxes), f32(kiln::shape{1, 1, 3}, {0, -1, 3})});
   EXPECT_EQ(elements<std::int64_t>(out[0]), (std::vector<std::int64_t>{0, 0, 2, 0, 0, 0}));
+  // Equal scores go by index (box 1 before box 2), a NaN score after every number: box 0 comes
+  // last and is suppressed under box 1.
+  out = run(m, {f32(kiln::shape{1, 3, 4}, boxes),
+                f32(kiln::shape{1, 1, 3}, {std::numeric_limits<float>::quiet_NaN(), 1, 1})});
+  EXPECT_EQ(elements<std::int64_t>(out[0]), (std::vector<std::int64_t>{0, 0, 1, 0, 0, 2}));
 }
 
 // Doubles x until its sum reaches `limit` (a model input the body reads around it): the first
