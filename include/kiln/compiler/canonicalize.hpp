@@ -233,11 +233,15 @@ constexpr ir::graph rebuild(const ir::graph& g, bool simplify) {
     if (!live[i]) continue;
     for (int k = 0; k < g.nodes[i].arity(); ++k) live[g.nodes[i].operands[k]] = true;
   }
-  std::vector<int> uses(n, 0);  // readers per node among the live ones, the outputs counted
-  for (auto id : g.outputs) ++uses[id];
-  for (std::size_t i = 0; i < n; ++i)
-    if (live[i])
-      for (int k = 0; k < g.nodes[i].arity(); ++k) ++uses[g.nodes[i].operands[k]];
+  // Readers per node among the live ones, the outputs counted (for scaled_weights_conv, which
+  // only a simplifying rebuild applies).
+  std::vector<int> uses(simplify ? n : 0, 0);
+  if (simplify) {
+    for (auto id : g.outputs) ++uses[id];
+    for (std::size_t i = 0; i < n; ++i)
+      if (live[i])
+        for (int k = 0; k < g.nodes[i].arity(); ++k) ++uses[g.nodes[i].operands[k]];
+  }
   ir::builder b;
   std::vector<std::int32_t> map(n, -1);
   std::vector<contraction_check> checks;

@@ -48,6 +48,7 @@ inline std::uint32_t reduction_workgroup(const spirv::target& t, const detail::r
   std::uint32_t w = t.workgroup_size();
   if (w & (w - 1)) return w;  // (cannot_reduce refuses it)
   const std::int64_t shares = call.whole_quads ? (call.reduced + 3) / 4 : call.reduced;
+  // (At least 4, so that rows of nothing, or a target that gives no subgroup size, stop there.)
   const std::uint32_t least = std::max<std::uint32_t>(t.subgroup_size, 4);
   while (w / 2 >= least && w / 2 >= shares) w /= 2;
   return w;
