@@ -1,7 +1,7 @@
 // Threads per call and per executable (kiln::thread_limit, executable::set_threads): a limit of one
 // keeps the work on the calling thread; a limit of n lets at most n threads take part; the
 // process's count holds outside any limit; calls under a limit, synchronous or submitted, compute
-// what they compute without one.
+// what they compute without one; each thread of a job starts on its own share of the tasks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,6 +31,42 @@ std::set<std::thread::id> threads_of_a_job() {
     ids.insert(std::this_thread::get_id());
   });
   return ids;
+}
+
+// Each thread of a job starts on its own share of the tasks (the calling thread on the first half,
+// the worker on the second), so that jobs which split their data alike keep it on the same
+// threads; a thread done with its share takes what is left of the others'. (First in this file:
+// the process's first job, so that no earlier long wait has the pool running jobs on their
+// callers alone.)
+TEST(Threads, AWorkerStartsOnItsOwnShareOfTheTasks) {
+  if (cpu::thread_count() < 2) GTEST_SKIP() << "one hardware thread: no worker";
+  const thread_limit two(2);
+  const auto caller = std::this_thread::get_id();
+  constexpr std::int64_t tasks = 8;
+  std::vector<std::thread::id> ran(tasks);
+  std::vector<std::atomic<int>> runs(tasks);
+  std::atomic<bool> worker_began{false};
+  std::atomic<std::int64_t> workers_first{-1};
+  cpu::parallel_for(tasks, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t t = first; t < last; ++t) {
+      ran[t] = std::this_thread::get_id();
+      runs[t]++;
+      if (ran[t] != caller) {
+        std::int64_t none = -1;
+        workers_first.compare_exchange_strong(none, t);
+        worker_began = true;
+      }
+      // The caller's first task waits for the worker (5 s at most): its share is then untouched.
+      if (t == 0)
+        for (int i = 0; i < 5000 && !worker_began; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  for (std::int64_t t = 0; t < tasks; ++t) EXPECT_EQ(runs[t].load(), 1) << "task " << t;
+  EXPECT_EQ(ran[0], caller);
+  ASSERT_TRUE(worker_began) << "no worker took part in 5 s";
+  EXPECT_EQ(workers_first.load(), tasks / 2) << "the worker began outside its share";
+  EXPECT_NE(ran[tasks / 2], caller);
 }
 
 TEST(Threads, ALimitBoundsTheThreadsOfTheCallingThreadsWork) {

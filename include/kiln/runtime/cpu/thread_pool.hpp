@@ -1,11 +1,13 @@
 // kiln's CPU worker threads: a small pool whose idle workers sleep (after a short spin), and which
-// hands a job's tasks out in chunks to whichever thread asks first, the calling thread included. So
-// a call on a loaded machine is never much slower than running it on the calling thread: the caller
-// waits only for chunks a worker has already started, never for a worker that has not woken up;
-// and when such a wait was long (the scheduler took the worker away), the next calls run on the
-// calling thread alone for a while. While a call runs its regions it holds the workers awake
-// (they spin between its jobs instead of sleeping), so that a small region's job finds them
-// ready.
+// gives each thread of a job an equal share of its tasks (the calling thread's the first, worker
+// k's the k+1-th), taken in chunks, and lets a thread that has finished its own share take chunks
+// of the others'. The shares keep consecutive jobs that split their data alike on the same
+// threads' caches; the taking keeps a call on a loaded machine never much slower than running it
+// on the calling thread: the caller waits only for chunks a worker has already started, never for
+// a worker that has not woken up; and when such a wait was long (the scheduler took the worker
+// away), the next calls run on the calling thread alone for a while. While a call runs its
+// regions it holds the workers awake (they spin between its jobs instead of sleeping), so that a
+// small region's job finds them ready.
 #pragma once
 
 #include <algorithm>
@@ -53,8 +55,8 @@ inline int parse_thread_count(const char* env, int hardware) {
 class thread_pool {
  public:
   // `threads` in all: the calling thread and threads - 1 workers.
-  explicit thread_pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  explicit thread_pool(int threads) : shares_(static_cast<std::size_t>(std::max(threads, 1))) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
   }
   ~thread_pool() {
     {
@@ -89,16 +91,20 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       job_ = &fn;
-      seats_ = participants - 1;
-      tasks_ = tasks;
       chunk_ = std::max<std::int64_t>(chunk, 1);
-      next_.store(0, std::memory_order_relaxed);
+      // Participant s's share: the s-th of n equal runs of whole chunks.
+      participants_ = std::min(participants, size());
+      const std::int64_t chunks = (tasks + chunk_ - 1) / chunk_, n = participants_;
+      for (int s = 0; s < participants_; ++s) {
+        shares_[s].next.store(s * chunks / n * chunk_, std::memory_order_relaxed);
+        shares_[s].end = std::min(tasks, (s + 1) * chunks / n * chunk_);
+      }
       open_ = true;
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     auto start = std::chrono::steady_clock::now();
-    claim();
+    claim(0);
     auto claimed = std::chrono::steady_clock::now();
     spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });
     std::unique_lock lock(mutex_);
@@ -153,16 +159,24 @@ class thread_pool {
 #endif
   }
 
-  // Takes chunks until none is left.
-  void claim() {
-    for (;;) {
-      std::int64_t first = next_.fetch_add(chunk_, std::memory_order_relaxed);
-      if (first >= tasks_) return;
-      (*job_)(first, std::min(first + chunk_, tasks_));
+  // Takes chunks until none is left: participant `seat`'s share first, front to back, then
+  // what is left of the others'. So where consecutive jobs split their data alike (a product's
+  // columns, then an elementwise region's rows over the same cells), each thread's part of one
+  // job reads what its part of the job before wrote, from its own cache; a thread that finishes
+  // early, or a worker that is late, leaves no thread idle.
+  void claim(int seat) {
+    for (int k = 0; k < participants_; ++k) {
+      share& s = shares_[(seat + k) % participants_];
+      for (;;) {
+        std::int64_t first = s.next.fetch_add(chunk_, std::memory_order_relaxed);
+        if (first >= s.end) break;
+        (*job_)(first, std::min(first + chunk_, s.end));
+      }
     }
   }
 
-  void work() {
+  // Worker `seat` (1 … the workers): the job's share of that number, where it has one.
+  void work(int seat) {
     std::uint64_t seen = 0;
     for (;;) {
       spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, true);
@@ -170,11 +184,10 @@ class thread_pool {
       wake_.wait(lock, [&] { return stop_ || (open_ && generation_ != seen); });
       if (stop_) return;
       seen = generation_;
-      if (seats_ == 0) continue;  // the job has the threads it may use
-      --seats_;
+      if (seat >= participants_) continue;  // the job has the threads it may use
       ++active_;
       lock.unlock();
-      claim();
+      claim(seat);
       lock.lock();
       if (--active_ == 0) done_.notify_one();
     }
@@ -185,12 +198,17 @@ class thread_pool {
   // Calls left to run on the caller alone (written under run_mutex_, read by hold()).
   std::atomic<int> solo_calls_{0};
   std::atomic<int> held_{0};  // calls holding the workers awake
-  std::mutex mutex_;          // guards the fields below (next_ is claimed without it)
+  std::mutex mutex_;          // guards the fields below (shares are claimed without it)
   std::condition_variable wake_, done_;
   const task_range* job_ = nullptr;  // the running job's, alive until run() returns
-  std::int64_t tasks_ = 0, chunk_ = 1;
-  int seats_ = 0;  // workers the running job may still take
-  std::atomic<std::int64_t> next_{0};
+  std::int64_t chunk_ = 1;
+  int participants_ = 0;  // the running job's threads, the caller's seat 0 among them
+  // The running job's tasks by participant: [next, end), claimed without the mutex.
+  struct alignas(64) share {
+    std::atomic<std::int64_t> next{0};
+    std::int64_t end = 0;
+  };
+  std::vector<share> shares_;
   // Read without the mutex by spinning threads; written with it.
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> active_{0};
