@@ -35,38 +35,35 @@ std::set<std::thread::id> threads_of_a_job() {
 
 // Each thread of a job starts on its own share of the tasks (the calling thread on the first half,
 // the worker on the second), so that jobs which split their data alike keep it on the same
-// threads; a thread done with its share takes what is left of the others'. (First in this file:
-// the process's first job, so that no earlier long wait has the pool running jobs on their
-// callers alone.)
-TEST(Threads, AWorkerStartsOnItsOwnShareOfTheTasks) {
+// threads; a thread done with its share takes what is left of the others'. Each thread's first
+// task waits (5 s at most) until the other has begun one, so that neither takes from the other's
+// share before that thread's first look at it. (First in this file: the process's first job, so
+// that no earlier long wait has the pool running jobs on their callers alone.)
+TEST(Threads, EachThreadStartsOnItsOwnShareOfTheTasks) {
   if (cpu::thread_count() < 2) GTEST_SKIP() << "one hardware thread: no worker";
   const thread_limit two(2);
   const auto caller = std::this_thread::get_id();
   constexpr std::int64_t tasks = 8;
-  std::vector<std::thread::id> ran(tasks);
   std::vector<std::atomic<int>> runs(tasks);
-  std::atomic<bool> worker_began{false};
-  std::atomic<std::int64_t> workers_first{-1};
+  std::atomic<bool> caller_began{false}, worker_began{false};
+  std::atomic<std::int64_t> callers_first{-1}, workers_first{-1};
   cpu::parallel_for(tasks, 1, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t t = first; t < last; ++t) {
-      ran[t] = std::this_thread::get_id();
       runs[t]++;
-      if (ran[t] != caller) {
-        std::int64_t none = -1;
-        workers_first.compare_exchange_strong(none, t);
-        worker_began = true;
-      }
-      // The caller's first task waits for the worker (5 s at most): its share is then untouched.
-      if (t == 0)
-        for (int i = 0; i < 5000 && !worker_began; ++i)
+      const bool on_caller = std::this_thread::get_id() == caller;
+      std::int64_t none = -1;
+      if ((on_caller ? callers_first : workers_first).compare_exchange_strong(none, t)) {
+        (on_caller ? caller_began : worker_began) = true;
+        const std::atomic<bool>& other = on_caller ? worker_began : caller_began;
+        for (int i = 0; i < 5000 && !other; ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
   });
   for (std::int64_t t = 0; t < tasks; ++t) EXPECT_EQ(runs[t].load(), 1) << "task " << t;
-  EXPECT_EQ(ran[0], caller);
   ASSERT_TRUE(worker_began) << "no worker took part in 5 s";
+  EXPECT_EQ(callers_first.load(), 0) << "the calling thread began outside its share";
   EXPECT_EQ(workers_first.load(), tasks / 2) << "the worker began outside its share";
-  EXPECT_NE(ran[tasks / 2], caller);
 }
 
 TEST(Threads, ALimitBoundsTheThreadsOfTheCallingThreadsWork) {
