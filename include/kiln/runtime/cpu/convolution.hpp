@@ -89,6 +89,51 @@ void copy_phase_rows(const T* plane, std::int64_t row_step, std::int64_t step, s
   }
 }
 
+#if defined(__AVX512F__)
+// Output row oy of a depthwise 3-wide, stride-2 convolution whose windows start one column left
+// of 2 x j (pads of 1) over f32 rows of unit column step: the sums depthwise_2d's phases give, in
+// their order and so with their bits, with each input row's even and odd columns parted in
+// registers instead of copied into phase rows (those copies, a permute, a store and its reload
+// per vector, were half of MobileNet's stride-2 depthwise convolution).
+inline void stride2_width3_row(const float* plane, std::int64_t row_step, std::int64_t H,
+                               std::int64_t W, std::int64_t KH, std::int64_t dy, std::int64_t iy0,
+                               const float* weights, std::int64_t vectors, float* out) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  auto lanes_below = [](std::int64_t n) {  // a mask of the first n lanes (0 … 16)
+    return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
+  };
+  for (std::int64_t v0 = 0; v0 < vectors; v0 += 4) {
+    const int B = static_cast<int>(std::min<std::int64_t>(4, vectors - v0));
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (std::int64_t ky = 0; ky < KH; ++ky) {
+      const std::int64_t iy = iy0 + ky * dy;
+      if (iy < 0 || iy >= H) continue;
+      const float* row = plane + iy * row_step;
+      const __m512 w0 = _mm512_set1_ps(weights[ky * 3]), w1 = _mm512_set1_ps(weights[ky * 3 + 1]),
+                   w2 = _mm512_set1_ps(weights[ky * 3 + 2]);
+      for (int b = 0; b < B; ++b) {
+        const std::int64_t c0 = 2 * 16 * (v0 + b);  // input column of lane 0's middle cell
+        const __m512 lo = _mm512_maskz_loadu_ps(lanes_below(W - c0), row + c0);
+        const __m512 hi = _mm512_maskz_loadu_ps(lanes_below(W - c0 - 16), row + c0 + 16);
+        const __m512 evens = _mm512_permutex2var_ps(lo, even, hi);  // columns 2j
+        const __m512 odds = _mm512_permutex2var_ps(lo, odd, hi);    // columns 2j + 1
+        // Columns 2j - 1: the odds a lane on, column c0 - 1 (0 left of the image) in lane 0.
+        const __m512 left = _mm512_set1_ps(c0 > 0 ? row[c0 - 1] : 0.f);
+        const __m512 before = _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(odds), _mm512_castps_si512(left), 15));
+        acc[b] = _mm512_fmadd_ps(w0, before, acc[b]);
+        acc[b] = _mm512_fmadd_ps(w1, evens, acc[b]);
+        acc[b] = _mm512_fmadd_ps(w2, odds, acc[b]);
+      }
+    }
+    // Past the row's outputs this writes the next row's first ones, which that row then writes.
+    for (int b = 0; b < B; ++b) _mm512_storeu_ps(out + (v0 + b) * 16, acc[b]);
+  }
+}
+#endif
+
 // A 2-D depthwise convolution (one input channel per group: MobileNet's) in fold type S from
 // storage type T: each output plane from its input plane, sixteen (a vector of) outputs of a row
 // at a time, summing every kernel cell in a register. The input rows a band of output rows reads
@@ -120,9 +165,24 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
                                                      std::max<std::int64_t>(OH, 1));
   const std::int64_t band_rows = (band - 1) * sy + (KH - 1) * dy + 1;  // input rows a band reads
   const std::int64_t planes = x_dims.dims[0] * y_dims.dims[1];
+  // Stride 2 across a 3-wide window with a column of padding on the left (MobileNet's halving
+  // depthwise convolutions) parts each row's columns in registers where the set has the shuffles
+  // for it (stride2_width3_row).
+  [[maybe_unused]] const bool parts_in_registers = sx == 2 && KW == 3 && dx == 1 &&
+                                                   c.starts[1] == -1 && x.stride[3] == 1;
   auto run_planes = [&](std::int64_t first, std::int64_t end) {
     thread_local std::vector<S> phases, plane, weights;
     thread_local std::vector<T> narrow;
+    // Output plane (image, co)'s values in `plane`, to the epilogue.
+    auto deliver = [&](std::int64_t image, std::int64_t co, std::int64_t g) {
+      const void* values = plane.data();
+      if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type
+        narrow.resize(static_cast<std::size_t>(N));
+        for (std::int64_t j = 0; j < N; ++j) narrow[j] = T(plane[j]);
+        values = narrow.data();
+      }
+      epilogue({image * c.groups + g, co % out_group, 1, 0, N, values, N});
+    };
     // Kernel column kx's elements in its phase, from the phases' start.
     thread_local std::vector<std::int64_t> column_offset;
     column_offset.resize(static_cast<std::size_t>(KW));
@@ -139,6 +199,16 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       for (std::int64_t ky = 0; ky < KH; ++ky)
         for (std::int64_t kx = 0; kx < KW; ++kx)
           weights[ky * KW + kx] = as_fold<S>(wc[ky * w.stride[2] + kx * w.stride[3]]);
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float> && L == 16)
+        if (parts_in_registers) {
+          for (std::int64_t oy = 0; oy < OH; ++oy)
+            stride2_width3_row(xc, x.stride[2], H, W, KH, dy, oy * sy + c.starts[0],
+                               weights.data(), vectors, plane.data() + oy * OW);
+          deliver(image, co, g);
+          continue;
+        }
+#endif
       for (std::int64_t oy0 = 0; oy0 < OH; oy0 += band) {
         const std::int64_t oy1 = std::min(OH, oy0 + band);
         // Input rows [y0, y0 + band_rows) in the phases (those inside the image).
@@ -182,13 +252,7 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
             vectors_of_row(std::integral_constant<int, 1>{}, oy, v0);
         }
       }
-      const void* values = plane.data();
-      if constexpr (!std::is_same_v<S, T>) {  // rounded to the contraction's narrow type
-        narrow.resize(static_cast<std::size_t>(N));
-        for (std::int64_t j = 0; j < N; ++j) narrow[j] = T(plane[j]);
-        values = narrow.data();
-      }
-      epilogue({image * c.groups + g, co % out_group, 1, 0, N, values, N});
+      deliver(image, co, g);
     }
   };
   // About 2 x cells multiply-adds per output: threads pay off past half a million flops.
