@@ -168,8 +168,8 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
   // Stride 2 across a 3-wide window with a column of padding on the left (MobileNet's halving
   // depthwise convolutions) parts each row's columns in registers where the set has the shuffles
   // for it (stride2_width3_row).
-  [[maybe_unused]] const bool parts_in_registers = sx == 2 && KW == 3 && dx == 1 &&
-                                                   c.starts[1] == -1 && x.stride[3] == 1;
+  [[maybe_unused]] const bool parts_in_registers =
+      sx == 2 && KW == 3 && dx == 1 && c.starts[1] == -1 && x.stride[3] == 1;
   auto run_planes = [&](std::int64_t first, std::int64_t end) {
     thread_local std::vector<S> phases, plane, weights;
     thread_local std::vector<T> narrow;
@@ -203,8 +203,8 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float> && L == 16)
         if (parts_in_registers) {
           for (std::int64_t oy = 0; oy < OH; ++oy)
-            stride2_width3_row(xc, x.stride[2], H, W, KH, dy, oy * sy + c.starts[0],
-                               weights.data(), vectors, plane.data() + oy * OW);
+            stride2_width3_row(xc, x.stride[2], H, W, KH, dy, oy * sy + c.starts[0], weights.data(),
+                               vectors, plane.data() + oy * OW);
           deliver(image, co, g);
           continue;
         }
