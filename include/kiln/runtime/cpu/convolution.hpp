@@ -89,47 +89,102 @@ void copy_phase_rows(const T* plane, std::int64_t row_step, std::int64_t step, s
   }
 }
 
+// The vector steps stride2_width3_row takes, per instruction set that has two-register shuffles:
+// a masked load of a row's first n columns from p, the parting of 2 x lanes consecutive columns
+// into evens and odds, and the odds a lane on with `left` in lane 0.
 #if defined(__AVX512F__)
+#define KILN_CPU_STRIDE2_PARTS 1
+struct stride2_parts {
+  using vec = __m512;
+  static constexpr int lanes = 16;
+  static vec zero() { return _mm512_setzero_ps(); }
+  static vec splat(float v) { return _mm512_set1_ps(v); }
+  static vec load(const float* p, std::int64_t n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>(n >= 16  ? 0xffff
+                                                        : n <= 0 ? 0
+                                                                 : (1u << n) - 1),
+                                 p);
+  }
+  static void part(vec lo, vec hi, vec& evens, vec& odds) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    evens = _mm512_permutex2var_ps(lo, even, hi);
+    odds = _mm512_permutex2var_ps(lo, odd, hi);
+  }
+  static vec shifted(vec odds, float left) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(odds),
+                                                   _mm512_castps_si512(_mm512_set1_ps(left)), 15));
+  }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KILN_CPU_STRIDE2_PARTS 1
+struct stride2_parts {
+  using vec = __m256;
+  static constexpr int lanes = 8;
+  static vec zero() { return _mm256_setzero_ps(); }
+  static vec splat(float v) { return _mm256_set1_ps(v); }
+  static vec load(const float* p, std::int64_t n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const auto k = static_cast<int>(std::clamp<std::int64_t>(n, 0, 8));
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(k), lane));
+  }
+  static void part(vec lo, vec hi, vec& evens, vec& odds) {
+    // Within each 128-bit half, then the halves' 64-bit pairs in order: lo's four, hi's four.
+    auto in_order = [](__m256 v) {
+      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+    };
+    evens = in_order(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    odds = in_order(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  static vec shifted(vec odds, float left) {
+    const __m256 rotated =
+        _mm256_permutevar8x32_ps(odds, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6));
+    return _mm256_blend_ps(rotated, _mm256_set1_ps(left), 0x01);
+  }
+  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
+};
+#endif
+
+#ifdef KILN_CPU_STRIDE2_PARTS
 // Output row oy of a depthwise 3-wide, stride-2 convolution whose windows start one column left
 // of 2 x j (pads of 1) over f32 rows of unit column step: the sums depthwise_2d's phases give, in
 // their order and so with their bits, with each input row's even and odd columns parted in
 // registers instead of copied into phase rows (those copies, a permute, a store and its reload
-// per vector, were half of MobileNet's stride-2 depthwise convolution).
+// per vector, were half of MobileNet's stride-2 depthwise convolution). `vectors`: the row's
+// vectors of stride2_parts::lanes outputs.
 inline void stride2_width3_row(const float* plane, std::int64_t row_step, std::int64_t H,
                                std::int64_t W, std::int64_t KH, std::int64_t dy, std::int64_t iy0,
                                const float* weights, std::int64_t vectors, float* out) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  auto lanes_below = [](std::int64_t n) {  // a mask of the first n lanes (0 … 16)
-    return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
-  };
+  using P = stride2_parts;
+  using vec = P::vec;
+  constexpr std::int64_t L = P::lanes;
   for (std::int64_t v0 = 0; v0 < vectors; v0 += 4) {
     const int B = static_cast<int>(std::min<std::int64_t>(4, vectors - v0));
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
+    vec acc[4] = {P::zero(), P::zero(), P::zero(), P::zero()};
     for (std::int64_t ky = 0; ky < KH; ++ky) {
       const std::int64_t iy = iy0 + ky * dy;
       if (iy < 0 || iy >= H) continue;
       const float* row = plane + iy * row_step;
-      const __m512 w0 = _mm512_set1_ps(weights[ky * 3]), w1 = _mm512_set1_ps(weights[ky * 3 + 1]),
-                   w2 = _mm512_set1_ps(weights[ky * 3 + 2]);
+      const vec w0 = P::splat(weights[ky * 3]), w1 = P::splat(weights[ky * 3 + 1]),
+                w2 = P::splat(weights[ky * 3 + 2]);
       for (int b = 0; b < B; ++b) {
-        const std::int64_t c0 = 2 * 16 * (v0 + b);  // input column of lane 0's middle cell
-        const __m512 lo = _mm512_maskz_loadu_ps(lanes_below(W - c0), row + c0);
-        const __m512 hi = _mm512_maskz_loadu_ps(lanes_below(W - c0 - 16), row + c0 + 16);
-        const __m512 evens = _mm512_permutex2var_ps(lo, even, hi);  // columns 2j
-        const __m512 odds = _mm512_permutex2var_ps(lo, odd, hi);    // columns 2j + 1
+        const std::int64_t c0 = 2 * L * (v0 + b);  // input column of lane 0's middle cell
+        vec evens, odds;                           // columns 2j and 2j + 1
+        P::part(P::load(row + c0, W - c0), P::load(row + c0 + L, W - c0 - L), evens, odds);
         // Columns 2j - 1: the odds a lane on, column c0 - 1 (0 left of the image) in lane 0.
-        const __m512 left = _mm512_set1_ps(c0 > 0 ? row[c0 - 1] : 0.f);
-        const __m512 before = _mm512_castsi512_ps(
-            _mm512_alignr_epi32(_mm512_castps_si512(odds), _mm512_castps_si512(left), 15));
-        acc[b] = _mm512_fmadd_ps(w0, before, acc[b]);
-        acc[b] = _mm512_fmadd_ps(w1, evens, acc[b]);
-        acc[b] = _mm512_fmadd_ps(w2, odds, acc[b]);
+        const vec before = P::shifted(odds, c0 > 0 ? row[c0 - 1] : 0.f);
+        acc[b] = P::fma(w0, before, acc[b]);
+        acc[b] = P::fma(w1, evens, acc[b]);
+        acc[b] = P::fma(w2, odds, acc[b]);
       }
     }
     // Past the row's outputs this writes the next row's first ones, which that row then writes.
-    for (int b = 0; b < B; ++b) _mm512_storeu_ps(out + (v0 + b) * 16, acc[b]);
+    for (int b = 0; b < B; ++b) P::store(out + (v0 + b) * L, acc[b]);
   }
 }
 #endif
@@ -199,8 +254,9 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
       for (std::int64_t ky = 0; ky < KH; ++ky)
         for (std::int64_t kx = 0; kx < KW; ++kx)
           weights[ky * KW + kx] = as_fold<S>(wc[ky * w.stride[2] + kx * w.stride[3]]);
-#if defined(__AVX512F__)
-      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float> && L == 16)
+#ifdef KILN_CPU_STRIDE2_PARTS
+      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float> &&
+                    L == stride2_parts::lanes)
         if (parts_in_registers) {
           for (std::int64_t oy = 0; oy < OH; ++oy)
             stride2_width3_row(xc, x.stride[2], H, W, KH, dy, oy * sy + c.starts[0], weights.data(),
