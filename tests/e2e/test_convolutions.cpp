@@ -208,15 +208,21 @@ TEST(Conv, EveryWindowParameterAgainstTheReference) {
 // side, from one copy of the input per column phase: output widths around the vector (16 lanes
 // on AVX-512, 8 on AVX2, 4 on SSE2) and four of them, with strides 1 to 3 (phases), dilation
 // (a kernel column in another phase), uneven padding and a channel multiplier. At stride 2 with a
-// 3-wide window and a padding column (parted in registers on AVX-512) also an odd input width,
-// whose last window reads the padding on the right.
+// 3-wide window and a padding column (parted in registers on AVX-512 and AVX2) also an odd input
+// width, whose last window reads the padding on the right, and a padding on the right wider than
+// a vector of outputs.
 TEST(Conv, DepthwiseAcrossVectorWidthsStridesAndPhases) {
   unsigned seed = 150;
   for (std::int64_t width : {1, 4, 15, 16, 17, 33, 48, 64, 65, 80, 131})
     for (std::int64_t stride : {1, 2, 3}) {
       windows p = with(stride, 1, 1, 1, 3);
       check({1, 3, 5, width * stride}, {3, 1, 3, 3}, p, false, seed += 2);
-      if (stride == 2) check({1, 3, 7, width * stride - 1}, {3, 1, 3, 3}, p, false, seed += 2);
+      if (stride == 2) {
+        check({1, 3, 7, width * stride - 1}, {3, 1, 3, 3}, p, false, seed += 2);
+        windows wide = p;  // whole vectors of outputs over the padding on the right
+        wide.end[1] = 37;
+        check({1, 3, 7, width * stride - 1}, {3, 1, 3, 3}, wide, false, seed += 2);
+      }
       windows d = with(stride, 2, 2, 0, 3);
       d.begin[0] = 1;
       check({1, 3, 6, width * stride + 3}, {6, 1, 2, 3}, d, false, seed += 2);  // multiplier 2

@@ -176,8 +176,9 @@ inline void stride2_width3_row(const float* plane, std::int64_t row_step, std::i
         const std::int64_t c0 = 2 * L * (v0 + b);  // input column of lane 0's middle cell
         vec evens, odds;                           // columns 2j and 2j + 1
         P::part(P::load(row + c0, W - c0), P::load(row + c0 + L, W - c0 - L), evens, odds);
-        // Columns 2j - 1: the odds a lane on, column c0 - 1 (0 left of the image) in lane 0.
-        const vec before = P::shifted(odds, c0 > 0 ? row[c0 - 1] : 0.f);
+        // Columns 2j - 1: the odds a lane on, column c0 - 1 (0 outside the image: left of it,
+        // or right of it where the padding on the right is wide) in lane 0.
+        const vec before = P::shifted(odds, c0 > 0 && c0 <= W ? row[c0 - 1] : 0.f);
         acc[b] = P::fma(w0, before, acc[b]);
         acc[b] = P::fma(w1, evens, acc[b]);
         acc[b] = P::fma(w2, odds, acc[b]);
