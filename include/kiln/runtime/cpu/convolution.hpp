@@ -89,16 +89,15 @@ void copy_phase_rows(const T* plane, std::int64_t row_step, std::int64_t step, s
   }
 }
 
-// The vector steps stride2_width3_row takes, per instruction set that has two-register shuffles:
-// a masked load of a row's first n columns from p, the parting of 2 x lanes consecutive columns
-// into evens and odds, and the odds a lane on with `left` in lane 0.
+// What stride2_width3_row needs beyond xsimd 8.1's batches, per instruction set that has
+// two-register shuffles: a masked load of a row's first n columns from p, the parting of
+// 2 x lanes consecutive columns into evens and odds, and the odds a lane on with `left` in
+// lane 0.
 #if defined(__AVX512F__)
 #define KILN_CPU_STRIDE2_PARTS 1
 struct stride2_parts {
-  using vec = __m512;
-  static constexpr int lanes = 16;
-  static vec zero() { return _mm512_setzero_ps(); }
-  static vec splat(float v) { return _mm512_set1_ps(v); }
+  using vec = xsimd::batch<float>;
+  static_assert(vec::size == 16);
   static vec load(const float* p, std::int64_t n) {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>(n >= 16  ? 0xffff
                                                         : n <= 0 ? 0
@@ -117,16 +116,12 @@ struct stride2_parts {
     return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(odds),
                                                    _mm512_castps_si512(_mm512_set1_ps(left)), 15));
   }
-  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
-  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 #define KILN_CPU_STRIDE2_PARTS 1
 struct stride2_parts {
-  using vec = __m256;
-  static constexpr int lanes = 8;
-  static vec zero() { return _mm256_setzero_ps(); }
-  static vec splat(float v) { return _mm256_set1_ps(v); }
+  using vec = xsimd::batch<float>;
+  static_assert(vec::size == 8);
   static vec load(const float* p, std::int64_t n) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const auto k = static_cast<int>(std::clamp<std::int64_t>(n, 0, 8));
@@ -145,8 +140,6 @@ struct stride2_parts {
         _mm256_permutevar8x32_ps(odds, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6));
     return _mm256_blend_ps(rotated, _mm256_set1_ps(left), 0x01);
   }
-  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
-  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
 };
 #endif
 
@@ -156,22 +149,21 @@ struct stride2_parts {
 // their order and so with their bits, with each input row's even and odd columns parted in
 // registers instead of copied into phase rows (those copies, a permute, a store and its reload
 // per vector, were half of MobileNet's stride-2 depthwise convolution). `vectors`: the row's
-// vectors of stride2_parts::lanes outputs.
+// vectors of outputs.
 inline void stride2_width3_row(const float* plane, std::int64_t row_step, std::int64_t H,
                                std::int64_t W, std::int64_t KH, std::int64_t dy, std::int64_t iy0,
                                const float* weights, std::int64_t vectors, float* out) {
   using P = stride2_parts;
   using vec = P::vec;
-  constexpr std::int64_t L = P::lanes;
+  constexpr std::int64_t L = vec::size;
   for (std::int64_t v0 = 0; v0 < vectors; v0 += 4) {
     const int B = static_cast<int>(std::min<std::int64_t>(4, vectors - v0));
-    vec acc[4] = {P::zero(), P::zero(), P::zero(), P::zero()};
+    vec acc[4] = {vec(0.f), vec(0.f), vec(0.f), vec(0.f)};
     for (std::int64_t ky = 0; ky < KH; ++ky) {
       const std::int64_t iy = iy0 + ky * dy;
       if (iy < 0 || iy >= H) continue;
       const float* row = plane + iy * row_step;
-      const vec w0 = P::splat(weights[ky * 3]), w1 = P::splat(weights[ky * 3 + 1]),
-                w2 = P::splat(weights[ky * 3 + 2]);
+      const vec w0(weights[ky * 3]), w1(weights[ky * 3 + 1]), w2(weights[ky * 3 + 2]);
       for (int b = 0; b < B; ++b) {
         const std::int64_t c0 = 2 * L * (v0 + b);  // input column of lane 0's middle cell
         vec evens, odds;                           // columns 2j and 2j + 1
@@ -179,13 +171,13 @@ inline void stride2_width3_row(const float* plane, std::int64_t row_step, std::i
         // Columns 2j - 1: the odds a lane on, column c0 - 1 (0 outside the image: left of it,
         // or right of it where the padding on the right is wide) in lane 0.
         const vec before = P::shifted(odds, c0 > 0 && c0 <= W ? row[c0 - 1] : 0.f);
-        acc[b] = P::fma(w0, before, acc[b]);
-        acc[b] = P::fma(w1, evens, acc[b]);
-        acc[b] = P::fma(w2, odds, acc[b]);
+        acc[b] = xsimd::fma(w0, before, acc[b]);
+        acc[b] = xsimd::fma(w1, evens, acc[b]);
+        acc[b] = xsimd::fma(w2, odds, acc[b]);
       }
     }
     // Past the row's outputs this writes the next row's first ones, which that row then writes.
-    for (int b = 0; b < B; ++b) P::store(out + (v0 + b) * L, acc[b]);
+    for (int b = 0; b < B; ++b) acc[b].store_unaligned(out + (v0 + b) * L);
   }
 }
 #endif
@@ -256,8 +248,7 @@ void depthwise_2d(const shape& x_dims, const operand_layout& x, const shape& w_d
         for (std::int64_t kx = 0; kx < KW; ++kx)
           weights[ky * KW + kx] = as_fold<S>(wc[ky * w.stride[2] + kx * w.stride[3]]);
 #ifdef KILN_CPU_STRIDE2_PARTS
-      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float> &&
-                    L == stride2_parts::lanes)
+      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>)
         if (parts_in_registers) {
           for (std::int64_t oy = 0; oy < OH; ++oy)
             stride2_width3_row(xc, x.stride[2], H, W, KH, dy, oy * sy + c.starts[0], weights.data(),
