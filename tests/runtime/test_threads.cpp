@@ -1,13 +1,19 @@
 // Threads per call and per executable (kiln::thread_limit, executable::set_threads): a limit of one
 // keeps the work on the calling thread; a limit of n lets at most n threads take part; the
 // process's count holds outside any limit; calls under a limit, synchronous or submitted, compute
-// what they compute without one; each thread of a job starts on its own share of the tasks.
+// what they compute without one; each thread of a job starts on its own share of the tasks; a
+// worker stacked on the caller's CPU steps off it, and one that cannot leaves the next jobs to the
+// caller.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include <kiln/executable.hpp>
 #include <kiln/kiln.hpp>
@@ -64,6 +70,127 @@ TEST(Threads, EachThreadStartsOnItsOwnShareOfTheTasks) {
   ASSERT_TRUE(worker_began) << "no worker took part in 5 s";
   EXPECT_EQ(callers_first.load(), 0) << "the calling thread began outside its share";
   EXPECT_EQ(workers_first.load(), tasks / 2) << "the worker began outside its share";
+}
+
+#if defined(__linux__)
+// The CPUs this thread may run on, and setting them.
+cpu_set_t allowed_cpus() {
+  cpu_set_t set;
+  EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  return set;
+}
+void allow_cpus(const cpu_set_t& set) { EXPECT_EQ(sched_setaffinity(0, sizeof set, &set), 0); }
+cpu_set_t only_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return set;
+}
+
+// A job of 8 tasks on two threads, the caller kept on one CPU: the caller's first task waits
+// (2 s at most) until the worker has run its first two tasks; the worker's first waits until the
+// caller has begun, then moves the worker onto the caller's CPU (and gives it back all the CPUs
+// it had unless `keep_it_there`). Returns the CPU of the worker's second task, or -1 where no
+// worker took part: after an earlier job's signs the pool runs jobs on their callers alone for
+// up to 1.28 s, so a test tries again after that.
+int worker_cpu_after_joining_the_caller(int callers_cpu, bool keep_it_there) {
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> caller_began{false};
+  std::atomic<int> worker_tasks{0}, second_cpu{-1};
+  auto wait_for = [](auto ready) {
+    for (int i = 0; i < 2000 && !ready(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  cpu::parallel_for(8, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t t = first; t < last; ++t) {
+      if (std::this_thread::get_id() == caller) {
+        if (t == 0) {
+          caller_began = true;
+          wait_for([&] { return worker_tasks >= 2; });
+        }
+        continue;
+      }
+      const int n = ++worker_tasks;
+      if (n == 1) {
+        wait_for([&] { return caller_began.load(); });
+        const cpu_set_t had = allowed_cpus();
+        allow_cpus(only_cpu(callers_cpu));  // moves this thread there now
+        if (!keep_it_there) allow_cpus(had);
+      } else if (n == 2) {
+        second_cpu = sched_getcpu();
+      }
+    }
+  });
+  return second_cpu;
+}
+int worker_cpu_after_joining(int callers_cpu, bool keep_it_there) {
+  int cpu = -1;
+  for (int attempt = 0; attempt < 3 && cpu == -1; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    cpu = worker_cpu_after_joining_the_caller(callers_cpu, keep_it_there);
+  }
+  return cpu;
+}
+#endif
+
+// A worker the scheduler stacked on the CPU the caller works on (other processes hold the
+// others, and the scheduler does not move a core's second thread) moves itself off it at its
+// next task, and is not pinned there. Second in this file: no earlier job's signs have the pool
+// running jobs on their callers alone.
+TEST(Threads, AWorkerOnTheCallersCpuStepsOffIt) {
+#if defined(__linux__)
+  if (cpu::thread_count() < 2) GTEST_SKIP() << "one hardware thread: no worker";
+  const cpu_set_t had = allowed_cpus();
+  if (CPU_COUNT(&had) < 2) GTEST_SKIP() << "one CPU allowed: nowhere to step off to";
+  const thread_limit two(2);
+  cpu::parallel_for(2, 1, [](std::int64_t, std::int64_t) {});  // the pool's workers, unpinned
+  const int here = sched_getcpu();
+  allow_cpus(only_cpu(here));
+  const int worker_cpu = worker_cpu_after_joining(here, false);
+  allow_cpus(had);
+  ASSERT_NE(worker_cpu, -1) << "no worker took part in three tries";
+  EXPECT_NE(worker_cpu, here) << "the worker stayed on the caller's CPU";
+#else
+  GTEST_SKIP() << "CPU placement is read on Linux only";
+#endif
+}
+
+// A worker that cannot leave the caller's CPU gains the job nothing: the jobs that follow run
+// on the calling thread alone for a while, then on both threads again.
+TEST(Threads, AWorkerStuckOnTheCallersCpuLeavesTheNextJobsToTheCaller) {
+#if defined(__linux__)
+  if (cpu::thread_count() < 2) GTEST_SKIP() << "one hardware thread: no worker";
+  const cpu_set_t had = allowed_cpus();
+  const thread_limit two(2);
+  cpu::parallel_for(2, 1, [](std::int64_t, std::int64_t) {});  // the pool's workers, unpinned
+  const int here = sched_getcpu();
+  allow_cpus(only_cpu(here));
+  const int worker_cpu = worker_cpu_after_joining(here, true);
+  const auto next = threads_of_a_job();
+  ASSERT_NE(worker_cpu, -1) << "no worker took part in three tries";
+  EXPECT_EQ(worker_cpu, here);
+  EXPECT_EQ(next, std::set<std::thread::id>{std::this_thread::get_id()})
+      << "the job after a worker stuck on the caller's CPU ran on the worker too";
+  // The worker's CPUs back (a task of its own), once the pool tries the workers again.
+  std::atomic<bool> restored{false};
+  for (int i = 0; i < 100 && !restored; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto caller = std::this_thread::get_id();
+    cpu::parallel_for(64, 1, [&](std::int64_t first, std::int64_t) {
+      if (std::this_thread::get_id() == caller) {  // gives a worker time to wake
+        for (int k = 0; first == 0 && k < 50 && !restored; ++k)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      } else if (!restored) {
+        allow_cpus(had);
+        restored = true;
+      }
+    });
+  }
+  allow_cpus(had);
+  EXPECT_TRUE(restored) << "no job in 6 s ran on the worker again";
+#else
+  GTEST_SKIP() << "CPU placement is read on Linux only";
+#endif
 }
 
 TEST(Threads, ALimitBoundsTheThreadsOfTheCallingThreadsWork) {

@@ -24,6 +24,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "kiln/runtime/cpu/parallel.hpp"
 
 namespace kiln::cpu {
@@ -53,6 +57,8 @@ inline int parse_thread_count(const char* env, int hardware) {
 }
 
 class thread_pool {
+  using clock = std::chrono::steady_clock;
+
  public:
   // `threads` in all: the calling thread and threads - 1 workers.
   explicit thread_pool(int threads) : shares_(static_cast<std::size_t>(std::max(threads, 1))) {
@@ -82,9 +88,8 @@ class thread_pool {
       return;
     }
     std::unique_lock busy(run_mutex_, std::try_to_lock);
-    const int solo = solo_calls_.load(std::memory_order_relaxed);
-    if (!busy || solo > 0) {
-      if (busy && solo > 0) solo_calls_.store(solo - 1, std::memory_order_relaxed);
+    auto start = clock::now();
+    if (!busy || solo(start)) {
       fn(std::int64_t{0}, tasks);
       return;
     }
@@ -98,24 +103,43 @@ class thread_pool {
       for (int s = 0; s < participants_; ++s) {
         shares_[s].next.store(s * chunks / n * chunk_, std::memory_order_relaxed);
         shares_[s].end = std::min(tasks, (s + 1) * chunks / n * chunk_);
+        shares_[s].chunks = 0;
+        shares_[s].shared_cpu = false;
       }
       open_ = true;
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    auto start = std::chrono::steady_clock::now();
-    claim(0);
-    auto claimed = std::chrono::steady_clock::now();
+    caller_claims_.store(true, std::memory_order_relaxed);
+    const std::int64_t caller_chunks = claim(0);
+    caller_claims_.store(false, std::memory_order_relaxed);
+    auto claimed = clock::now();
     spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });
     std::unique_lock lock(mutex_);
     open_ = false;  // a worker that wakes from now on skips this job
     done_.wait(lock, [&] { return active_ == 0; });
     // Waiting for a worker far longer than working means the scheduler took that worker away
-    // (another process holds the cores): then the next calls run on this thread alone, and a
-    // later call tries the workers again.
-    auto waited = std::chrono::steady_clock::now() - claimed, worked = claimed - start;
-    if (waited > 2 * worked && waited > std::chrono::microseconds(50))
-      solo_calls_.store(16, std::memory_order_relaxed);
+    // mid-chunk: another process holds its core, and a worker that gets half a core costs the
+    // job ends as much time as its work saves. A worker that ran on a CPU the caller ran on
+    // means the scheduler put both on one core (other processes hold the rest, and a core's
+    // second thread is not moved), where they take turns and gain nothing. Either way the
+    // jobs run on this thread alone for a while, then on all the threads again; a sign within
+    // the trial that follows doubles the while.
+    auto waited = clock::now() - claimed, worked = claimed - start;
+    bool one_core = false;
+    std::int64_t worker_chunks = 0;
+    for (int s = 1; s < participants_; ++s) {
+      one_core |= shares_[s].shared_cpu;
+      worker_chunks += shares_[s].chunks;
+    }
+    // The time the workers saved the caller: their chunks at the caller's pace.
+    const auto saved = caller_chunks > 0 ? worked * worker_chunks / caller_chunks : waited;
+    if (one_core || (waited > saved && waited > std::chrono::microseconds(50))) {
+      const auto now = clock::now();
+      solo_window_ = now < trial_end_ ? std::min(2 * solo_window_, longest_solo) : shortest_solo;
+      solo_until_.store((now + solo_window_).time_since_epoch().count(), std::memory_order_relaxed);
+      trial_end_ = now + solo_window_ + trial;
+    }
   }
 
   // Keeps idle workers spinning, rather than sleeping, until as many release() calls: a call
@@ -123,7 +147,7 @@ class thread_pool {
   // on a virtual machine, more than a small region's work). Not while the calls run on the
   // calling thread alone: a spinning worker would take a core the machine's other work needs.
   bool hold() {
-    if (workers_.empty() || solo_calls_.load(std::memory_order_relaxed) > 0) return false;
+    if (workers_.empty() || solo(clock::now())) return false;
     held_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -147,7 +171,9 @@ class thread_pool {
       }
       const auto spun = steady_clock::now() - start;
       if (spun < microseconds(50)) continue;
-      if (!held || held_.load(std::memory_order_relaxed) == 0 || spun > milliseconds(20)) return;
+      if (!held || held_.load(std::memory_order_relaxed) == 0 || spun > milliseconds(20) ||
+          solo(steady_clock::now()))
+        return;
       std::this_thread::yield();
     }
   }
@@ -164,15 +190,62 @@ class thread_pool {
   // columns, then an elementwise region's rows over the same cells), each thread's part of one
   // job reads what its part of the job before wrote, from its own cache; a thread that finishes
   // early, or a worker that is late, leaves no thread idle.
-  void claim(int seat) {
+  // A worker that finds itself on the CPU the caller takes chunks on (the scheduler stacked the
+  // two on one core because other processes hold the rest, and it does not move a core's
+  // second thread) steps off it, twice a job at most (the scheduler may have put it back); there
+  // again after that, or unable to leave, it notes the shared CPU.
+  std::int64_t claim(int seat) {
+    std::int64_t chunks = 0;
+    int steps_off = 0;
     for (int k = 0; k < participants_; ++k) {
       share& s = shares_[(seat + k) % participants_];
       for (;;) {
         std::int64_t first = s.next.fetch_add(chunk_, std::memory_order_relaxed);
         if (first >= s.end) break;
+        const int cpu = this_cpu();
+        if (seat == 0) {
+          caller_cpu_.store(cpu, std::memory_order_relaxed);
+        } else if (cpu >= 0 && caller_claims_.load(std::memory_order_relaxed) &&
+                   cpu == caller_cpu_.load(std::memory_order_relaxed)) {
+          if (steps_off == 2 || !step_off(cpu))
+            shares_[seat].shared_cpu = true;
+          else
+            ++steps_off;
+        }
         (*job_)(first, std::min(first + chunk_, s.end));
+        ++chunks;
       }
     }
+    shares_[seat].chunks = chunks;
+    return chunks;
+  }
+  // The CPU this thread runs on, or -1 where unknown.
+  static int this_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+  }
+  // Moves this thread to another CPU the process may use (the scheduler then keeps it there) and
+  // gives it back the CPUs it had: it is not pinned. False where it could not.
+  static bool step_off(int cpu) {
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(cpu, &allowed))
+      return false;
+    cpu_set_t others = allowed;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) return false;
+    sched_setaffinity(0, sizeof allowed, &allowed);
+    return true;
+#else
+    (void)cpu;
+    return false;
+#endif
+  }
+  bool solo(clock::time_point now) const {
+    return now.time_since_epoch().count() < solo_until_.load(std::memory_order_relaxed);
   }
 
   // Worker `seat` (1 … the workers): the job's share of that number, where it has one.
@@ -195,8 +268,17 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one job at a time
-  // Calls left to run on the caller alone (written under run_mutex_, read by hold()).
-  std::atomic<int> solo_calls_{0};
+  // Jobs run on the caller alone until solo_until_ (a clock::time_point's count; written under
+  // run_mutex_, read by hold() and spinning workers), for solo_window_; a sign before
+  // trial_end_ doubles the window. A time, not a count of jobs: the scheduler's time slices
+  // (milliseconds) outlast many small regions' jobs, and a window shorter than a slice would
+  // try the workers again while the neighbour still holds their core.
+  static constexpr clock::duration shortest_solo = std::chrono::milliseconds(20),
+                                   longest_solo = std::chrono::milliseconds(1280),
+                                   trial = std::chrono::milliseconds(50);
+  std::atomic<clock::rep> solo_until_{0};
+  clock::duration solo_window_ = shortest_solo;
+  clock::time_point trial_end_{};
   std::atomic<int> held_{0};  // calls holding the workers awake
   std::mutex mutex_;          // guards the fields below (shares are claimed without it)
   std::condition_variable wake_, done_;
@@ -207,11 +289,15 @@ class thread_pool {
   struct alignas(64) share {
     std::atomic<std::int64_t> next{0};
     std::int64_t end = 0;
+    std::int64_t chunks = 0;  // the chunks its participant ran
+    bool shared_cpu = false;  // its participant (a worker) ran on the caller's CPU
   };
   std::vector<share> shares_;
   // Read without the mutex by spinning threads; written with it.
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> active_{0};
+  std::atomic<bool> caller_claims_{false};  // the caller is taking chunks of the running job
+  std::atomic<int> caller_cpu_{-1};         // where the caller took its last chunk
   bool open_ = false, stop_ = false;
 };
 
