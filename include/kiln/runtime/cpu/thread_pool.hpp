@@ -4,8 +4,10 @@
 // of the others'. The shares keep consecutive jobs that split their data alike on the same
 // threads' caches; the taking keeps a call on a loaded machine never much slower than running it
 // on the calling thread: the caller waits only for chunks a worker has already started, never for
-// a worker that has not woken up; and when such a wait was long (the scheduler took the worker
-// away), the next calls run on the calling thread alone for a while. While a call runs its
+// a worker that has not woken up; a worker the scheduler stacked on the caller's CPU steps off
+// it; and when a wait cost more than the worker saved (the scheduler took the worker away) or a
+// worker could not leave the caller's CPU, the next jobs run on the calling thread alone for a
+// while (docs/ARCHITECTURE.md, "Threads beside a busy process"). While a call runs its
 // regions it holds the workers awake (they spin between its jobs instead of sleeping), so that a
 // small region's job finds them ready.
 #pragma once
