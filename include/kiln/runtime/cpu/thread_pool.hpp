@@ -120,14 +120,15 @@ class thread_pool {
     std::unique_lock lock(mutex_);
     open_ = false;  // a worker that wakes from now on skips this job
     done_.wait(lock, [&] { return active_ == 0; });
-    // Waiting for a worker far longer than working means the scheduler took that worker away
+    // Waiting for a worker longer than its chunks saved means the scheduler took it away
     // mid-chunk: another process holds its core, and a worker that gets half a core costs the
     // job ends as much time as its work saves. A worker that ran on a CPU the caller ran on
     // means the scheduler put both on one core (other processes hold the rest, and a core's
     // second thread is not moved), where they take turns and gain nothing. Either way the
     // jobs run on this thread alone for a while, then on all the threads again; a sign within
     // the trial that follows doubles the while.
-    auto waited = clock::now() - claimed, worked = claimed - start;
+    const auto ended = clock::now();
+    const auto waited = ended - claimed, worked = claimed - start;
     bool one_core = false;
     std::int64_t worker_chunks = 0;
     for (int s = 1; s < participants_; ++s) {
@@ -137,10 +138,10 @@ class thread_pool {
     // The time the workers saved the caller: their chunks at the caller's pace.
     const auto saved = caller_chunks > 0 ? worked * worker_chunks / caller_chunks : waited;
     if (one_core || (waited > saved && waited > std::chrono::microseconds(50))) {
-      const auto now = clock::now();
-      solo_window_ = now < trial_end_ ? std::min(2 * solo_window_, longest_solo) : shortest_solo;
-      solo_until_.store((now + solo_window_).time_since_epoch().count(), std::memory_order_relaxed);
-      trial_end_ = now + solo_window_ + trial;
+      solo_window_ = ended < trial_end_ ? std::min(2 * solo_window_, longest_solo) : shortest_solo;
+      solo_until_.store((ended + solo_window_).time_since_epoch().count(),
+                        std::memory_order_relaxed);
+      trial_end_ = ended + solo_window_ + trial;
     }
   }
 
@@ -171,10 +172,11 @@ class thread_pool {
         if (ready()) return;
         pause();
       }
-      const auto spun = steady_clock::now() - start;
+      const auto now = steady_clock::now();
+      const auto spun = now - start;
       if (spun < microseconds(50)) continue;
       if (!held || held_.load(std::memory_order_relaxed) == 0 || spun > milliseconds(20) ||
-          solo(steady_clock::now()))
+          solo(now))
         return;
       std::this_thread::yield();
     }
@@ -204,15 +206,19 @@ class thread_pool {
       for (;;) {
         std::int64_t first = s.next.fetch_add(chunk_, std::memory_order_relaxed);
         if (first >= s.end) break;
-        const int cpu = this_cpu();
         if (seat == 0) {
-          caller_cpu_.store(cpu, std::memory_order_relaxed);
-        } else if (cpu >= 0 && caller_claims_.load(std::memory_order_relaxed) &&
-                   cpu == caller_cpu_.load(std::memory_order_relaxed)) {
-          if (steps_off == 2 || !step_off(cpu))
-            shares_[seat].shared_cpu = true;
-          else
-            ++steps_off;
+          // Written only when it moved: the workers read it at each of their chunks.
+          const int cpu = this_cpu();
+          if (cpu != caller_cpu_.load(std::memory_order_relaxed))
+            caller_cpu_.store(cpu, std::memory_order_relaxed);
+        } else if (caller_claims_.load(std::memory_order_relaxed)) {
+          const int cpu = this_cpu();
+          if (cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_relaxed)) {
+            if (steps_off == 2 || !step_off(cpu))
+              shares_[seat].shared_cpu = true;
+            else
+              ++steps_off;
+          }
         }
         (*job_)(first, std::min(first + chunk_, s.end));
         ++chunks;
