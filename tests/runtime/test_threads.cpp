@@ -143,6 +143,7 @@ TEST(Threads, AWorkerOnTheCallersCpuStepsOffIt) {
   const cpu_set_t had = allowed_cpus();
   if (CPU_COUNT(&had) < 2) GTEST_SKIP() << "one CPU allowed: nowhere to step off to";
   const thread_limit two(2);
+  EXPECT_EQ(cpu::split_threads(), 2) << "no job has run alone yet: work splits for both threads";
   cpu::parallel_for(2, 1, [](std::int64_t, std::int64_t) {});  // the pool's workers, unpinned
   const int here = sched_getcpu();
   allow_cpus(only_cpu(here));
@@ -166,11 +167,15 @@ TEST(Threads, AWorkerStuckOnTheCallersCpuLeavesTheNextJobsToTheCaller) {
   const int here = sched_getcpu();
   allow_cpus(only_cpu(here));
   const int worker_cpu = worker_cpu_after_joining(here, true);
+  const int split_for = cpu::split_threads();
   const auto next = threads_of_a_job();
   ASSERT_NE(worker_cpu, -1) << "no worker took part in three tries";
   EXPECT_EQ(worker_cpu, here);
   EXPECT_EQ(next, std::set<std::thread::id>{std::this_thread::get_id()})
       << "the job after a worker stuck on the caller's CPU ran on the worker too";
+  // Meanwhile the executors split their work as for one thread, within the limit of two.
+  EXPECT_EQ(split_for, 1);
+  EXPECT_EQ(cpu::thread_count(), 2);
   // The worker's CPUs back (a task of its own), once the pool tries the workers again.
   std::atomic<bool> restored{false};
   for (int i = 0; i < 100 && !restored; ++i) {

@@ -263,7 +263,7 @@ void gemm(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, 
   // About 2 x M x N x K flops: below half a million, handing out the work to the threads (held
   // awake through a call) costs more than it saves (thread_pool.hpp).
   const bool worth_threads = double(M) * double(N) * double(K) * double(batches) > 2e5;
-  const int threads = worth_threads ? thread_count() : 1;
+  const int threads = worth_threads ? split_threads() : 1;
   const std::int64_t row_blocks = (M + G::MC - 1) / G::MC;
   // Column blocks of equal width (whole NR panels, at most NC; where K is short of a KC block, as
   // many more columns as keep B's block within KC x NC, up to 4 NC: a convolution's few input
@@ -428,7 +428,7 @@ void gemv(std::int64_t batches, std::int64_t N, std::int64_t K, ARow a_at, std::
   constexpr std::int64_t width = V * L;
   // Column blocks of at most NC, as many as share out evenly when threads pay off.
   const bool worth_threads = double(N) * double(K) * double(batches) > 2e5;
-  const int threads = worth_threads ? thread_count() : 1;
+  const int threads = worth_threads ? split_threads() : 1;
   std::int64_t blocks = (N + G::NC - 1) / G::NC;
   if (batches == 1 && threads > 1) blocks = std::max<std::int64_t>(blocks, threads);
   const std::int64_t nc = ((N + blocks - 1) / blocks + width - 1) / width * width;

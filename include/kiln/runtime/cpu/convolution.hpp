@@ -469,7 +469,7 @@ void direct_2d(const shape& x_dims, const operand_layout& x, const shape& w_dims
   const std::int64_t row_bytes =
       (panels * MR * OW + sy * in_group * sx * phase_width) * std::int64_t{sizeof(S)};
   std::int64_t band = std::clamp<std::int64_t>(96 * 1024 / row_bytes, 1, OH);
-  const std::int64_t per_image = (2 * std::int64_t{thread_count()} + images - 1) / images;
+  const std::int64_t per_image = (2 * std::int64_t{split_threads()} + images - 1) / images;
   band = std::min(band, std::max<std::int64_t>((OH + per_image - 1) / per_image, 1));
   const std::int64_t bands = (OH + band - 1) / band;
   const std::int64_t band_rows = (band - 1) * sy + (KH - 1) * dy + 1;  // input rows a band reads

@@ -145,7 +145,7 @@ inline void run_short_rows(row_ref row, const collapsed_space& c,
     parallel_for(
         blocks,
         std::max<std::int64_t>(
-            claim_elements(rows * inner, thread_count()) / static_cast<std::int64_t>(piece), 1),
+            claim_elements(rows * inner, split_threads()) / static_cast<std::int64_t>(piece), 1),
         run_blocks);
   else
     run_blocks(0, blocks);
@@ -336,7 +336,7 @@ KILN_RUNTIME_API void run_region(row_ref row, const shape& space,
     return;
   }
   bool parallel = total >= parallel_threshold;
-  int threads = parallel ? thread_count() : 1;
+  int threads = parallel ? split_threads() : 1;
   // Tasks of claim_elements: long rows are cut into pieces of whole steps; short rows are claimed
   // several at a time.
   std::int64_t grain = claim_elements(total, threads);

@@ -17,6 +17,10 @@ using task_range = function_ref<void(std::int64_t, std::int64_t)>;
 // used says so once), or fewer where the calling thread set a limit (thread_limit).
 KILN_RUNTIME_API int thread_count();
 
+// The threads a job's work is split for: thread_count(), or 1 while the pool runs jobs on their
+// callers alone (another process holds the cores; thread_pool.hpp).
+KILN_RUNTIME_API int split_threads();
+
 // The most threads this thread's CPU work may use (0: no limit of its own), and setting it.
 KILN_RUNTIME_API int thread_limit_of_this_thread();
 KILN_RUNTIME_API void set_thread_limit_of_this_thread(int threads);

@@ -430,7 +430,7 @@ inline void reduce(row_ref row, fold_fn fold, const reducer_ops& r, dtype type, 
   };
   const std::size_t in_size = ins.size(), out_size = outs.size();
   const std::int64_t total = (last_row - first_row) * count;
-  const int threads = rows.last < 0 && total >= parallel_threshold ? thread_count() : 1;
+  const int threads = rows.last < 0 && total >= parallel_threshold ? split_threads() : 1;
 
   if (row_case) {
     // Pieces of whole rows: partial p of output o covers piece p % pieces of reduced row
@@ -640,7 +640,7 @@ inline void run_reduction(row_ref row, fold_fn fold, ir::op kind, dtype type, co
     const std::int64_t total = space.element_count();
     const std::int64_t rows_total = ir::kept_dims(space, attrs).element_count();
     const std::int64_t row_size = rows_total > 0 ? total / rows_total : 0;
-    const int threads = total >= parallel_threshold ? thread_count() : 1;
+    const int threads = total >= parallel_threshold ? split_threads() : 1;
     if (row_size > 0 && rows_total >= 4 * std::int64_t{threads} &&
         ir::trailing_axes(attrs.axes, space.rank)) {
       thread_kept<std::vector<row_walk>> kept_walks;

@@ -495,7 +495,7 @@ KILN_RUNTIME_API void run_plan(const compiler::plan& p, region_rows_ref rows,
       fits = fits && (s == space || (p.regions[k].root < 0 && s.element_count() == rows_total &&
                                      squeezed(s) == squeezed(rows_dims)));
     }
-    const int threads = total >= parallel_threshold ? thread_count() : 1;
+    const int threads = total >= parallel_threshold ? split_threads() : 1;
     const bool by_blocks = fits && (threads == 1 || rows_total >= 4 * std::int64_t{threads});
     // Row-local values live a block at a time where a block's rows are consecutive elements.
     thread_kept<detail::group_lists> lists;

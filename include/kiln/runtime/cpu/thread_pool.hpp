@@ -156,6 +156,10 @@ class thread_pool {
   }
   void release() { held_.fetch_sub(1, std::memory_order_relaxed); }
 
+  // Whether jobs run on their callers alone now (after a sign that another process holds the
+  // cores): the executors then split their work as for one thread.
+  bool solo_now() const { return solo(clock::now()); }
+
  private:
   // Spins while `ready()` is false, up to a few tens of microseconds: a job that follows soon
   // (a GEMM packs B, then multiplies; a program runs its regions one after another) then finds
@@ -325,17 +329,24 @@ KILN_RUNTIME_API void set_thread_limit_of_this_thread(int threads) {
   detail::this_thread_limit = std::max(threads, 0);
 }
 
-KILN_RUNTIME_API int thread_count() {
-  const int n = detail::process_thread_count(), limit = detail::this_thread_limit;
-  return limit > 0 ? std::min(n, limit) : n;
-}
-
 namespace detail {
 inline thread_pool& process_pool() {
   static thread_pool pool(process_thread_count());
   return pool;
 }
 }  // namespace detail
+
+KILN_RUNTIME_API int thread_count() {
+  const int n = detail::process_thread_count(), limit = detail::this_thread_limit;
+  return limit > 0 ? std::min(n, limit) : n;
+}
+
+// A job split for several threads and run by its caller alone costs more than one split for one
+// (a product's extra column blocks, a convolution's extra bands, rows cut in pieces).
+KILN_RUNTIME_API int split_threads() {
+  const int threads = thread_count();
+  return threads > 1 && detail::process_pool().solo_now() ? 1 : threads;
+}
 
 KILN_RUNTIME_API void parallel_for(std::int64_t tasks, std::int64_t chunk, task_range fn) {
   detail::process_pool().run(tasks, chunk, fn, thread_count());
